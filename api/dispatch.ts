@@ -1,0 +1,115 @@
+/**
+ * One function for every transport: find the operation, check the caller's
+ * scope, validate its arguments, forward when peer_id names another member,
+ * run it, and write the activity row of a mutating call (exactly one, on the
+ * node that runs it).
+ */
+import type { Logger } from 'pino';
+import type { Operation } from './registry/types.js';
+import { getOperation } from './registry/index.js';
+import type { HandlerTable } from './handlers.js';
+import { validateArgs } from './validate.js';
+import { ApiError, errorBody, forbidden, notFound } from './errors.js';
+import type { ActivityNote, Args, CallContext, Caller } from '../daemon/context.js';
+import type { ActivityLog } from '../daemon/activity/log.js';
+
+/** How dispatch reaches other members; provided by the cluster once it exists. */
+export interface Forwarder {
+  /** Resolves a peer_id: 'self' for this node, 'peer' for another member, undefined when unknown. */
+  resolve(peerId: string): 'self' | 'peer' | undefined;
+  /** Runs the call on that member; rejects with ApiError (its 4xx, or 502 naming it). */
+  forward(peerId: string, op: Operation, args: Args, caller: Caller, requestId: string): Promise<unknown>;
+}
+
+export interface DispatchDeps {
+  handlers: HandlerTable;
+  activity: ActivityLog;
+  forwarder: Forwarder;
+  log: Logger;
+}
+
+export class Dispatch {
+  constructor(private readonly deps: DispatchDeps) {}
+
+  /** Throws 403 unless the caller holds every scope the operation names. */
+  authorize(op: Operation, caller: Caller): void {
+    const missing = op.scopes.filter((s) => !caller.scopes.includes(s));
+    if (missing.length) {
+      throw forbidden(`token '${caller.tokenName}' lacks scope ${missing.map((s) => `'${s}'`).join(' and ')} needed by ${op.name}`);
+    }
+  }
+
+  /**
+   * Runs an operation for a caller. `args` are the assembled arguments (path
+   * parameters included). Throws ApiError; the caller's transport renders it.
+   */
+  async call(opOrName: Operation | string, argsIn: Args | (() => Promise<Args>), caller: Caller, requestId: string): Promise<unknown> {
+    const op = typeof opOrName === 'string' ? getOperation(opOrName) : opOrName;
+    if (!op) throw notFound(`no operation named '${String(opOrName)}'`);
+    let note: ActivityNote = {};
+    let forwarded = false;
+    let args: Args = {};
+    try {
+      this.authorize(op, caller);
+      // A transport may hand over a loader so that reading and parsing the
+      // request happen only after the scope check, and its failures are recorded.
+      args = typeof argsIn === 'function' ? await argsIn() : argsIn;
+      validateArgs(op, args);
+      let local = args;
+      if (op.peerId === 'forward' && typeof args.peer_id === 'string') {
+        const where = this.deps.forwarder.resolve(args.peer_id);
+        if (!where) throw notFound(`peer '${args.peer_id}' not found`);
+        const { peer_id, ...rest } = args;
+        if (where === 'peer') {
+          forwarded = true;
+          return await this.deps.forwarder.forward(peer_id, op, rest, caller, requestId);
+        }
+        local = rest;
+      }
+      const ctx: CallContext = { caller, requestId, note: (n) => { note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } }; } };
+      const result = await this.deps.handlers[op.name as keyof HandlerTable](local, ctx);
+      if (!op.readOnly) await this.record(op, args, caller, requestId, note, undefined);
+      return result;
+    } catch (err) {
+      // A forwarded call is recorded by the member that ran it; the origin
+      // records only when the member could not be reached to run it (502).
+      const status = errorBody(err).status;
+      if (!op.readOnly && (!forwarded || status === 502)) {
+        await this.record(op, args, caller, requestId, note, err).catch((e) => this.deps.log.error({ err: e }, 'activity write failed'));
+      }
+      throw err;
+    }
+  }
+
+  private async record(op: Operation, args: Args, caller: Caller, requestId: string, note: ActivityNote, err: unknown): Promise<void> {
+    const failed = err !== undefined;
+    const e = failed ? errorBody(err) : undefined;
+    const metadata: Record<string, unknown> & { transport: string } = {
+      ...(note.metadata ?? {}),
+      transport: caller.transport,
+      operation: op.name,
+      request_id: requestId,
+      status: e?.status ?? 200,
+    };
+    if (caller.transport === 'cluster') metadata.origin = caller.origin;
+    if (e) metadata.error = e.body.error;
+    if (typeof args.peer_id === 'string' && e?.status === 502) metadata.peer_id = args.peer_id;
+    await this.deps.activity.record({
+      category: op.category,
+      severity: failed ? 'warning' : 'info',
+      summary: failed ? `${op.summary.replace(/\.$/, '')} failed: ${e!.body.error}` : note.summary ?? op.summary.replace(/\.$/, ''),
+      target: note.target ?? targetLabel(op, args),
+      actor: caller.tokenName,
+      metadata,
+    });
+  }
+}
+
+/** A readable label from the path parameters, e.g. `vms/12` or `folders/f_ab/entries/a.txt`. */
+function targetLabel(op: Operation, args: Args): string {
+  return op.segments
+    .map((s) => (s.startsWith('{') ? String(args[s.slice(1, -1)] ?? s) : s))
+    .join('/');
+}
+
+export { ApiError };

@@ -1,0 +1,46 @@
+/**
+ * Errors are values carrying an HTTP status from the spec's error table.
+ * Domains throw them; `errorBody` is the one place that turns any thrown value
+ * into the `{"error": "..."}` body and status every transport returns.
+ */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export const badRequest = (msg: string) => new ApiError(400, msg);
+export const unauthorized = (msg = 'missing or unknown bearer token') => new ApiError(401, msg);
+export const forbidden = (msg: string) => new ApiError(403, msg);
+export const notFound = (msg: string) => new ApiError(404, msg);
+export const methodNotAllowed = (msg: string, allow: string[]) => new ApiError(405, msg, { Allow: allow.join(', ') });
+export const conflict = (msg: string) => new ApiError(409, msg);
+export const tooLarge = (msg = 'request body is over 1 MiB (1048576 bytes)') => new ApiError(413, msg);
+export const internal = (msg: string) => new ApiError(500, msg);
+export const notImplemented = (operation: string) => new ApiError(501, `${operation} is not implemented yet`);
+export const badGateway = (msg: string) => new ApiError(502, msg);
+export const unavailable = (msg: string) => new ApiError(503, msg);
+
+export interface ErrorResponse {
+  status: number;
+  body: { error: string };
+  headers: Record<string, string>;
+}
+
+/** Turns anything thrown into the status and body a client sees. Unknown errors become 500 naming what happened. */
+export function errorBody(err: unknown): ErrorResponse {
+  if (err instanceof ApiError) return { status: err.status, body: { error: err.message }, headers: err.headers };
+  const e = err as NodeJS.ErrnoException | undefined;
+  if (e && typeof e === 'object' && typeof e.code === 'string') {
+    // Filesystem errors that escaped a domain's own mapping still get their meaning.
+    if (e.code === 'ENOENT') return { status: 404, body: { error: 'no such file or folder' }, headers: {} };
+    if (e.code === 'EEXIST' || e.code === 'ENOTEMPTY') return { status: 409, body: { error: 'the name is already taken' }, headers: {} };
+  }
+  const message = e && typeof e.message === 'string' && e.message ? e.message : String(err);
+  return { status: 500, body: { error: `internal error: ${message}` }, headers: {} };
+}

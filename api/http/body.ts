@@ -1,0 +1,91 @@
+/**
+ * Request body reading with the spec's 1 MiB limit, and the assembly of an
+ * operation's arguments from path, query string and JSON body.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Operation, JsonSchema } from '../registry/types.js';
+import { badRequest, tooLarge } from '../errors.js';
+import { coerceText } from '../validate.js';
+import type { Args } from '../../daemon/context.js';
+
+export const BODY_LIMIT = 1048576;
+
+export function readBody(req: IncomingMessage, limit = BODY_LIMIT): Promise<Buffer> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let done = false;
+    req.on('data', (c: Buffer) => {
+      if (done) return;
+      total += c.length;
+      if (total > limit) {
+        done = true;
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => {
+      if (!done) {
+        done = true;
+        resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+      }
+    });
+    req.on('error', (e) => {
+      if (!done) {
+        done = true;
+        reject(badRequest(`could not read the request body: ${e.message}`));
+      }
+    });
+  });
+}
+
+const takesBody = (op: Operation) => op.method === 'POST' || op.method === 'PATCH' || op.method === 'PUT';
+
+/**
+ * Path parameters fill the arguments of the same name; GET and DELETE take the
+ * rest from the query string, POST/PATCH/PUT from the JSON body (peer_id may be
+ * in either place).
+ */
+export function assembleArgs(op: Operation, params: Record<string, string>, query: string, body: Buffer): Args {
+  const props = (op.schema.properties ?? {}) as Record<string, JsonSchema>;
+  let args: Args = {};
+  const text = body.length ? body.toString('utf8') : '';
+  if (takesBody(op)) {
+    if (text.trim() !== '') {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw badRequest('request body is not valid JSON');
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw badRequest('request body must be a JSON object');
+      // Use the parsed object itself: copying it would run a `__proto__` key as a setter.
+      args = parsed as Args;
+    }
+  } else if (text.trim() !== '') {
+    throw badRequest(`${op.method} takes its arguments in the query string, not a body`);
+  }
+  if (query) {
+    const seen = new Set<string>();
+    for (const [k, v] of new URLSearchParams(query)) {
+      if (seen.has(k)) throw badRequest(`argument '${k}' is given more than once`);
+      seen.add(k);
+      if (takesBody(op) && k !== 'peer_id') throw badRequest(`argument '${k}' must be sent in the JSON body`);
+      if (Object.prototype.hasOwnProperty.call(args, k)) throw badRequest(`argument '${k}' is given both in the query string and the body`);
+      setArg(args, k, coerceText(Object.hasOwn(props, k) ? props[k] : undefined, v, k));
+    }
+  }
+  for (const [k, v] of Object.entries(params)) {
+    if (Object.prototype.hasOwnProperty.call(args, k)) throw badRequest(`argument '${k}' is taken from the path`);
+    setArg(args, k, coerceText(Object.hasOwn(props, k) ? props[k] : undefined, v, k));
+  }
+  return args;
+}
+
+/** Defines rather than assigns, so a key such as `__proto__` stays an ordinary (and then refused) argument. */
+function setArg(args: Args, key: string, value: unknown): void {
+  Object.defineProperty(args, key, { value, enumerable: true, writable: true, configurable: true });
+}

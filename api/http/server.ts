@@ -1,0 +1,119 @@
+/**
+ * The JSON/HTTP transport. Everything under /api/v1 goes through one handler
+ * that routes by the registry, authenticates, and hands the call to dispatch.
+ * The same app serves the local admin socket, where the caller is fixed.
+ */
+import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import express, { type Express } from 'express';
+import type { Logger } from 'pino';
+import type { Dispatch } from '../dispatch.js';
+import type { Router } from '../router.js';
+import { API_PREFIX } from '../catalog.js';
+import { errorBody, unauthorized, ApiError } from '../errors.js';
+import { assembleArgs, readBody } from './body.js';
+import type { Caller } from '../../daemon/context.js';
+import type { Operation } from '../registry/types.js';
+
+export interface HttpDeps {
+  dispatch: Dispatch;
+  router: Router;
+  /** The caller for an Authorization header value, or undefined (401). */
+  authenticate: (authorization: string | undefined) => Caller | undefined;
+  log: Logger;
+  openapi: () => unknown;
+  /** Extra routes mounted before the API (MCP, admin endpoints). */
+  mount?: (app: Express) => void;
+}
+
+const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,64}$/;
+const bootTag = crypto.randomBytes(3).toString('hex');
+let reqCounter = 0;
+
+export function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  if (typeof given === 'string' && REQ_ID_RE.test(given)) return given;
+  return `${bootTag}-${(++reqCounter).toString(36)}`;
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+const successStatus = (op: Operation) => (op.method === 'POST' && op.name.endsWith('_create') ? 201 : 200);
+
+export function createHttpApp(deps: HttpDeps): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.set('query parser', false);
+
+  app.get(`${API_PREFIX}/openapi.json`, (_req, res) => sendJson(res, 200, deps.openapi()));
+  deps.mount?.(app);
+
+  app.use((req, res) => {
+    const started = process.hrtime.bigint();
+    const id = requestId(req);
+    const url = req.originalUrl ?? req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const query = q === -1 ? '' : url.slice(q + 1);
+    let opName: string | undefined;
+    let actor: string | undefined;
+
+    const finish = (status: number, body: unknown, headers?: Record<string, string>) => {
+      sendJson(res, status, body, { 'x-request-id': id, ...headers });
+      deps.log.info({
+        req_id: id, method: req.method, path, status, op: opName, actor,
+        ms: Number(process.hrtime.bigint() - started) / 1e6,
+      }, 'request');
+    };
+    const fail = (err: unknown) => {
+      const e = errorBody(err);
+      if (e.status >= 500 && !(err instanceof ApiError)) deps.log.error({ req_id: id, err }, 'request failed');
+      finish(e.status, e.body, e.headers);
+    };
+
+    if (!path.startsWith(API_PREFIX + '/') && path !== API_PREFIX) {
+      fail(new ApiError(404, `no endpoint at ${path}`));
+      return;
+    }
+    let match;
+    try {
+      match = deps.router.match(req.method ?? 'GET', path.slice(API_PREFIX.length));
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    const { op, params } = match;
+    opName = op.name;
+    const caller = deps.authenticate(req.headers.authorization);
+    if (!caller) {
+      fail(unauthorized());
+      return;
+    }
+    actor = caller.tokenName;
+    deps.dispatch
+      .call(op, async () => assembleArgs(op, params, query, await readBody(req)), caller, id)
+      .then((result) => finish(successStatus(op), result ?? {}), fail);
+  });
+  return app;
+}
+
+/** Caller for a bearer token, through the token store. */
+export function bearerAuthenticator(
+  lookup: (secret: string) => { id: string; name: string; scopes: string[] } | undefined,
+  nodeId: () => string,
+  transport: 'api' | 'mcp' = 'api',
+): (authorization: string | undefined) => Caller | undefined {
+  return (authorization) => {
+    if (!authorization) return undefined;
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!m) return undefined;
+    const tok = lookup(m[1]);
+    if (!tok) return undefined;
+    return { tokenId: tok.id, tokenName: tok.name, scopes: tok.scopes, transport, origin: nodeId() };
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * The operation registry: every operation declared once in the domain files,
+ * completed here with what derives from it (full argument schema, hint flags,
+ * path segments). Routing, validation, catalog, OpenAPI, MCP tools, the CLI
+ * and the conformance tests all read `operations` from this module.
+ */
+import type { Operation, OperationSpec, JsonSchema } from './types.js';
+import { PEER_ID } from './schema.js';
+import { operations as catalogOps } from './catalog.js';
+import { operations as vmsOps } from './vms.js';
+import { operations as templatesOps } from './templates.js';
+import { operations as tasksOps } from './tasks.js';
+import { operations as systemOps } from './system.js';
+import { operations as appsOps } from './apps.js';
+import { operations as lxcOps } from './lxc.js';
+import { operations as foldersOps } from './folders.js';
+import { operations as locationsOps } from './locations.js';
+import { operations as proxyOps } from './proxy.js';
+import { operations as sandboxesOps } from './sandboxes.js';
+
+const SPECS = [
+  ...catalogOps, ...vmsOps, ...templatesOps, ...tasksOps, ...systemOps, ...appsOps,
+  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps,
+] as const;
+
+export type OperationName = (typeof SPECS)[number]['name'];
+
+function complete(spec: OperationSpec): Operation {
+  const peerId = spec.peerId ?? 'forward';
+  const properties: Record<string, JsonSchema> = { ...spec.params, ...spec.args };
+  if (peerId === 'forward') properties.peer_id = PEER_ID;
+  const required = [...Object.keys(spec.params), ...(spec.required ?? [])];
+  const schema: JsonSchema = { type: 'object', properties, additionalProperties: false };
+  if (required.length) schema.required = required;
+  return {
+    ...spec,
+    scopes: [...spec.scopes],
+    hints: [...spec.hints],
+    required: spec.required ? [...spec.required] : [],
+    peerId,
+    readOnly: spec.hints.includes('RO'),
+    destructive: spec.hints.includes('DEL'),
+    idempotent: spec.hints.includes('IDEM'),
+    schema,
+    segments: spec.path.split('/').filter(Boolean),
+  };
+}
+
+export const operations: readonly Operation[] = (SPECS as readonly OperationSpec[]).map(complete);
+
+export const operationsByName: ReadonlyMap<string, Operation> = new Map(operations.map((o) => [o.name, o]));
+
+/** Every scope any operation names: the scopes a token may be given. */
+export const ALL_SCOPES: ReadonlySet<string> = new Set(operations.flatMap((o) => o.scopes));
+
+/** Path parameters whose value is a path inside a folder and may span several segments. */
+export const isGreedyParam = (name: string): boolean => name.endsWith('sub_path');
+
+export function getOperation(name: string): Operation | undefined {
+  return operationsByName.get(name);
+}
+
+type SpecUnion = (typeof SPECS)[number];
+/** Names of the operations of one domain, as a literal union. */
+export type DomainOperationName<D extends SpecUnion['domain']> = Extract<SpecUnion, { domain: D }>['name'];
+
+export function operationsOfDomain(domain: string): Operation[] {
+  return operations.filter((o) => o.domain === domain);
+}

@@ -1,0 +1,35 @@
+import type { OperationSpec } from './types.js';
+import { str, strMap } from './schema.js';
+
+export const operations = [
+  {
+    name: 'templates_create',
+    domain: 'templates',
+    method: 'POST',
+    path: '/templates',
+    scopes: ['vm.manage', 'sandbox.manage'],
+    hints: [],
+    summary: 'Build a reusable VM template from a base image and a cloud-init script (runs as a background task).',
+    category: 'system',
+    params: {},
+    args: {
+      base_image_id: str('Base image to build from; downloaded first if the host lacks it'),
+      name: str('Name of the resulting template'),
+      user_data: str('Cloud-init user-data used verbatim; it must end by powering the build machine off, which signals the build is finished'),
+      labels: strMap('Labels stored on the resulting image and returned by the VM image list'),
+    },
+    required: ['base_image_id', 'name'],
+  },
+  {
+    name: 'templates_get',
+    domain: 'templates',
+    method: 'GET',
+    path: '/templates/{task_id}',
+    scopes: ['vm.read', 'sandbox.read'],
+    hints: ['RO'],
+    summary: 'Report how a template build is going.',
+    category: 'system',
+    params: { task_id: str('Background task ID of the template build') },
+    args: {},
+  },
+] as const satisfies readonly OperationSpec[];

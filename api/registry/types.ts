@@ -1,0 +1,63 @@
+/**
+ * The shape of one operation in the registry. Every transport, the catalog,
+ * OpenAPI, MCP tools, the CLI and the conformance tests derive from these.
+ */
+export type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+export type Hint = 'RO' | 'DEL' | 'IDEM';
+
+export const ACTIVITY_CATEGORIES = [
+  'auth', 'user', 'share', 'file', 'storage', 'backup', 'app', 'update', 'license', 'system', 'agent',
+] as const;
+export type ActivityCategory = (typeof ACTIVITY_CATEGORIES)[number];
+
+export const SEVERITIES = ['info', 'warning', 'critical'] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+/** Domains as the registry groups them (one registry file each). */
+export type Domain =
+  | 'catalog' | 'vms' | 'templates' | 'tasks' | 'system' | 'apps' | 'lxc'
+  | 'folders' | 'locations' | 'proxy' | 'sandboxes';
+
+export type JsonSchema = { [key: string]: unknown };
+
+/**
+ * How an operation treats `peer_id`:
+ * - 'forward' (default): optional; names the member that runs the call.
+ * - 'none': the operation takes no peer_id (GET /peers).
+ * - 'own': peer_id is an ordinary argument with the operation's own meaning (POST /proxy/move).
+ */
+export type PeerIdMode = 'forward' | 'none' | 'own';
+
+export interface OperationSpec {
+  /** Operation name, also the MCP tool name: `<domain>_<verb>` in snake case, e.g. `vms_create`. */
+  name: string;
+  domain: Domain;
+  method: Method;
+  /** Path relative to /api/v1, with `{param}` placeholders, e.g. `/vms/{id}/start`. */
+  path: string;
+  /** Every listed scope is required. Empty means any valid token. */
+  scopes: readonly string[];
+  hints: readonly Hint[];
+  summary: string;
+  /** Activity category written for this operation's mutating calls. */
+  category: ActivityCategory;
+  /** Schemas of the path parameters, by name (always required). */
+  params: Record<string, JsonSchema>;
+  /** Schemas of the body/query arguments (peer_id excluded; it is added by the registry). */
+  args: Record<string, JsonSchema>;
+  /** Names of required body/query arguments. */
+  required?: readonly string[];
+  peerId?: PeerIdMode;
+}
+
+/** An operation with everything derived from its spec filled in. */
+export interface Operation extends OperationSpec {
+  peerId: PeerIdMode;
+  readOnly: boolean;
+  destructive: boolean;
+  idempotent: boolean;
+  /** Full JSON Schema of the arguments: path params, body/query args, and peer_id where accepted. */
+  schema: JsonSchema;
+  /** Path split into segments; `{x}` segments are parameters. */
+  segments: string[];
+}

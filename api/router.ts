@@ -1,0 +1,99 @@
+/**
+ * Maps a method and a path under /api/v1 to an operation, derived from the
+ * registry. Literal segments beat parameters; `*sub_path` parameters take one
+ * or more segments. A path that some operation matches with another method
+ * gives 405 with the methods that would work.
+ */
+import type { Method, Operation } from './registry/types.js';
+import { isGreedyParam } from './registry/index.js';
+import { badRequest, methodNotAllowed, notFound } from './errors.js';
+
+export interface RouteMatch {
+  op: Operation;
+  /** Decoded path parameter values. */
+  params: Record<string, string>;
+}
+
+interface Candidate { op: Operation; params: Record<string, string>; literals: number }
+
+export class Router {
+  /** Operations indexed by their first path segment (the collection). */
+  private readonly byHead = new Map<string, Operation[]>();
+
+  constructor(ops: readonly Operation[]) {
+    for (const op of ops) {
+      const head = op.segments[0];
+      const list = this.byHead.get(head) ?? [];
+      list.push(op);
+      this.byHead.set(head, list);
+    }
+  }
+
+  /** `rawPath` is the part after /api/v1, still percent-encoded. */
+  match(method: string, rawPath: string): RouteMatch {
+    const rawSegs = rawPath.split('/').filter(Boolean);
+    const segs: string[] = [];
+    for (const s of rawSegs) {
+      try {
+        segs.push(decodeURIComponent(s));
+      } catch {
+        throw badRequest('the path has malformed percent-encoding');
+      }
+    }
+    const ops = this.byHead.get(segs[0] ?? '') ?? [];
+    const found: Candidate[] = [];
+    for (const op of ops) {
+      const params: Record<string, string> = {};
+      if (matchSegs(op.segments, 0, segs, rawSegs, 0, params)) {
+        found.push({ op, params, literals: op.segments.filter((s) => !s.startsWith('{')).length });
+      }
+    }
+    if (!found.length) throw notFound(`no endpoint at /api/v1${rawPath}`);
+    const same = found.filter((c) => c.op.method === (method as Method));
+    if (!same.length) {
+      const allow = [...new Set(found.map((c) => c.op.method))];
+      throw methodNotAllowed(`method ${method} is not allowed here; allowed: ${allow.join(', ')}`, allow);
+    }
+    same.sort((a, b) => b.literals - a.literals);
+    const best = same[0];
+    for (const [name, value] of Object.entries(best.params)) {
+      if (isGreedyParam(name) && /%(2f|5c)/i.test(value)) {
+        throw badRequest(`argument '${name}' must not contain encoded path separators`);
+      }
+    }
+    const params: Record<string, string> = {};
+    for (const [name, value] of Object.entries(best.params)) params[name] = isGreedyParam(name) ? decodeGreedy(value) : value;
+    return { op: best.op, params };
+  }
+}
+
+/**
+ * Greedy parameters are matched on their raw text (so that encoded separators
+ * can be refused) and decoded here; others are matched decoded.
+ */
+function matchSegs(tpl: string[], ti: number, segs: string[], raw: string[], si: number, params: Record<string, string>): boolean {
+  if (ti === tpl.length) return si === segs.length;
+  const t = tpl[ti];
+  if (!t.startsWith('{')) {
+    return si < segs.length && segs[si] === t && matchSegs(tpl, ti + 1, segs, raw, si + 1, params);
+  }
+  const name = t.slice(1, -1);
+  if (!isGreedyParam(name)) {
+    if (si >= segs.length || segs[si] === '') return false;
+    params[name] = segs[si];
+    if (matchSegs(tpl, ti + 1, segs, raw, si + 1, params)) return true;
+    delete params[name];
+    return false;
+  }
+  const restLiterals = tpl.length - ti - 1;
+  for (let end = segs.length - restLiterals; end > si; end--) {
+    params[name] = raw.slice(si, end).join('/');
+    if (matchSegs(tpl, ti + 1, segs, raw, end, params)) return true;
+  }
+  delete params[name];
+  return false;
+}
+
+function decodeGreedy(raw: string): string {
+  return raw.split('/').map((s) => decodeURIComponent(s)).join('/');
+}

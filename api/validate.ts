@@ -1,0 +1,110 @@
+/**
+ * Argument validation against each operation's schema, compiled once. Error
+ * messages name the argument and what was wrong, never its value (values may
+ * be secrets).
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { Operation, JsonSchema } from './registry/types.js';
+import { badRequest } from './errors.js';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+const ajv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true, useDefaults: false });
+addFormats(ajv);
+
+const compiled = new Map<string, ValidateFunction>();
+
+function validatorFor(op: Operation): ValidateFunction {
+  let v = compiled.get(op.name);
+  if (!v) {
+    v = ajv.compile(op.schema);
+    compiled.set(op.name, v);
+  }
+  return v;
+}
+
+/** Compiles every operation's validator up front so no request pays for it. */
+export function precompile(ops: readonly Operation[]): void {
+  for (const op of ops) validatorFor(op);
+}
+
+export function validateArgs(op: Operation, args: unknown): void {
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) throw badRequest('arguments must be a JSON object');
+  const v = validatorFor(op);
+  if (!v(args)) throw badRequest(describe(v.errors?.[0]));
+}
+
+function argName(instancePath: string): string {
+  return instancePath
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
+}
+
+function describe(e: ErrorObject | undefined): string {
+  if (!e) return 'arguments do not fit the schema';
+  const name = argName(e.instancePath);
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'required':
+      return name ? `argument '${name}' is missing required field '${p.missingProperty}'` : `missing required argument '${p.missingProperty}'`;
+    case 'additionalProperties':
+      return name ? `argument '${name}' has unknown field '${p.additionalProperty}'` : `unknown argument '${p.additionalProperty}'`;
+    case 'type':
+      return `argument '${name}' must be ${String(p.type).split(',').join(' or ')}`;
+    case 'minimum':
+      return `argument '${name}' must be >= ${p.limit}`;
+    case 'maximum':
+      return `argument '${name}' must be <= ${p.limit}`;
+    case 'enum':
+      return `argument '${name}' must be one of: ${(p.allowedValues as unknown[]).map((x) => (x === '' ? "''" : String(x))).join(', ')}`;
+    case 'format':
+      return p.format === 'date-time' ? `argument '${name}' must be an RFC 3339 date-time` : `argument '${name}' must be a valid ${p.format}`;
+    case 'maxLength':
+      return `argument '${name}' must be at most ${p.limit} characters`;
+    case 'minLength':
+      return `argument '${name}' must be at least ${p.limit} characters`;
+    case 'propertyNames':
+      return `argument '${name}' has an invalid key '${p.propertyName}'`;
+    case 'pattern':
+      return `argument '${name}' has an invalid form`;
+    default:
+      return `argument '${name || '(root)'}' ${e.message ?? 'does not fit the schema'}`;
+  }
+}
+
+/**
+ * Query strings and path segments carry text; turn each value into what the
+ * schema expects where the text unambiguously says so, and leave it otherwise
+ * so that validation reports the type error. Objects and arrays come as JSON.
+ */
+export function coerceText(schema: JsonSchema | undefined, raw: string, name: string): unknown {
+  if (!schema) return raw;
+  const types = schemaTypes(schema);
+  if (types.has('string')) return raw;
+  if (types.has('null') && raw === 'null') return null;
+  if ((types.has('integer') || types.has('number')) && /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(raw)) return Number(raw);
+  if (types.has('boolean') && (raw === 'true' || raw === 'false')) return raw === 'true';
+  if ((types.has('object') || types.has('array')) && /^\s*[[{]/.test(raw)) {
+    try {
+      return JSON.parse(raw);
+    } catch {
+      throw badRequest(`argument '${name}' must be JSON text for an object or array`);
+    }
+  }
+  return raw;
+}
+
+function schemaTypes(schema: JsonSchema): Set<string> {
+  const out = new Set<string>();
+  const t = schema.type;
+  if (typeof t === 'string') out.add(t);
+  else if (Array.isArray(t)) for (const x of t) out.add(String(x));
+  for (const k of ['anyOf', 'oneOf'] as const) {
+    const alts = schema[k];
+    if (Array.isArray(alts)) for (const a of alts) for (const x of schemaTypes(a as JsonSchema)) out.add(x);
+  }
+  return out;
+}

@@ -1,0 +1,112 @@
+/**
+ * The local admin socket (<data dir>/hostd.sock, mode 0600): hostctl's way in.
+ * Whoever can open the socket is the machine's administrator, so it needs no
+ * token; it serves token management and the whole API as the local admin.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import type { Express, Request, Response } from 'express';
+import express from 'express';
+import type { Logger } from 'pino';
+import type { TokenStore } from './auth/tokens.js';
+import type { ActivityLog } from './activity/log.js';
+import { errorBody, badRequest } from '../api/errors.js';
+import { readBody } from '../api/http/body.js';
+import { sendJson, requestId } from '../api/http/server.js';
+
+export const ADMIN_ACTOR = 'local-admin';
+
+export interface AdminDeps {
+  tokens: TokenStore;
+  activity: ActivityLog;
+  log: Logger;
+}
+
+type AdminHandler = (req: Request, body: Record<string, unknown>) => Promise<[number, unknown]>;
+
+/** Admin routes; more (cluster pairing) are added with `route`. */
+export class AdminApi {
+  private readonly routes: Array<{ method: string; re: RegExp; handler: AdminHandler }> = [];
+
+  constructor(private readonly deps: AdminDeps) {
+    this.route('POST', /^\/admin\/tokens$/, async (_req, body) => {
+      const name = body.name;
+      const scopes = body.scopes;
+      if (typeof name !== 'string') throw badRequest("argument 'name' must be string");
+      if (!Array.isArray(scopes) || !scopes.every((s) => typeof s === 'string')) throw badRequest("argument 'scopes' must be array of strings");
+      const out = await this.deps.tokens.create(name, scopes as string[]);
+      await this.audit(`Token '${name}' created with scopes ${out.token.scopes.join(', ') || '(none)'}`, `tokens/${name}`);
+      return [201, out];
+    });
+    this.route('GET', /^\/admin\/tokens$/, async () => [200, { tokens: this.deps.tokens.list() }]);
+    this.route('DELETE', /^\/admin\/tokens\/([^/]+)$/, async (req) => {
+      const name = decodeURIComponent(/^\/admin\/tokens\/([^/?]+)/.exec(req.path)![1]);
+      const token = await this.deps.tokens.revoke(name);
+      await this.audit(`Token '${token.name}' revoked`, `tokens/${token.name}`);
+      return [200, { revoked: token }];
+    });
+  }
+
+  route(method: string, re: RegExp, handler: AdminHandler): void {
+    this.routes.push({ method, re, handler });
+  }
+
+  async audit(summary: string, target: string, severity: 'info' | 'warning' = 'info'): Promise<void> {
+    await this.deps.activity.record({ category: 'auth', severity, summary, target, actor: ADMIN_ACTOR, metadata: { transport: 'api', via: 'admin-socket' } });
+  }
+
+  mount(app: Express): void {
+    app.use('/admin', (req, res, next) => {
+      const path = '/admin' + req.path;
+      const r = this.routes.find((x) => x.method === req.method && x.re.test(path));
+      if (!r) return next();
+      void this.handle(r.handler, req, res);
+    });
+  }
+
+  private async handle(handler: AdminHandler, req: Request, res: Response): Promise<void> {
+    const id = requestId(req);
+    try {
+      const raw = await readBody(req);
+      let body: Record<string, unknown> = {};
+      if (raw.length) {
+        try {
+          body = JSON.parse(raw.toString('utf8'));
+        } catch {
+          throw badRequest('request body is not valid JSON');
+        }
+        if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object');
+      }
+      const [status, out] = await handler(req, body);
+      sendJson(res, status, out);
+      this.deps.log.info({ req_id: id, method: req.method, path: '/admin' + req.path, status, actor: ADMIN_ACTOR }, 'request');
+    } catch (err) {
+      const e = errorBody(err);
+      sendJson(res, e.status, e.body, e.headers);
+      this.deps.log.info({ req_id: id, method: req.method, path: '/admin' + req.path, status: e.status, actor: ADMIN_ACTOR }, 'request');
+    }
+  }
+}
+
+/** Listens on the admin socket with mode 0600, replacing a stale socket file. */
+export async function listenAdminSocket(app: Express, socketPath: string): Promise<http.Server> {
+  try {
+    fs.unlinkSync(socketPath);
+  } catch {
+    /* no stale socket */
+  }
+  const server = http.createServer(app);
+  const oldMask = process.umask(0o177);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(socketPath, () => resolve());
+    });
+  } finally {
+    process.umask(oldMask);
+  }
+  fs.chmodSync(socketPath, 0o600);
+  return server;
+}
+
+export { express };

@@ -1,0 +1,50 @@
+/**
+ * hostctl's client for the daemon's local admin socket.
+ */
+import http from 'node:http';
+
+export interface Reply {
+  status: number;
+  body: any;
+}
+
+export class AdminClient {
+  constructor(readonly socketPath: string) {}
+
+  request(method: string, path: string, body?: unknown): Promise<Reply> {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    return new Promise((resolve, reject) => {
+      const req = http.request(
+        {
+          socketPath: this.socketPath,
+          method,
+          path,
+          headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {},
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let parsed: unknown = text;
+            try {
+              parsed = text ? JSON.parse(text) : {};
+            } catch {
+              /* not JSON; keep text */
+            }
+            resolve({ status: res.statusCode ?? 0, body: parsed });
+          });
+        },
+      );
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
+          reject(new Error(`cannot reach hostd at ${this.socketPath}: is the daemon running with this data dir?`));
+        } else if (err.code === 'EACCES') {
+          reject(new Error(`permission denied on ${this.socketPath}: run hostctl as the user that runs hostd`));
+        } else reject(err);
+      });
+      if (payload) req.write(payload);
+      req.end();
+    });
+  }
+}

@@ -1,0 +1,4 @@
+/**
+ * hostctl's entry: the base commands plus the command groups other modules add.
+ */
+export { runHostctl, commandGroups } from './hostctl.js';

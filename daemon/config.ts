@@ -1,0 +1,82 @@
+/**
+ * Daemon configuration: environment variables for the basics, an optional YAML
+ * file (HOSTD_CONFIG) for storage pools and the like. Relative paths in the
+ * file are taken relative to the file.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+
+export interface PoolConfig {
+  /** storage_id used by the API. */
+  id: string;
+  /** Absolute directory holding the pool's folders and images. */
+  path: string;
+  name?: string;
+}
+
+export interface HostAddr { host: string; port: number }
+
+export interface Config {
+  dataDir: string;
+  http: HostAddr;
+  cluster: HostAddr;
+  /** Address peers use to reach this node (defaults to the cluster listen address). */
+  clusterAdvertise?: string;
+  nodeName: string;
+  pools: PoolConfig[];
+  logLevel: string;
+  /** Milliseconds a forwarded call may take before the origin answers 502. */
+  forwardDeadlineMs: number;
+}
+
+export function parseAddr(value: string, what: string): HostAddr {
+  const m = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(value.trim());
+  if (!m) throw new Error(`${what} must look like host:port, got '${value}'`);
+  const port = Number(m[2]);
+  if (port > 65535) throw new Error(`${what} port out of range: ${port}`);
+  return { host: m[1] || '0.0.0.0', port };
+}
+
+interface FileConfig {
+  node_name?: string;
+  data_dir?: string;
+  http_addr?: string;
+  cluster_addr?: string;
+  cluster_advertise?: string;
+  log_level?: string;
+  forward_deadline_ms?: number;
+  storage_pools?: Array<{ id?: string; path?: string; name?: string }>;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  let file: FileConfig = {};
+  let base = process.cwd();
+  if (env.HOSTD_CONFIG) {
+    const p = path.resolve(env.HOSTD_CONFIG);
+    const parsed = YAML.parse(fs.readFileSync(p, 'utf8')) ?? {};
+    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${p}: config must be a YAML mapping`);
+    file = parsed as FileConfig;
+    base = path.dirname(p);
+  }
+  const dataDir = path.resolve(env.HOSTD_DATA_DIR ?? (file.data_dir ? path.resolve(base, file.data_dir) : './data'));
+  const pools: PoolConfig[] = [];
+  for (const [i, p] of (file.storage_pools ?? []).entries()) {
+    if (!p || typeof p.id !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(p.id)) throw new Error(`storage_pools[${i}].id must be 1-64 of [A-Za-z0-9_.-]`);
+    if (typeof p.path !== 'string' || !p.path) throw new Error(`storage_pools[${i}].path is required`);
+    if (pools.some((q) => q.id === p.id)) throw new Error(`storage_pools: duplicate id '${p.id}'`);
+    pools.push({ id: p.id, path: path.resolve(base, p.path), name: p.name });
+  }
+  if (pools.length === 0) pools.push({ id: 'default', path: path.join(dataDir, 'pools', 'default'), name: 'Default pool' });
+  return {
+    dataDir,
+    http: parseAddr(env.HOSTD_HTTP_ADDR ?? file.http_addr ?? '127.0.0.1:8787', 'HOSTD_HTTP_ADDR'),
+    cluster: parseAddr(env.HOSTD_CLUSTER_ADDR ?? file.cluster_addr ?? '0.0.0.0:8788', 'HOSTD_CLUSTER_ADDR'),
+    clusterAdvertise: env.HOSTD_CLUSTER_ADVERTISE ?? file.cluster_advertise,
+    nodeName: env.HOSTD_NODE_NAME ?? file.node_name ?? os.hostname(),
+    pools,
+    logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
+    forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
+  };
+}

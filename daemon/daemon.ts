@@ -1,0 +1,117 @@
+/**
+ * The composition root: opens the store, builds services, the handler table,
+ * dispatch and the transports, and closes them again in reverse order.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { Store } from './store/store.js';
+import { TokenStore } from './auth/tokens.js';
+import { ActivityLog } from './activity/log.js';
+import { TaskRunner } from './tasks/runner.js';
+import { FoldersService } from './folders/service.js';
+import { SystemService } from './system/service.js';
+import { loadIdentity, type NodeIdentity } from './node.js';
+import { soloDirectory, type PeerDirectory } from './peers.js';
+import { AdminApi, ADMIN_ACTOR, listenAdminSocket } from './admin.js';
+import type { Caller } from './context.js';
+import { operations, ALL_SCOPES } from '../api/registry/index.js';
+import { buildHandlerTable } from '../api/table.js';
+import { Dispatch, type Forwarder } from '../api/dispatch.js';
+import { Router } from '../api/router.js';
+import { precompile } from '../api/validate.js';
+import { openApiDocument } from '../api/catalog.js';
+import { createHttpApp, bearerAuthenticator } from '../api/http/server.js';
+
+export const VERSION = '0.1.0';
+
+export interface Daemon {
+  config: Config;
+  identity: NodeIdentity;
+  store: Store;
+  tokens: TokenStore;
+  activity: ActivityLog;
+  tasks: TaskRunner;
+  dispatch: Dispatch;
+  httpServer: http.Server;
+  adminServer: http.Server;
+  admin: AdminApi;
+  /** Actual HTTP port (useful when configured with port 0). */
+  httpPort: number;
+  close(): Promise<void>;
+}
+
+export const socketPath = (dataDir: string) => path.join(dataDir, 'hostd.sock');
+
+export async function startDaemon(config: Config, log: Logger): Promise<Daemon> {
+  fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  let store: Store;
+  try {
+    store = await Store.open(path.join(config.dataDir, 'db'));
+  } catch (err) {
+    const msg = (err as Error & { cause?: Error }).cause?.message ?? (err as Error).message;
+    throw new Error(`cannot open the store in ${config.dataDir}: ${msg} (is another hostd using this data dir?)`);
+  }
+  const identity = await loadIdentity(store, config.nodeName);
+  const tokens = new TokenStore(store, ALL_SCOPES);
+  await tokens.init();
+  const activity = new ActivityLog(store);
+  const tasks = new TaskRunner(store);
+  const interrupted = await tasks.init();
+  if (interrupted) log.warn({ count: interrupted }, 'marked tasks interrupted by the last shutdown as failed');
+
+  const folders = new FoldersService(store, config.pools);
+  await folders.init();
+  const system = new SystemService(store, config.pools, { nodeId: identity.id, nodeName: identity.name });
+  system.start();
+  const peers: PeerDirectory = soloDirectory(identity, null);
+
+  const handlers = buildHandlerTable({ folders, system, tasks, activity, peers });
+  precompile(operations);
+  const forwarder: Forwarder = {
+    resolve: (peerId) => (peerId === identity.id ? 'self' : undefined),
+    forward: async () => {
+      throw new Error('no cluster');
+    },
+  };
+  const dispatch = new Dispatch({ handlers, activity, forwarder, log });
+  const router = new Router(operations);
+  let openapi: unknown;
+  const openApi = () => (openapi ??= openApiDocument(handlers, VERSION));
+
+  const app = createHttpApp({
+    dispatch, router, log, openapi: openApi,
+    authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id),
+  });
+  const httpServer = http.createServer(app);
+  httpServer.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    httpServer.once('error', reject);
+    httpServer.listen(config.http.port, config.http.host, () => resolve());
+  });
+  const httpPort = (httpServer.address() as { port: number }).port;
+
+  const admin = new AdminApi({ tokens, activity, log });
+  const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
+  const adminApp = createHttpApp({ dispatch, router, log, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a) });
+  const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));
+
+  log.info({ http: `http://${config.http.host}:${httpPort}`, socket: socketPath(config.dataDir), node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');
+
+  let closed = false;
+  return {
+    config, identity, store, tokens, activity, tasks, dispatch, httpServer, adminServer, admin, httpPort,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.all([httpServer, adminServer].map((s) => new Promise<void>((r) => { s.close(() => r()); s.closeAllConnections?.(); })));
+      system.stop();
+      await tasks.drain();
+      await tokens.close();
+      await store.close();
+      try { fs.unlinkSync(socketPath(config.dataDir)); } catch { /* already gone */ }
+    },
+  };
+}

@@ -1,0 +1,50 @@
+/**
+ * The daemon's one LevelDB (classic-level through `level`), split into sublevels
+ * per concern. Values are JSON. Multi-key changes go through `batch` so that a
+ * crash leaves either all or none of them.
+ */
+import { Level } from 'level';
+import type { AbstractSublevel, AbstractBatchOperation } from 'abstract-level';
+
+export type Sub<V> = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, V>;
+
+export class Store {
+  private readonly subs = new Map<string, Sub<unknown>>();
+
+  private constructor(readonly db: Level<string, unknown>) {}
+
+  static async open(dir: string): Promise<Store> {
+    const db = new Level<string, unknown>(dir, { valueEncoding: 'json' });
+    await db.open();
+    return new Store(db);
+  }
+
+  /** A named sublevel with JSON values; the same instance is returned for the same name. */
+  sub<V>(name: string): Sub<V> {
+    let s = this.subs.get(name);
+    if (!s) {
+      s = this.db.sublevel<string, unknown>(name, { valueEncoding: 'json' }) as Sub<unknown>;
+      this.subs.set(name, s);
+    }
+    return s as Sub<V>;
+  }
+
+  /** Atomic writes across sublevels: each op names its sublevel. */
+  async batch(ops: Array<{ type: 'put'; sub: Sub<any>; key: string; value: unknown } | { type: 'del'; sub: Sub<any>; key: string }>): Promise<void> {
+    const mapped = ops.map((o) =>
+      o.type === 'put'
+        ? { type: 'put' as const, sublevel: o.sub, key: o.key, value: o.value }
+        : { type: 'del' as const, sublevel: o.sub, key: o.key },
+    ) as unknown as AbstractBatchOperation<Level<string, unknown>, string, unknown>[];
+    await this.db.batch(mapped);
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+}
+
+/** All values of a sublevel, in key order. */
+export async function allValues<V>(sub: Sub<V>): Promise<V[]> {
+  return sub.values().all();
+}

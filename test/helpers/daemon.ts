@@ -1,0 +1,184 @@
+/**
+ * Starts real hostd processes for integration tests: own data dir, loopback
+ * port chosen by the OS, admin socket for tokens. Every daemon started here is
+ * stopped by `stopAll()` (mocha root hook) even when a test fails.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { AdminClient } from '../../daemon/cli/client.js';
+
+/** The repository root (tests run from dist/test/...). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const MAIN = path.join(ROOT, 'dist/daemon/main.js');
+export const HOSTCTL = path.join(ROOT, 'bin/hostctl.js');
+
+export interface StartOptions {
+  dataDir?: string;
+  env?: Record<string, string>;
+  /** YAML text written to a config file passed as HOSTD_CONFIG. */
+  configYaml?: string;
+  /** Run the daemon through this command prefix, e.g. ['ip', 'netns', 'exec', 'ns1']. */
+  wrap?: string[];
+  httpAddr?: string;
+}
+
+export interface Reply {
+  status: number;
+  headers: Record<string, string>;
+  body: any;
+  text: string;
+}
+
+export class TestDaemon {
+  readonly logs: any[] = [];
+  exited: Promise<number | null>;
+
+  constructor(
+    readonly proc: ChildProcess,
+    readonly dataDir: string,
+    public url: string,
+    public listening: any,
+  ) {
+    this.exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
+  }
+
+  get socket(): string {
+    return path.join(this.dataDir, 'hostd.sock');
+  }
+
+  get admin(): AdminClient {
+    return new AdminClient(this.socket);
+  }
+
+  get nodeId(): string {
+    return this.listening.node_id;
+  }
+
+  async token(name: string, scopes: string[]): Promise<string> {
+    const r = await this.admin.request('POST', '/admin/tokens', { name, scopes });
+    if (r.status !== 201) throw new Error(`token create failed: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.secret;
+  }
+
+  async request(method: string, p: string, opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {}): Promise<Reply> {
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+    let body: string | Buffer | undefined;
+    if (opts.rawBody !== undefined) body = opts.rawBody;
+    else if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] = 'application/json';
+    }
+    const res = await fetch(this.url + p, { method, headers, body: body as BodyInit | undefined });
+    const text = await res.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: res.status, headers: Object.fromEntries(res.headers.entries()), body: parsed, text };
+  }
+
+  /** SIGTERM and wait. */
+  async stop(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill('SIGTERM');
+    const t = setTimeout(() => this.proc.kill('SIGKILL'), 10_000);
+    await this.exited;
+    clearTimeout(t);
+  }
+
+  /** SIGKILL: a crash at an arbitrary moment. */
+  async kill(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+const running = new Set<TestDaemon>();
+const tempDirs = new Set<string>();
+
+export function tempDir(prefix = 'hostd-test-'): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  tempDirs.add(d);
+  return d;
+}
+
+export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    HOSTD_DATA_DIR: dataDir,
+    HOSTD_HTTP_ADDR: opts.httpAddr ?? '127.0.0.1:0',
+    HOSTD_CLUSTER_ADDR: '127.0.0.1:0',
+    HOSTD_LOG_LEVEL: 'info',
+    ...(opts.env ?? {}),
+  };
+  if (opts.configYaml !== undefined) {
+    const cfg = path.join(dataDir, 'config.yaml');
+    fs.mkdirSync(dataDir, { recursive: true });
+    fs.writeFileSync(cfg, opts.configYaml);
+    env.HOSTD_CONFIG = cfg;
+  }
+  const argv = [...(opts.wrap ?? []), process.execPath, MAIN];
+  const proc = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: any[] = [];
+  let stderr = '';
+  proc.stderr!.on('data', (c) => (stderr += c.toString()));
+  const rl = readline.createInterface({ input: proc.stdout! });
+  const listening = await new Promise<any>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`hostd did not start within 20 s; stderr: ${stderr}`)), 20_000);
+    rl.on('line', (line) => {
+      let rec: any;
+      try {
+        rec = JSON.parse(line);
+      } catch {
+        return;
+      }
+      logs.push(rec);
+      if (rec.msg === 'hostd listening') {
+        clearTimeout(timer);
+        resolve(rec);
+      }
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`hostd exited with ${code} before listening; stderr: ${stderr}`));
+    });
+  });
+  const d = new TestDaemon(proc, dataDir, listening.http, listening);
+  d.logs.push(...logs);
+  rl.on('line', (line) => {
+    try {
+      d.logs.push(JSON.parse(line));
+    } catch {
+      /* not a log line */
+    }
+  });
+  running.add(d);
+  void d.exited.then(() => running.delete(d));
+  return d;
+}
+
+export async function stopAll(): Promise<void> {
+  await Promise.all([...running].map((d) => d.stop()));
+  for (const d of tempDirs) fs.rmSync(d, { recursive: true, force: true });
+  tempDirs.clear();
+}
+
+/** Waits until `check` returns a truthy value, polling; fails after `ms`. */
+export async function eventually<T>(check: () => Promise<T | undefined | false> | T | undefined | false, ms = 10_000, what = 'condition'): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v as T;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

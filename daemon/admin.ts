@@ -89,7 +89,7 @@ export class AdminApi {
 }
 
 /** Listens on the admin socket with mode 0600, replacing a stale socket file. */
-export async function listenAdminSocket(app: Express, socketPath: string): Promise<http.Server> {
+export async function listenAdminSocket(app: http.RequestListener, socketPath: string): Promise<http.Server> {
   try {
     fs.unlinkSync(socketPath);
   } catch {

@@ -45,7 +45,7 @@ export interface Daemon {
 
 export const socketPath = (dataDir: string) => path.join(dataDir, 'hostd.sock');
 
-export async function startDaemon(config: Config, log: Logger): Promise<Daemon> {
+export async function startDaemon(config: Config, log: Logger, requestLog: Logger = log): Promise<Daemon> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   let store: Store;
   try {
@@ -82,7 +82,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
   const openApi = () => (openapi ??= openApiDocument(handlers, VERSION));
 
   const app = createHttpApp({
-    dispatch, router, log, openapi: openApi,
+    dispatch, router, log, requestLog, openapi: openApi,
     authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id),
   });
   const httpServer = http.createServer(app);
@@ -95,7 +95,7 @@ export async function startDaemon(config: Config, log: Logger): Promise<Daemon> 
 
   const admin = new AdminApi({ tokens, activity, log });
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
-  const adminApp = createHttpApp({ dispatch, router, log, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a) });
+  const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a) });
   const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));
 
   log.info({ http: `http://${config.http.host}:${httpPort}`, socket: socketPath(config.dataDir), node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');

@@ -3,7 +3,7 @@
  * cleanly on SIGINT/SIGTERM.
  */
 import { loadConfig } from './config.js';
-import { createLogger } from './logger.js';
+import { createLoggers } from './logger.js';
 import { startDaemon } from './daemon.js';
 
 async function main(): Promise<void> {
@@ -14,10 +14,10 @@ async function main(): Promise<void> {
     process.stderr.write(`hostd: ${(err as Error).message}\n`);
     process.exit(2);
   }
-  const log = createLogger(config.logLevel);
+  const { log, requests } = createLoggers(config.logLevel);
   let daemon;
   try {
-    daemon = await startDaemon(config, log);
+    daemon = await startDaemon(config, log, requests);
   } catch (err) {
     log.fatal({ err }, 'hostd failed to start');
     log.flush();

@@ -9,10 +9,13 @@ import { coerceText } from '../validate.js';
 import type { Args } from '../../daemon/context.js';
 
 export const BODY_LIMIT = 1048576;
+const EMPTY = Buffer.alloc(0);
 
 export function readBody(req: IncomingMessage, limit = BODY_LIMIT): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > limit) return Promise.reject(tooLarge());
+  // No length and no chunked encoding: there is no body to wait for.
+  if (!declared && req.headers['transfer-encoding'] === undefined) return Promise.resolve(EMPTY);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;

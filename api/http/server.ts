@@ -21,6 +21,8 @@ export interface HttpDeps {
   /** The caller for an Authorization header value, or undefined (401). */
   authenticate: (authorization: string | undefined) => Caller | undefined;
   log: Logger;
+  /** Where the one line per request goes (defaults to `log`). */
+  requestLog?: Logger;
   openapi: () => unknown;
   /** Extra routes mounted before the API (MCP, admin endpoints). */
   mount?: (app: Express) => void;
@@ -44,62 +46,75 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 
 const successStatus = (op: Operation) => (op.method === 'POST' && op.name.endsWith('_create') ? 201 : 200);
 
-export function createHttpApp(deps: HttpDeps): Express {
+export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * The request listener for one listener (TCP or admin socket). API calls are
+ * handled directly, on the hot path; everything else (OpenAPI, MCP, admin
+ * routes) goes through an express app.
+ */
+export function createHttpApp(deps: HttpDeps): RequestListener {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
   app.set('query parser', false);
-
   app.get(`${API_PREFIX}/openapi.json`, (_req, res) => sendJson(res, 200, deps.openapi()));
   deps.mount?.(app);
+  app.use((req, res) => apiCall(deps, req, res));
+  const openapiPath = `${API_PREFIX}/openapi.json`;
 
-  app.use((req, res) => {
-    const started = process.hrtime.bigint();
-    const id = requestId(req);
-    const url = req.originalUrl ?? req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
-    const query = q === -1 ? '' : url.slice(q + 1);
-    let opName: string | undefined;
-    let actor: string | undefined;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    if (url.startsWith(API_PREFIX + '/') && !url.startsWith(openapiPath)) apiCall(deps, req, res);
+    else app(req, res);
+  };
+}
 
-    const finish = (status: number, body: unknown, headers?: Record<string, string>) => {
-      sendJson(res, status, body, { 'x-request-id': id, ...headers });
-      deps.log.info({
-        req_id: id, method: req.method, path, status, op: opName, actor,
-        ms: Number(process.hrtime.bigint() - started) / 1e6,
-      }, 'request');
-    };
-    const fail = (err: unknown) => {
-      const e = errorBody(err);
-      if (e.status >= 500 && !(err instanceof ApiError)) deps.log.error({ req_id: id, err }, 'request failed');
-      finish(e.status, e.body, e.headers);
-    };
+function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): void {
+  const started = process.hrtime.bigint();
+  const id = requestId(req);
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const query = q === -1 ? '' : url.slice(q + 1);
+  let opName: string | undefined;
+  let actor: string | undefined;
 
-    if (!path.startsWith(API_PREFIX + '/') && path !== API_PREFIX) {
-      fail(new ApiError(404, `no endpoint at ${path}`));
-      return;
-    }
-    let match;
-    try {
-      match = deps.router.match(req.method ?? 'GET', path.slice(API_PREFIX.length));
-    } catch (err) {
-      fail(err);
-      return;
-    }
-    const { op, params } = match;
-    opName = op.name;
-    const caller = deps.authenticate(req.headers.authorization);
-    if (!caller) {
-      fail(unauthorized());
-      return;
-    }
-    actor = caller.tokenName;
-    deps.dispatch
-      .call(op, async () => assembleArgs(op, params, query, await readBody(req)), caller, id)
-      .then((result) => finish(successStatus(op), result ?? {}), fail);
-  });
-  return app;
+  const finish = (status: number, body: unknown, headers?: Record<string, string>) => {
+    sendJson(res, status, body, { 'x-request-id': id, ...headers });
+    (deps.requestLog ?? deps.log).info({
+      req_id: id, method: req.method, path, status, op: opName, actor,
+      ms: Number(process.hrtime.bigint() - started) / 1e6,
+    }, 'request');
+  };
+  const fail = (err: unknown) => {
+    const e = errorBody(err);
+    if (e.status >= 500 && !(err instanceof ApiError)) deps.log.error({ req_id: id, err }, 'request failed');
+    finish(e.status, e.body, e.headers);
+  };
+
+  if (!path.startsWith(API_PREFIX + '/') && path !== API_PREFIX) {
+    fail(new ApiError(404, `no endpoint at ${path}`));
+    return;
+  }
+  let match;
+  try {
+    match = deps.router.match(req.method ?? 'GET', path.slice(API_PREFIX.length));
+  } catch (err) {
+    fail(err);
+    return;
+  }
+  const { op, params } = match;
+  opName = op.name;
+  const caller = deps.authenticate(req.headers.authorization);
+  if (!caller) {
+    fail(unauthorized());
+    return;
+  }
+  actor = caller.tokenName;
+  deps.dispatch
+    .call(op, async () => assembleArgs(op, params, query, await readBody(req)), caller, id)
+    .then((result) => finish(successStatus(op), result ?? {}), fail);
 }
 
 /** Caller for a bearer token, through the token store. */

@@ -16,7 +16,7 @@ import { ApiError, badRequest, conflict, internal, notFound } from '../../api/er
 import type { PoolConfig } from '../config.js';
 import type { ActivityNote } from '../context.js';
 import { allValues, type Store, type Sub } from '../store/store.js';
-import { confine, isInsideOrEqual, isStrictlyInside, linkStaysInside, validateName, type Confined } from './paths.js';
+import { confine, isStrictlyInside, linkStaysInside, validateName, type Confined } from './paths.js';
 
 // ---------------------------------------------------------------------------
 // Shapes

@@ -1,0 +1,44 @@
+/**
+ * Benchmark helpers: autocannon runs against loopback only, each figure
+ * reported beside a baseline measured in the same run.
+ */
+import autocannon from 'autocannon';
+
+export interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
+
+export async function load(url: string, opts: { headers?: Record<string, string>; method?: string; body?: string; duration?: number; connections?: number } = {}): Promise<LoadResult> {
+  const u = new URL(url);
+  if (u.hostname !== '127.0.0.1' && u.hostname !== 'localhost' && u.hostname !== '[::1]') throw new Error(`benchmarks target loopback only, not ${u.hostname}`);
+  const r = await autocannon({
+    url,
+    method: (opts.method ?? 'GET') as 'GET',
+    headers: opts.headers,
+    body: opts.body,
+    duration: opts.duration ?? Number(process.env.BENCH_SECONDS ?? 5),
+    connections: opts.connections ?? 10,
+    pipelining: 1,
+  });
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors, non2xx: r.non2xx };
+}
+
+/** p50 of `n` sequential calls of an async function, in milliseconds. */
+export async function p50Of(n: number, fn: () => Promise<unknown>): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = process.hrtime.bigint();
+    await fn();
+    times.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  return times[Math.floor(times.length / 2)];
+}
+
+export function print(key: string, value: number, digits = 3): void {
+  process.stdout.write(`${key}=${value.toFixed(digits)}\n`);
+}

@@ -1,0 +1,30 @@
+/**
+ * `npm run bench`: every figure the issues ask for, each against a baseline
+ * measured in this same run. Sections run one after another so they do not
+ * compete for the two cores.
+ */
+import { apiOverhead } from './api.js';
+import { stopAll } from '../helpers/daemon.js';
+
+const sections: Array<[string, () => Promise<void>]> = [
+  ['api', apiOverhead],
+];
+
+async function main(): Promise<void> {
+  const only = process.argv[2];
+  let failed = false;
+  for (const [name, fn] of sections) {
+    if (only && only !== name) continue;
+    process.stdout.write(`# ${name}\n`);
+    try {
+      await fn();
+    } catch (err) {
+      failed = true;
+      process.stdout.write(`# ${name} failed: ${(err as Error).message}\n`);
+    }
+  }
+  await stopAll();
+  process.exit(failed ? 1 : 0);
+}
+
+void main();

@@ -35,13 +35,13 @@ export class Router {
     const segs: string[] = [];
     for (const s of rawSegs) {
       try {
-        segs.push(decodeURIComponent(s));
+        segs.push(s.includes('%') ? decodeURIComponent(s) : s);
       } catch {
         throw badRequest('the path has malformed percent-encoding');
       }
     }
     const ops = this.byHead.get(segs[0] ?? '') ?? [];
-    const found: Candidate[] = [];
+    let found: Candidate[] = [];
     for (const op of ops) {
       const params: Record<string, string> = {};
       if (matchSegs(op.segments, 0, segs, rawSegs, 0, params)) {
@@ -49,6 +49,12 @@ export class Router {
       }
     }
     if (!found.length) throw notFound(`no endpoint at /api/v1${rawPath}`);
+    // A segment that cannot be an integer id (`/vms/images`) is matched by an
+    // integer parameter (`/vms/{id}`) only when no template fits it otherwise,
+    // so that `PATCH /vms/images` is 405 rather than a bad `id`, and the Allow
+    // header lists only what the path offers; `GET /vms/abc` is still 400.
+    const strong = found.filter((c) => integerParamsFit(c));
+    if (strong.length) found = strong;
     const same = found.filter((c) => c.op.method === (method as Method));
     if (!same.length) {
       const allow = [...new Set(found.map((c) => c.op.method))];
@@ -65,6 +71,17 @@ export class Router {
     for (const [name, value] of Object.entries(best.params)) params[name] = isGreedyParam(name) ? decodeGreedy(value) : value;
     return { op: best.op, params };
   }
+}
+
+const INTEGER_TEXT = /^-?\d+$/;
+
+function integerParamsFit(c: Candidate): boolean {
+  for (const [name, value] of Object.entries(c.params)) {
+    const t = c.op.params[name]?.type;
+    const isInt = t === 'integer' || (Array.isArray(t) && t.includes('integer') && !t.includes('string'));
+    if (isInt && !INTEGER_TEXT.test(value)) return false;
+  }
+  return true;
 }
 
 /**

@@ -1,4 +1,3 @@
 #!/usr/bin/env node
-import { runHostctl } from '../dist/daemon/cli/main.js';
-
-runHostctl(process.argv.slice(2)).then((code) => process.exit(code));
+// Same as `npx hostctl` (daemon/cli/pkg/hostctl.js), for scripts that call a path.
+import "../daemon/cli/pkg/hostctl.js";

@@ -20,15 +20,14 @@ async function main(): Promise<void> {
     daemon = await startDaemon(config, log, requests);
   } catch (err) {
     log.fatal({ err }, 'hostd failed to start');
-    log.flush();
     process.stderr.write(`hostd: ${(err as Error).message}\n`);
-    process.exit(1);
+    log.flush(() => process.exit(1));
+    return;
   }
   const stop = async (signal: string) => {
     log.info({ signal }, 'hostd stopping');
     await daemon.close();
-    log.flush();
-    process.exit(0);
+    log.flush(() => process.exit(0));
   };
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));

@@ -14,6 +14,7 @@ import { errorBody, unauthorized, ApiError } from '../errors.js';
 import { assembleArgs, readBody } from './body.js';
 import type { Caller } from '../../daemon/context.js';
 import type { Operation } from '../registry/types.js';
+import type { RequestLog } from '../../daemon/logger.js';
 
 export interface HttpDeps {
   dispatch: Dispatch;
@@ -21,8 +22,8 @@ export interface HttpDeps {
   /** The caller for an Authorization header value, or undefined (401). */
   authenticate: (authorization: string | undefined) => Caller | undefined;
   log: Logger;
-  /** Where the one line per request goes (defaults to `log`). */
-  requestLog?: Logger;
+  /** Where the one line per request goes. */
+  requestLog: RequestLog;
   openapi: () => unknown;
   /** Extra routes mounted before the API (MCP, admin endpoints). */
   mount?: (app: Express) => void;
@@ -82,10 +83,10 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
 
   const finish = (status: number, body: unknown, headers?: Record<string, string>) => {
     sendJson(res, status, body, { 'x-request-id': id, ...headers });
-    (deps.requestLog ?? deps.log).info({
+    deps.requestLog.write({
       req_id: id, method: req.method, path, status, op: opName, actor,
       ms: Number(process.hrtime.bigint() - started) / 1e6,
-    }, 'request');
+    });
   };
   const fail = (err: unknown) => {
     const e = errorBody(err);

@@ -36,7 +36,7 @@ export const hashSecret = (secret: string): string => crypto.createHash('sha256'
 export class TokenStore {
   private readonly sub: Sub<TokenRecord>;
   private readonly byHash = new Map<string, TokenRecord>();
-  private readonly dirty = new Set<string>();
+  private readonly lastUsed = new Map<string, number>();
   private flushTimer: NodeJS.Timeout | null = null;
 
   constructor(store: Store, private readonly knownScopes: ReadonlySet<string>) {
@@ -69,7 +69,19 @@ export class TokenStore {
   }
 
   list(): TokenInfo[] {
+    this.applyLastUsed();
     return [...this.byHash.values()].map(info).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Moves noted use times into the records; returns the ids that changed. */
+  private applyLastUsed(): string[] {
+    const ids = [...this.lastUsed.keys()];
+    for (const r of this.byHash.values()) {
+      const t = this.lastUsed.get(r.id);
+      if (t !== undefined) r.last_used_at = new Date(t).toISOString();
+    }
+    this.lastUsed.clear();
+    return ids;
   }
 
   async revoke(nameOrId: string): Promise<TokenInfo> {
@@ -77,7 +89,7 @@ export class TokenStore {
     if (!rec) throw notFound(`no token named '${nameOrId}'`);
     await this.sub.del(rec.id);
     this.byHash.delete(rec.hash);
-    this.dirty.delete(rec.id);
+    this.lastUsed.delete(rec.id);
     return info(rec);
   }
 
@@ -89,8 +101,8 @@ export class TokenStore {
     // The map lookup already matched; compare again in constant time so that a
     // future change of index cannot turn this into a timing oracle.
     if (!rec || !crypto.timingSafeEqual(Buffer.from(rec.hash, 'hex'), Buffer.from(h, 'hex'))) return undefined;
-    rec.last_used_at = new Date().toISOString();
-    this.dirty.add(rec.id);
+    // Only the time is noted here; it is formatted and stored by the lazy flush.
+    this.lastUsed.set(rec.id, Date.now());
     return rec;
   }
 
@@ -100,9 +112,8 @@ export class TokenStore {
   }
 
   async flush(): Promise<void> {
-    if (!this.dirty.size) return;
-    const ids = [...this.dirty];
-    this.dirty.clear();
+    if (!this.lastUsed.size) return;
+    const ids = this.applyLastUsed();
     const recs = [...this.byHash.values()].filter((r) => ids.includes(r.id));
     if (recs.length) await this.sub.batch(recs.map((r) => ({ type: 'put' as const, key: r.id, value: r }))).catch(() => undefined);
   }

@@ -10,7 +10,7 @@ import { startDaemon } from '../helpers/daemon.js';
 import { load, print } from './lib.js';
 
 export async function apiOverhead(): Promise<void> {
-  const d = await startDaemon({ env: { HOSTD_LOG_LEVEL: 'info' } });
+  const d = await startDaemon({ env: { HOSTD_LOG_LEVEL: 'info' }, logToFile: true });
   const token = await d.token('bench', ['files.read', 'files.manage']);
   for (const name of ['media', 'backups', 'projects']) {
     await d.request('POST', '/api/v1/folders', { token, body: { storage_id: 'default', name } });

@@ -14,7 +14,7 @@ import { AdminClient } from '../../daemon/cli/client.js';
 /** The repository root (tests run from dist/test/...). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const MAIN = path.join(ROOT, 'dist/daemon/main.js');
-export const HOSTCTL = path.join(ROOT, 'bin/hostctl.js');
+export const HOSTCTL = path.join(ROOT, 'daemon/cli/pkg/hostctl.js');
 
 export interface StartOptions {
   dataDir?: string;
@@ -24,6 +24,12 @@ export interface StartOptions {
   /** Run the daemon through this command prefix, e.g. ['ip', 'netns', 'exec', 'ns1']. */
   wrap?: string[];
   httpAddr?: string;
+  /**
+   * Send the daemon's stdout to <dataDir>/hostd.log instead of a pipe parsed by
+   * this process (benchmarks: parsing every request line here would steal CPU
+   * from the load generator). `logs` then stays empty.
+   */
+  logToFile?: boolean;
 }
 
 export interface Reply {
@@ -127,6 +133,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     env.HOSTD_CONFIG = cfg;
   }
   const argv = [...(opts.wrap ?? []), process.execPath, MAIN];
+  if (opts.logToFile) return startLoggingToFile(argv, env, dataDir);
   const proc = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: any[] = [];
   let stderr = '';
@@ -161,6 +168,35 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
       /* not a log line */
     }
   });
+  running.add(d);
+  void d.exited.then(() => running.delete(d));
+  return d;
+}
+
+async function startLoggingToFile(argv: string[], env: Record<string, string>, dataDir: string): Promise<TestDaemon> {
+  fs.mkdirSync(dataDir, { recursive: true });
+  const logPath = path.join(dataDir, 'hostd.log');
+  const fd = fs.openSync(logPath, 'a');
+  const proc = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', fd, 'pipe'] });
+  fs.closeSync(fd);
+  let stderr = '';
+  proc.stderr!.on('data', (c) => (stderr += c.toString()));
+  let exited = false;
+  proc.once('exit', () => (exited = true));
+  const listening = await eventually(() => {
+    if (exited) throw new Error(`hostd exited before listening; stderr: ${stderr}`);
+    const text = fs.existsSync(logPath) ? fs.readFileSync(logPath, 'utf8') : '';
+    for (const line of text.split('\n')) {
+      if (!line.includes('hostd listening')) continue;
+      try {
+        return JSON.parse(line);
+      } catch {
+        /* partial line */
+      }
+    }
+    return undefined;
+  }, 20_000, 'hostd to listen');
+  const d = new TestDaemon(proc, dataDir, listening.http, listening);
   running.add(d);
   void d.exited.then(() => running.delete(d));
   return d;

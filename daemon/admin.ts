@@ -40,7 +40,15 @@ export class AdminApi {
     });
     this.route('GET', /^\/admin\/tokens$/, async () => [200, { tokens: this.deps.tokens.list() }]);
     this.route('DELETE', /^\/admin\/tokens\/([^/]+)$/, async (req) => {
-      const name = decodeURIComponent(/^\/admin\/tokens\/([^/?]+)/.exec(req.path)![1]);
+      // Inside app.use('/admin', ...) req.path is relative to the mount ('/tokens/NAME').
+      const m = /\/tokens\/([^/?]+)$/.exec(req.path);
+      if (!m) throw badRequest('token revoke needs a token name');
+      let name: string;
+      try {
+        name = decodeURIComponent(m[1]);
+      } catch {
+        throw badRequest('the token name has malformed percent-encoding');
+      }
       const token = await this.deps.tokens.revoke(name);
       await this.audit(`Token '${token.name}' revoked`, `tokens/${token.name}`);
       return [200, { revoked: token }];

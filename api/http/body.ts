@@ -11,37 +11,51 @@ import type { Args } from '../../daemon/context.js';
 export const BODY_LIMIT = 1048576;
 const EMPTY = Buffer.alloc(0);
 
+/**
+ * An oversized body up to this size is read to its end (and dropped) before
+ * the 413 goes out. Answering while the client is still sending makes node
+ * close the connection with unread data, which resets it: the client then
+ * sees ECONNRESET instead of the 413. Beyond this size the answer goes out at
+ * once and the connection is cut.
+ */
+export const DRAIN_LIMIT = 16 * BODY_LIMIT;
+
 export function readBody(req: IncomingMessage, limit = BODY_LIMIT): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > limit) return Promise.reject(tooLarge());
   // No length and no chunked encoding: there is no body to wait for.
   if (!declared && req.headers['transfer-encoding'] === undefined) return Promise.resolve(EMPTY);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
+    let over = declared > limit;
     let done = false;
+    const finish = (err: unknown, value?: Buffer) => {
+      if (done) return;
+      done = true;
+      if (err) reject(err);
+      else resolve(value!);
+    };
+    if (over && declared > DRAIN_LIMIT) {
+      finish(tooLarge());
+      return;
+    }
     req.on('data', (c: Buffer) => {
       if (done) return;
       total += c.length;
-      if (total > limit) {
-        done = true;
-        reject(tooLarge());
+      if (!over && total > limit) {
+        over = true;
+        chunks.length = 0;
+      }
+      if (over) {
+        if (total > DRAIN_LIMIT) finish(tooLarge());
         return;
       }
       chunks.push(c);
     });
-    req.on('end', () => {
-      if (!done) {
-        done = true;
-        resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-      }
-    });
-    req.on('error', (e) => {
-      if (!done) {
-        done = true;
-        reject(badRequest(`could not read the request body: ${e.message}`));
-      }
-    });
+    req.on('end', () => finish(over ? tooLarge() : undefined, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    req.on('error', (e) => finish(over ? tooLarge() : badRequest(`could not read the request body: ${e.message}`)));
+    // The client went away before the end: nobody reads the answer, but settle anyway.
+    req.on('close', () => finish(over ? tooLarge() : badRequest('the request body ended early')));
   });
 }
 

@@ -58,13 +58,24 @@ export function isStrictlyInside(root: string, p: string): boolean {
 }
 
 /**
+ * An unpaired UTF-16 surrogate (JSON allows "\ud800"). It has no UTF-8 form:
+ * the filesystem would get U+FFFD instead, so the record's name and its
+ * directory's name would differ, and 'a\ud800' and 'a\udc00' would be one
+ * directory.
+ */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+const NOT_UNICODE = 'must be valid Unicode text (it contains an unpaired surrogate)';
+
+/**
  * Validates one name (folder name, subfolder name, new_name): non-empty, no
- * '/', no '\', no NUL, not '.' or '..', at most 255 bytes of UTF-8.
+ * '/', no '\', no NUL, no unpaired surrogate, not '.' or '..', at most 255 bytes
+ * of UTF-8.
  */
 export function validateName(name: unknown, arg = 'name'): string {
   if (typeof name !== 'string') throw badRequest(`argument '${arg}' must be a string`);
   if (name === '') throw badRequest(`argument '${arg}' must not be empty`);
   if (name.includes('\0')) throw badRequest(`argument '${arg}' must not contain NUL bytes`);
+  if (LONE_SURROGATE.test(name)) throw badRequest(`argument '${arg}' ${NOT_UNICODE}`);
   if (name.includes('/')) throw badRequest(`argument '${arg}' must be a single name without '/'`);
   if (name.includes('\\')) throw badRequest(`argument '${arg}' must not contain backslashes`);
   if (name === '.' || name === '..') throw badRequest(`argument '${arg}' must not be '.' or '..'`);
@@ -82,6 +93,7 @@ export function splitSubPath(sub: unknown, opts: ConfineOptions = {}): string[] 
   if (sub === undefined || sub === null) return [];
   if (typeof sub !== 'string') throw badRequest(`argument '${arg}' must be a string`);
   if (sub.includes('\0')) throw badRequest(`argument '${arg}' must not contain NUL bytes`);
+  if (LONE_SURROGATE.test(sub)) throw badRequest(`argument '${arg}' ${NOT_UNICODE}`);
   if (sub.includes('\\')) throw badRequest(`argument '${arg}' must not contain backslashes`);
   if (sub.startsWith('/')) throw badRequest(`argument '${arg}' must stay inside the ${within}`);
   const segs: string[] = [];

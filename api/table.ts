@@ -16,6 +16,7 @@ import type { ActivityLog } from '../daemon/activity/log.js';
 import { activityHandlers } from '../daemon/activity/handlers.js';
 import type { PeerDirectory } from '../daemon/peers.js';
 import { peerHandlers } from '../daemon/peers.js';
+import { proxyLeaseHandlers, type ProxyLeaseDeps } from '../cluster/proxy-handlers.js';
 
 export interface Services {
   folders: FoldersService;
@@ -23,6 +24,8 @@ export interface Services {
   tasks: TaskRunner;
   activity: ActivityLog;
   peers: PeerDirectory;
+  /** The proxy-holder lease and replicated proxy configuration (GET /proxy/config, POST /proxy/move). */
+  proxyLease?: ProxyLeaseDeps;
 }
 
 export function buildHandlerTable(s: Services): HandlerTable {
@@ -34,6 +37,7 @@ export function buildHandlerTable(s: Services): HandlerTable {
     ...notImplementedDomain('apps'),
     ...notImplementedDomain('locations'),
     ...notImplementedDomain('proxy'),
+    ...(s.proxyLease ? proxyLeaseHandlers(s.proxyLease) : {}),
     ...notImplementedDomain('sandboxes'),
     ...folderHandlers(s.folders),
     ...systemHandlers(s.system),

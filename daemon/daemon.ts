@@ -7,6 +7,7 @@ import http from 'node:http';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { requestLogVia, type RequestLog } from './logger.js';
 import { Store } from './store/store.js';
 import { TokenStore } from './auth/tokens.js';
 import { ActivityLog } from './activity/log.js';
@@ -14,7 +15,7 @@ import { TaskRunner } from './tasks/runner.js';
 import { FoldersService } from './folders/service.js';
 import { SystemService } from './system/service.js';
 import { loadIdentity, type NodeIdentity } from './node.js';
-import { soloDirectory, type PeerDirectory } from './peers.js';
+import type { PeerDirectory } from './peers.js';
 import { AdminApi, ADMIN_ACTOR, listenAdminSocket } from './admin.js';
 import type { Caller } from './context.js';
 import { operations, ALL_SCOPES } from '../api/registry/index.js';
@@ -24,6 +25,14 @@ import { Router } from '../api/router.js';
 import { precompile } from '../api/validate.js';
 import { openApiDocument } from '../api/catalog.js';
 import { createHttpApp, bearerAuthenticator } from '../api/http/server.js';
+import { mountMcp } from '../api/mcp/server.js';
+import { ClusterNode } from '../cluster/node.js';
+import { clusterForwarder } from '../cluster/forwarder.js';
+import { clusterPeerDirectory } from '../cluster/peers.js';
+import { registerClusterAdmin } from '../cluster/admin-routes.js';
+import { leaseLink } from '../cluster/lease-link.js';
+import { LeaseManager } from '../cluster/lease.js';
+import { ProxyConfigStore } from '../cluster/proxy-config.js';
 
 export const VERSION = '0.1.0';
 
@@ -38,6 +47,7 @@ export interface Daemon {
   httpServer: http.Server;
   adminServer: http.Server;
   admin: AdminApi;
+  cluster: ClusterNode;
   /** Actual HTTP port (useful when configured with port 0). */
   httpPort: number;
   close(): Promise<void>;
@@ -45,7 +55,7 @@ export interface Daemon {
 
 export const socketPath = (dataDir: string) => path.join(dataDir, 'hostd.sock');
 
-export async function startDaemon(config: Config, log: Logger, requestLog: Logger = log): Promise<Daemon> {
+export async function startDaemon(config: Config, log: Logger, requestLog: RequestLog = requestLogVia(log)): Promise<Daemon> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   let store: Store;
   try {
@@ -66,17 +76,34 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Logge
   await folders.init();
   const system = new SystemService(store, config.pools, { nodeId: identity.id, nodeName: identity.name });
   system.start();
-  const peers: PeerDirectory = soloDirectory(identity, null);
+  // The cluster listener is bound at every start (port 0 picks one); it serves
+  // members only once this node is in a cluster.
+  const cluster = await ClusterNode.start({
+    config, identity, store, tokens, activity, log,
+    probeIntervalMs: Number(process.env.HOSTD_CLUSTER_PROBE_MS ?? 2000),
+  });
+  const peers: PeerDirectory = clusterPeerDirectory(cluster, identity.name);
+  const link = leaseLink(cluster);
+  const lease = new LeaseManager(store, link, log.child({ mod: 'lease' }));
+  await lease.init();
+  const proxyConfig = new ProxyConfigStore(store, link, log.child({ mod: 'proxy-config' }));
+  await proxyConfig.init();
+  cluster.setLeaseHooks({
+    handleLease: (msg) => lease.handle(msg),
+    handleProxyConfig: (msg) => proxyConfig.handle(msg),
+    onInit: async () => { await lease.initialize(identity.id); },
+    exportLease: () => { const { holder, epoch } = lease.state(); return { holder, epoch }; },
+    adoptLease: async (rec) => { await lease.adopt(rec); },
+    afterJoin: async () => { await Promise.allSettled([lease.sync(), proxyConfig.sync()]); },
+  });
+  lease.start();
+  proxyConfig.start();
 
-  const handlers = buildHandlerTable({ folders, system, tasks, activity, peers });
+  const handlers = buildHandlerTable({ folders, system, tasks, activity, peers, proxyLease: { lease, config: proxyConfig, selfId: identity.id, members: link.members } });
   precompile(operations);
-  const forwarder: Forwarder = {
-    resolve: (peerId) => (peerId === identity.id ? 'self' : undefined),
-    forward: async () => {
-      throw new Error('no cluster');
-    },
-  };
+  const forwarder: Forwarder = clusterForwarder(cluster);
   const dispatch = new Dispatch({ handlers, activity, forwarder, log });
+  cluster.setDispatch(dispatch);
   const router = new Router(operations);
   let openapi: unknown;
   const openApi = () => (openapi ??= openApiDocument(handlers, VERSION));
@@ -84,6 +111,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Logge
   const app = createHttpApp({
     dispatch, router, log, requestLog, openapi: openApi,
     authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id),
+    mount: (a) => mountMcp(a, { dispatch, log, requestLog, version: VERSION, authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, 'mcp') }),
   });
   const httpServer = http.createServer(app);
   httpServer.keepAliveTimeout = 65_000;
@@ -94,19 +122,24 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Logge
   const httpPort = (httpServer.address() as { port: number }).port;
 
   const admin = new AdminApi({ tokens, activity, log });
+  registerClusterAdmin(admin, cluster);
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
   const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a) });
   const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));
 
-  log.info({ http: `http://${config.http.host}:${httpPort}`, socket: socketPath(config.dataDir), node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');
+  log.info({ http: `http://${config.http.host}:${httpPort}`, socket: socketPath(config.dataDir), cluster: cluster.listenAddress, cluster_advertise: cluster.advertise, in_cluster: cluster.inCluster, node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');
+  log.flush();
 
   let closed = false;
   return {
-    config, identity, store, tokens, activity, tasks, dispatch, httpServer, adminServer, admin, httpPort,
+    config, identity, store, tokens, activity, tasks, dispatch, httpServer, adminServer, admin, httpPort, cluster,
     async close() {
       if (closed) return;
       closed = true;
       await Promise.all([httpServer, adminServer].map((s) => new Promise<void>((r) => { s.close(() => r()); s.closeAllConnections?.(); })));
+      lease.stop();
+      proxyConfig.stop();
+      await cluster.close();
       system.stop();
       await tasks.drain();
       await tokens.close();

@@ -4,6 +4,7 @@
 set -euo pipefail
 PKGS=(
   iproute2        # network namespaces for cluster tests; `ip` for VIPs
+  curl            # cluster fault tests: HTTP clients run inside network namespaces
   procps
 )
 if [ "$(id -u)" -ne 0 ]; then

@@ -27,6 +27,11 @@ export interface TokenInfo {
   last_used_at: string | null;
 }
 
+export interface TokenChange {
+  type: 'create' | 'revoke';
+  token: TokenInfo;
+}
+
 const TOKEN_PREFIX = 'hostd_';
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const LAST_USED_FLUSH_MS = 5000;
@@ -38,9 +43,30 @@ export class TokenStore {
   private readonly byHash = new Map<string, TokenRecord>();
   private readonly lastUsed = new Map<string, number>();
   private flushTimer: NodeJS.Timeout | null = null;
+  private readonly listeners = new Set<(change: TokenChange) => void>();
 
   constructor(store: Store, private readonly knownScopes: ReadonlySet<string>) {
     this.sub = store.sub<TokenRecord>('tokens');
+  }
+
+  /**
+   * Calls `fn` after every create and revoke (the cluster republishes its token
+   * directory). Listeners run synchronously and must not throw; returns an
+   * unsubscribe function.
+   */
+  onChange(fn: (change: TokenChange) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  private emit(change: TokenChange): void {
+    for (const fn of this.listeners) {
+      try {
+        fn(change);
+      } catch {
+        /* a listener's failure is its own */
+      }
+    }
   }
 
   async init(): Promise<void> {
@@ -65,6 +91,7 @@ export class TokenStore {
     };
     await this.sub.put(rec.id, rec);
     this.byHash.set(rec.hash, rec);
+    this.emit({ type: 'create', token: info(rec) });
     return { token: info(rec), secret };
   }
 
@@ -90,6 +117,8 @@ export class TokenStore {
     await this.sub.del(rec.id);
     this.byHash.delete(rec.hash);
     this.lastUsed.delete(rec.id);
+    // Listeners (the cluster's token directory) must hear of every revoke.
+    this.emit({ type: 'revoke', token: info(rec) });
     return info(rec);
   }
 

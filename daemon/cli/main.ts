@@ -1,4 +1,6 @@
 /**
  * hostctl's entry: the base commands plus the command groups other modules add.
  */
+import './cluster.js';
+
 export { runHostctl, commandGroups } from './hostctl.js';

@@ -250,8 +250,30 @@ const placeKey = (kind: TargetKind, id: string) => `${kind}:${id}`;
 
 // ---------------------------------------------------------------------------
 
+/** A folder name: a valid single name, and not one of the daemon's own. */
+function folderName(name: string, arg: string): string {
+  const n = validateName(name, arg);
+  if (n.startsWith(RESERVED_PREFIX)) throw badRequest(`argument '${arg}' must not start with '${RESERVED_PREFIX}' (reserved)`);
+  return n;
+}
+
+/**
+ * A folder change in flight. It is stored before the filesystem is touched and
+ * replaced by the outcome in one batch after, so that a crash at any moment
+ * leaves something `init()` can finish or undo: records and directories agree.
+ */
+type Intent =
+  | { op: 'create'; rec: Folder }
+  | { op: 'rename'; from: Folder; to: Folder }
+  | { op: 'delete'; rec: Folder; trash: string };
+
+/** Directories in a pool root named so are the daemon's own (deletions in progress). */
+const TRASH_PREFIX = '.hostd-trash-';
+const RESERVED_PREFIX = '.hostd-';
+
 export class FoldersService {
   private readonly records: Sub<Folder>;
+  private readonly intents: Sub<Intent>;
   private readonly cache = new Map<string, Folder>();
   /** The answer of folders_list, rebuilt on every change (GET /folders is a hot path). */
   private listing: Folder[] = [];
@@ -260,11 +282,12 @@ export class FoldersService {
   private readonly searchLimit: number;
 
   constructor(
-    store: Store,
+    private readonly store: Store,
     private readonly pools: PoolConfig[],
     opts: FoldersServiceOptions = {},
   ) {
     this.records = store.sub<Folder>('folders');
+    this.intents = store.sub<Intent>('folder_intents');
     this.resolveConnection =
       opts.resolveConnection ??
       (async (id: string) => {
@@ -276,6 +299,12 @@ export class FoldersService {
   /** Creates every pool directory and loads the folder records into memory. */
   async init(): Promise<void> {
     for (const pool of this.pools) await fs.mkdir(pool.path, { recursive: true });
+    for (const [id, intent] of await this.intents.iterator().all()) await this.recover(id, intent);
+    for (const pool of this.pools) {
+      for (const name of await fs.readdir(pool.path)) {
+        if (name.startsWith(TRASH_PREFIX)) await fs.rm(path.join(pool.path, name), { recursive: true, force: true });
+      }
+    }
     this.cache.clear();
     for (const rec of await allValues(this.records)) this.cache.set(rec.folder_id, rec);
     this.rebuildListing();
@@ -290,25 +319,22 @@ export class FoldersService {
   async create(req: FoldersCreateRequest, ctx: NoteSink = noop): Promise<FolderResponse> {
     const pool = this.pools.find((p) => p.id === req.storage_id);
     if (!pool) throw notFound(`storage pool '${req.storage_id}' not found`);
-    const name = validateName(req.name, 'name');
+    const name = folderName(req.name, 'name');
     return this.lock.run([RECORDS_KEY], async () => {
       const taken = () => conflict(`a folder named '${name}' already exists in storage pool '${pool.id}'`);
       if (this.findByName(pool.id, name)) throw taken();
       const dir = path.join(pool.path, name);
+      const rec: Folder = { folder_id: this.newId(), name, storage_id: pool.id, path: dir, created_at: new Date().toISOString() };
+      await this.intents.put(rec.folder_id, { op: 'create', rec });
       try {
         await fs.mkdir(dir);
       } catch (err) {
+        await this.intents.del(rec.folder_id);
         if (code(err) === 'EEXIST') throw taken();
         if (code(err) === 'ENOENT') throw internal(`storage pool '${pool.id}' directory ${pool.path} is missing`);
         throw err;
       }
-      const rec: Folder = { folder_id: this.newId(), name, storage_id: pool.id, path: dir, created_at: new Date().toISOString() };
-      try {
-        await this.records.put(rec.folder_id, rec);
-      } catch (err) {
-        await fs.rmdir(dir).catch(() => undefined);
-        throw err;
-      }
+      await this.settle(rec.folder_id, rec);
       this.cache.set(rec.folder_id, rec);
       this.rebuildListing();
       ctx.note({ summary: `Created folder ${name}`, target: name, metadata: { folder_id: rec.folder_id, storage_id: pool.id } });
@@ -317,7 +343,7 @@ export class FoldersService {
   }
 
   async update(req: FoldersUpdateRequest, ctx: NoteSink = noop): Promise<FolderResponse> {
-    const newName = validateName(req.new_name, 'new_name');
+    const newName = folderName(req.new_name, 'new_name');
     return this.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
       const rec = this.folder(req.folder_id);
       if (newName === rec.name) {
@@ -328,20 +354,17 @@ export class FoldersService {
       if (this.findByName(rec.storage_id, newName)) throw taken();
       const dir = path.join(path.dirname(rec.path), newName);
       if (await lstatOrNull(dir)) throw taken();
+      const next: Folder = { ...rec, name: newName, path: dir };
+      await this.intents.put(rec.folder_id, { op: 'rename', from: rec, to: next });
       try {
         await fs.rename(rec.path, dir);
       } catch (err) {
+        await this.intents.del(rec.folder_id);
         if (code(err) === 'ENOENT') throw this.missingDir(rec);
         if (code(err) === 'EEXIST' || code(err) === 'ENOTEMPTY') throw taken();
         throw err;
       }
-      const next: Folder = { ...rec, name: newName, path: dir };
-      try {
-        await this.records.put(next.folder_id, next);
-      } catch (err) {
-        await fs.rename(dir, rec.path).catch(() => undefined);
-        throw err;
-      }
+      await this.settle(next.folder_id, next);
       this.cache.set(next.folder_id, next);
       this.rebuildListing();
       ctx.note({ summary: `Renamed folder ${rec.name} to ${newName}`, target: newName, metadata: { folder_id: rec.folder_id } });
@@ -356,9 +379,20 @@ export class FoldersService {
       if (path.basename(rec.path) !== rec.name || !path.isAbsolute(rec.path)) {
         throw internal(`folder '${rec.name}' has an unexpected path ${rec.path}; not deleting it`);
       }
-      // rm does not follow symlinks: a link inside the tree is removed, not what it points to.
-      await fs.rm(rec.path, { recursive: true, force: true });
-      await this.records.del(rec.folder_id);
+      // The tree is first renamed aside (atomic), then the record goes, then
+      // the tree is removed; rm does not follow symlinks inside it.
+      const trash = path.join(path.dirname(rec.path), `${TRASH_PREFIX}${rec.folder_id}-${crypto.randomBytes(4).toString('hex')}`);
+      await this.intents.put(rec.folder_id, { op: 'delete', rec, trash });
+      try {
+        await fs.rename(rec.path, trash);
+      } catch (err) {
+        if (code(err) !== 'ENOENT') {
+          await this.intents.del(rec.folder_id);
+          throw err;
+        }
+      }
+      await this.settle(rec.folder_id, null);
+      await fs.rm(trash, { recursive: true, force: true });
       this.cache.delete(rec.folder_id);
       this.rebuildListing();
       ctx.note({ summary: `Deleted folder ${rec.name}`, target: rec.name, metadata: { folder_id: rec.folder_id } });
@@ -651,6 +685,37 @@ export class FoldersService {
   }
 
   // ----- internals --------------------------------------------------------
+
+  /** Replaces an intent by its outcome (the new record, or none) in one batch. */
+  private async settle(folderId: string, rec: Folder | null): Promise<void> {
+    await this.store.batch([
+      rec ? { type: 'put', sub: this.records, key: folderId, value: rec } : { type: 'del', sub: this.records, key: folderId },
+      { type: 'del', sub: this.intents, key: folderId },
+    ]);
+  }
+
+  /** Finishes or undoes a change a crash interrupted, by what the disk shows. */
+  private async recover(folderId: string, intent: Intent): Promise<void> {
+    const isDir = async (p: string) => (await lstatOrNull(p))?.isDirectory() ?? false;
+    switch (intent.op) {
+      case 'create':
+        // The directory was made: the folder exists. Otherwise it never did.
+        if (await isDir(intent.rec.path)) await this.settle(folderId, intent.rec);
+        else await this.intents.del(folderId);
+        return;
+      case 'rename':
+        if (!(await isDir(intent.from.path)) && (await isDir(intent.to.path))) await this.settle(folderId, intent.to);
+        else await this.intents.del(folderId);
+        return;
+      case 'delete':
+        if (await isDir(intent.rec.path)) await this.intents.del(folderId);
+        else {
+          await this.settle(folderId, null);
+          await fs.rm(intent.trash, { recursive: true, force: true });
+        }
+        return;
+    }
+  }
 
   private rebuildListing(): void {
     this.listing = [...this.cache.values()]

@@ -4,10 +4,14 @@
  * compete for the two cores.
  */
 import { apiOverhead } from './api.js';
+import { mcpOverhead } from './mcp.js';
+import { clusterForwarding } from './cluster.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
   ['api', apiOverhead],
+  ['mcp', mcpOverhead],
+  ['cluster', clusterForwarding],
 ];
 
 async function main(): Promise<void> {

@@ -30,6 +30,12 @@ export interface StartOptions {
    * from the load generator). `logs` then stays empty.
    */
   logToFile?: boolean;
+  /**
+   * Run the daemon inside this network namespace (made by the test): it is
+   * started through `ip netns exec <ns>`, and `request()` runs curl inside the
+   * same namespace, so no client traffic leaves it.
+   */
+  netns?: string;
 }
 
 export interface Reply {
@@ -42,6 +48,8 @@ export interface Reply {
 export class TestDaemon {
   readonly logs: any[] = [];
   exited: Promise<number | null>;
+  /** Network namespace the daemon runs in (requests then go through curl inside it). */
+  netns?: string;
 
   constructor(
     readonly proc: ChildProcess,
@@ -64,6 +72,16 @@ export class TestDaemon {
     return this.listening.node_id;
   }
 
+  /** host:port the cluster listener is bound to (the real port when configured with port 0). */
+  get clusterListen(): string {
+    return this.listening.cluster;
+  }
+
+  /** The address other members use to reach this node. */
+  get clusterAddr(): string {
+    return this.listening.cluster_advertise ?? this.listening.cluster;
+  }
+
   async token(name: string, scopes: string[]): Promise<string> {
     const r = await this.admin.request('POST', '/admin/tokens', { name, scopes });
     if (r.status !== 201) throw new Error(`token create failed: ${r.status} ${JSON.stringify(r.body)}`);
@@ -71,6 +89,7 @@ export class TestDaemon {
   }
 
   async request(method: string, p: string, opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {}): Promise<Reply> {
+    if (this.netns) return this.requestInNetns(method, p, opts);
     const headers: Record<string, string> = { ...(opts.headers ?? {}) };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
     let body: string | Buffer | undefined;
@@ -88,6 +107,47 @@ export class TestDaemon {
       parsed = undefined;
     }
     return { status: res.status, headers: Object.fromEntries(res.headers.entries()), body: parsed, text };
+  }
+
+  /** The same request, made by curl inside the daemon's network namespace. */
+  private requestInNetns(method: string, p: string, opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> }): Promise<Reply> {
+    const args = ['netns', 'exec', this.netns!, 'curl', '-sS', '--max-time', '60', '-X', method, '-o', '-', '-w', '\n%{http_code}'];
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+    let body: string | Buffer | undefined;
+    if (opts.rawBody !== undefined) body = opts.rawBody;
+    else if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] = 'application/json';
+    }
+    for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}: ${v}`);
+    if (body !== undefined) args.push('--data-binary', '@-');
+    args.push(this.url + p);
+    return new Promise((resolve, reject) => {
+      const c = spawn('ip', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      c.stdout!.on('data', (d) => (out += d.toString()));
+      c.stderr!.on('data', (d) => (err += d.toString()));
+      c.once('error', reject);
+      c.once('exit', (code) => {
+        const i = out.lastIndexOf('\n');
+        const status = Number(out.slice(i + 1));
+        if (code !== 0 || !status) {
+          reject(new Error(`curl in ${this.netns} failed (${code}): ${err.trim()}`));
+          return;
+        }
+        const text = out.slice(0, i);
+        let parsed: unknown;
+        try {
+          parsed = text ? JSON.parse(text) : undefined;
+        } catch {
+          parsed = undefined;
+        }
+        resolve({ status, headers: {}, body: parsed, text });
+      });
+      c.stdin!.end(body ?? '');
+    });
   }
 
   /** SIGTERM and wait. */
@@ -132,7 +192,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     fs.writeFileSync(cfg, opts.configYaml);
     env.HOSTD_CONFIG = cfg;
   }
-  const argv = [...(opts.wrap ?? []), process.execPath, MAIN];
+  const argv = [...(opts.wrap ?? (opts.netns ? ['ip', 'netns', 'exec', opts.netns] : [])), process.execPath, MAIN];
   if (opts.logToFile) return startLoggingToFile(argv, env, dataDir);
   const proc = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: any[] = [];
@@ -160,6 +220,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     });
   });
   const d = new TestDaemon(proc, dataDir, listening.http, listening);
+  d.netns = opts.netns;
   d.logs.push(...logs);
   rl.on('line', (line) => {
     try {

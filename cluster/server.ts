@@ -1,0 +1,228 @@
+/**
+ * The cluster listener: a TLS server we own, feeding a grpc-js server through
+ * its connection injector.
+ *
+ * Owning the TLS layer lets one port serve both kinds of client:
+ * - a member, whose client certificate must be signed by the cluster CA and
+ *   have the fingerprint of a current member: anything else that presents a
+ *   certificate (another CA, a removed member) is disconnected as soon as the
+ *   TLS handshake ends, before a single RPC is read;
+ * - a joining node, which has no certificate yet: its connection is kept, but
+ *   the only RPC it may call is Join (every other RPC checks the member's
+ *   certificate per call and answers UNAUTHENTICATED).
+ * Removing a member destroys its open connections at once.
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { ClusterService } from './proto.js';
+import type * as W from './proto.js';
+import type { Member } from './membership.js';
+import { normalizeFingerprint } from '../certs/pki.js';
+import { ApiError } from '../api/errors.js';
+
+export class RpcError extends Error {
+  constructor(readonly code: grpc.status, message: string) {
+    super(message);
+  }
+}
+
+export interface ServerCredentialsPem {
+  caCertPem: string;
+  certPem: string;
+  keyPem: string;
+}
+
+export interface ClusterHandlers {
+  rpcCall(req: W.CallRequest, peer: Member): Promise<W.CallReply>;
+  rpcHealth(req: W.HealthRequest, peer: Member): Promise<W.HealthReply>;
+  rpcJoin(req: W.JoinRequest, remote: string): Promise<W.JoinReply>;
+  rpcMembership(req: W.MembershipUpdate, peer: Member): Promise<W.Ack>;
+  rpcTokenDirectory(req: W.DirectorySnapshot, peer: Member): Promise<W.Ack>;
+  rpcTokenDirectoryGet(peer: Member): Promise<W.DirectorySnapshot>;
+  rpcLease(msg: unknown, peer: Member): Promise<unknown>;
+  rpcProxyConfig(msg: unknown, peer: Member): Promise<unknown>;
+}
+
+type Unary = (call: grpc.ServerUnaryCall<any, any>, cb: grpc.sendUnaryData<any>) => void;
+
+export class ClusterServer {
+  private readonly tlsServer: tls.Server;
+  private readonly grpcServer: grpc.Server;
+  private readonly injector: ReturnType<grpc.Server['createConnectionInjector']>;
+  private hasCreds = false;
+  /** Open member connections by certificate fingerprint. */
+  private readonly byFp = new Map<string, Set<tls.TLSSocket>>();
+  private readonly rawSockets = new Set<net.Socket>();
+  /**
+   * Certificate fingerprint of each open member connection by its remote
+   * "address:port" (what grpc-js's call.getPeer() gives): computed once per
+   * connection, because asking TLS for the peer certificate on every call is
+   * the most expensive step of a forwarded call.
+   */
+  private readonly fpByPeer = new Map<string, string>();
+
+  constructor(
+    private readonly handlers: ClusterHandlers,
+    private readonly memberByFingerprint: (fp: string) => Member | undefined,
+    private readonly log: Logger,
+  ) {
+    this.tlsServer = tls.createServer({
+      requestCert: true,
+      // Verified by hand in onSecure: a joiner has no certificate yet.
+      rejectUnauthorized: false,
+      ALPNProtocols: ['h2'],
+      minVersion: 'TLSv1.2',
+    });
+    this.tlsServer.on('connection', (s: net.Socket) => {
+      if (!this.hasCreds) {
+        s.destroy();
+        return;
+      }
+      s.setNoDelay(true);
+      this.rawSockets.add(s);
+      s.once('close', () => this.rawSockets.delete(s));
+    });
+    this.tlsServer.on('secureConnection', (s) => this.onSecure(s));
+    this.tlsServer.on('tlsClientError', (err) => this.log.debug({ err: err.message }, 'cluster TLS handshake failed'));
+    this.grpcServer = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.enable_channelz': 0 });
+    this.grpcServer.addService(ClusterService, this.implementation());
+    this.injector = this.grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  }
+
+  async listen(host: string, port: number): Promise<{ host: string; port: number }> {
+    await new Promise<void>((resolve, reject) => {
+      this.tlsServer.once('error', reject);
+      this.tlsServer.listen(port, host, () => {
+        this.tlsServer.off('error', reject);
+        resolve();
+      });
+    });
+    const a = this.tlsServer.address() as net.AddressInfo;
+    return { host: a.address, port: a.port };
+  }
+
+  /** Installs (or, with null, withdraws) the node's certificate and the CA it trusts. */
+  setCredentials(c: ServerCredentialsPem | null): void {
+    if (!c) {
+      this.hasCreds = false;
+      for (const s of this.rawSockets) s.destroy();
+      return;
+    }
+    // The CA goes after the node certificate so that a joiner can pin it by fingerprint.
+    this.tlsServer.setSecureContext({ ca: c.caCertPem, cert: c.certPem + '\n' + c.caCertPem, key: c.keyPem });
+    this.hasCreds = true;
+  }
+
+  /** Disconnects every open connection made with this certificate (a removed member). */
+  dropFingerprint(fp: string): void {
+    const set = this.byFp.get(fp);
+    if (!set) return;
+    for (const s of set) s.destroy();
+    this.byFp.delete(fp);
+  }
+
+  private onSecure(s: tls.TLSSocket): void {
+    if (s.alpnProtocol !== 'h2') {
+      s.destroy();
+      return;
+    }
+    const cert = s.getPeerCertificate();
+    const presented = cert && Object.keys(cert).length > 0;
+    if (presented) {
+      if (!s.authorized) {
+        this.log.warn({ remote: s.remoteAddress, reason: String(s.authorizationError) }, 'cluster connection refused: certificate not signed by the cluster CA');
+        s.destroy();
+        return;
+      }
+      const fp = normalizeFingerprint(cert.fingerprint256);
+      if (!this.memberByFingerprint(fp)) {
+        this.log.warn({ remote: s.remoteAddress, cn: cert.subject?.CN }, 'cluster connection refused: certificate is not that of a current member');
+        s.destroy();
+        return;
+      }
+      let set = this.byFp.get(fp);
+      if (!set) this.byFp.set(fp, (set = new Set()));
+      set.add(s);
+      const key = `${s.remoteAddress}:${s.remotePort}`;
+      this.fpByPeer.set(key, fp);
+      s.once('close', () => {
+        set!.delete(s);
+        if (this.fpByPeer.get(key) === fp) this.fpByPeer.delete(key);
+      });
+    }
+    s.on('error', () => undefined);
+    this.injector.injectConnection(s);
+  }
+
+  /** The member behind a call's client certificate, or undefined. */
+  private identify(call: grpc.ServerUnaryCall<unknown, unknown>): Member | undefined {
+    const known = this.fpByPeer.get(call.getPeer());
+    // Looked up again on every call: a member removed a moment ago is refused at once.
+    if (known) return this.memberByFingerprint(known);
+    const cert = call.getAuthContext?.()?.sslPeerCertificate;
+    if (!cert?.fingerprint256) return undefined;
+    return this.memberByFingerprint(normalizeFingerprint(cert.fingerprint256));
+  }
+
+  private implementation(): grpc.UntypedServiceImplementation {
+    const h = this.handlers;
+    const member = <Req, Res>(fn: (req: Req, peer: Member) => Promise<Res>): Unary => (call, cb) => {
+      const peer = this.identify(call);
+      if (!peer) {
+        cb({ code: grpc.status.UNAUTHENTICATED, details: 'a client certificate of a current cluster member is required' });
+        return;
+      }
+      fn(call.request as Req, peer).then((r) => cb(null, r), (err) => cb(toStatus(err)));
+    };
+    const json = (fn: (msg: unknown, peer: Member) => Promise<unknown>) => member<W.Json, W.Json>(async (req, peer) => {
+      let msg: unknown;
+      try {
+        msg = JSON.parse(Buffer.from(req.json).toString('utf8') || 'null');
+      } catch {
+        throw new RpcError(grpc.status.INVALID_ARGUMENT, 'payload is not JSON');
+      }
+      const out = await fn(msg, peer);
+      return { json: Buffer.from(JSON.stringify(out ?? null)) };
+    });
+    return {
+      Call: member(h.rpcCall.bind(h)),
+      Health: member(h.rpcHealth.bind(h)),
+      Membership: member(h.rpcMembership.bind(h)),
+      TokenDirectory: member(h.rpcTokenDirectory.bind(h)),
+      TokenDirectoryGet: member((_req: W.Empty, peer) => h.rpcTokenDirectoryGet(peer)),
+      Lease: json(h.rpcLease.bind(h)),
+      ProxyConfig: json(h.rpcProxyConfig.bind(h)),
+      // Join: the one call open to a node without a certificate.
+      Join: ((call, cb) => {
+        h.rpcJoin(call.request as W.JoinRequest, call.getPeer()).then((r) => cb(null, r), (err) => cb(toStatus(err)));
+      }) as Unary,
+    };
+  }
+
+  async close(): Promise<void> {
+    this.hasCreds = false;
+    await new Promise<void>((resolve) => {
+      this.tlsServer.close(() => resolve());
+      for (const s of this.rawSockets) s.destroy();
+    });
+    this.injector.destroy();
+    this.grpcServer.forceShutdown();
+  }
+}
+
+const HTTP_TO_GRPC: Record<number, grpc.status> = {
+  400: grpc.status.INVALID_ARGUMENT,
+  401: grpc.status.UNAUTHENTICATED,
+  403: grpc.status.PERMISSION_DENIED,
+  404: grpc.status.NOT_FOUND,
+  409: grpc.status.FAILED_PRECONDITION,
+  503: grpc.status.UNAVAILABLE,
+};
+
+function toStatus(err: unknown): grpc.ServiceError | Partial<grpc.StatusObject> {
+  if (err instanceof RpcError) return { code: err.code, details: err.message };
+  if (err instanceof ApiError) return { code: HTTP_TO_GRPC[err.status] ?? grpc.status.INTERNAL, details: err.message };
+  return { code: grpc.status.INTERNAL, details: (err as Error)?.message ?? String(err) };
+}

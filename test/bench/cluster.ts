@@ -1,0 +1,88 @@
+/**
+ * Cluster forwarding cost, measured in this run: two local nodes paired on
+ * loopback; GET /api/v1/folders direct on node A against the same call on A
+ * with peer_id naming B (forwarded over mutual-TLS gRPC, B runs it).
+ *
+ *   forward_overhead_ms = p50 forwarded - p50 direct   (sequential calls, target < 1)
+ *   forward_rps_ratio   = direct rps / forwarded rps    (autocannon, target < 1.5)
+ *   proxy_move_ms       = p50 of POST /proxy/move between the two live nodes (target < 500)
+ */
+import http from 'node:http';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { pair } from '../cluster/util.js';
+import { load, p50Of, print } from './lib.js';
+
+/** One keep-alive GET through node:http, body drained; rejects on a non-2xx. */
+function getter(base: string, token: string): (path: string) => Promise<void> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const u = new URL(base);
+  return (path) => new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, path, agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode && res.statusCode < 300 ? resolve() : reject(new Error(`${path}: ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+export async function clusterForwarding(): Promise<void> {
+  const nodes: TestDaemon[] = [];
+  try {
+    const env = { HOSTD_LOG_LEVEL: 'info' };
+    nodes.push(await startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'bench-a' }, logToFile: true }));
+    nodes.push(await startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'bench-b' }, logToFile: true }));
+    const [a, b] = nodes;
+    await pair([a, b]);
+    const token = await a.token('bench', ['files.read', 'files.manage', 'proxy.read', 'proxy.manage']);
+    for (const name of ['media', 'backups', 'projects']) {
+      for (const peer of [a.nodeId, b.nodeId]) {
+        const r = await a.request('POST', '/api/v1/folders', { token, body: { storage_id: 'default', name, peer_id: peer } });
+        if (r.status !== 201) throw new Error(`folder create on ${peer}: ${r.status} ${r.text}`);
+      }
+    }
+    const direct = '/api/v1/folders';
+    const forwarded = `/api/v1/folders?peer_id=${b.nodeId}`;
+    const get = getter(a.url, token);
+
+    // Latency: sequential calls, warmed up, measured in alternating rounds so drift hits both.
+    await p50Of(500, () => get(direct));
+    await p50Of(500, () => get(forwarded));
+    const rounds = 4;
+    const d50: number[] = [];
+    const f50: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      d50.push(await p50Of(500, () => get(direct)));
+      f50.push(await p50Of(500, () => get(forwarded)));
+    }
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+    const directP50 = median(d50);
+    const forwardedP50 = median(f50);
+
+    // Throughput: autocannon, back to back.
+    const headers = { authorization: `Bearer ${token}` };
+    await load(a.url + forwarded, { headers, duration: 1 });
+    const dl = await load(a.url + direct, { headers });
+    const fl = await load(a.url + forwarded, { headers });
+    if (dl.non2xx || dl.errors || fl.non2xx || fl.errors) throw new Error(`non-2xx or errors: direct ${dl.non2xx}/${dl.errors}, forwarded ${fl.non2xx}/${fl.errors}`);
+
+    // The proxy-holder lease: POST /proxy/move back and forth between the two live nodes.
+    let target = 0;
+    const moveTimes = await p50Of(21, async () => {
+      target = 1 - target;
+      const r = await a.request('POST', '/api/v1/proxy/move', { token, body: { peer_id: nodes[target].nodeId } });
+      if (r.status !== 200) throw new Error(`proxy move: ${r.status} ${r.text}`);
+    });
+
+    print('direct_p50_ms', directP50);
+    print('forwarded_p50_ms', forwardedP50);
+    print('direct_rps', dl.rps, 0);
+    print('forwarded_rps', fl.rps, 0);
+    print('forwarded_p99_ms', fl.p99);
+    print('forward_overhead_ms', forwardedP50 - directP50);
+    print('forward_rps_ratio', dl.rps / fl.rps);
+    print('proxy_move_ms', moveTimes);
+  } finally {
+    await Promise.all(nodes.map((d) => d.stop()));
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * Folder changes interrupted by a crash: intents left in the store are
+ * finished or undone at start-up according to what is on disk.
+ */
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Store } from '../../daemon/store/store.js';
+import { FoldersService, type Folder } from '../../daemon/folders/service.js';
+
+describe('folders: recovery of interrupted changes', () => {
+  let dir: string;
+  let pool: string;
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-recovery-'));
+    pool = path.join(dir, 'pool');
+    fs.mkdirSync(pool);
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  const rec = (id: string, name: string): Folder => ({ folder_id: id, name, storage_id: 'p', path: path.join(pool, name), created_at: new Date().toISOString() });
+
+  async function withStore(fn: (store: Store) => Promise<void>): Promise<void> {
+    const store = await Store.open(path.join(dir, 'db'));
+    try {
+      await fn(store);
+    } finally {
+      await store.close();
+    }
+  }
+
+  async function listAfterInit(): Promise<Folder[]> {
+    let out: Folder[] = [];
+    await withStore(async (store) => {
+      const svc = new FoldersService(store, [{ id: 'p', path: pool }]);
+      await svc.init();
+      out = (await svc.list()).folders;
+      expect(await store.sub('folder_intents').keys().all()).to.deep.equal([]);
+    });
+    return out;
+  }
+
+  it('finishes a create whose directory was made, and drops one whose was not', async () => {
+    await withStore(async (store) => {
+      const intents = store.sub<unknown>('folder_intents');
+      await intents.put('f_made', { op: 'create', rec: rec('f_made', 'made') });
+      await intents.put('f_never', { op: 'create', rec: rec('f_never', 'never') });
+    });
+    fs.mkdirSync(path.join(pool, 'made'));
+    const folders = await listAfterInit();
+    expect(folders.map((f) => f.name)).to.deep.equal(['made']);
+  });
+
+  it('finishes a rename that happened on disk and keeps the old name when it did not', async () => {
+    await withStore(async (store) => {
+      await store.sub<Folder>('folders').put('f_a', rec('f_a', 'a'));
+      await store.sub<Folder>('folders').put('f_b', rec('f_b', 'b'));
+      const intents = store.sub<unknown>('folder_intents');
+      await intents.put('f_a', { op: 'rename', from: rec('f_a', 'a'), to: rec('f_a', 'a2') });
+      await intents.put('f_b', { op: 'rename', from: rec('f_b', 'b'), to: rec('f_b', 'b2') });
+    });
+    fs.mkdirSync(path.join(pool, 'a2'));
+    fs.mkdirSync(path.join(pool, 'b'));
+    const folders = await listAfterInit();
+    expect(folders.map((f) => [f.folder_id, f.name, f.path])).to.deep.equal([
+      ['f_a', 'a2', path.join(pool, 'a2')],
+      ['f_b', 'b', path.join(pool, 'b')],
+    ]);
+  });
+
+  it('completes a delete whose tree was moved aside and removes the trash', async () => {
+    const trash = path.join(pool, '.hostd-trash-f_d-0000');
+    await withStore(async (store) => {
+      await store.sub<Folder>('folders').put('f_d', rec('f_d', 'd'));
+      await store.sub<Folder>('folders').put('f_k', rec('f_k', 'k'));
+      const intents = store.sub<unknown>('folder_intents');
+      await intents.put('f_d', { op: 'delete', rec: rec('f_d', 'd'), trash });
+      await intents.put('f_k', { op: 'delete', rec: rec('f_k', 'k'), trash: path.join(pool, '.hostd-trash-f_k-0000') });
+    });
+    fs.mkdirSync(path.join(trash, 'sub'), { recursive: true });
+    fs.mkdirSync(path.join(pool, 'k'));
+    const folders = await listAfterInit();
+    expect(folders.map((f) => f.name)).to.deep.equal(['k']);
+    expect(fs.existsSync(trash)).to.equal(false);
+    expect(fs.readdirSync(pool).sort()).to.deep.equal(['k']);
+  });
+
+  it('refuses folder names in the reserved .hostd- namespace', async () => {
+    await withStore(async (store) => {
+      const svc = new FoldersService(store, [{ id: 'p', path: pool }]);
+      await svc.init();
+      const err = await svc.create({ storage_id: 'p', name: '.hostd-trash-x' }).then(() => null, (e) => e);
+      expect(err.status).to.equal(400);
+      expect(err.message).to.equal("argument 'name' must not start with '.hostd-' (reserved)");
+    });
+  });
+});

@@ -97,7 +97,8 @@ export function coerceText(schema: JsonSchema | undefined, raw: string, name: st
   return raw;
 }
 
-function schemaTypes(schema: JsonSchema): Set<string> {
+/** Every JSON type a schema admits (from `type` and `anyOf`/`oneOf`). */
+export function schemaTypes(schema: JsonSchema): Set<string> {
   const out = new Set<string>();
   const t = schema.type;
   if (typeof t === 'string') out.add(t);

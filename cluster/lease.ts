@@ -37,6 +37,7 @@
  * it at proposal time. Membership changes are not part of this protocol: change membership one
  * member at a time and let it reach every node before moving the lease (docs/failover.md).
  */
+import { Periodic } from './periodic.js';
 import type { Logger } from 'pino';
 import type { Store, Sub } from '../daemon/store/store.js';
 import { badRequest, conflict, forbidden, notFound, unavailable } from '../api/errors.js';
@@ -196,7 +197,7 @@ export class LeaseManager {
   private proposals: Promise<unknown> = Promise.resolve();
   private readonly listeners = new Set<(s: LeaseState) => void>();
   private lastEmitted: LeaseState | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, 'lease sync failed'));
 
   constructor(
     private readonly store: Store,
@@ -225,18 +226,11 @@ export class LeaseManager {
 
   /** Runs sync() now and then every `intervalMs`. */
   start(intervalMs = LEASE_SYNC_INTERVAL_MS): void {
-    if (this.timer) return;
-    const tick = () => {
-      this.sync().catch((err) => this.log.debug({ err }, 'lease sync failed'));
-    };
-    tick();
-    this.timer = setInterval(tick, intervalMs);
-    this.timer.unref();
+    this.periodic.start(intervalMs);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.periodic.stop();
   }
 
   state(): LeaseState {

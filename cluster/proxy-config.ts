@@ -19,6 +19,7 @@
  * go to the secret store, never here: this object is copied to every member, shown by
  * `GET /proxy/config` and logged. validateProxyConfig refuses credential-looking keys.
  */
+import { Periodic } from './periodic.js';
 import type { Logger } from 'pino';
 import type { Store, Sub } from '../daemon/store/store.js';
 import { badRequest, conflict, forbidden } from '../api/errors.js';
@@ -200,7 +201,7 @@ export class ProxyConfigStore {
   private chain: Promise<unknown> = Promise.resolve();
   private updates: Promise<unknown> = Promise.resolve();
   private readonly listeners = new Set<(s: ProxyConfigSnapshot) => void>();
-  private timer: NodeJS.Timeout | null = null;
+  private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, 'proxy config sync failed'));
 
   constructor(
     store: Store,
@@ -220,18 +221,11 @@ export class ProxyConfigStore {
 
   /** Runs sync() now and then every `intervalMs`. */
   start(intervalMs = PROXY_CONFIG_SYNC_INTERVAL_MS): void {
-    if (this.timer) return;
-    const tick = () => {
-      this.sync().catch((err) => this.log.debug({ err }, 'proxy config sync failed'));
-    };
-    tick();
-    this.timer = setInterval(tick, intervalMs);
-    this.timer.unref();
+    this.periodic.start(intervalMs);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.periodic.stop();
   }
 
   /** This node's copy (a deep copy; mutate it only through update()). */

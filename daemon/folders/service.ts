@@ -496,14 +496,7 @@ export class FoldersService {
     if (dstPath[0] === undefined || dstPath[0] === null) throw badRequest(`argument 'dst_sub_path' is required`);
     return this.lock.run([sel.key], async () => {
       const place = await sel.resolve();
-      const src = await this.locate(place, ...this.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path'));
-      const dst = await this.locate(place, ...dstPath);
-      this.refuseRoot(src);
-      this.refuseRoot(dst);
-      const st = await lstatOrNull(src.abs);
-      if (!st) throw notFound(`no such file or folder '${src.rel}'`);
-      if (st.isDirectory() && isStrictlyInside(src.abs, dst.abs)) throw badRequest(`cannot move '${src.rel}' into itself`);
-      await this.requireFreeWithParent(dst);
+      const { src, dst } = await this.transferEnds('move', place, this.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path'), place, dstPath);
       try {
         await fs.rename(src.abs, dst.abs);
       } catch (err) {
@@ -526,14 +519,7 @@ export class FoldersService {
     return this.lock.run([srcSel.key, dstSel.key], async () => {
       const srcPlace = await srcSel.resolve();
       const dstPlace = dstSel === srcSel ? srcPlace : await dstSel.resolve();
-      const src = await this.locate(srcPlace, ...this.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path'));
-      const dst = await this.locate(dstPlace, ...dstPath);
-      this.refuseRoot(src);
-      this.refuseRoot(dst);
-      const st = await lstatOrNull(src.abs);
-      if (!st) throw notFound(`no such file or folder '${src.rel}'`);
-      if (st.isDirectory() && isStrictlyInside(src.abs, dst.abs)) throw badRequest(`cannot copy '${src.rel}' into itself`);
-      await this.requireFreeWithParent(dst);
+      const { src, dst, st } = await this.transferEnds('copy', srcPlace, this.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path'), dstPlace, dstPath);
       // Nothing outside the source may be read: refuse links leaving it, and special files.
       await this.walkTree(src.abs, src.rel, async (abs, rel, est) => {
         if (est.isSymbolicLink()) {
@@ -685,6 +671,27 @@ export class FoldersService {
   }
 
   // ----- internals --------------------------------------------------------
+
+  /**
+   * Both ends of a move or copy: confined, neither the root, the source
+   * present, the destination free with its parent present, and a folder not
+   * sent into itself.
+   */
+  private async transferEnds(
+    verb: 'move' | 'copy',
+    srcPlace: Place, srcPath: [string | null | undefined, string],
+    dstPlace: Place, dstPath: [string | null | undefined, string],
+  ): Promise<{ src: Spot; dst: Spot; st: Stats }> {
+    const src = await this.locate(srcPlace, ...srcPath);
+    const dst = await this.locate(dstPlace, ...dstPath);
+    this.refuseRoot(src);
+    this.refuseRoot(dst);
+    const st = await lstatOrNull(src.abs);
+    if (!st) throw notFound(`no such file or folder '${src.rel}'`);
+    if (st.isDirectory() && isStrictlyInside(src.abs, dst.abs)) throw badRequest(`cannot ${verb} '${src.rel}' into itself`);
+    await this.requireFreeWithParent(dst);
+    return { src, dst, st };
+  }
 
   /** Replaces an intent by its outcome (the new record, or none) in one batch. */
   private async settle(folderId: string, rec: Folder | null): Promise<void> {

@@ -6,20 +6,10 @@
 import { expect } from 'chai';
 import { ALL_SCOPES, operations } from '../../api/registry/index.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import type { CatalogEntry } from '../../api/catalog.js';
 import { API, Problems, errorProblem, raw } from '../helpers/conformance.js';
 
-interface Entry {
-  operation: string;
-  domain: string;
-  method: string;
-  path: string;
-  summary: string;
-  scopes: string[];
-  hints: string[];
-  arguments: Record<string, unknown>;
-  implemented: boolean;
-  read_only: boolean;
-}
+type Entry = CatalogEntry;
 
 describe('GET /api/v1/catalog', function () {
   let d: TestDaemon;

@@ -4,6 +4,7 @@
  * concrete URLs, the methods a URL offers, wrong-typed values. No endpoint is
  * listed by hand.
  */
+import { schemaTypes } from '../../api/validate.js';
 import http from 'node:http';
 import { expect } from 'chai';
 import type { JsonSchema, Method, Operation } from '../../api/registry/types.js';
@@ -19,15 +20,7 @@ export const ONE_MIB = 1048576;
 
 /** Every JSON type a schema admits (from `type` and `anyOf`/`oneOf`). */
 export function typesOf(schema: JsonSchema): string[] {
-  const out = new Set<string>();
-  const t = schema.type;
-  if (typeof t === 'string') out.add(t);
-  else if (Array.isArray(t)) for (const x of t) out.add(String(x));
-  for (const k of ['anyOf', 'oneOf'] as const) {
-    const alts = schema[k];
-    if (Array.isArray(alts)) for (const a of alts) for (const x of typesOf(a as JsonSchema)) out.add(x);
-  }
-  return [...out];
+  return [...schemaTypes(schema)];
 }
 
 /** The first non-null type, which sample values are made of. */

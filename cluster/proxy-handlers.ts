@@ -7,11 +7,11 @@
  * when no majority stored the new epoch or the target is unreachable); without
  * it, this node takes the role over, only when the recorded holder is
  * unreachable (409 otherwise). Both answer {holder, epoch, holding}. A
- * peer_id that names no member is a 400 (not 404: this operation's peer_id
- * is an argument, not a route, and a routing 404 must not be confused with it).
+ * peer_id that names no member is 404 `no cluster member '<id>'`: here the
+ * peer_id is the resource the call names, not a route.
  */
 import type { Handler } from '../daemon/context.js';
-import { badRequest } from '../api/errors.js';
+import { notFound } from '../api/errors.js';
 import type { LeaseManager } from './lease.js';
 import { proxyConfigView, type ProxyConfigStore } from './proxy-config.js';
 
@@ -32,7 +32,7 @@ export function proxyLeaseHandlers(d: ProxyLeaseDeps): { proxy_config_get: Handl
     proxy_move: async (args, ctx) => {
       const target = args.peer_id;
       if (typeof target === 'string') {
-        if (!d.members().includes(target)) throw badRequest(`peer_id '${target}' names no member of this cluster`);
+        if (!d.members().includes(target)) throw notFound(`no cluster member '${target}'`);
         const before = d.lease.state();
         const s = await d.lease.move(target);
         ctx.note({

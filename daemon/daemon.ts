@@ -25,7 +25,7 @@ import { Router } from '../api/router.js';
 import { precompile } from '../api/validate.js';
 import { openApiDocument } from '../api/catalog.js';
 import { createHttpApp, bearerAuthenticator } from '../api/http/server.js';
-import { mountMcp } from '../api/mcp/server.js';
+import { mcpListener, MCP_PATH } from '../api/mcp/server.js';
 import { ClusterNode } from '../cluster/node.js';
 import { clusterForwarder } from '../cluster/forwarder.js';
 import { clusterPeerDirectory } from '../cluster/peers.js';
@@ -111,7 +111,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const app = createHttpApp({
     dispatch, router, log, requestLog, openapi: openApi,
     authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id),
-    mount: (a) => mountMcp(a, { dispatch, log, requestLog, version: VERSION, authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, 'mcp') }),
+    direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog, version: VERSION, authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, 'mcp') }) },
   });
   const httpServer = http.createServer(app);
   httpServer.keepAliveTimeout = 65_000;

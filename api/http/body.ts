@@ -55,7 +55,9 @@ export function readBody(req: IncomingMessage, limit = BODY_LIMIT): Promise<Buff
     req.on('end', () => finish(over ? tooLarge() : undefined, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
     req.on('error', (e) => finish(over ? tooLarge() : badRequest(`could not read the request body: ${e.message}`)));
     // The client went away before the end: nobody reads the answer, but settle anyway.
-    req.on('close', () => finish(over ? tooLarge() : badRequest('the request body ended early')));
+    req.on('close', () => {
+      if (!done) finish(over ? tooLarge() : badRequest('the request body ended early'));
+    });
   });
 }
 

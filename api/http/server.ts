@@ -25,8 +25,10 @@ export interface HttpDeps {
   /** Where the one line per request goes. */
   requestLog: RequestLog;
   openapi: () => unknown;
-  /** Extra routes mounted before the API (MCP, admin endpoints). */
+  /** Extra routes mounted before the API (admin endpoints). */
   mount?: (app: Express) => void;
+  /** Listeners for exact paths (such as /mcp), served directly like the API. */
+  direct?: Record<string, RequestListener>;
 }
 
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -64,9 +66,13 @@ export function createHttpApp(deps: HttpDeps): RequestListener {
   app.use((req, res) => apiCall(deps, req, res));
   const openapiPath = `${API_PREFIX}/openapi.json`;
 
+  const direct = new Map(Object.entries(deps.direct ?? {}));
   return (req, res) => {
     const url = req.url ?? '/';
-    if (url.startsWith(API_PREFIX + '/') && !url.startsWith(openapiPath)) apiCall(deps, req, res);
+    if (url.startsWith(API_PREFIX + '/') && !url.startsWith(openapiPath)) return apiCall(deps, req, res);
+    const q = url.indexOf('?');
+    const own = direct.get(q === -1 ? url : url.slice(0, q));
+    if (own) own(req, res);
     else app(req, res);
   };
 }

@@ -14,7 +14,6 @@
  */
 import type { RequestLog } from '../../daemon/logger.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Express } from 'express';
 import type { Logger } from 'pino';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
@@ -120,10 +119,11 @@ function createServer(deps: McpDeps, scope: RequestScope): Server {
   return server;
 }
 
-export function mountMcp(app: Express, deps: McpDeps): void {
-  app.all(MCP_PATH, (req, res) => {
+/** The listener for MCP_PATH (served directly by the HTTP transport, not through express). */
+export function mcpListener(deps: McpDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
     void handle(deps, req, res);
-  });
+  };
 }
 
 async function handle(deps: McpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {

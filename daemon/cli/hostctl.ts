@@ -18,6 +18,8 @@ const USAGE = `usage: hostctl [--data-dir DIR | --socket PATH] <command>
   token list                                names, scopes, created, last used
   token revoke NAME                         revoke a token
   task watch TASK_ID [--peer PEER_ID]       follow a background task to its end
+  cluster init | join-token | join ADDRESS TOKEN | remove PEER_ID | leave | status
+                                            pair hosts (hostctl cluster --help)
   ops                                       list every operation
   call OPERATION [key=value ...] [--json '{...}']
                                             run any operation as the local admin

@@ -27,16 +27,25 @@ export async function load(url: string, opts: { headers?: Record<string, string>
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors, non2xx: r.non2xx };
 }
 
-/** p50 of `n` sequential calls of an async function, in milliseconds. */
-export async function p50Of(n: number, fn: () => Promise<unknown>): Promise<number> {
+/** Durations of `n` sequential calls of an async function, in milliseconds, sorted. */
+export async function latencies(n: number, fn: () => Promise<unknown>): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < n; i++) {
     const t = process.hrtime.bigint();
     await fn();
     times.push(Number(process.hrtime.bigint() - t) / 1e6);
   }
-  times.sort((a, b) => a - b);
-  return times[Math.floor(times.length / 2)];
+  return times.sort((a, b) => a - b);
+}
+
+/** The q-quantile of sorted values. */
+export const pct = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
+
+export const median = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 0.5);
+
+/** p50 of `n` sequential calls of an async function, in milliseconds. */
+export async function p50Of(n: number, fn: () => Promise<unknown>): Promise<number> {
+  return pct(await latencies(n, fn), 0.5);
 }
 
 export function print(key: string, value: number, digits = 3): void {

@@ -10,9 +10,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { startDaemon } from '../helpers/daemon.js';
-import { p50Of, print } from './lib.js';
+import { median, p50Of, print } from './lib.js';
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export async function mcpOverhead(): Promise<void> {
   const calls = Number(process.env.BENCH_CALLS ?? 300);

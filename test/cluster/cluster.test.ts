@@ -272,7 +272,8 @@ describe('cluster on loopback (three daemons)', function () {
     const take = await a.request('POST', '/api/v1/proxy/move', { token, body: {} });
     expect(take.status).to.equal(409);
     // An unknown target is an argument error, not a routing 404.
-    expect((await a.request('POST', '/api/v1/proxy/move', { token, body: { peer_id: 'node_nowhere' } })).status).to.equal(400);
+    const unknown = await a.request('POST', '/api/v1/proxy/move', { token, body: { peer_id: 'node_nowhere' } });
+    expect([unknown.status, unknown.body]).to.deep.equal([404, { error: "no cluster member 'node_nowhere'" }]);
     // Back to A for the next tests.
     expect((await a.request('POST', '/api/v1/proxy/move', { token, body: { peer_id: a.nodeId } })).status).to.equal(200);
   });

@@ -361,11 +361,13 @@ describe('conformance walk over every registry operation', function () {
         }
       });
       p.check(127);
-      // proxy_move's peer_id has its own meaning: not a routing 404.
+      // proxy_move's peer_id names the member to become the holder: an unknown
+      // one is the missing resource (404), said as such rather than as a route.
       const move = operations.find((o) => o.name === 'proxy_move')!;
       const r = await send(callFor(move, { peer_id: 'node_elsewhere' }));
-      expect(r.status).to.not.equal(404);
-      expect(r.status).to.equal(implemented.get('proxy_move') ? r.status : 501);
+      expect(implemented.get('proxy_move')).to.equal(true);
+      expect(r.status).to.equal(404);
+      expect(r.body).to.deep.equal({ error: "no cluster member 'node_elsewhere'" });
     });
   });
 

@@ -7,14 +7,15 @@
  * only when its certificate chains to the cluster CA *and* has exactly the
  * fingerprint recorded for that member. Every call has a deadline.
  *
- * Control traffic (health, membership, directory, lease, join) goes through a
- * grpc-js channel; forwarded calls (`Call`, the hot path) through a lean HTTP/2
- * gRPC client on its own long-lived session to the same member.
+ * Control traffic (health, membership, directory, lease) is unary calls on
+ * that channel; forwarded calls (the hot path) share one long-lived
+ * `CallStream` on the same channel (cluster/call-stream.ts).
  */
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import { ClusterClientCtor, ClusterService, type Method } from './proto.js';
-import { FastUnaryClient } from './fast-unary.js';
+import { ClusterClientCtor, type Method } from './proto.js';
+import type * as W from './proto.js';
+import { CallStreamClient, type CallRequest } from './call-stream.js';
 import type { Member } from './membership.js';
 import { derToPem, fingerprint as certFingerprint, issuedBy, normalizeFingerprint } from '../certs/pki.js';
 
@@ -42,10 +43,18 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.enable_channelz': 0,
 };
 
-type AnyClient = grpc.Client & Record<Method, (req: unknown, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: any) => void) => void>;
+type AnyClient = grpc.Client & Record<Method, (req: unknown, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: any) => void) => void> & {
+  CallStream(meta: grpc.Metadata, opts?: grpc.CallOptions): grpc.ClientDuplexStream<W.CallBatch, W.ReplyBatch>;
+};
+
+interface Entry {
+  key: string;
+  client: AnyClient;
+  calls: CallStreamClient;
+}
 
 export class PeerClients {
-  private readonly clients = new Map<string, { key: string; client: AnyClient; fast: FastUnaryClient }>();
+  private readonly clients = new Map<string, Entry>();
   private generation = 0;
 
   constructor(private readonly creds: () => ClientCredentialsPem | null) {}
@@ -65,7 +74,7 @@ export class PeerClients {
     }
   }
 
-  private entry(m: Member): { client: AnyClient; fast: FastUnaryClient } {
+  private entry(m: Member): Entry {
     const key = `${m.address}|${m.fingerprint}|${this.generation}`;
     const cur = this.clients.get(m.peer_id);
     if (cur && cur.key === key) return cur;
@@ -78,8 +87,8 @@ export class PeerClients {
     };
     const creds = grpc.credentials.createSsl(Buffer.from(c.caCertPem), Buffer.from(c.keyPem), Buffer.from(c.certPem), { checkServerIdentity });
     const client = new ClusterClientCtor(m.address, creds, CHANNEL_OPTIONS) as unknown as AnyClient;
-    const fast = new FastUnaryClient({ address: m.address, caCertPem: c.caCertPem, certPem: c.certPem, keyPem: c.keyPem, servername: CLUSTER_SNI, checkServerIdentity });
-    const e = { key, client, fast };
+    const calls = new CallStreamClient(() => client.CallStream(new grpc.Metadata()));
+    const e = { key, client, calls };
     this.clients.set(m.peer_id, e);
     return e;
   }
@@ -89,14 +98,17 @@ export class PeerClients {
   }
 
   /**
-   * The forwarding hot path: `Call` through the lean HTTP/2 gRPC client
-   * (cluster/fast-unary.ts) on the member's long-lived session. Same wire
-   * protocol, TLS and checks as `unary`, about half the client CPU.
+   * The forwarding hot path: one call on the member's shared CallStream
+   * (cluster/call-stream.ts). Rejects with a {code, details} error like `unary`.
    */
-  async call<Res>(m: Member, req: unknown, deadlineMs: number): Promise<Res> {
-    const def = ClusterService.Call;
-    const out = await this.entry(m).fast.call(def.path, def.requestSerialize(req), deadlineMs);
-    return def.responseDeserialize(out) as Res;
+  call(m: Member, req: CallRequest, deadlineMs: number): Promise<W.CallOutcome> {
+    let e: Entry;
+    try {
+      e = this.entry(m);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return e.calls.call(req, deadlineMs);
   }
 
   /** One unary call to a member, with a deadline in milliseconds. Rejects with the grpc ServiceError. */
@@ -118,9 +130,9 @@ export class PeerClients {
   }
 }
 
-function close(c: { client: AnyClient; fast: FastUnaryClient }): void {
+function close(c: Entry): void {
+  c.calls.close();
   c.client.close();
-  c.fast.close();
 }
 
 /**

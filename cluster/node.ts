@@ -24,6 +24,7 @@ import { Membership, type Member } from './membership.js';
 import { TokenDirectory, type OwnerSnapshot } from './directory.js';
 import { ClusterServer, RpcError, type ClusterHandlers } from './server.js';
 import { PeerClients, fetchPinnedCa, grpcCode, joinCall } from './client.js';
+import { MAX_ARGS_BYTES } from './call-stream.js';
 import type * as W from './proto.js';
 
 /** Deadlines of the cluster's own traffic (forwarded calls use config.forwardDeadlineMs). */
@@ -469,11 +470,13 @@ export class ClusterNode implements ClusterHandlers {
     }
     const label = `peer '${m.name}' (${m.peer_id})`;
     const deadline = this.o.config.forwardDeadlineMs;
-    let reply: W.CallReply;
+    const argsJson = JSON.stringify(args);
+    if (argsJson.length > MAX_ARGS_BYTES / 3 && Buffer.byteLength(argsJson) > MAX_ARGS_BYTES) throw new ApiError(413, `arguments of ${operation} are too large to forward to ${label}`);
+    let reply: W.CallOutcome;
     try {
-      reply = await this.clients.call<W.CallReply>(m, {
+      reply = await this.clients.call(m, {
         operation,
-        args_json: JSON.stringify(args),
+        args_json: argsJson,
         caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
         origin: this.selfId,
         request_id: requestId,
@@ -492,8 +495,9 @@ export class ClusterNode implements ClusterHandlers {
 
   // ---------------------------------------------------------------- RPC handlers (member side)
 
-  async rpcCall(req: W.CallRequest, peer: Member): Promise<W.CallReply> {
-    const fail = (status: number, error: string): W.CallReply => ({ ok: false, result_json: '', status, error });
+  /** One forwarded call (a frame of `peer`'s CallStream): origin, token directory and scope checks, then dispatch. */
+  async rpcCall(req: W.CallFrame, peer: Member): Promise<W.CallOutcome> {
+    const fail = (status: number, error: string): W.CallOutcome => ({ ok: false, result_json: '', status, error });
     if (!this.dispatch) return fail(503, 'this node is starting');
     if (req.origin !== peer.peer_id) {
       this.o.log.warn({ peer_id: peer.peer_id, claimed: req.origin }, 'forwarded call refused: origin does not match the client certificate');

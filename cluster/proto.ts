@@ -35,8 +35,12 @@ export const ClusterClientCtor: grpc.ServiceClientConstructor = pkg.hostd.cluste
 
 // Message shapes (keepCase, defaults on).
 export interface WireCaller { token_id: string; token_name: string; scopes: string[] }
-export interface CallRequest { operation: string; args_json: string; caller: WireCaller; origin: string; request_id: string }
-export interface CallReply { ok: boolean; result_json: string; status: number; error: string }
+export interface CallFrame { id: number; operation: string; args_json: string; caller: WireCaller; origin: string; request_id: string }
+export interface CallBatch { calls: CallFrame[] }
+export interface ReplyFrame { id: number; ok: boolean; result_json: Buffer; status: number; error: string; more: boolean }
+export interface ReplyBatch { replies: ReplyFrame[] }
+/** What running one forwarded call gives, before it is framed (member side) or after (origin side). */
+export interface CallOutcome { ok: boolean; result_json: string; status: number; error: string }
 export interface HealthRequest { from: string; membership_version: number }
 export interface HealthReply { node_id: string; name: string; membership_version: number; directory_versions: Record<string, number> }
 export interface WireMember { peer_id: string; name: string; address: string; fingerprint: string; joined_at: string }
@@ -53,5 +57,5 @@ export interface Ack { ok: boolean; detail: string }
 export type Empty = Record<string, never>;
 export interface Json { json: Buffer }
 
-/** Method names of the service, as the generated client names them. */
-export type Method = 'Call' | 'Health' | 'Join' | 'Membership' | 'TokenDirectory' | 'TokenDirectoryGet' | 'Lease' | 'ProxyConfig';
+/** Unary method names of the service, as the generated client names them. */
+export type Method = 'Health' | 'Join' | 'Membership' | 'TokenDirectory' | 'TokenDirectoryGet' | 'Lease' | 'ProxyConfig';

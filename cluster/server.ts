@@ -10,7 +10,9 @@
  * - a joining node, which has no certificate yet: its connection is kept, but
  *   the only RPC it may call is Join (every other RPC checks the member's
  *   certificate per call and answers UNAUTHENTICATED).
- * Removing a member destroys its open connections at once.
+ * Removing a member destroys its open connections at once. The forwarding
+ * stream (CallStream) is checked when it opens and again on every batch it
+ * reads (cluster/call-stream.ts).
  */
 import net from 'node:net';
 import tls from 'node:tls';
@@ -18,6 +20,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { ClusterService } from './proto.js';
 import type * as W from './proto.js';
+import { serveCallStream } from './call-stream.js';
 import type { Member } from './membership.js';
 import { normalizeFingerprint } from '../certs/pki.js';
 import { ApiError } from '../api/errors.js';
@@ -35,7 +38,8 @@ export interface ServerCredentialsPem {
 }
 
 export interface ClusterHandlers {
-  rpcCall(req: W.CallRequest, peer: Member): Promise<W.CallReply>;
+  /** One forwarded call (a frame of a CallStream) from member `peer`. */
+  rpcCall(req: W.CallFrame, peer: Member): Promise<W.CallOutcome>;
   rpcHealth(req: W.HealthRequest, peer: Member): Promise<W.HealthReply>;
   rpcJoin(req: W.JoinRequest, remote: string): Promise<W.JoinReply>;
   rpcMembership(req: W.MembershipUpdate, peer: Member): Promise<W.Ack>;
@@ -156,14 +160,33 @@ export class ClusterServer {
     this.injector.injectConnection(s);
   }
 
+  /** The fingerprint of a call's client certificate, or undefined (no certificate). */
+  private fingerprintOf(call: Pick<grpc.ServerUnaryCall<unknown, unknown>, 'getPeer' | 'getAuthContext'>): string | undefined {
+    const known = this.fpByPeer.get(call.getPeer());
+    if (known) return known;
+    const cert = call.getAuthContext?.()?.sslPeerCertificate;
+    return cert?.fingerprint256 ? normalizeFingerprint(cert.fingerprint256) : undefined;
+  }
+
   /** The member behind a call's client certificate, or undefined. */
   private identify(call: grpc.ServerUnaryCall<unknown, unknown>): Member | undefined {
-    const known = this.fpByPeer.get(call.getPeer());
+    const fp = this.fingerprintOf(call);
     // Looked up again on every call: a member removed a moment ago is refused at once.
-    if (known) return this.memberByFingerprint(known);
-    const cert = call.getAuthContext?.()?.sslPeerCertificate;
-    if (!cert?.fingerprint256) return undefined;
-    return this.memberByFingerprint(normalizeFingerprint(cert.fingerprint256));
+    return fp ? this.memberByFingerprint(fp) : undefined;
+  }
+
+  /** A CallStream: its member is identified once here, then re-checked on every batch. */
+  private callStream(call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>): void {
+    const fp = this.fingerprintOf(call);
+    const opened = fp ? this.memberByFingerprint(fp) : undefined;
+    if (!fp || !opened) {
+      call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: 'a client certificate of a current cluster member is required' });
+      return;
+    }
+    serveCallStream(call, opened, {
+      current: () => this.memberByFingerprint(fp),
+      run: (frame, peer) => this.handlers.rpcCall(frame, peer),
+    });
   }
 
   private implementation(): grpc.UntypedServiceImplementation {
@@ -187,7 +210,7 @@ export class ClusterServer {
       return { json: Buffer.from(JSON.stringify(out ?? null)) };
     });
     return {
-      Call: member(h.rpcCall.bind(h)),
+      CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => this.callStream(call)) as grpc.handleBidiStreamingCall<W.CallBatch, W.ReplyBatch>,
       Health: member(h.rpcHealth.bind(h)),
       Membership: member(h.rpcMembership.bind(h)),
       TokenDirectory: member(h.rpcTokenDirectory.bind(h)),

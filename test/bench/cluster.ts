@@ -6,11 +6,19 @@
  *   forward_overhead_ms = p50 forwarded - p50 direct   (sequential calls, target < 1)
  *   forward_rps_ratio   = direct rps / forwarded rps    (autocannon, target < 1.5)
  *   proxy_move_ms       = p50 of POST /proxy/move between the two live nodes (target < 500)
+ *
+ * Beside them, the CPU time (user + system) each process spent per request
+ * during the two autocannon runs (Linux /proc; the load generator is this
+ * process): where the cores go when the ratio is far from 1.
+ *
+ *   cpu_us_direct_a, cpu_us_direct_loadgen
+ *   cpu_us_forwarded_a, cpu_us_forwarded_b, cpu_us_forwarded_loadgen
  */
+import fs from 'node:fs';
 import http from 'node:http';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { pair } from '../cluster/util.js';
-import { load, p50Of, print } from './lib.js';
+import { load, p50Of, print, type LoadResult } from './lib.js';
 
 /** One keep-alive GET through node:http, body drained; rejects on a non-2xx. */
 function getter(base: string, token: string): (path: string) => Promise<void> {
@@ -24,6 +32,32 @@ function getter(base: string, token: string): (path: string) => Promise<void> {
     req.on('error', reject);
     req.end();
   });
+}
+
+/** CPU time (user + system) of process `pid` so far, in microseconds; undefined without /proc. */
+function cpuMicros(pid: number | undefined): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * (1e6 / 100); // utime + stime, in clock ticks of 10 ms
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs `fn` (an autocannon load) and gives the CPU microseconds per request of each process in `pids` and of this one. */
+async function withCpu(pids: Array<number | undefined>, fn: () => Promise<LoadResult>): Promise<{ r: LoadResult; perReq: Array<number | undefined>; self: number }> {
+  const before = pids.map(cpuMicros);
+  const self0 = process.cpuUsage();
+  const r = await fn();
+  const self = process.cpuUsage(self0);
+  const n = r.rps * Number(process.env.BENCH_SECONDS ?? 5);
+  const perReq = pids.map((p, i) => {
+    const a = before[i];
+    const b = cpuMicros(p);
+    return a === undefined || b === undefined ? undefined : (b - a) / n;
+  });
+  return { r, perReq, self: (self.user + self.system) / n };
 }
 
 export async function clusterForwarding(): Promise<void> {
@@ -62,8 +96,11 @@ export async function clusterForwarding(): Promise<void> {
     // Throughput: autocannon, back to back.
     const headers = { authorization: `Bearer ${token}` };
     await load(a.url + forwarded, { headers, duration: 1 });
-    const dl = await load(a.url + direct, { headers });
-    const fl = await load(a.url + forwarded, { headers });
+    const pids = [a.proc.pid, b.proc.pid];
+    const d = await withCpu(pids, () => load(a.url + direct, { headers }));
+    const f = await withCpu(pids, () => load(a.url + forwarded, { headers }));
+    const dl = d.r;
+    const fl = f.r;
     if (dl.non2xx || dl.errors || fl.non2xx || fl.errors) throw new Error(`non-2xx or errors: direct ${dl.non2xx}/${dl.errors}, forwarded ${fl.non2xx}/${fl.errors}`);
 
     // The proxy-holder lease: POST /proxy/move back and forth between the two live nodes.
@@ -82,6 +119,12 @@ export async function clusterForwarding(): Promise<void> {
     print('forward_overhead_ms', forwardedP50 - directP50);
     print('forward_rps_ratio', dl.rps / fl.rps);
     print('proxy_move_ms', moveTimes);
+    const cpu = (k: string, v: number | undefined) => v !== undefined && print(k, v, 1);
+    cpu('cpu_us_direct_a', d.perReq[0]);
+    cpu('cpu_us_direct_loadgen', d.self);
+    cpu('cpu_us_forwarded_a', f.perReq[0]);
+    cpu('cpu_us_forwarded_b', f.perReq[1]);
+    cpu('cpu_us_forwarded_loadgen', f.self);
   } finally {
     await Promise.all(nodes.map((d) => d.stop()));
   }

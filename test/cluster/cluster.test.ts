@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { startDaemon, eventually, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { createCa, generateKeyPair, issueNodeCert } from '../../certs/pki.js';
-import { activityOf, grpc, hostctl, joinToken, pair, pemOf, peersOf, rawCall, rawClient } from './util.js';
+import { activityOf, grpc, hostctl, joinToken, pair, pemOf, peersOf, rawCall, rawClient, rawForward } from './util.js';
 
 const SCOPES = ['files.read', 'files.manage', 'system.read', 'vm.read', 'proxy.read', 'proxy.manage'];
 
@@ -151,17 +151,17 @@ describe('cluster on loopback (three daemons)', function () {
     });
     // A's real certificate: honest scopes work; extra scopes are refused by B.
     const asA = rawClient(b.clusterAddr, ca, pemOf(a));
-    const honest = await rawCall(asA, 'Call', { ...call(['files.read'], a.nodeId), operation: 'folders_list', args_json: '{}' });
+    const honest = await rawForward(asA, { ...call(['files.read'], a.nodeId), operation: 'folders_list', args_json: '{}' });
     expect(honest.ok, honest.error).to.equal(true);
-    const forged = await rawCall(asA, 'Call', call(['files.read', 'files.manage'], a.nodeId));
+    const forged = await rawForward(asA, call(['files.read', 'files.manage'], a.nodeId));
     expect(forged.ok).to.equal(false);
     expect(forged.status).to.equal(403);
     expect(forged.error).to.match(/exceed/);
     // C's real certificate claiming A's token (or to be A): refused.
     const asC = rawClient(b.clusterAddr, ca, pemOf(c));
-    const spoofOrigin = await rawCall(asC, 'Call', call(['files.read'], a.nodeId));
+    const spoofOrigin = await rawForward(asC, call(['files.read'], a.nodeId));
     expect(spoofOrigin.status).to.equal(403);
-    const notYours = await rawCall(asC, 'Call', call(['files.read'], c.nodeId));
+    const notYours = await rawForward(asC, call(['files.read'], c.nodeId));
     expect(notYours.status).to.equal(403);
     asA.close();
     asC.close();
@@ -173,13 +173,13 @@ describe('cluster on loopback (three daemons)', function () {
     const other = createCa('cl_evil');
     const keys = generateKeyPair();
     const evil = rawClient(b.clusterAddr, ca, { certPem: issueNodeCert(other, keys.publicKeyPem, a.nodeId), keyPem: keys.privateKeyPem });
-    const err = await rawCall(evil, 'Call', call(['files.read', 'files.manage'], a.nodeId)).catch((e) => e);
+    const err = await rawForward(evil, call(['files.read', 'files.manage'], a.nodeId)).catch((e) => e);
     expect(err).to.be.instanceOf(Error);
     expect(err.code).to.equal(grpc.status.UNAVAILABLE);
     evil.close();
     // No certificate at all: only Join is open, everything else is UNAUTHENTICATED.
     const anon = rawClient(b.clusterAddr, ca, null);
-    const anonErr = await rawCall(anon, 'Call', call(['files.read'], a.nodeId)).catch((e) => e);
+    const anonErr = await rawForward(anon, call(['files.read'], a.nodeId)).catch((e) => e);
     expect(anonErr.code).to.equal(grpc.status.UNAUTHENTICATED);
     const anonHealth = await rawCall(anon, 'Health', {}).catch((e) => e);
     expect(anonHealth.code).to.equal(grpc.status.UNAUTHENTICATED);
@@ -195,7 +195,7 @@ describe('cluster on loopback (three daemons)', function () {
     // Even a member replaying it is refused once the directory has caught up.
     const asA = rawClient(b.clusterAddr, pemOf(a).caCertPem, pemOf(a));
     await eventually(async () => {
-      const r = await rawCall(asA, 'Call', { operation: 'folders_list', args_json: '{}', caller: { token_id: id, token_name: 'short-lived', scopes: ['files.read'] }, origin: a.nodeId, request_id: 'x' });
+      const r = await rawForward(asA, { operation: 'folders_list', args_json: '{}', caller: { token_id: id, token_name: 'short-lived', scopes: ['files.read'] }, origin: a.nodeId, request_id: 'x' });
       return r.status === 403;
     }, 5000, 'revoked token refused on B');
     asA.close();

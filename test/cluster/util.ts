@@ -85,6 +85,64 @@ export function rawCall(client: any, method: string, req: unknown, deadlineMs = 
   });
 }
 
+/** A CallStream opened by a raw client: batches out, reply frames in, and how it ended. */
+export interface RawStream {
+  /** Writes one batch of frames. */
+  send(frames: Array<Record<string, unknown>>): void;
+  /** Resolves with the replies to these ids (result_json as text), rejects when the stream fails first or after `ms`. */
+  replies(ids: number[], ms?: number): Promise<Map<number, { id: number; ok: boolean; status: number; error: string; result_json: string }>>;
+  /** Settles with the stream's error (or null when it ended cleanly). */
+  ended: Promise<grpc.ServiceError | null>;
+  cancel(): void;
+}
+
+export function rawStream(client: any): RawStream {
+  const call = client.CallStream(new grpc.Metadata());
+  const got = new Map<number, { id: number; ok: boolean; status: number; error: string; result_json: string }>();
+  const parts = new Map<number, Buffer[]>();
+  const waiters = new Set<() => void>();
+  let failure: grpc.ServiceError | null | undefined;
+  const ended = new Promise<grpc.ServiceError | null>((resolve) => {
+    call.on('error', (e: grpc.ServiceError) => { failure = e; resolve(e); waiters.forEach((w) => w()); });
+    call.on('status', (st: grpc.StatusObject) => { if (st.code === grpc.status.OK) { failure ??= null; resolve(null); waiters.forEach((w) => w()); } });
+  });
+  call.on('data', (b: any) => {
+    for (const r of b.replies) {
+      const chunks = parts.get(r.id) ?? [];
+      chunks.push(r.result_json);
+      if (r.more) { parts.set(r.id, chunks); continue; }
+      parts.delete(r.id);
+      got.set(r.id, { id: r.id, ok: r.ok, status: r.status, error: r.error, result_json: Buffer.concat(chunks).toString('utf8') });
+    }
+    waiters.forEach((w) => w());
+  });
+  return {
+    send: (frames) => call.write({ calls: frames }),
+    replies: (ids, ms = 5000) => new Promise((resolve, reject) => {
+      const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`no replies to ${ids.filter((i) => !got.has(i)).join(',')} within ${ms} ms`)); }, ms);
+      const check = () => {
+        if (ids.every((i) => got.has(i))) { clearTimeout(timer); waiters.delete(check); resolve(new Map(ids.map((i) => [i, got.get(i)!]))); return; }
+        if (failure !== undefined) { clearTimeout(timer); waiters.delete(check); reject(failure ?? new Error('stream ended')); }
+      };
+      waiters.add(check);
+      check();
+    }),
+    ended,
+    cancel: () => call.cancel(),
+  };
+}
+
+/** One forwarded-call frame sent over a fresh CallStream; resolves with its reply. */
+export async function rawForward(client: any, frame: Record<string, unknown>, ms = 5000): Promise<{ ok: boolean; status: number; error: string; result_json: string }> {
+  const s = rawStream(client);
+  try {
+    s.send([{ id: 1, ...frame }]);
+    return (await s.replies([1], ms)).get(1)!;
+  } finally {
+    s.cancel();
+  }
+}
+
 export async function peersOf(d: TestDaemon, token: string): Promise<any[]> {
   const r = await d.request('GET', '/api/v1/peers', { token });
   expect(r.status, r.text).to.equal(200);

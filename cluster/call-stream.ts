@@ -1,0 +1,292 @@
+/**
+ * Forwarded calls over one long-lived bidirectional stream per pair of
+ * members (`CallStream` in proto/cluster.proto), instead of one gRPC call per
+ * forwarded call: the HTTP/2 stream, the grpc-js call objects and the
+ * headers and trailers both ways are paid once per stream, not per call.
+ *
+ * Origin side (`CallStreamClient`, one per member): every call gets an id, a
+ * pending entry and a deadline timer; the frames written in one turn of the
+ * event loop leave as one `CallBatch` message. Replies come back by id, in
+ * any order. When the stream fails (member down, connection cut, member
+ * refuses us), every call in flight on it fails with that error, and the next
+ * call opens a new stream. A call whose deadline passes fails at once; its
+ * late reply, if any, is dropped.
+ *
+ * Member side (`serveCallStream`): the stream's client certificate is matched
+ * to a current member when the stream opens and again for every batch read, so
+ * a member removed (or whose certificate changed) is cut at its next frame even
+ * if its connection were still open; each frame then goes through the same
+ * per-call checks (origin, token directory, scope subset) as any forwarded
+ * call, and a refused frame gets its own 403 reply without touching the
+ * others. Replies written in one turn leave as one `ReplyBatch`; a long result
+ * is split over several frames so that no message comes near the size limit.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type * as W from './proto.js';
+import type { Member } from './membership.js';
+
+/** Once a batch holds this many bytes of arguments or results, it is written at once. */
+export const BATCH_BYTES = 256 * 1024;
+/** The largest piece of one result carried by one ReplyFrame. */
+export const CHUNK_BYTES = 256 * 1024;
+/** Arguments larger than this are not forwarded (the API's own body limit is 1 MiB). */
+export const MAX_ARGS_BYTES = 8 * 1024 * 1024;
+
+/** A failed call, shaped like a grpc-js ServiceError ({code, details}). */
+export class RpcFailure extends Error {
+  constructor(readonly code: grpc.status, readonly details: string) {
+    super(`${grpc.status[code]}: ${details}`);
+  }
+}
+
+export type CallRequest = Omit<W.CallFrame, 'id'>;
+type ClientStream = grpc.ClientDuplexStream<W.CallBatch, W.ReplyBatch>;
+
+interface Pending {
+  resolve(o: W.CallOutcome): void;
+  reject(e: RpcFailure): void;
+  timer: NodeJS.Timeout;
+  chunks: Buffer[] | null;
+}
+
+/** One opened CallStream and the calls in flight on it. */
+class OpenStream {
+  readonly pending = new Map<number, Pending>();
+  queue: W.CallFrame[] = [];
+  bytes = 0;
+  scheduled = false;
+  failed: RpcFailure | null = null;
+  constructor(readonly call: ClientStream) {}
+}
+
+export class CallStreamClient {
+  private s: OpenStream | null = null;
+  private nextId = 0;
+  private closed = false;
+
+  /** `open` starts a new CallStream on the member's channel (no deadline: it lives as long as it works). */
+  constructor(private readonly open: () => ClientStream) {}
+
+  /** Sends one call; resolves with the member's outcome, rejects with an RpcFailure. */
+  call(req: CallRequest, deadlineMs: number): Promise<W.CallOutcome> {
+    if (this.closed) return Promise.reject(new RpcFailure(grpc.status.CANCELLED, 'client closed'));
+    let s: OpenStream;
+    try {
+      s = this.stream();
+    } catch (err) {
+      return Promise.reject(new RpcFailure(grpc.status.UNAVAILABLE, (err as Error).message));
+    }
+    return new Promise<W.CallOutcome>((resolve, reject) => {
+      let id = (this.nextId + 1) >>> 0 || 1;
+      while (s.pending.has(id)) id = (id + 1) >>> 0 || 1;
+      this.nextId = id;
+      const timer = setTimeout(() => {
+        if (s.pending.get(id) !== p) return;
+        s.pending.delete(id);
+        reject(new RpcFailure(grpc.status.DEADLINE_EXCEEDED, `deadline of ${deadlineMs} ms exceeded`));
+      }, deadlineMs);
+      const p: Pending = { resolve, reject, timer, chunks: null };
+      s.pending.set(id, p);
+      s.queue.push({ id, operation: req.operation, args_json: req.args_json, caller: req.caller, origin: req.origin, request_id: req.request_id });
+      s.bytes += req.args_json.length;
+      if (s.bytes >= BATCH_BYTES) this.flush(s);
+      else if (!s.scheduled) {
+        s.scheduled = true;
+        setImmediate(() => this.flush(s));
+      }
+    });
+  }
+
+  /** Cancels the stream; calls in flight fail. */
+  close(): void {
+    this.closed = true;
+    const s = this.s;
+    this.s = null;
+    if (s) {
+      this.fail(s, new RpcFailure(grpc.status.CANCELLED, 'the connection to this member was closed'));
+      s.call.cancel();
+    }
+  }
+
+  private stream(): OpenStream {
+    if (this.s && !this.s.failed) return this.s;
+    const s = new OpenStream(this.open());
+    this.s = s;
+    s.call.on('data', (batch: W.ReplyBatch) => this.onReplies(s, batch));
+    s.call.on('error', (err: grpc.ServiceError) => this.fail(s, new RpcFailure(err.code ?? grpc.status.UNAVAILABLE, err.details || err.message)));
+    // The member ended the stream without an error (it is shutting down): nothing more will come back.
+    s.call.on('status', (st: grpc.StatusObject) => this.fail(s, st.code === grpc.status.OK ? new RpcFailure(grpc.status.UNAVAILABLE, 'the member closed the call stream') : new RpcFailure(st.code, st.details)));
+    s.call.on('end', () => this.fail(s, new RpcFailure(grpc.status.UNAVAILABLE, 'the member closed the call stream')));
+    return s;
+  }
+
+  private flush(s: OpenStream): void {
+    s.scheduled = false;
+    if (!s.queue.length || s.failed) return;
+    const calls = s.queue;
+    s.queue = [];
+    s.bytes = 0;
+    s.call.write({ calls });
+  }
+
+  private onReplies(s: OpenStream, batch: W.ReplyBatch): void {
+    for (const r of batch.replies) {
+      const p = s.pending.get(r.id);
+      if (!p) continue; // its deadline passed: nobody waits for it any more
+      if (r.more) {
+        (p.chunks ??= []).push(r.result_json);
+        continue;
+      }
+      s.pending.delete(r.id);
+      clearTimeout(p.timer);
+      const body = p.chunks ? Buffer.concat([...p.chunks, r.result_json]) : r.result_json;
+      p.resolve({ ok: r.ok, result_json: body.length ? body.toString('utf8') : '', status: r.status, error: r.error });
+    }
+  }
+
+  /** The stream is finished: every call in flight on it fails with `err`; the next call opens a new one. */
+  private fail(s: OpenStream, err: RpcFailure): void {
+    if (s.failed) return;
+    s.failed = err;
+    if (this.s === s) this.s = null;
+    s.queue = [];
+    for (const p of s.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(err);
+    }
+    s.pending.clear();
+  }
+}
+
+// ---------------------------------------------------------------- member side
+
+export interface CallStreamHost {
+  /** The member that owns the stream's certificate now (undefined: no longer a member). */
+  current(): Member | undefined;
+  /** Runs one frame for that member, with every per-call check. */
+  run(frame: W.CallFrame, peer: Member): Promise<W.CallOutcome>;
+}
+
+/**
+ * Serves one CallStream opened by member `opened`. Every batch read first
+ * re-checks that the certificate still belongs to that member; if not, the
+ * stream ends with PERMISSION_DENIED and nothing more is run or answered.
+ *
+ * Replies up to CHUNK_BYTES leave at the end of the turn in which they were
+ * ready. A longer result is sent piece by piece, one batch of pieces per
+ * completed write, so that it never sits in front of the other replies: a
+ * short reply waits behind at most one batch of pieces.
+ */
+export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>, opened: Member, host: CallStreamHost): void {
+  let queue: W.ReplyFrame[] = [];
+  let bytes = 0;
+  let scheduled = false;
+  /** Long results still being sent, served in turn. */
+  const long: Array<{ id: number; o: W.CallOutcome; body: Buffer; at: number }> = [];
+  let pumping = false;
+  /** Calls read whose answer is not completely queued yet. */
+  let running = 0;
+  let halfClosed = false;
+  let done = false;
+
+  const finish = (status?: { code: grpc.status; details: string }): void => {
+    if (done) return;
+    done = true;
+    queue = [];
+    long.length = 0;
+    if (status) call.emit('error', status); // ends the stream with this status
+    else call.end();
+  };
+  const flush = (): void => {
+    scheduled = false;
+    if (done || !queue.length) return;
+    const replies = queue;
+    queue = [];
+    bytes = 0;
+    call.write({ replies });
+  };
+  const settled = (): void => {
+    if (--running === 0 && halfClosed) {
+      flush();
+      finish();
+    }
+  };
+  const push = (f: W.ReplyFrame): void => {
+    queue.push(f);
+    bytes += f.result_json.length + f.error.length;
+    if (bytes >= BATCH_BYTES) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+  const pump = (): void => {
+    if (done || !long.length) {
+      pumping = false;
+      return;
+    }
+    const replies: W.ReplyFrame[] = [];
+    let size = 0;
+    let completed = 0;
+    while (long.length && size < BATCH_BYTES) {
+      const l = long.shift()!;
+      const end = Math.min(l.at + CHUNK_BYTES, l.body.length);
+      const last = end === l.body.length;
+      replies.push({ id: l.id, ok: l.o.ok, result_json: l.body.subarray(l.at, end), status: l.o.status, error: last ? l.o.error : '', more: !last });
+      size += end - l.at;
+      l.at = end;
+      if (last) completed++;
+      else long.push(l);
+    }
+    call.write({ replies }, () => pump());
+    while (completed--) settled();
+  };
+  const answer = (id: number, o: W.CallOutcome): void => {
+    if (done) return;
+    const body = o.ok && o.result_json ? Buffer.from(o.result_json, 'utf8') : EMPTY;
+    if (body.length <= CHUNK_BYTES) {
+      push({ id, ok: o.ok, result_json: body, status: o.status, error: o.error, more: false });
+      settled();
+      return;
+    }
+    long.push({ id, o, body, at: 0 });
+    if (!pumping) {
+      pumping = true;
+      setImmediate(pump);
+    }
+  };
+
+  call.on('data', (batch: W.CallBatch) => {
+    if (done) return;
+    const peer = host.current();
+    if (!peer || peer.peer_id !== opened.peer_id) {
+      finish({ code: grpc.status.PERMISSION_DENIED, details: `member '${opened.peer_id}' is no longer a member of this cluster` });
+      return;
+    }
+    for (const f of batch.calls) {
+      running++;
+      host.run(f, peer).then(
+        (o) => answer(f.id, o),
+        (err) => answer(f.id, { ok: false, result_json: '', status: 500, error: (err as Error)?.message ?? String(err) }),
+      );
+    }
+  });
+  // The origin closed its side: answer what is running, then close ours.
+  call.on('end', () => {
+    halfClosed = true;
+    if (running === 0) {
+      flush();
+      finish();
+    }
+  });
+  const stop = (): void => {
+    done = true;
+    queue = [];
+    long.length = 0;
+  };
+  call.on('cancelled', stop);
+  call.on('error', stop);
+}
+
+const EMPTY = Buffer.alloc(0);
+

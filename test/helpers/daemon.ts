@@ -90,14 +90,7 @@ export class TestDaemon {
 
   async request(method: string, p: string, opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {}): Promise<Reply> {
     if (this.netns) return this.requestInNetns(method, p, opts);
-    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
-    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: string | Buffer | undefined;
-    if (opts.rawBody !== undefined) body = opts.rawBody;
-    else if (opts.body !== undefined) {
-      body = JSON.stringify(opts.body);
-      headers['content-type'] = 'application/json';
-    }
+    const { headers, body } = requestParts(opts);
     const res = await fetch(this.url + p, { method, headers, body: body as BodyInit | undefined });
     const text = await res.text();
     let parsed: unknown = undefined;
@@ -112,14 +105,7 @@ export class TestDaemon {
   /** The same request, made by curl inside the daemon's network namespace. */
   private requestInNetns(method: string, p: string, opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> }): Promise<Reply> {
     const args = ['netns', 'exec', this.netns!, 'curl', '-sS', '--max-time', '60', '-X', method, '-o', '-', '-w', '\n%{http_code}'];
-    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
-    if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: string | Buffer | undefined;
-    if (opts.rawBody !== undefined) body = opts.rawBody;
-    else if (opts.body !== undefined) {
-      body = JSON.stringify(opts.body);
-      headers['content-type'] = 'application/json';
-    }
+    const { headers, body } = requestParts(opts);
     for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}: ${v}`);
     if (body !== undefined) args.push('--data-binary', '@-');
     args.push(this.url + p);
@@ -165,6 +151,21 @@ export class TestDaemon {
     this.proc.kill('SIGKILL');
     await this.exited;
   }
+}
+
+type RequestOptions = { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> };
+
+/** Headers and body of a test request: bearer token, JSON body or raw bytes. */
+function requestParts(opts: RequestOptions): { headers: Record<string, string>; body: string | Buffer | undefined } {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | Buffer | undefined;
+  if (opts.rawBody !== undefined) body = opts.rawBody;
+  else if (opts.body !== undefined) {
+    body = JSON.stringify(opts.body);
+    headers['content-type'] = 'application/json';
+  }
+  return { headers, body };
 }
 
 const running = new Set<TestDaemon>();

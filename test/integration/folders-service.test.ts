@@ -6,11 +6,12 @@
  * exactly as it was.
  */
 import { expect } from 'chai';
+import { rejectsApi as rejects } from '../helpers/expect.js';
 import { execFileSync } from 'node:child_process';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ApiError, notFound } from '../../api/errors.js';
+import { notFound } from '../../api/errors.js';
 import type { ActivityNote, CallContext } from '../../daemon/context.js';
 import { folderHandlers } from '../../daemon/folders/handlers.js';
 import { FoldersService, type Folder, type Target } from '../../daemon/folders/service.js';
@@ -19,17 +20,6 @@ import { Store } from '../../daemon/store/store.js';
 // ---------------------------------------------------------------------------
 // helpers
 
-async function rejects(p: Promise<unknown>, status: number, message: string): Promise<void> {
-  let caught: unknown;
-  try {
-    await p;
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught, `expected ApiError ${status} '${message}'`).to.be.instanceOf(ApiError);
-  expect((caught as ApiError).status, (caught as Error).message).to.equal(status);
-  expect((caught as ApiError).message).to.equal(message);
-}
 
 function recorder() {
   const notes: ActivityNote[] = [];

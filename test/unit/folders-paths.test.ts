@@ -3,6 +3,7 @@
  * symlinks pointing inside, outside, nowhere and in circles.
  */
 import { expect } from 'chai';
+import { rejectsApi } from '../helpers/expect.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,17 +22,6 @@ function throwsApi(fn: () => unknown, status: number, message: string): void {
   expect((caught as ApiError).message).to.equal(message);
 }
 
-async function rejectsApi(p: Promise<unknown>, status: number, message: string): Promise<void> {
-  let caught: unknown;
-  try {
-    await p;
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught, `expected ApiError ${status} '${message}'`).to.be.instanceOf(ApiError);
-  expect((caught as ApiError).status, (caught as Error).message).to.equal(status);
-  expect((caught as ApiError).message).to.equal(message);
-}
 
 describe('folders paths: validateName', () => {
   it('accepts ordinary names, dots inside, spaces and unicode', () => {

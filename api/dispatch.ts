@@ -33,10 +33,9 @@ export class Dispatch {
 
   /** Throws 403 unless the caller holds every scope the operation names. */
   authorize(op: Operation, caller: Caller): void {
+    if (op.scopes.every((s) => caller.scopes.includes(s))) return;
     const missing = op.scopes.filter((s) => !caller.scopes.includes(s));
-    if (missing.length) {
-      throw forbidden(`token '${caller.tokenName}' lacks scope ${missing.map((s) => `'${s}'`).join(' and ')} needed by ${op.name}`);
-    }
+    throw forbidden(`token '${caller.tokenName}' lacks scope ${missing.map((s) => `'${s}'`).join(' and ')} needed by ${op.name}`);
   }
 
   /**

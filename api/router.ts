@@ -19,6 +19,12 @@ interface Candidate { op: Operation; params: Record<string, string>; literals: n
 export class Router {
   /** Operations indexed by their first path segment (the collection). */
   private readonly byHead = new Map<string, Operation[]>();
+  /**
+   * Paths without parameters, by exact text then method. Such a route has
+   * only literal segments, so when the method matches it beats any route
+   * with parameters: the lookup is the whole answer (the hot path).
+   */
+  private readonly statics = new Map<string, Map<string, RouteMatch>>();
 
   constructor(ops: readonly Operation[]) {
     for (const op of ops) {
@@ -26,11 +32,18 @@ export class Router {
       const list = this.byHead.get(head) ?? [];
       list.push(op);
       this.byHead.set(head, list);
+      if (Object.keys(op.params).length === 0) {
+        const byMethod = this.statics.get(op.path) ?? new Map<string, RouteMatch>();
+        byMethod.set(op.method, Object.freeze({ op, params: Object.freeze({}) as Record<string, string> }));
+        this.statics.set(op.path, byMethod);
+      }
     }
   }
 
   /** `rawPath` is the part after /api/v1, still percent-encoded. */
   match(method: string, rawPath: string): RouteMatch {
+    const hit = this.statics.get(rawPath)?.get(method);
+    if (hit) return { op: hit.op, params: {} };
     const rawSegs = rawPath.split('/').filter(Boolean);
     const segs: string[] = [];
     for (const s of rawSegs) {

@@ -39,9 +39,11 @@ export function requestLogTo(write: (text: string) => void, enabled = true): Req
   return {
     write(l) {
       if (!enabled) return;
+      // req_id (validated or made here), method (from the HTTP parser) and op
+      // (a registry name) need no escaping; path and actor are escaped.
       write(
-        `{"level":30,"time":${Date.now()},"pid":${pid},"req_id":${str(l.req_id)},"method":${str(l.method)},"path":${str(l.path)},` +
-          `"status":${l.status},"op":${str(l.op)},"actor":${str(l.actor)}${l.transport ? `,"transport":${str(l.transport)}` : ''},"ms":${l.ms.toFixed(3)},"msg":"request"}\n`,
+        `{"level":30,"time":${Date.now()},"pid":${pid},"req_id":"${l.req_id}","method":${l.method === undefined ? 'null' : `"${l.method}"`},"path":${str(l.path)},` +
+          `"status":${l.status},"op":${l.op === undefined ? 'null' : `"${l.op}"`},"actor":${str(l.actor)}${l.transport ? `,"transport":"${l.transport}"` : ''},"ms":${l.ms.toFixed(3)},"msg":"request"}\n`,
       );
     },
   };
@@ -54,8 +56,10 @@ export function requestLogVia(log: Logger): RequestLog {
 
 export function createLoggers(level: string, dest: number | string = 1): Loggers {
   // Lines are gathered up to 8 KiB and written together, and at least every
-  // quarter second: one write per request would cost a thread-pool round trip each.
-  const stream = pino.destination({ dest, sync: false, minLength: 8192 });
+  // quarter second. The writes are synchronous: an asynchronous write costs a
+  // thread-pool round trip and a wake-up each, more than the 8 KiB write itself;
+  // the price is that a log reader that stops reading (a full pipe) stalls the daemon.
+  const stream = pino.destination({ dest, sync: true, minLength: 8192 });
   setInterval(() => {
     try {
       stream.flush();

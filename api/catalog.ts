@@ -89,7 +89,7 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
   for (const op of operations) {
     const item = (paths[API_PREFIX + op.path] ??= {});
     const responses: Record<string, unknown> = {
-      [op.name.endsWith('_create') && op.method === 'POST' ? '201' : '200']: {
+      [String(op.successStatus)]: {
         description: 'Success.',
         content: { 'application/json': { schema: { type: 'object' } } },
       },

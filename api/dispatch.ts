@@ -88,7 +88,7 @@ export class Dispatch {
       transport: caller.transport,
       operation: op.name,
       request_id: requestId,
-      status: e?.status ?? 200,
+      status: e?.status ?? op.successStatus,
     };
     if (caller.transport === 'cluster') metadata.origin = caller.origin;
     if (e) metadata.error = e.body.error;

@@ -13,7 +13,6 @@ import { API_PREFIX } from '../catalog.js';
 import { errorBody, unauthorized, ApiError } from '../errors.js';
 import { assembleArgs, readBody } from './body.js';
 import type { Caller } from '../../daemon/context.js';
-import type { Operation } from '../registry/types.js';
 import type { RequestLog } from '../../daemon/logger.js';
 
 export interface HttpDeps {
@@ -51,7 +50,6 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
-const successStatus = (op: Operation) => (op.method === 'POST' && op.name.endsWith('_create') ? 201 : 200);
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -125,7 +123,7 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   actor = caller.tokenName;
   deps.dispatch
     .call(op, async () => assembleArgs(op, params, query, await readBody(req)), caller, id)
-    .then((result) => finish(successStatus(op), result ?? {}), fail);
+    .then((result) => finish(op.successStatus, result ?? {}), fail);
 }
 
 /** Caller for a bearer token, through the token store. */

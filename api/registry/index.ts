@@ -43,6 +43,7 @@ function complete(spec: OperationSpec): Operation {
     idempotent: spec.hints.includes('IDEM'),
     schema,
     segments: spec.path.split('/').filter(Boolean),
+    successStatus: spec.method === 'POST' && spec.name.endsWith('_create') ? 201 : 200,
   };
 }
 

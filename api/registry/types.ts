@@ -60,4 +60,6 @@ export interface Operation extends OperationSpec {
   schema: JsonSchema;
   /** Path split into segments; `{x}` segments are parameters. */
   segments: string[];
+  /** HTTP status of a successful call: 201 for POSTs that create, 200 otherwise. */
+  successStatus: 200 | 201;
 }

@@ -1,10 +1,15 @@
 /**
  * The MCP transport: MCP's Streamable HTTP at /mcp on the daemon's HTTP
- * listener, built on the official SDK's low-level `Server` and its
- * `WebStandardStreamableHTTPServerTransport` (the core of the SDK's Node
- * `StreamableHTTPServerTransport`, without that wrapper's Node <-> fetch
- * conversion layer), in stateless mode (a fresh server and transport per POST,
- * JSON responses, no sessions).
+ * listener, stateless (no sessions, JSON responses), built on the official
+ * SDK's low-level `Server`, which does all the JSON-RPC work: one long-lived
+ * server for the whole daemon, connected to `HttpMux` (an SDK `Transport`)
+ * that carries each POST's messages in and its responses out. Request ids are
+ * renumbered on the way in, so ids chosen by different clients never meet
+ * inside the server, and restored on the way out. The HTTP checks mirror the
+ * SDK's own Streamable HTTP server transport (Accept 406, Content-Type 415,
+ * batch size, message shape, one initialize per POST, protocol version),
+ * using the SDK's own helpers and constants; a fresh SDK server and transport
+ * per POST cost four times as much.
  *
  * Before any MCP message is looked at, the bearer token is checked exactly as
  * on the HTTP API (401 `{"error": ...}`), and the body is read under the same
@@ -16,12 +21,18 @@ import type { RequestLog } from '../../daemon/logger.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { isJsonContentType } from '@modelcontextprotocol/sdk/shared/mediaType.js';
+import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
+  JSONRPCMessageSchema,
   ListToolsRequestSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
   type CallToolResult,
+  type JSONRPCMessage,
+  type MessageExtraInfo,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { jsonSchemaValidator, JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import type { Dispatch } from '../dispatch.js';
@@ -93,13 +104,28 @@ interface RequestScope {
   tools: string[];
 }
 
-function createServer(deps: McpDeps, scope: RequestScope): Server {
+// Shape tests for messages already validated (JSONRPCMessageSchema on the way
+// in) or made by the SDK server itself (on the way out): the SDK's own
+// is*() guards would parse each message again.
+const isRequest = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | number; method: string } => 'method' in m && 'id' in m;
+const isResponse = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | number } => 'id' in m && !('method' in m);
+const isInitialize = (m: JSONRPCMessage) => isRequest(m) && m.method === 'initialize';
+
+/** The request scope a message was delivered with (see HttpMux.exchange). */
+function scopeOf(extra: { authInfo?: { extra?: Record<string, unknown> } }): RequestScope {
+  const scope = extra.authInfo?.extra?.scope as RequestScope | undefined;
+  if (!scope) throw protocolError(ErrorCode.InternalError, 'request without a caller');
+  return scope;
+}
+
+function createServer(deps: McpDeps): Server {
   const server = new Server(
     { name: 'hostd', version: deps.version },
     { capabilities: { tools: { listChanged: false } }, jsonSchemaValidator: noValidator },
   );
-  server.setRequestHandler(ListToolsRequestSchema, () => toolsListFor(scope.caller.scopes));
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => toolsListFor(scopeOf(extra).caller.scopes));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const scope = scopeOf(extra);
     const name = request.params.name;
     const op = getOperation(name);
     // An unknown tool is a protocol error; a known one the token may not use
@@ -119,14 +145,73 @@ function createServer(deps: McpDeps, scope: RequestScope): Server {
   return server;
 }
 
+/**
+ * The SDK transport under the daemon's one MCP server. `exchange` hands a
+ * POST's messages to the server and resolves with the responses to its
+ * requests. The server sends nothing unprompted (no notifications, no
+ * server-to-client requests), so anything but a response is dropped.
+ */
+export class HttpMux implements Transport {
+  onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  private nextId = 0;
+  private readonly waiting = new Map<number, (response: JSONRPCMessage) => void>();
+
+  async start(): Promise<void> {}
+
+  async close(): Promise<void> {
+    this.onclose?.();
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    if (!isResponse(message)) return;
+    const done = this.waiting.get(message.id as number);
+    if (!done) return;
+    this.waiting.delete(message.id as number);
+    done(message);
+  }
+
+  /** Delivers messages; resolves with the responses to the requests among them, in their order, with their own ids. */
+  exchange(messages: JSONRPCMessage[], extra: MessageExtraInfo): { responses: Promise<JSONRPCMessage[]>; cancel: () => void } {
+    const inner: number[] = [];
+    const waits: Array<Promise<JSONRPCMessage>> = [];
+    for (const m of messages) {
+      if (!isRequest(m)) {
+        this.onmessage?.(m, extra);
+        continue;
+      }
+      const id = ++this.nextId;
+      inner.push(id);
+      waits.push(new Promise((resolve) => this.waiting.set(id, (r) => resolve({ ...r, id: m.id } as JSONRPCMessage))));
+      this.onmessage?.({ ...m, id }, extra);
+    }
+    const cancel = () => {
+      // The client went away: tell the server, as a client would, and forget the waits.
+      for (const id of inner) {
+        if (!this.waiting.delete(id)) continue;
+        this.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'client disconnected' } }, extra);
+      }
+    };
+    return { responses: Promise.all(waits), cancel };
+  }
+}
+
+/** A JSON-RPC error answer with no id, as the SDK's HTTP transport sends for a refused POST. */
+function rpcError(res: ServerResponse, status: number, code: number, message: string): void {
+  sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
 /** The listener for MCP_PATH (served directly by the HTTP transport, not through express). */
 export function mcpListener(deps: McpDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const mux = new HttpMux();
+  void createServer(deps).connect(mux);
   return (req, res) => {
-    void handle(deps, req, res);
+    void handle(deps, mux, req, res);
   };
 }
 
-async function handle(deps: McpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const started = process.hrtime.bigint();
   const id = requestId(req);
   let scope: RequestScope | undefined;
@@ -152,59 +237,57 @@ async function handle(deps: McpDeps, req: IncomingMessage, res: ServerResponse):
     return fail(new ApiError(405, `${req.method} is not supported on ${MCP_PATH}: this server is stateless, send JSON-RPC messages with POST`, { Allow: 'POST' }));
   }
 
-  let message: unknown;
+  const accept = req.headers.accept;
+  if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
+    return rpcError(res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+  }
+  if (!isJsonContentType(req.headers['content-type'] ?? null)) {
+    return rpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+  }
+  let raw: unknown;
   try {
     const body = await readBody(req);
-    message = JSON.parse(body.toString('utf8'));
+    raw = JSON.parse(body.toString('utf8'));
   } catch (err) {
     if (err instanceof ApiError) return fail(err);
-    sendJson(res, 400, { jsonrpc: '2.0', error: { code: ErrorCode.ParseError, message: 'Parse error: Invalid JSON' }, id: null });
+    return rpcError(res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
+  }
+  if (Array.isArray(raw) && raw.length > MAX_BATCH_SIZE) {
+    return rpcError(res, 400, ErrorCode.InvalidRequest, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
+  }
+  let messages: JSONRPCMessage[];
+  try {
+    messages = (Array.isArray(raw) ? raw : [raw]).map((m) => JSONRPCMessageSchema.parse(m));
+  } catch {
+    return rpcError(res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
+  }
+  if (messages.some(isInitialize)) {
+    if (messages.length > 1) return rpcError(res, 400, ErrorCode.InvalidRequest, 'Invalid Request: Only one initialization request is allowed');
+  } else {
+    const version = req.headers['mcp-protocol-version'];
+    if (typeof version === 'string' && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
+      return rpcError(res, 400, -32000, `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+    }
+  }
+  const extra: MessageExtraInfo = { authInfo: { token: '', clientId: caller.tokenName, scopes: caller.scopes, extra: { scope } } };
+  const { responses, cancel } = mux.exchange(messages, extra);
+  if (!messages.some(isRequest)) {
+    // Only notifications or responses: accepted, nothing to answer.
+    res.writeHead(202);
+    res.end();
     return;
   }
-
-  const server = createServer(deps, scope);
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   let answered = false;
-  // Closing aborts whatever the server still runs for this request; once it
-  // has answered there is nothing left to abort, and the pair is garbage.
   res.once('close', () => {
-    if (!answered) void server.close();
+    if (!answered) cancel();
   });
   try {
-    await server.connect(transport);
-    const response = await transport.handleRequest(webRequest(req), { parsedBody: message });
-    const text = response.body ? await response.text() : '';
+    const out = await responses;
     answered = true;
-    const headers: Record<string, string> = {};
-    response.headers.forEach((v, k) => {
-      headers[k] = v;
-    });
-    if (text) headers['content-length'] = String(Buffer.byteLength(text));
-    res.writeHead(response.status, headers);
-    res.end(text);
+    if (res.destroyed) return;
+    sendJson(res, 200, out.length === 1 ? out[0] : out);
   } catch (err) {
     deps.log.error({ req_id: id, err }, 'mcp request failed');
     fail(err);
   }
-}
-
-/**
- * What the SDK transport reads of a request: method, URL and headers (see
- * WebStandardStreamableHTTPServerTransport.handleRequest); the body was read
- * and parsed under hostd's own limit and is handed over as `parsedBody`. A
- * plain object rather than a fetch `Request`, whose construction (URL parsing,
- * an AbortSignal per request) costs as much again as the transport's own work
- * (the SDK version is pinned, and the tests exercise this path). The
- * bearer token, already checked, is not passed on.
- */
-function webRequest(req: IncomingMessage): Request {
-  const headers = new Headers();
-  const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i];
-    if (name.length === 13 && name.toLowerCase() === 'authorization') continue;
-    headers.append(name, raw[i + 1]);
-  }
-  const light = { method: 'POST', url: `http://${req.headers.host ?? 'localhost'}${MCP_PATH}`, headers, body: null };
-  return light as unknown as Request;
 }

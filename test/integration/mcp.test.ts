@@ -168,7 +168,7 @@ describe('MCP transport', function () {
       let rows = await newRows(d, admin, before);
       expect(rows).to.have.length(1);
       expect(rows[0]).to.include({ actor: 'mcp-agent', category: 'storage', severity: 'info' });
-      expect(rows[0].metadata).to.include({ transport: 'mcp', operation: 'folders_create', status: 200 });
+      expect(rows[0].metadata).to.include({ transport: 'mcp', operation: 'folders_create', status: 201 });
 
       ok(await c.callTool({ name: 'folders_delete', arguments: { folder_id: id } }));
       rows = await newRows(d, admin, before);
@@ -336,6 +336,39 @@ describe('MCP transport', function () {
       });
       expect(call.status).to.equal(200);
       expect(call.body.result.structuredContent.folders).to.be.an('array');
+    });
+
+    it('refuses what the Streamable HTTP transport refuses, with the SDK transport\'s answers', async function () {
+      const post = (headers: Record<string, string>, body: unknown) => d.request('POST', '/mcp', { token: reader, headers, body });
+      const call = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'folders_list' } };
+      const noSse = await post({ 'content-type': 'application/json', accept: 'application/json' }, call);
+      expect([noSse.status, noSse.body]).to.deep.equal([406, { jsonrpc: '2.0', error: { code: -32000, message: 'Not Acceptable: Client must accept both application/json and text/event-stream' }, id: null }]);
+      const text = await d.request('POST', '/mcp', { token: reader, headers: { ...mcpHeaders, 'content-type': 'text/plain' }, rawBody: JSON.stringify(call) });
+      expect([text.status, text.body.error.code]).to.deep.equal([415, -32000]);
+      const shape = await post(mcpHeaders, { jsonrpc: '2.0', id: 4 });
+      expect([shape.status, shape.body.error]).to.deep.equal([400, { code: -32700, message: 'Parse error: Invalid JSON-RPC message' }]);
+      const twoInits = await post(mcpHeaders, [initialize, { ...initialize, id: 2 }]);
+      expect([twoInits.status, twoInits.body.error.code]).to.deep.equal([400, -32600]);
+      const version = await post({ ...mcpHeaders, 'mcp-protocol-version': '1999-01-01' }, call);
+      expect(version.status).to.equal(400);
+      expect(version.body.error.message).to.match(/^Bad Request: Unsupported protocol version: 1999-01-01/);
+      const tooMany = await post(mcpHeaders, Array.from({ length: 101 }, (_, i) => ({ ...call, id: i + 10 })));
+      expect([tooMany.status, tooMany.body.error.code]).to.deep.equal([400, -32600]);
+    });
+
+    it('answers notifications alone with 202 and no body', async function () {
+      const r = await d.request('POST', '/mcp', { token: reader, headers: mcpHeaders, body: { jsonrpc: '2.0', method: 'notifications/initialized' } });
+      expect([r.status, r.text]).to.deep.equal([202, '']);
+    });
+
+    it('keeps ids of concurrent clients apart: the same id from two POSTs gets each its own answer', async function () {
+      const ask = (name: string) => d.request('POST', '/mcp', { token: reader, headers: mcpHeaders, body: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name } } });
+      const [a, b] = await Promise.all([ask('folders_list'), ask('system_health')]);
+      expect(a.body.id).to.equal(7);
+      expect(b.body.id).to.equal(7);
+      expect(a.body.result.structuredContent).to.have.property('folders');
+      expect(b.body.result.isError).to.equal(true);
+      expect(b.body.result.structuredContent.status).to.equal(403);
     });
   });
 });

@@ -30,7 +30,7 @@ export async function apiOverhead(): Promise<void> {
   // a shared machine falls on both; report the median round of each.
   await load(rawUrl, { headers, duration: 1 });
   await load(d.url + '/api/v1/folders', { headers, duration: 1 });
-  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
   const raws: LoadResult[] = [];
   const hostds: LoadResult[] = [];
   for (let i = 0; i < rounds; i++) {

@@ -16,10 +16,9 @@ import { AdminClient } from '../../daemon/cli/client.js';
 import { watchTask } from '../../daemon/cli/watch.js';
 import { Store } from '../../daemon/store/store.js';
 import { TaskRunner, type TaskRecord } from '../../daemon/tasks/runner.js';
-import { ROOT, eventually, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { HOSTCTL, ROOT, eventually, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { API, expectError, raw } from '../helpers/conformance.js';
 
-const HOSTCTL = path.join(ROOT, 'bin/hostctl.js');
 
 function gate(): { wait: Promise<void>; open: () => void } {
   let open!: () => void;

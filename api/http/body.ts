@@ -2,6 +2,7 @@
  * Request body reading with the spec's 1 MiB limit, and the assembly of an
  * operation's arguments from path, query string and JSON body.
  */
+import { header } from './headers.js';
 import type { IncomingMessage } from 'node:http';
 import type { Operation, JsonSchema } from '../registry/types.js';
 import { badRequest, tooLarge } from '../errors.js';
@@ -21,9 +22,9 @@ const EMPTY = Buffer.alloc(0);
 export const DRAIN_LIMIT = 16 * BODY_LIMIT;
 
 export function readBody(req: IncomingMessage, limit = BODY_LIMIT): Promise<Buffer> {
-  const declared = Number(req.headers['content-length'] ?? 0);
+  const declared = Number(header(req, 'content-length') ?? 0);
   // No length and no chunked encoding: there is no body to wait for.
-  if (!declared && req.headers['transfer-encoding'] === undefined) return Promise.resolve(EMPTY);
+  if (!declared && header(req, 'transfer-encoding') === undefined) return Promise.resolve(EMPTY);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;

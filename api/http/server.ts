@@ -3,6 +3,7 @@
  * that routes by the registry, authenticates, and hands the call to dispatch.
  * The same app serves the local admin socket, where the caller is fixed.
  */
+import { header } from './headers.js';
 import crypto from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Express } from 'express';
@@ -35,7 +36,7 @@ const bootTag = crypto.randomBytes(3).toString('hex');
 let reqCounter = 0;
 
 export function requestId(req: IncomingMessage): string {
-  const given = req.headers['x-request-id'];
+  const given = header(req, 'x-request-id');
   if (typeof given === 'string' && REQ_ID_RE.test(given)) return given;
   return `${bootTag}-${(++reqCounter).toString(36)}`;
 }
@@ -115,7 +116,7 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   }
   const { op, params } = match;
   opName = op.name;
-  const caller = deps.authenticate(req.headers.authorization);
+  const caller = deps.authenticate(header(req, 'authorization'));
   if (!caller) {
     fail(unauthorized());
     return;

@@ -37,6 +37,7 @@
  * it at proposal time. Membership changes are not part of this protocol: change membership one
  * member at a time and let it reach every node before moving the lease (docs/failover.md).
  */
+import { SerialQueue } from './serial.js';
 import { Periodic } from './periodic.js';
 import type { Logger } from 'pino';
 import type { Store, Sub } from '../daemon/store/store.js';
@@ -193,8 +194,10 @@ export class LeaseManager {
   private fence = 0;
   /** Highest epoch seen anywhere (promises and accepts included), to pick the next proposal's epoch. */
   private maxSeen = 0;
-  private chain: Promise<unknown> = Promise.resolve();
-  private proposals: Promise<unknown> = Promise.resolve();
+  /** State changes, one at a time (acceptor writes and record adoption). */
+  private readonly changes = new SerialQueue();
+  /** Proposals from this node, one at a time. */
+  private readonly proposals = new SerialQueue();
   private readonly listeners = new Set<(s: LeaseState) => void>();
   private lastEmitted: LeaseState | null = null;
   private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, 'lease sync failed'));
@@ -247,7 +250,7 @@ export class LeaseManager {
   /** `cluster init`: a one-member cluster, this node holds at epoch 1. */
   async initialize(selfId: string): Promise<LeaseState> {
     if (selfId !== this.selfId) throw badRequest(`initialize(${selfId}) on node ${this.selfId}`);
-    return this.serial(async () => {
+    return this.changes.run(async () => {
       if (this.record.epoch > 0) {
         if (this.record.holder === selfId) return this.state();
         throw conflict(`the lease is already initialized (holder ${this.record.holder}, epoch ${this.record.epoch})`);
@@ -280,7 +283,7 @@ export class LeaseManager {
       throw forbidden(`lease message from ${m.from}, which is not a cluster member`);
     }
     this.noteCommitted(m.record);
-    return this.serial(async () => {
+    return this.changes.run(async () => {
       await this.adoptLocked(m.record);
       let ok = true;
       switch (m.type) {
@@ -313,7 +316,7 @@ export class LeaseManager {
   /** Moves the proxy role to `targetPeerId` (any member, this node included). */
   async move(targetPeerId: string): Promise<LeaseState> {
     if (!this.memberIds().includes(targetPeerId)) throw notFound(`no cluster member '${targetPeerId}'`);
-    return this.proposing(async () => {
+    return this.proposals.run(async () => {
       if (targetPeerId !== this.selfId && !(await this.reachable(targetPeerId))) {
         throw unavailable(`member ${targetPeerId} is unreachable; the proxy was not moved`);
       }
@@ -323,7 +326,7 @@ export class LeaseManager {
 
   /** Takes the proxy role over on this node; only when the recorded holder is unreachable. */
   async takeover(): Promise<LeaseState> {
-    return this.proposing(() => this.propose(this.selfId, 'takeover'));
+    return this.proposals.run(() => this.propose(this.selfId, 'takeover'));
   }
 
   // -------------------------------------------------------------------------
@@ -519,7 +522,7 @@ export class LeaseManager {
   private async learnRecord(rec: LeaseRecord): Promise<void> {
     if (rec.epoch < this.record.epoch) return;
     this.noteCommitted(rec);
-    await this.serial(() => this.adoptLocked(rec));
+    await this.changes.run(() => this.adoptLocked(rec));
   }
 
   private async adoptLocked(rec: LeaseRecord): Promise<void> {
@@ -575,17 +578,5 @@ export class LeaseManager {
     }
   }
 
-  /** State changes, one at a time (acceptor writes and record adoption). */
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const p = this.chain.then(fn, fn);
-    this.chain = p.catch(() => undefined);
-    return p;
-  }
 
-  /** Proposals from this node, one at a time. */
-  private proposing<T>(fn: () => Promise<T>): Promise<T> {
-    const p = this.proposals.then(fn, fn);
-    this.proposals = p.catch(() => undefined);
-    return p;
-  }
 }

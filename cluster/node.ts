@@ -4,6 +4,7 @@
  * commands (init, join-token, join, remove, status). The forwarder, the peer
  * directory behind GET /peers and the lease link are views onto it.
  */
+import { SerialQueue } from './serial.js';
 import crypto from 'node:crypto';
 import os from 'node:os';
 import net from 'node:net';
@@ -101,7 +102,8 @@ export class ClusterNode implements ClusterHandlers {
   private probeTimer: NodeJS.Timeout | null = null;
   private readonly pulls = new Map<string, number>();
   private publishChain: Promise<unknown> = Promise.resolve();
-  private opChain: Promise<unknown> = Promise.resolve();
+  /** Membership changes made on this node, one at a time. */
+  private readonly ops = new SerialQueue();
   private closed = false;
   /** Bound listener address and the address members use to reach this node. */
   listen = { host: '', port: 0 };
@@ -180,15 +182,9 @@ export class ClusterNode implements ClusterHandlers {
 
   // ---------------------------------------------------------------- operator commands
 
-  /** Serialises membership changes made on this node. */
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.opChain.then(fn);
-    this.opChain = run.catch(() => undefined);
-    return run;
-  }
 
   init(): Promise<ClusterStatus> {
-    return this.serial(async () => {
+    return this.ops.run(async () => {
       if (this.membership.inCluster) throw conflict(`this node is already in cluster ${this.membership.clusterId}; remove it from that cluster first`);
       const clusterId = 'cl_' + crypto.randomBytes(6).toString('hex');
       const ca = createCa(clusterId);
@@ -213,7 +209,7 @@ export class ClusterNode implements ClusterHandlers {
   }
 
   join(address: string, tokenText: string): Promise<ClusterStatus> {
-    return this.serial(async () => {
+    return this.ops.run(async () => {
       if (this.membership.inCluster) throw conflict(`this node is already in cluster ${this.membership.clusterId}`);
       let parsed;
       try {
@@ -259,7 +255,7 @@ export class ClusterNode implements ClusterHandlers {
   }
 
   remove(peerId: string): Promise<{ removed: Member }> {
-    return this.serial(async () => {
+    return this.ops.run(async () => {
       if (!this.inCluster) throw conflict('this node is not in a cluster');
       const m = this.membership.get(peerId);
       if (!m) throw notFound(`peer '${peerId}' is not a member of this cluster`);
@@ -283,7 +279,7 @@ export class ClusterNode implements ClusterHandlers {
    * removed while it was down.
    */
   leaveCluster(): Promise<ClusterStatus> {
-    return this.serial(async () => {
+    return this.ops.run(async () => {
       if (!this.membership.inCluster) throw conflict('this node is not in a cluster');
       const others = this.others();
       if (this.inCluster && others.length) {
@@ -557,7 +553,7 @@ export class ClusterNode implements ClusterHandlers {
   }
 
   async rpcJoin(req: W.JoinRequest, remote: string): Promise<W.JoinReply> {
-    return this.serial(async () => {
+    return this.ops.run(async () => {
       if (!this.inCluster) throw new RpcError(grpc.status.FAILED_PRECONDITION, 'this node is not in a cluster');
       try {
         await this.joinTokens.consume(req.token);
@@ -600,7 +596,7 @@ export class ClusterNode implements ClusterHandlers {
     if (req.cluster_id !== this.membership.clusterId) throw new RpcError(grpc.status.FAILED_PRECONDITION, `this node is in cluster ${this.membership.clusterId}, not ${req.cluster_id}`);
     const list = (req.members ?? []).map(fromWire);
     const version = Number(req.version);
-    return this.serial(async () => {
+    return this.ops.run(async () => {
       if (!this.membership.shouldAdopt(version, list)) return { ok: true, detail: 'not newer' };
       if (!list.some((m) => m.peer_id === this.selfId)) {
         await this.leave(`${peer.name} (${peer.peer_id})`);

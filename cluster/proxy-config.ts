@@ -19,6 +19,7 @@
  * go to the secret store, never here: this object is copied to every member, shown by
  * `GET /proxy/config` and logged. validateProxyConfig refuses credential-looking keys.
  */
+import { SerialQueue } from './serial.js';
 import { Periodic } from './periodic.js';
 import type { Logger } from 'pino';
 import type { Store, Sub } from '../daemon/store/store.js';
@@ -198,8 +199,8 @@ export class ProxyConfigStore {
   private readonly sub: Sub<unknown>;
   private readonly selfId: string;
   private current: Versioned = { version: 0, origin: '', config: defaultProxyConfig() };
-  private chain: Promise<unknown> = Promise.resolve();
-  private updates: Promise<unknown> = Promise.resolve();
+  private readonly changes = new SerialQueue();
+  private readonly updates = new SerialQueue();
   private readonly listeners = new Set<(s: ProxyConfigSnapshot) => void>();
   private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, 'proxy config sync failed'));
 
@@ -245,12 +246,12 @@ export class ProxyConfigStore {
    * and nothing is stored. 409 when other members kept writing newer versions throughout.
    */
   async update(mutator: (c: ProxyConfig) => ProxyConfig): Promise<ProxyConfigUpdateResult> {
-    return this.updating(async () => {
+    return this.updates.run(async () => {
       for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
         const base = this.current;
         const config = validateProxyConfig(mutator(structuredClone(base.config)));
         const next: Versioned = { version: base.version + 1, origin: this.selfId, config };
-        const stored = await this.serial(() => this.adoptLocked(next));
+        const stored = await this.changes.run(() => this.adoptLocked(next));
         if (!stored) continue; // a newer copy arrived meanwhile: apply the mutator to it
         const msg: ProxyConfigMessage = { type: 'push', from: this.selfId, ...next };
         const pushed: string[] = [];
@@ -263,7 +264,7 @@ export class ProxyConfigStore {
               if (reply.adopted) pushed.push(peer);
               else if (newer(reply, next) && reply.config) {
                 superseded = true;
-                await this.serial(() => this.adoptLocked({ version: reply.version, origin: reply.origin, config: reply.config! }));
+                await this.changes.run(() => this.adoptLocked({ version: reply.version, origin: reply.origin, config: reply.config! }));
               } else if (reply.version === next.version && reply.origin === next.origin) pushed.push(peer); // already had it
             } catch (err) {
               this.log.debug({ err, peer }, 'proxy config push not delivered; the peer catches up by sync');
@@ -286,7 +287,7 @@ export class ProxyConfigStore {
       throw forbidden(`proxy config message from ${m.from}, which is not a cluster member`);
     }
     if (m.type === 'pull') return this.reply(false, true);
-    const adopted = await this.serial(() => this.adoptLocked({ version: m.version, origin: m.origin, config: m.config }));
+    const adopted = await this.changes.run(() => this.adoptLocked({ version: m.version, origin: m.origin, config: m.config }));
     const mineNewer = newer(this.current, m);
     return this.reply(adopted, mineNewer);
   }
@@ -298,7 +299,7 @@ export class ProxyConfigStore {
       this.others().map(async (peer) => {
         const reply = parseProxyConfigReply(await this.link.sendProxyConfig(peer, msg));
         if (reply.config && newer(reply, this.current)) {
-          await this.serial(() => this.adoptLocked({ version: reply.version, origin: reply.origin, config: reply.config! }));
+          await this.changes.run(() => this.adoptLocked({ version: reply.version, origin: reply.origin, config: reply.config! }));
         }
       }),
     );
@@ -337,17 +338,7 @@ export class ProxyConfigStore {
     return [...new Set(this.link.members())].filter((id) => id !== this.selfId);
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const p = this.chain.then(fn, fn);
-    this.chain = p.catch(() => undefined);
-    return p;
-  }
 
-  private updating<T>(fn: () => Promise<T>): Promise<T> {
-    const p = this.updates.then(fn, fn);
-    this.updates = p.catch(() => undefined);
-    return p;
-  }
 }
 
 /** What GET /proxy/config returns on node `selfId`. */

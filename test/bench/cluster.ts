@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { pair } from '../cluster/util.js';
-import { load, p50Of, print, type LoadResult } from './lib.js';
+import { load, median, p50Of, print, type LoadResult } from './lib.js';
 
 /** One keep-alive GET through node:http, body drained; rejects on a non-2xx. */
 function getter(base: string, token: string): (path: string) => Promise<void> {
@@ -89,7 +89,6 @@ export async function clusterForwarding(): Promise<void> {
       d50.push(await p50Of(500, () => get(direct)));
       f50.push(await p50Of(500, () => get(forwarded)));
     }
-    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
     const directP50 = median(d50);
     const forwardedP50 = median(f50);
 

@@ -2,26 +2,17 @@
  * Helpers for the cluster suites: pairing real daemons, running hostctl, and
  * a raw gRPC client that presents whatever certificate a test hands it.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { ClusterClientCtor } from '../../cluster/proto.js';
 import { CLUSTER_SNI } from '../../cluster/client.js';
-import { eventually, HOSTCTL, type TestDaemon } from '../helpers/daemon.js';
+import { eventually, hostctl as runHostctl, type CommandResult, type TestDaemon } from '../helpers/daemon.js';
 
-const run = promisify(execFile);
 
-export async function hostctl(d: TestDaemon, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await run(process.execPath, [HOSTCTL, '--data-dir', d.dataDir, ...args], { env: { ...process.env } });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+export function hostctl(d: TestDaemon, ...args: string[]): Promise<CommandResult> {
+  return runHostctl(d.dataDir, args);
 }
 
 export async function joinToken(d: TestDaemon, ttlSeconds?: number): Promise<string> {

@@ -10,7 +10,9 @@ import { expect } from 'chai';
 import type { JsonSchema, Method, Operation } from '../../api/registry/types.js';
 import { ALL_SCOPES, isGreedyParam, operations } from '../../api/registry/index.js';
 
-export const API = '/api/v1';
+import { API_PREFIX as API } from '../../api/catalog.js';
+
+export { API };
 export const METHODS: readonly Method[] = ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'];
 export const takesBody = (op: Operation): boolean => op.method === 'POST' || op.method === 'PATCH' || op.method === 'PUT';
 export const ONE_MIB = 1048576;

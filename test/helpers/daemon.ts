@@ -3,13 +3,15 @@
  * port chosen by the OS, admin socket for tokens. Every daemon started here is
  * stopped by `stopAll()` (mocha root hook) even when a test fails.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { AdminClient } from '../../daemon/cli/client.js';
+import { socketPath } from '../../daemon/config.js';
 
 /** The repository root (tests run from dist/test/...). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -61,7 +63,7 @@ export class TestDaemon {
   }
 
   get socket(): string {
-    return path.join(this.dataDir, 'hostd.sock');
+    return socketPath(this.dataDir);
   }
 
   get admin(): AdminClient {
@@ -279,4 +281,35 @@ export async function eventually<T>(check: () => Promise<T | undefined | false> 
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+export interface CommandResult {
+  /** Exit status; 1 for a command ended by a signal or the time limit. */
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command from the repository root to its end (killed after `timeoutMs`); a non-zero exit is a result, not an error. */
+export function runCommand(file: string, args: string[], opts: { env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CommandResult> {
+  return new Promise((resolve) => {
+    execFile(file, args, { cwd: ROOT, env: { ...process.env, ...(opts.env ?? {}) }, timeout: opts.timeoutMs ?? 60_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+/** `hostctl --data-dir <dataDir> ...args`, as an operator runs it. */
+export function hostctl(dataDir: string, args: string[], env: Record<string, string> = {}): Promise<CommandResult> {
+  return runCommand(process.execPath, [HOSTCTL, '--data-dir', dataDir, ...args], { env });
+}
+
+/** A loopback port that was free a moment ago. */
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
 }

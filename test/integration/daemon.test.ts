@@ -7,19 +7,11 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
-import { MAIN, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { MAIN, freePort, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { API, raw } from '../helpers/conformance.js';
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 describe('hostd daemon process', function () {
   let d: TestDaemon;

@@ -6,16 +6,12 @@
  * level, and a call forwarded to a second node by peer_id.
  */
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
-import net from 'node:net';
-import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { operations, ALL_SCOPES } from '../../api/registry/index.js';
-import { HOSTCTL, eventually, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { eventually, freePort, hostctl, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 
-const run = promisify(execFile);
 
 async function connect(d: TestDaemon, token: string): Promise<Client> {
   const client = new Client({ name: 'hostd-test', version: '1.0.0' });
@@ -375,23 +371,7 @@ describe('MCP transport', function () {
 
 // ---------------------------------------------------------------------------
 
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
-async function hostctl(dataDir: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await run(process.execPath, [HOSTCTL, '--data-dir', dataDir, ...args], { timeout: 30_000 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
 
 describe('MCP transport, forwarded to a second node', function () {
   let a: TestDaemon;

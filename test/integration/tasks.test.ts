@@ -6,7 +6,6 @@
  * starts a task in this build).
  */
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -16,7 +15,7 @@ import { AdminClient } from '../../daemon/cli/client.js';
 import { watchTask } from '../../daemon/cli/watch.js';
 import { Store } from '../../daemon/store/store.js';
 import { TaskRunner, type TaskRecord } from '../../daemon/tasks/runner.js';
-import { HOSTCTL, ROOT, eventually, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { eventually, hostctl, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { API, expectError, raw } from '../helpers/conformance.js';
 
 
@@ -198,36 +197,17 @@ describe('background tasks', function () {
     });
 
     it('hostctl task watch on the ended task prints its lines and the failure, and exits 1', async () => {
-      const r = await new Promise<{ code: number | null; out: string; err: string }>((resolve, reject) => {
-        const p = spawn(process.execPath, [HOSTCTL, '--data-dir', dir, 'task', 'watch', taskId], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        let err = '';
-        p.stdout.on('data', (c) => (out += c));
-        p.stderr.on('data', (c) => (err += c));
-        const t = setTimeout(() => {
-          p.kill('SIGKILL');
-          reject(new Error('task watch did not exit within 20 s'));
-        }, 20_000);
-        p.on('close', (code) => {
-          clearTimeout(t);
-          resolve({ code, out, err });
-        });
-      });
-      expect(r.code, r.err).to.equal(1);
-      expect(r.out).to.contain('1: downloading base image');
-      expect(r.out).to.contain('3: running cloud-init');
-      expect(r.out).to.match(/failed: .*interrupted/);
+      const r = await hostctl(dir, ['task', 'watch', taskId]);
+      expect(r.code, r.stderr).to.equal(1);
+      expect(r.stdout).to.contain('1: downloading base image');
+      expect(r.stdout).to.contain('3: running cloud-init');
+      expect(r.stdout).to.match(/failed: .*interrupted/);
     });
 
     it('hostctl task watch on an unknown task exits 1 naming it', async () => {
-      const r = await new Promise<{ code: number | null; err: string }>((resolve) => {
-        const p = spawn(process.execPath, [HOSTCTL, '--data-dir', dir, 'task', 'watch', 'task_nope'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
-        let err = '';
-        p.stderr.on('data', (c) => (err += c));
-        p.on('close', (code) => resolve({ code, err }));
-      });
+      const r = await hostctl(dir, ['task', 'watch', 'task_nope']);
       expect(r.code).to.equal(1);
-      expect(r.err).to.contain('task_nope');
+      expect(r.stderr).to.contain('task_nope');
     });
   });
 

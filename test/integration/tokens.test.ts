@@ -4,44 +4,17 @@
  * the HTTP API, and the store holding only its hash.
  */
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Level } from 'level';
-import { HOSTCTL, ROOT, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { hostctl, runCommand, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { API, expectError, raw } from '../helpers/conformance.js';
 
 /** The path the issue names (`npx hostctl` runs the same file through node_modules/.bin). */
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
-function hostctl(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return run(process.execPath, [HOSTCTL, ...args], env);
-}
 
-function run(file: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(file, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (c) => (stdout += c));
-    p.stderr.on('data', (c) => (stderr += c));
-    const t = setTimeout(() => {
-      p.kill('SIGKILL');
-      reject(new Error(`${path.basename(file)} ${args.join(' ')} did not finish within 60 s`));
-    }, 60_000);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 function filesUnder(dir: string): string[] {
   const out: string[] = [];
@@ -58,7 +31,7 @@ describe('tokens through hostctl', function () {
   let dir: string;
   let secret: string;
   let secret2: string;
-  const ctl = (...args: string[]) => hostctl(['--data-dir', dir, ...args]);
+  const ctl = (...args: string[]) => hostctl(dir, args);
 
   before(async function () {
     this.timeout(60_000);
@@ -85,7 +58,7 @@ describe('tokens through hostctl', function () {
 
   it('`npx hostctl`, as the README has it, runs this checkout\'s hostctl (no download)', async () => {
     // npm reads options placed before the command as its own: the data dir goes by environment.
-    const r = await run('npx', ['--no', 'hostctl', 'token', 'create', '--name', 'via-npx', '--scopes', 'files.read'], { HOSTD_DATA_DIR: d.dataDir });
+    const r = await runCommand('npx', ['--no', 'hostctl', 'token', 'create', '--name', 'via-npx', '--scopes', 'files.read'], { env: { HOSTD_DATA_DIR: d.dataDir } });
     expect(r.code, r.stderr).to.equal(0);
     const lines = r.stdout.split('\n').filter(Boolean);
     expect(lines).to.have.length(1);
@@ -174,7 +147,7 @@ describe('tokens through hostctl', function () {
 
   it('hostctl without a daemon says it cannot reach it', async () => {
     const empty = tempDir('hostd-nodaemon-');
-    const r = await hostctl(['--data-dir', empty, 'token', 'list']);
+    const r = await hostctl(empty, ['token', 'list']);
     expect(r.code).to.not.equal(0);
     expect(r.stderr).to.contain('cannot reach hostd');
     expect(r.stderr).to.contain(empty);

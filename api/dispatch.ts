@@ -9,7 +9,7 @@ import type { Operation } from './registry/types.js';
 import { getOperation } from './registry/index.js';
 import type { HandlerTable } from './handlers.js';
 import { validateArgs } from './validate.js';
-import { ApiError, errorBody, forbidden, notFound } from './errors.js';
+import { errorBody, forbidden, notFound } from './errors.js';
 import type { ActivityNote, Args, CallContext, Caller } from '../daemon/context.js';
 import type { ActivityLog } from '../daemon/activity/log.js';
 
@@ -111,4 +111,3 @@ function targetLabel(op: Operation, args: Args): string {
     .join('/');
 }
 
-export { ApiError };

@@ -6,8 +6,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { Express, Request, Response } from 'express';
-import express from 'express';
-import type { Logger } from 'pino';
+import type { RequestLog } from './logger.js';
 import type { TokenStore } from './auth/tokens.js';
 import type { ActivityLog } from './activity/log.js';
 import { errorBody, badRequest } from '../api/errors.js';
@@ -19,7 +18,8 @@ export const ADMIN_ACTOR = 'local-admin';
 export interface AdminDeps {
   tokens: TokenStore;
   activity: ActivityLog;
-  log: Logger;
+  /** Where the one line per request goes, as for the API. */
+  requestLog: RequestLog;
 }
 
 type AdminHandler = (req: Request, body: Record<string, unknown>) => Promise<[number, unknown]>;
@@ -73,7 +73,12 @@ export class AdminApi {
   }
 
   private async handle(handler: AdminHandler, req: Request, res: Response): Promise<void> {
+    const started = performance.now();
     const id = requestId(req);
+    const done = (status: number, body: unknown, headers?: Record<string, string>) => {
+      sendJson(res, status, body, headers, id);
+      this.deps.requestLog.write({ req_id: id, method: req.method, path: '/admin' + req.path, status, actor: ADMIN_ACTOR, ms: performance.now() - started });
+    };
     try {
       const raw = await readBody(req);
       let body: Record<string, unknown> = {};
@@ -86,12 +91,10 @@ export class AdminApi {
         if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('request body must be a JSON object');
       }
       const [status, out] = await handler(req, body);
-      sendJson(res, status, out);
-      this.deps.log.info({ req_id: id, method: req.method, path: '/admin' + req.path, status, actor: ADMIN_ACTOR }, 'request');
+      done(status, out);
     } catch (err) {
       const e = errorBody(err);
-      sendJson(res, e.status, e.body, e.headers);
-      this.deps.log.info({ req_id: id, method: req.method, path: '/admin' + req.path, status: e.status, actor: ADMIN_ACTOR }, 'request');
+      done(e.status, e.body, e.headers);
     }
   }
 }
@@ -117,4 +120,3 @@ export async function listenAdminSocket(app: http.RequestListener, socketPath: s
   return server;
 }
 
-export { express };

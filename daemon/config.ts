@@ -29,7 +29,12 @@ export interface Config {
   logLevel: string;
   /** Milliseconds a forwarded call may take before the origin answers 502. */
   forwardDeadlineMs: number;
+  /** Milliseconds between health probes of the other members. */
+  clusterProbeMs: number;
 }
+
+/** The local admin socket of a data dir (hostd listens on it, hostctl connects to it). */
+export const socketPath = (dataDir: string): string => path.join(dataDir, 'hostd.sock');
 
 export function parseAddr(value: string, what: string): HostAddr {
   const m = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(value.trim());
@@ -47,6 +52,7 @@ interface FileConfig {
   cluster_advertise?: string;
   log_level?: string;
   forward_deadline_ms?: number;
+  cluster_probe_ms?: number;
   storage_pools?: Array<{ id?: string; path?: string; name?: string }>;
 }
 
@@ -78,5 +84,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pools,
     logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
     forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
+    clusterProbeMs: Number(env.HOSTD_CLUSTER_PROBE_MS ?? file.cluster_probe_ms ?? 2000),
   };
 }

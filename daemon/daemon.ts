@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from './config.js';
+import { socketPath, type Config } from './config.js';
 import { requestLogVia, type RequestLog } from './logger.js';
 import { Store } from './store/store.js';
 import { TokenStore } from './auth/tokens.js';
@@ -53,7 +53,6 @@ export interface Daemon {
   close(): Promise<void>;
 }
 
-export const socketPath = (dataDir: string) => path.join(dataDir, 'hostd.sock');
 
 export async function startDaemon(config: Config, log: Logger, requestLog: RequestLog = requestLogVia(log)): Promise<Daemon> {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
@@ -80,7 +79,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   // members only once this node is in a cluster.
   const cluster = await ClusterNode.start({
     config, identity, store, tokens, activity, log,
-    probeIntervalMs: Number(process.env.HOSTD_CLUSTER_PROBE_MS ?? 2000),
+    probeIntervalMs: config.clusterProbeMs,
   });
   const peers: PeerDirectory = clusterPeerDirectory(cluster, identity.name);
   const link = leaseLink(cluster);
@@ -108,10 +107,11 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   let openapi: unknown;
   const openApi = () => (openapi ??= openApiDocument(handlers, VERSION));
 
+  const bearer = (transport: 'api' | 'mcp') => bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, transport);
   const app = createHttpApp({
     dispatch, router, log, requestLog, openapi: openApi,
-    authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id),
-    direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog, version: VERSION, authenticate: bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, 'mcp') }) },
+    authenticate: bearer('api'),
+    direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog, version: VERSION, authenticate: bearer('mcp') }) },
   });
   const httpServer = http.createServer(app);
   httpServer.keepAliveTimeout = 65_000;
@@ -121,7 +121,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   });
   const httpPort = (httpServer.address() as { port: number }).port;
 
-  const admin = new AdminApi({ tokens, activity, log });
+  const admin = new AdminApi({ tokens, activity, requestLog });
   registerClusterAdmin(admin, cluster);
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
   const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a) });

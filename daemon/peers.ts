@@ -1,9 +1,8 @@
 /**
- * What GET /peers lists. A single node is its own cluster of one until it is
- * paired; the cluster module supplies a fuller directory once it runs.
+ * What GET /peers lists (the directory itself is the cluster's,
+ * cluster/peers.ts: a node outside any cluster lists only itself).
  */
 import type { Handler } from './context.js';
-import type { NodeIdentity } from './node.js';
 
 export interface PeerInfo {
   peer_id: string;
@@ -16,12 +15,6 @@ export interface PeerInfo {
 
 export interface PeerDirectory {
   list(): Promise<PeerInfo[]>;
-}
-
-export function soloDirectory(self: NodeIdentity, address: string | null): PeerDirectory {
-  return {
-    list: async () => [{ peer_id: self.id, name: self.name, address, is_self: true, reachable: true, last_seen: new Date().toISOString() }],
-  };
 }
 
 export function peerHandlers(dir: PeerDirectory): { peers_list: Handler } {

@@ -51,13 +51,12 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
-
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
 /**
- * The request listener for one listener (TCP or admin socket). API calls are
- * handled directly, on the hot path; everything else (OpenAPI, MCP, admin
- * routes) goes through an express app.
+ * The request listener for one listener (TCP or admin socket). API calls and
+ * the `direct` paths (MCP) are handled directly, on the hot path; the rest
+ * (OpenAPI, admin routes) goes through an express app.
  */
 export function createHttpApp(deps: HttpDeps): RequestListener {
   const app = express();

@@ -2,13 +2,13 @@
  * hostctl: the operator's command line. It talks to the local daemon over the
  * admin socket, so it needs no token.
  */
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { AdminClient } from './client.js';
 import { watchTask } from './watch.js';
 import { buildRequest, parseKeyValues } from './call.js';
 import { operations, getOperation } from '../../api/registry/index.js';
-import { loadConfig } from '../config.js';
+import { API_PREFIX } from '../../api/catalog.js';
+import { loadConfig, socketPath } from '../config.js';
 
 export type Command = (argv: string[], client: AdminClient) => Promise<number>;
 
@@ -81,7 +81,7 @@ const task: Command = async (argv, client) => {
 };
 
 const ops: Command = async () => {
-  printTable(['OPERATION', 'METHOD', 'PATH', 'SCOPES'], operations.map((o) => [o.name, o.method, '/api/v1' + o.path, o.scopes.join(' + ') || '(any token)']));
+  printTable(['OPERATION', 'METHOD', 'PATH', 'SCOPES'], operations.map((o) => [o.name, o.method, API_PREFIX + o.path, o.scopes.join(' + ') || '(any token)']));
   return 0;
 };
 
@@ -119,7 +119,7 @@ export async function runHostctl(argv: string[]): Promise<number> {
     allowPositionals: true,
     strict: false,
   });
-  const [cmd, ...rest] = positionals;
+  const [cmd] = positionals;
   if (values.help || !cmd) {
     process.stdout.write(USAGE);
     return cmd ? 0 : 2;
@@ -128,7 +128,7 @@ export async function runHostctl(argv: string[]): Promise<number> {
   if (!socket) {
     const env = { ...process.env };
     if (typeof values['data-dir'] === 'string') env.HOSTD_DATA_DIR = values['data-dir'];
-    socket = path.join(loadConfig(env).dataDir, 'hostd.sock');
+    socket = socketPath(loadConfig(env).dataDir);
   }
   const client = new AdminClient(socket);
   // Everything after the command word, minus the global options parsed above.
@@ -137,7 +137,6 @@ export async function runHostctl(argv: string[]): Promise<number> {
   const table: Record<string, Command> = { token, task, ops, call };
   const handler = table[cmd] ?? commandGroups.get(cmd);
   if (!handler) fail(`unknown command '${cmd}'\n${USAGE}`);
-  void rest;
   try {
     return await handler(tail, client);
   } catch (err) {

@@ -5,7 +5,7 @@
 import { operations } from './registry/index.js';
 import type { JsonSchema, Operation } from './registry/types.js';
 import type { HandlerTable } from './handlers.js';
-import { isImplemented } from './handlers.js';
+import { isBuilt } from '../daemon/lib/caller.js';
 
 export const API_PREFIX = '/api/v1';
 
@@ -36,7 +36,7 @@ export function catalogEntries(table: HandlerTable): CatalogEntry[] {
     read_only: o.readOnly,
     destructive: o.destructive,
     idempotent: o.idempotent,
-    implemented: isImplemented(table[o.name as keyof HandlerTable]),
+    implemented: isBuilt(table[o.name as keyof HandlerTable]),
     arguments: o.schema,
   }));
 }
@@ -105,7 +105,7 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
       responses,
       'x-scopes': op.scopes,
       'x-hints': op.hints,
-      'x-implemented': isImplemented(table[op.name as keyof HandlerTable]),
+      'x-implemented': isBuilt(table[op.name as keyof HandlerTable]),
     };
     if (op.method !== 'GET' && op.method !== 'DELETE') {
       entry.requestBody = { required: (op.required?.length ?? 0) > 0, content: { 'application/json': { schema: bodySchema(op) } } };

@@ -9,8 +9,8 @@ import type { Operation } from './registry/types.js';
 import { getOperation } from './registry/index.js';
 import type { HandlerTable } from './handlers.js';
 import { validateArgs } from './validate.js';
-import { errorBody, forbidden, notFound } from './errors.js';
-import type { ActivityNote, Args, CallContext, Caller } from '../daemon/context.js';
+import { errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
+import type { ActivityNote, Args, CallContext, Caller, Handler } from '../daemon/lib/caller.js';
 import type { ActivityLog } from '../daemon/activity/log.js';
 
 /** How dispatch reaches other members; provided by the cluster once it exists. */
@@ -66,7 +66,9 @@ export class Dispatch {
         local = rest;
       }
       const ctx: CallContext = { caller, requestId, note: (n) => { note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } }; } };
-      const result = await this.deps.handlers[op.name as keyof HandlerTable](local, ctx);
+      // The arguments were validated against this operation's schema just above: they are its ArgsOf.
+      const handler = this.deps.handlers[op.name as keyof HandlerTable] as Handler;
+      const result = await handler(local, ctx);
       if (!op.readOnly) await this.record(op, args, caller, requestId, note, undefined);
       return result;
     } catch (err) {

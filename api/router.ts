@@ -6,7 +6,7 @@
  */
 import type { Method, Operation } from './registry/types.js';
 import { isGreedyParam } from './registry/index.js';
-import { badRequest, methodNotAllowed, notFound } from './errors.js';
+import { badRequest, methodNotAllowed, notFound } from '../daemon/lib/errors.js';
 
 export interface RouteMatch {
   op: Operation;

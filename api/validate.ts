@@ -6,7 +6,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { Operation, JsonSchema } from './registry/types.js';
-import { badRequest } from './errors.js';
+import { badRequest } from '../daemon/lib/errors.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 

@@ -11,7 +11,7 @@
  *   GET    /admin/cluster/status
  */
 import type { AdminApi } from '../daemon/admin.js';
-import { badRequest } from '../api/errors.js';
+import { badRequest } from '../daemon/lib/errors.js';
 import type { ClusterNode } from './node.js';
 
 export function registerClusterAdmin(admin: AdminApi, node: ClusterNode): void {

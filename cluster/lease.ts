@@ -37,18 +37,18 @@
  * it at proposal time. Membership changes are not part of this protocol: change membership one
  * member at a time and let it reach every node before moving the lease (docs/failover.md).
  */
-import { SerialQueue } from './serial.js';
-import { Periodic } from './periodic.js';
+import { SerialQueue } from '../daemon/lib/serial.js';
+import { Periodic } from '../daemon/lib/periodic.js';
 import type { Logger } from 'pino';
 import type { Store, Sub } from '../daemon/store/store.js';
-import { badRequest, conflict, forbidden, notFound, unavailable } from '../api/errors.js';
+import { badRequest, conflict, forbidden, notFound, unavailable } from '../daemon/lib/errors.js';
 
 /** What the cluster transport gives the lease and the proxy-config replication. */
 export interface LeasePeerLink {
   selfId: string;
   members(): string[];               // all current member ids, including self
   send(peerId: string, msg: unknown): Promise<unknown>;   // delivers msg to that member's LeaseManager.handle(), resolves with its reply; rejects when unreachable or past a deadline
-  sendProxyConfig(peerId: string, msg: unknown): Promise<unknown>;  // delivers to that member's ProxyConfigStore.handle()
+  sendProxyConfig(peerId: string, msg: unknown): Promise<unknown>;  // delivers to that member's replicated configuration (ReplicatedConfig.handle)
   isReachable(peerId: string): Promise<boolean>;   // quick health probe
 }
 

@@ -4,7 +4,7 @@
  * commands (init, join-token, join, remove, status). The forwarder, the peer
  * directory behind GET /peers and the lease link are views onto it.
  */
-import { SerialQueue } from './serial.js';
+import { SerialQueue } from '../daemon/lib/serial.js';
 import crypto from 'node:crypto';
 import os from 'node:os';
 import net from 'node:net';
@@ -16,8 +16,8 @@ import type { NodeIdentity } from '../daemon/node.js';
 import type { TokenStore } from '../daemon/auth/tokens.js';
 import type { ActivityLog } from '../daemon/activity/log.js';
 import type { Dispatch } from '../api/dispatch.js';
-import type { Caller } from '../daemon/context.js';
-import { ApiError, badGateway, badRequest, conflict, errorBody, forbidden, notFound } from '../api/errors.js';
+import type { Caller } from '../daemon/lib/caller.js';
+import { ApiError, badGateway, badRequest, conflict, errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
 import { ClusterFiles, type NodeCredentials } from '../certs/files.js';
 import { createCa, createCsr, CsrError, fingerprint, generateKeyPair, issueNodeCert, issuedBy, keyMatchesCert, nodeIdOf, signCsr } from '../certs/pki.js';
 import { DEFAULT_JOIN_TTL_MS, JoinTokenError, JoinTokens, parseJoinToken } from '../certs/join-tokens.js';

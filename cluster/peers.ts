@@ -3,12 +3,11 @@
  * last saw it (this node is always reachable, last seen now). A node outside
  * any cluster lists only itself.
  */
-import type { PeerDirectory, PeerInfo } from '../daemon/peers.js';
+import type { PeerInfo } from '../daemon/domain.js';
 import type { ClusterNode } from './node.js';
 
-export function clusterPeerDirectory(node: ClusterNode, selfName: string): PeerDirectory {
-  return {
-    list: async (): Promise<PeerInfo[]> => {
+export function clusterPeers(node: ClusterNode, selfName: string): () => Promise<PeerInfo[]> {
+  return async (): Promise<PeerInfo[]> => {
       const now = new Date().toISOString();
       if (!node.inCluster) {
         return [{ peer_id: node.selfId, name: selfName, address: null, is_self: true, reachable: true, last_seen: now }];
@@ -25,6 +24,5 @@ export function clusterPeerDirectory(node: ClusterNode, selfName: string): PeerD
           last_seen: self ? now : h?.last_seen ?? null,
         };
       });
-    },
   };
 }

@@ -23,7 +23,7 @@ import type * as W from './proto.js';
 import { serveCallStream } from './call-stream.js';
 import type { Member } from './membership.js';
 import { normalizeFingerprint } from '../certs/pki.js';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../daemon/lib/errors.js';
 
 export class RpcError extends Error {
   constructor(readonly code: grpc.status, message: string) {

@@ -9,7 +9,7 @@ import type { Express, Request, Response } from 'express';
 import type { RequestLog } from './logger.js';
 import type { TokenStore } from './auth/tokens.js';
 import type { ActivityLog } from './activity/log.js';
-import { errorBody, badRequest } from '../api/errors.js';
+import { errorBody, badRequest } from './lib/errors.js';
 import { readBody } from '../api/http/body.js';
 import { sendJson, requestId } from '../api/http/server.js';
 

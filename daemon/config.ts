@@ -31,6 +31,11 @@ export interface Config {
   forwardDeadlineMs: number;
   /** Milliseconds between health probes of the other members. */
   clusterProbeMs: number;
+  /**
+   * The config file's other top-level sections by name (`vms:`, `lxc:`,
+   * `apps:` ...): each domain reads and validates its own.
+   */
+  sections: Record<string, unknown>;
 }
 
 /** The local admin socket of a data dir (hostd listens on it, hostctl connects to it). */
@@ -43,6 +48,9 @@ export function parseAddr(value: string, what: string): HostAddr {
   if (port > 65535) throw new Error(`${what} port out of range: ${port}`);
   return { host: m[1] || '0.0.0.0', port };
 }
+
+/** Top-level keys of the config file that this module reads; every other key is a domain's section. */
+const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools'];
 
 interface FileConfig {
   node_name?: string;
@@ -85,5 +93,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
     forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
     clusterProbeMs: Number(env.HOSTD_CLUSTER_PROBE_MS ?? file.cluster_probe_ms ?? 2000),
+    sections: Object.fromEntries(Object.entries(file).filter(([k]) => !SPINE_KEYS.includes(k))),
   };
 }

@@ -12,14 +12,12 @@ import { Store } from './store/store.js';
 import { TokenStore } from './auth/tokens.js';
 import { ActivityLog } from './activity/log.js';
 import { TaskRunner } from './tasks/runner.js';
-import { FoldersService } from './folders/service.js';
-import { SystemService } from './system/service.js';
-import { loadIdentity, type NodeIdentity } from './node.js';
-import type { PeerDirectory } from './peers.js';
+import { loadIdentity } from './node.js';
+import type { ClusterPorts, NodeIdentity } from './domain.js';
+import { domainList, openDomains } from './domains.js';
 import { AdminApi, ADMIN_ACTOR, listenAdminSocket } from './admin.js';
-import type { Caller } from './context.js';
+import type { Caller } from './lib/caller.js';
 import { operations, ALL_SCOPES } from '../api/registry/index.js';
-import { buildHandlerTable } from '../api/table.js';
 import { Dispatch, type Forwarder } from '../api/dispatch.js';
 import { Router } from '../api/router.js';
 import { precompile } from '../api/validate.js';
@@ -28,11 +26,12 @@ import { createHttpApp, bearerAuthenticator } from '../api/http/server.js';
 import { mcpListener, MCP_PATH } from '../api/mcp/server.js';
 import { ClusterNode } from '../cluster/node.js';
 import { clusterForwarder } from '../cluster/forwarder.js';
-import { clusterPeerDirectory } from '../cluster/peers.js';
+import { clusterPeers } from '../cluster/peers.js';
 import { registerClusterAdmin } from '../cluster/admin-routes.js';
 import { leaseLink } from '../cluster/lease-link.js';
 import { LeaseManager } from '../cluster/lease.js';
-import { ProxyConfigStore } from '../cluster/proxy-config.js';
+import { ReplicatedConfig } from '../cluster/replicated.js';
+import { proxyConfigSpec } from './proxy/config.js';
 
 export const VERSION = '0.1.0';
 
@@ -67,25 +66,20 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const tokens = new TokenStore(store, ALL_SCOPES);
   await tokens.init();
   const activity = new ActivityLog(store);
-  const tasks = new TaskRunner(store);
+  const tasks = new TaskRunner(store, identity.id);
   const interrupted = await tasks.init();
   if (interrupted) log.warn({ count: interrupted }, 'marked tasks interrupted by the last shutdown as failed');
 
-  const folders = new FoldersService(store, config.pools);
-  await folders.init();
-  const system = new SystemService(store, config.pools, { nodeId: identity.id, nodeName: identity.name });
-  system.start();
   // The cluster listener is bound at every start (port 0 picks one); it serves
   // members only once this node is in a cluster.
   const cluster = await ClusterNode.start({
     config, identity, store, tokens, activity, log,
     probeIntervalMs: config.clusterProbeMs,
   });
-  const peers: PeerDirectory = clusterPeerDirectory(cluster, identity.name);
   const link = leaseLink(cluster);
   const lease = new LeaseManager(store, link, log.child({ mod: 'lease' }));
   await lease.init();
-  const proxyConfig = new ProxyConfigStore(store, link, log.child({ mod: 'proxy-config' }));
+  const proxyConfig = new ReplicatedConfig(store, link, log.child({ mod: 'proxy-config' }), proxyConfigSpec);
   await proxyConfig.init();
   cluster.setLeaseHooks({
     handleLease: (msg) => lease.handle(msg),
@@ -98,7 +92,9 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   lease.start();
   proxyConfig.start();
 
-  const handlers = buildHandlerTable({ folders, system, tasks, activity, peers, proxyLease: { lease, config: proxyConfig, selfId: identity.id, members: link.members } });
+  const clusterPorts: ClusterPorts = { lease, proxyConfig, members: link.members, peers: clusterPeers(cluster, identity.name) };
+  const domains = await openDomains(domainList({ tasks, activity }), { node: identity, config, env: process.env, store, tasks, log, cluster: clusterPorts }, config.sections);
+  const handlers = domains.handlers;
   precompile(operations);
   const forwarder: Forwarder = clusterForwarder(cluster);
   const dispatch = new Dispatch({ handlers, activity, forwarder, log });
@@ -140,8 +136,8 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
       lease.stop();
       proxyConfig.stop();
       await cluster.close();
-      system.stop();
-      await tasks.drain();
+      await tasks.shutdown();
+      await domains.close();
       await tokens.close();
       await store.close();
       try { fs.unlinkSync(socketPath(config.dataDir)); } catch { /* already gone */ }

@@ -4,10 +4,9 @@
 import crypto from 'node:crypto';
 import type { Store } from './store/store.js';
 
-export interface NodeIdentity {
-  id: string;
-  name: string;
-}
+import type { NodeIdentity } from './domain.js';
+
+export type { NodeIdentity };
 
 export async function loadIdentity(store: Store, name: string): Promise<NodeIdentity> {
   const meta = store.sub<string>('meta');

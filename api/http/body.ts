@@ -5,9 +5,9 @@
 import { header } from './headers.js';
 import type { IncomingMessage } from 'node:http';
 import type { Operation, JsonSchema } from '../registry/types.js';
-import { badRequest, tooLarge } from '../errors.js';
+import { badRequest, tooLarge } from '../../daemon/lib/errors.js';
 import { coerceText } from '../validate.js';
-import type { Args } from '../../daemon/context.js';
+import type { Args } from '../../daemon/lib/caller.js';
 
 export const BODY_LIMIT = 1048576;
 const EMPTY = Buffer.alloc(0);

@@ -11,9 +11,9 @@ import type { Logger } from 'pino';
 import type { Dispatch } from '../dispatch.js';
 import type { Router } from '../router.js';
 import { API_PREFIX } from '../catalog.js';
-import { errorBody, unauthorized, ApiError } from '../errors.js';
+import { errorBody, unauthorized, ApiError } from '../../daemon/lib/errors.js';
 import { assembleArgs, readBody } from './body.js';
-import type { Caller } from '../../daemon/context.js';
+import type { Caller } from '../../daemon/lib/caller.js';
 import type { RequestLog } from '../../daemon/logger.js';
 
 export interface HttpDeps {

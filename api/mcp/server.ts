@@ -37,10 +37,10 @@ import {
 import type { jsonSchemaValidator, JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import type { Dispatch } from '../dispatch.js';
 import { getOperation } from '../registry/index.js';
-import { ApiError, errorBody, unauthorized } from '../errors.js';
+import { ApiError, errorBody, unauthorized } from '../../daemon/lib/errors.js';
 import { readBody } from '../http/body.js';
 import { requestId, sendJson } from '../http/server.js';
-import type { Caller } from '../../daemon/context.js';
+import type { Caller } from '../../daemon/lib/caller.js';
 import { toolsListFor } from './tools.js';
 
 export const MCP_PATH = '/mcp';

@@ -1,5 +1,5 @@
 import type { OperationSpec } from './types.js';
-import { str, uint32, bool, oneOf, nullable, folderAssignment } from './schema.js';
+import { str, uint32, bool, oneOf, nullable, folderAssignment, arrayOf } from './schema.js';
 
 const appId = { app_id: str('App ID') };
 
@@ -30,7 +30,7 @@ export const operations = [
       template_id: str('App template to install'),
       name: str('App name'),
       storage_id: str('Pool for app data'),
-      folder_assignments: nullable({ type: 'array', items: folderAssignment(), description: 'Folder mounts for the app' }),
+      folder_assignments: nullable(arrayOf(folderAssignment(), 'Folder mounts for the app')),
       compose_content: str('Custom compose content for custom apps'),
     },
     required: ['template_id'],
@@ -138,7 +138,7 @@ export const operations = [
     category: 'app',
     params: appId,
     args: {
-      folder_assignments: nullable({ type: 'array', items: folderAssignment(), description: 'The new folder assignments' }),
+      folder_assignments: nullable(arrayOf(folderAssignment(), 'The new folder assignments')),
     },
   },
   {

@@ -1,5 +1,5 @@
 import type { OperationSpec } from './types.js';
-import { str, strArray, nullable, target, movePair } from './schema.js';
+import { str, strArray, nullable, target, movePair, arrayOf } from './schema.js';
 
 const folderId = { folder_id: str('Folder ID') };
 
@@ -186,7 +186,7 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      moves: { type: 'array', items: movePair(), description: 'Moves, relative to the folder or connection root' },
+      moves: arrayOf(movePair(), 'Moves, relative to the folder or connection root'),
       target: nullable(target('Folder or connected location; only kind and id are used; overrides folder_id')),
     },
     required: ['moves'],

@@ -4,7 +4,7 @@
  * path segments). Routing, validation, catalog, OpenAPI, MCP tools, the CLI
  * and the conformance tests all read `operations` from this module.
  */
-import type { Operation, OperationSpec, JsonSchema } from './types.js';
+import type { Operation, OperationSpec, JsonSchema, ValueOf } from './types.js';
 import { PEER_ID } from './schema.js';
 import { operations as catalogOps } from './catalog.js';
 import { operations as vmsOps } from './vms.js';
@@ -64,6 +64,29 @@ export function getOperation(name: string): Operation | undefined {
 type SpecUnion = (typeof SPECS)[number];
 /** Names of the operations of one domain, as a literal union. */
 export type DomainOperationName<D extends SpecUnion['domain']> = Extract<SpecUnion, { domain: D }>['name'];
+
+type SpecOf<N extends OperationName> = Extract<SpecUnion, { name: N }>;
+type RequiredOf<S> = S extends { required: readonly (infer R)[] } ? R : never;
+type Flat<T> = { [K in keyof T]: T[K] } & {};
+type PeerArg<S> = S extends { peerId: 'none' } ? unknown : S extends { peerId: 'own' } ? unknown : { peer_id?: string };
+
+/**
+ * The arguments an operation's handler receives, derived from its registry
+ * schemas: path parameters and required arguments present, the rest optional,
+ * `peer_id` where the operation accepts it (dispatch removes it before a local
+ * call). Validation guarantees the shape before any handler runs.
+ */
+export type ArgsOf<N extends OperationName> = Flat<
+  { -readonly [K in keyof SpecOf<N>['params']]: ValueOf<SpecOf<N>['params'][K]> } &
+  { -readonly [K in keyof SpecOf<N>['args'] as K extends RequiredOf<SpecOf<N>> ? K : never]: ValueOf<SpecOf<N>['args'][K]> } &
+  { -readonly [K in keyof SpecOf<N>['args'] as K extends RequiredOf<SpecOf<N>> ? never : K]?: ValueOf<SpecOf<N>['args'][K]> } &
+  PeerArg<SpecOf<N>>
+>;
+
+/** The operation names of registry domains, typed: what a domain module declares it serves. */
+export function opsOf<D extends SpecUnion['domain']>(...domains: D[]): Array<DomainOperationName<D>> {
+  return operations.filter((o) => (domains as string[]).includes(o.domain)).map((o) => o.name) as Array<DomainOperationName<D>>;
+}
 
 export function operationsOfDomain(domain: string): Operation[] {
   return operations.filter((o) => o.domain === domain);

@@ -1,5 +1,5 @@
 import type { OperationSpec } from './types.js';
-import { str, int, uint32, bool, oneOf, strArray, strMap, nullable, lxcMountPoint } from './schema.js';
+import { str, int, uint32, bool, oneOf, strArray, strMap, nullable, lxcMountPoint, arrayOf } from './schema.js';
 
 const lxcId = { id: int('LXC container ID', 0) };
 const imageId = { image_id: str('LXC template image ID') };
@@ -44,7 +44,7 @@ export const operations = [
       environment: strMap('Environment variables'),
       disk_size_bytes: int('Root disk size in bytes; 0 uses the template default', 0),
       template_storage_id: str('Pool where the image resides'),
-      mount_points: nullable({ type: 'array', items: lxcMountPoint(), description: 'Host paths to mount into the container' }),
+      mount_points: nullable(arrayOf(lxcMountPoint(), 'Host paths to mount into the container')),
       network_bridge: str('Bridge name; empty uses the global default'),
       linked_clone: bool("Rootfs as a copy-on-write ZFS clone of the image's base dataset; storage_id must be a ZFS pool; the image cannot be deleted or moved while the container exists"),
       seed_data: str('Written into the guest at /etc/svc/seed before first boot'),

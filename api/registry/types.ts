@@ -20,6 +20,12 @@ export type Domain =
 
 export type JsonSchema = { [key: string]: unknown };
 
+declare const VALUE_TYPE: unique symbol;
+/** A JSON Schema that remembers the TypeScript type of the values it accepts (never present at run time). */
+export type Schema<T> = JsonSchema & { readonly [VALUE_TYPE]?: T };
+/** The value type a schema accepts; `unknown` for a plain JsonSchema. */
+export type ValueOf<S> = S extends { readonly [VALUE_TYPE]?: infer T } ? (unknown extends T ? unknown : T) : unknown;
+
 /**
  * How an operation treats `peer_id`:
  * - 'forward' (default): optional; names the member that runs the call.

@@ -1,7 +1,7 @@
 import type { ActivityLog } from './log.js';
-import type { Handler } from '../context.js';
+import type { HandlersOf } from '../../api/registry/handlers.js';
 
-export function activityHandlers(log: ActivityLog): { activity_list: Handler } {
+export function activityHandlers(log: ActivityLog): HandlersOf<'activity_list'> {
   return {
     activity_list: async (a) => log.query({
       category: a.category, severity: a.severity, search: a.search,

@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 import type { Store, Sub } from '../store/store.js';
 import type { ActivityCategory, Severity } from '../../api/registry/types.js';
-import { badRequest } from '../../api/errors.js';
+import { badRequest } from '../lib/errors.js';
 
 export interface ActivityRow {
   id: string;

@@ -7,7 +7,7 @@
  */
 import crypto from 'node:crypto';
 import type { Store, Sub } from '../store/store.js';
-import { conflict, notFound, badRequest } from '../../api/errors.js';
+import { conflict, notFound, badRequest } from '../lib/errors.js';
 
 export interface TokenRecord {
   id: string;

@@ -2,7 +2,7 @@
  * The folders operations as dispatch handlers. Arguments arrive schema-validated
  * (path parameters included under their own names); the service does the rest.
  */
-import type { Handler } from '../context.js';
+import type { Handler } from '../lib/caller.js';
 import type {
   FoldersContentsListRequest,
   FoldersCreateRequest,

@@ -23,7 +23,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest } from '../../api/errors.js';
+import { badRequest } from '../lib/errors.js';
 
 export const MAX_NAME_BYTES = 255;
 /** How many symlinks are resolved by hand before giving up (Linux uses 40). */

@@ -12,9 +12,10 @@ import crypto from 'node:crypto';
 import type { Dirent, Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ApiError, badRequest, conflict, internal, notFound } from '../../api/errors.js';
+import { ApiError, badRequest, conflict, internal, notFound } from '../lib/errors.js';
 import type { PoolConfig } from '../config.js';
-import type { ActivityNote } from '../context.js';
+import type { FolderRef } from '../domain.js';
+import type { ActivityNote } from '../lib/caller.js';
 import { allValues, type Store, type Sub } from '../store/store.js';
 import { confine, isStrictlyInside, linkStaysInside, validateName, type Confined } from './paths.js';
 
@@ -736,6 +737,16 @@ export class FoldersService {
       const id = 'f_' + crypto.randomBytes(8).toString('base64url').slice(0, 10);
       if (!this.cache.has(id)) return id;
     }
+  }
+
+  /** A folder as other domains see it (404 when unknown). */
+  folderRef(id: string): FolderRef {
+    const r = this.folder(id);
+    return { folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path };
+  }
+
+  folderRefs(): FolderRef[] {
+    return this.listing.map((r) => ({ folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path }));
   }
 
   private findByName(storageId: string, name: string): Folder | undefined {

@@ -5,7 +5,6 @@
  * background sampler keeps current while the service is started.
  */
 import type { PoolConfig } from '../config.js';
-import { allValues, type Store } from '../store/store.js';
 import {
   CpuSampler,
   cpuInfo,
@@ -114,43 +113,21 @@ export function assessHealth(h: HealthInput): { status: HealthStatus; reasons: s
 
 // --------------------------------------------------- allocation sums
 
-/** What the allocation sums need from a stored record; every field optional. */
-interface GuestLike {
-  vmid?: unknown;
-  cpu_cores?: unknown;
-  memory_mb?: unknown;
-  state?: unknown;
-  resources?: { cpu_cores?: unknown; memory_mb?: unknown } | null;
-  destroyed?: unknown;
-  destroyed_at?: unknown;
-}
-
-interface Guest {
+/** What the allocation sums need of a guest (the domains that own guests report them). */
+export interface GuestLoad {
+  kind: 'vm' | 'lxc' | 'app' | 'sandbox';
   cpu_cores: number;
   memory_mb: number;
   running: boolean;
 }
-
-const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
-const isRecord = (v: unknown): v is GuestLike => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-function toGuest(r: GuestLike): Guest {
-  const res = isRecord(r.resources) ? r.resources : {};
-  return {
-    cpu_cores: num(r.cpu_cores) || num(res.cpu_cores),
-    memory_mb: num(r.memory_mb) || num(res.memory_mb),
-    running: r.state === 'running',
-  };
-}
-
-const isTombstone = (r: GuestLike): boolean =>
-  r.state === 'destroyed' || r.destroyed === true || (r.destroyed_at !== undefined && r.destroyed_at !== null);
 
 export interface SystemServiceOptions {
   nodeId: string;
   nodeName: string;
   /** Background CPU sampling period; default 2000 ms. */
   sampleIntervalMs?: number;
+  /** The guests the VM, sandbox and LXC domains run (none when omitted). */
+  guests?: () => Promise<GuestLoad[]>;
 }
 
 export class SystemService {
@@ -158,7 +135,6 @@ export class SystemService {
   readonly sampler: CpuSampler;
 
   constructor(
-    private readonly store: Store,
     private readonly pools: PoolConfig[],
     private readonly opts: SystemServiceOptions,
   ) {
@@ -200,26 +176,12 @@ export class SystemService {
   }
 
   async allocation(): Promise<AllocationReport> {
-    const [memory, pools, vms, lxc, sandboxes] = await Promise.all([
-      readMemory(),
-      this.poolUsage(),
-      this.records('vms'),
-      this.records('lxc'),
-      this.records('sandboxes'),
-    ]);
-
-    // Sandboxes are VMs. Skip tombstones, and any sandbox whose VM is already
-    // recorded under 'vms' so that it is not counted twice.
-    const vmIds = new Set(vms.map((v) => v.vmid).filter((id) => id !== undefined && id !== null).map(String));
-    const vmGuests = [
-      ...vms.map(toGuest),
-      ...sandboxes
-        .filter((s) => !isTombstone(s) && !(s.vmid !== undefined && s.vmid !== null && vmIds.has(String(s.vmid))))
-        .map(toGuest),
-    ];
-    const ctGuests = lxc.map(toGuest);
+    const [memory, pools, guests] = await Promise.all([readMemory(), this.poolUsage(), this.opts.guests?.() ?? []]);
+    // Sandboxes are VMs; apps hold no reserved CPU or memory.
+    const vmGuests = guests.filter((g) => g.kind === 'vm' || g.kind === 'sandbox');
+    const ctGuests = guests.filter((g) => g.kind === 'lxc');
     const all = [...vmGuests, ...ctGuests];
-    const sum = (gs: Guest[], k: 'cpu_cores' | 'memory_mb') => gs.reduce((n, g) => n + g[k], 0);
+    const sum = (gs: GuestLoad[], k: 'cpu_cores' | 'memory_mb') => gs.reduce((n, g) => n + g[k], 0);
     const running = all.filter((g) => g.running);
 
     const capacity = { cpu_cores: cpuInfo().cores, memory_mb: Math.floor(memory.total_bytes / (1024 * 1024)) };
@@ -237,11 +199,6 @@ export class SystemService {
       ratio: { cpu: ratio(allocated.cpu_cores, capacity.cpu_cores), memory: ratio(allocated.memory_mb, capacity.memory_mb) },
       pools,
     };
-  }
-
-  private async records(sub: string): Promise<GuestLike[]> {
-    const values = await allValues(this.store.sub<unknown>(sub));
-    return values.filter(isRecord);
   }
 
   private poolUsage(): Promise<PoolUsage[]> {

@@ -1,7 +1,7 @@
 import type { TaskRunner } from './runner.js';
-import type { Handler } from '../context.js';
+import type { HandlersOf } from '../../api/registry/handlers.js';
 
-export function taskHandlers(runner: TaskRunner): { tasks_list: Handler; tasks_get: Handler; tasks_logs: Handler } {
+export function taskHandlers(runner: TaskRunner): HandlersOf<'tasks_list' | 'tasks_get' | 'tasks_logs'> {
   return {
     tasks_list: async () => ({ tasks: await runner.listActive() }),
     tasks_get: async (a) => ({ task: await runner.get(a.task_id) }),

@@ -1,30 +1,16 @@
 /**
  * Background tasks: a persisted record per task plus numbered log lines.
  * Work runs in-process; its record is written on every state change so that a
- * restart can tell what was interrupted and mark it failed.
+ * restart can tell what was interrupted and mark it failed. Each task has an
+ * abort signal: `shutdown()` (daemon stop) and `cancel()` abort it, and the
+ * work is expected to stop and clean up.
  */
 import crypto from 'node:crypto';
 import type { Store, Sub } from '../store/store.js';
-import { notFound } from '../../api/errors.js';
+import { notFound } from '../lib/errors.js';
+import type { TaskHandle, TaskRecord, TaskStart, TaskWork, Tasks } from '../lib/tasks.js';
 
-export type TaskState = 'queued' | 'running' | 'succeeded' | 'failed';
-
-export interface TaskRecord {
-  task_id: string;
-  kind: string;
-  title: string;
-  state: TaskState;
-  /** 0-100 */
-  progress: number;
-  owner: string;
-  target: string;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  result: unknown;
-  error: string | null;
-  log_lines: number;
-}
+export type { TaskRecord, TaskState, TaskHandle, TaskWork } from '../lib/tasks.js';
 
 export interface TaskLogLine {
   line: number;
@@ -32,24 +18,24 @@ export interface TaskLogLine {
   text: string;
 }
 
-export interface TaskHandle {
-  readonly id: string;
-  log(text: string): void;
-  progress(percent: number): void;
-}
-
-export type TaskWork = (t: TaskHandle) => Promise<unknown>;
-
 const LINE_WIDTH = 10;
 const lineKey = (taskId: string, n: number) => `${taskId}|${String(n).padStart(LINE_WIDTH, '0')}`;
 
-export class TaskRunner {
+interface Live {
+  rec: TaskRecord;
+  chain: Promise<void>;
+  abort: AbortController;
+  /** Resolves when the work has returned or thrown and the record is written. */
+  ended: Promise<void>;
+}
+
+export class TaskRunner implements Tasks {
   private readonly tasks: Sub<TaskRecord>;
   private readonly logs: Sub<TaskLogLine>;
   /** Records of tasks this process runs; their writes are serialised per task. */
-  private readonly live = new Map<string, { rec: TaskRecord; chain: Promise<void> }>();
+  private readonly live = new Map<string, Live>();
 
-  constructor(private readonly store: Store) {
+  constructor(private readonly store: Store, private readonly nodeId = '') {
     this.tasks = store.sub<TaskRecord>('tasks');
     this.logs = store.sub<TaskLogLine>('task_logs');
   }
@@ -71,14 +57,16 @@ export class TaskRunner {
     return n;
   }
 
-  start(kind: string, title: string, meta: { owner: string; target?: string }, work: TaskWork): TaskRecord {
+  start(what: TaskStart, work: TaskWork): TaskRecord {
     const now = new Date().toISOString();
     const rec: TaskRecord = {
       task_id: 'task_' + crypto.randomBytes(8).toString('hex'),
-      kind, title, state: 'queued', progress: 0, owner: meta.owner, target: meta.target ?? '',
+      kind: what.kind, title: what.title, state: 'queued', progress: 0,
+      node_id: this.nodeId, owner: what.owner, resource: what.resource, target: what.resource,
       created_at: now, started_at: null, finished_at: null, result: null, error: null, log_lines: 0,
     };
-    const entry = { rec, chain: this.tasks.put(rec.task_id, { ...rec }) };
+    let ended!: () => void;
+    const entry: Live = { rec, chain: this.tasks.put(rec.task_id, { ...rec }), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
     this.live.set(rec.task_id, entry);
     const persist = () => {
       const snapshot = { ...entry.rec };
@@ -86,13 +74,16 @@ export class TaskRunner {
     };
     const handle: TaskHandle = {
       id: rec.task_id,
+      signal: entry.abort.signal,
       log: (text) => {
         const line: TaskLogLine = { line: ++entry.rec.log_lines, time: new Date().toISOString(), text };
         entry.chain = entry.chain.then(() => this.logs.put(lineKey(rec.task_id, line.line), line)).catch(() => undefined);
         persist();
       },
       progress: (p) => {
-        entry.rec.progress = Math.max(0, Math.min(100, Math.round(p)));
+        const next = Math.max(0, Math.min(100, Math.round(p)));
+        if (next === entry.rec.progress) return;
+        entry.rec.progress = next;
         persist();
       },
     };
@@ -101,38 +92,47 @@ export class TaskRunner {
       entry.rec.started_at = new Date().toISOString();
       persist();
       try {
+        if (entry.abort.signal.aborted) throw new Error(String(entry.abort.signal.reason ?? 'cancelled'));
         entry.rec.result = (await work(handle)) ?? null;
         entry.rec.state = 'succeeded';
         entry.rec.progress = 100;
       } catch (err) {
         entry.rec.state = 'failed';
-        entry.rec.error = err instanceof Error ? err.message : String(err);
+        entry.rec.error = entry.abort.signal.aborted
+          ? `cancelled: ${String(entry.abort.signal.reason ?? 'cancelled')}`
+          : err instanceof Error ? err.message : String(err);
         handle.log(`failed: ${entry.rec.error}`);
       }
       entry.rec.finished_at = new Date().toISOString();
       persist();
       await entry.chain;
       this.live.delete(rec.task_id);
+      ended();
     });
     return { ...rec };
   }
 
+  /** Aborts a running task's signal; its work stops and the task ends failed ('cancelled: <why>'). */
+  cancel(taskId: string, why = 'cancelled'): boolean {
+    const e = this.live.get(taskId);
+    if (!e) return false;
+    e.abort.abort(why);
+    return true;
+  }
+
   /** Resolves when the task has ended (for tests and for callers that wait). */
   async settled(taskId: string): Promise<TaskRecord> {
-    for (;;) {
-      const live = this.live.get(taskId);
-      if (!live) return this.get(taskId);
-      await live.chain;
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    const live = this.live.get(taskId);
+    if (live) await live.ended;
+    return this.get(taskId);
   }
 
   async get(taskId: string): Promise<TaskRecord> {
     const live = this.live.get(taskId);
     if (live) return { ...live.rec };
-    const rec = await this.tasks.get(taskId);
+    const rec = typeof taskId === 'string' ? await this.tasks.get(taskId) : undefined;
     if (!rec) throw notFound(`task '${taskId}' not found`);
-    return rec;
+    return withDefaults(rec);
   }
 
   /** Queued and running tasks, oldest first. */
@@ -140,7 +140,7 @@ export class TaskRunner {
     const out: TaskRecord[] = [];
     for await (const rec of this.tasks.values()) {
       const cur = this.live.get(rec.task_id)?.rec ?? rec;
-      if (cur.state === 'queued' || cur.state === 'running') out.push({ ...cur });
+      if (cur.state === 'queued' || cur.state === 'running') out.push(withDefaults({ ...cur }));
     }
     return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
   }
@@ -157,8 +157,29 @@ export class TaskRunner {
     };
   }
 
-  /** Waits for every running task's writes (shutdown). */
+  /**
+   * Daemon shutdown: aborts every running task and waits (up to `graceMs`)
+   * for its work to stop and its record to be written.
+   */
+  async shutdown(graceMs = 10_000): Promise<void> {
+    const live = [...this.live.values()];
+    for (const e of live) e.abort.abort('the daemon is shutting down');
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(live.map((e) => e.ended)),
+      new Promise<void>((r) => { timer = setTimeout(r, graceMs); timer.unref(); }),
+    ]);
+    clearTimeout(timer);
+    await Promise.all([...this.live.values()].map((e) => e.chain));
+  }
+
+  /** Waits for every running task's writes (tests). */
   async drain(): Promise<void> {
     await Promise.all([...this.live.values()].map((e) => e.chain));
   }
+}
+
+/** Records written before node_id and resource existed. */
+function withDefaults(rec: TaskRecord): TaskRecord {
+  return { ...rec, node_id: rec.node_id ?? '', resource: rec.resource ?? rec.target ?? '' };
 }

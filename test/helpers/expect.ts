@@ -1,6 +1,6 @@
 /** Assertions shared by the tests. */
 import { expect } from 'chai';
-import { ApiError } from '../../api/errors.js';
+import { ApiError } from '../../daemon/lib/errors.js';
 
 /** The promise rejects with an ApiError of exactly this status and message. */
 export async function rejectsApi(p: Promise<unknown>, status: number, message: string): Promise<void> {

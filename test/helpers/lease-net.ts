@@ -1,6 +1,6 @@
 /**
  * An in-memory cluster for lease and proxy-config tests: N nodes, each with its own real
- * Store (LevelDB in a temp dir), a LeaseManager and a ProxyConfigStore, joined by links that
+ * Store (LevelDB in a temp dir), a LeaseManager and a ReplicatedConfig of the proxy configuration, joined by links that
  * deliver messages to the other nodes' handle() with controllable partitions, dead nodes,
  * delays and a per-call deadline. Messages and replies are JSON round-tripped like on a wire.
  *
@@ -13,7 +13,8 @@ import path from 'node:path';
 import pino from 'pino';
 import { Store } from '../../daemon/store/store.js';
 import { LeaseManager, type LeasePeerLink, type LeaseState } from '../../cluster/lease.js';
-import { ProxyConfigStore } from '../../cluster/proxy-config.js';
+import { ReplicatedConfig } from '../../cluster/replicated.js';
+import { proxyConfigSpec, type ProxyConfig } from '../../daemon/proxy/config.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -42,7 +43,7 @@ export interface NetNode {
   dir: string;
   store: Store;
   lease: LeaseManager;
-  config: ProxyConfigStore;
+  config: ReplicatedConfig<ProxyConfig>;
   link: LeasePeerLink;
   up: boolean;
 }
@@ -153,7 +154,7 @@ export class LeaseNet {
     return this.node(id).lease;
   }
 
-  config(id: string): ProxyConfigStore {
+  config(id: string): ReplicatedConfig<ProxyConfig> {
     return this.node(id).config;
   }
 
@@ -227,7 +228,7 @@ export class LeaseNet {
     this.generation.set(id, gen);
     const link = this.makeLink(id, gen);
     const lease = new LeaseManager(store, link, silent);
-    const config = new ProxyConfigStore(store, link, silent);
+    const config = new ReplicatedConfig(store, link, silent, proxyConfigSpec);
     await lease.init();
     await config.init();
     const node: NetNode = { id, dir, store, lease, config, link, up: true };

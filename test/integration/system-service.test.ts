@@ -1,14 +1,13 @@
 /**
  * System domain against the real host: figures must match what the kernel
- * reports, allocation must sum the records in the store, and the status rules
+ * reports, allocation must sum what the guest domains report, and the status rules
  * are checked with made-up numbers.
  */
 import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Store } from '../../daemon/store/store.js';
-import { SystemService, assessHealth, type HealthInput } from '../../daemon/system/service.js';
+import { SystemService, assessHealth, type GuestLoad, type HealthInput } from '../../daemon/system/service.js';
 import { systemHandlers } from '../../daemon/system/handlers.js';
 import {
   CpuSampler,
@@ -17,7 +16,7 @@ import {
   parseMeminfo,
   parseProcStat,
 } from '../../daemon/system/probe.js';
-import type { CallContext } from '../../daemon/context.js';
+import type { CallContext } from '../../daemon/lib/caller.js';
 
 const hasProc = fs.existsSync('/proc/meminfo') && fs.existsSync('/proc/stat');
 const MiB = 1024 * 1024;
@@ -35,22 +34,20 @@ const ctx: CallContext = {
 
 describe('system service (real host)', function () {
   let tmp: string;
-  let store: Store;
   let poolDir: string;
   let svc: SystemService;
+  const guests: GuestLoad[] = [];
 
   before(async () => {
     tmp = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'hostd-system-'));
     poolDir = path.join(tmp, 'pool');
     await fs.promises.mkdir(poolDir);
-    store = await Store.open(path.join(tmp, 'db'));
-    svc = new SystemService(store, [{ id: 'default', path: poolDir }], { nodeId: 'node-1', nodeName: 'alpha', sampleIntervalMs: 50 });
+    svc = new SystemService([{ id: 'default', path: poolDir }], { nodeId: 'node-1', nodeName: 'alpha', sampleIntervalMs: 50, guests: async () => guests });
     svc.start();
   });
 
   after(async () => {
     svc?.stop();
-    await store?.close();
     if (tmp) await fs.promises.rm(tmp, { recursive: true, force: true });
   });
 
@@ -103,7 +100,7 @@ describe('system service (real host)', function () {
 
     it('takes CPU usage from the background sampler once it has a figure', async () => {
       expect(svc.sampler.running).to.equal(true);
-      const s = new SystemService(store, [], { nodeId: 'n', nodeName: 'n', sampleIntervalMs: 1000 });
+      const s = new SystemService([], { nodeId: 'n', nodeName: 'n', sampleIntervalMs: 1000 });
       s.start();
       try {
         const deadline = Date.now() + 5000;
@@ -119,7 +116,7 @@ describe('system service (real host)', function () {
     });
 
     it('measures CPU on demand when the sampler is stopped', async () => {
-      const s = new SystemService(store, [], { nodeId: 'n', nodeName: 'n' });
+      const s = new SystemService([], { nodeId: 'n', nodeName: 'n' });
       expect(s.sampler.running).to.equal(false);
       const h = await s.health();
       expect(h.cpu.usage_percent).to.be.within(0, 100);
@@ -128,7 +125,7 @@ describe('system service (real host)', function () {
 
     it('reports an unreadable pool without failing, and is degraded for it', async () => {
       const missing = path.join(tmp, 'no-such-pool');
-      const s = new SystemService(store, [{ id: 'gone', path: missing }], { nodeId: 'n', nodeName: 'n' });
+      const s = new SystemService([{ id: 'gone', path: missing }], { nodeId: 'n', nodeName: 'n' });
       const h = await s.health();
       expect(h.pools[0]).to.deep.include({ storage_id: 'gone', path: missing, total_bytes: null, available_bytes: null, used_percent: null });
       expect(h.pools[0]!.error).to.match(/does not exist/);
@@ -138,20 +135,18 @@ describe('system service (real host)', function () {
   });
 
   describe('allocation', () => {
-    before(async () => {
-      const vms = store.sub<unknown>('vms');
-      const lxc = store.sub<unknown>('lxc');
-      const sandboxes = store.sub<unknown>('sandboxes');
-      await vms.put('101', { vmid: 101, name: 'web', cpu_cores: 2, memory_mb: 2048, state: 'running' });
-      await vms.put('102', { vmid: 102, name: 'db', cpu_cores: 4, memory_mb: 4096, state: 'stopped' });
-      await vms.put('103', { vmid: 103, name: 'half-made' }); // counted, holds nothing
-      await lxc.put('200', { lxcid: 200, name: 'dns', cpu_cores: 1, memory_mb: 512, state: 'running' });
-      await lxc.put('201', { lxcid: 201, name: 'cache', cpu_cores: 2, memory_mb: 1024, state: 'stopped' });
-      await sandboxes.put('sb-a', { id: 'sb-a', resources: { cpu_cores: 1, memory_mb: 1024 }, state: 'running' });
-      await sandboxes.put('sb-b', { id: 'sb-b', state: 'suspended' }); // no resources recorded
-      await sandboxes.put('sb-c', { id: 'sb-c', resources: { cpu_cores: 8, memory_mb: 8192 }, state: 'destroyed' }); // tombstone
-      await sandboxes.put('sb-d', { id: 'sb-d', vmid: 101, resources: { cpu_cores: 2, memory_mb: 2048 }, state: 'running' }); // same VM as 101
-      await sandboxes.put('junk', 'not a record');
+    before(() => {
+      // What the VM, LXC and sandbox domains report (destroyed sandboxes are not guests).
+      guests.push(
+        { kind: 'vm', cpu_cores: 2, memory_mb: 2048, running: true },
+        { kind: 'vm', cpu_cores: 4, memory_mb: 4096, running: false },
+        { kind: 'vm', cpu_cores: 0, memory_mb: 0, running: false }, // half-made: counted, holds nothing
+        { kind: 'lxc', cpu_cores: 1, memory_mb: 512, running: true },
+        { kind: 'lxc', cpu_cores: 2, memory_mb: 1024, running: false },
+        { kind: 'sandbox', cpu_cores: 1, memory_mb: 1024, running: true },
+        { kind: 'sandbox', cpu_cores: 0, memory_mb: 0, running: false }, // suspended, no resources recorded
+        { kind: 'app', cpu_cores: 3, memory_mb: 3000, running: true }, // apps reserve nothing
+      );
     });
 
     it('sums what VMs, sandboxes and containers hold against capacity', async () => {

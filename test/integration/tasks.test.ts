@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
-import { ApiError } from '../../api/errors.js';
+import { ApiError } from '../../daemon/lib/errors.js';
 import { AdminClient } from '../../daemon/cli/client.js';
 import { watchTask } from '../../daemon/cli/watch.js';
 import { Store } from '../../daemon/store/store.js';
@@ -53,7 +53,7 @@ describe('background tasks', function () {
 
     it('runs a task that logs and reports progress; list shows it while it runs; it ends succeeded with its result', async () => {
       const g = gate();
-      const rec = runner.start('demo', 'Demo task', { owner: 'tester', target: 'vms/1' }, async (t) => {
+      const rec = runner.start({ kind: 'demo', title: 'Demo task', owner: 'tester', resource: 'vms/1' }, async (t) => {
         t.log('starting');
         t.progress(10);
         for (let i = 2; i <= 12; i++) t.log(`line ${i}`);
@@ -100,7 +100,7 @@ describe('background tasks', function () {
     });
 
     it('a task that throws ends failed with its error, logged as the last line', async () => {
-      const rec = runner.start('demo', 'Failing task', { owner: 'tester' }, async (t) => {
+      const rec = runner.start({ kind: 'demo', title: 'Failing task', owner: 'tester', resource: '' }, async (t) => {
         t.log('about to fail');
         t.progress(50);
         throw new Error('disk on fire');
@@ -113,8 +113,8 @@ describe('background tasks', function () {
     });
 
     it('keeps the logs of tasks apart and answers 404 for an unknown task', async () => {
-      const a = runner.start('k', 'A', { owner: 'o' }, async (t) => t.log('from a'));
-      const b = runner.start('k', 'B', { owner: 'o' }, async (t) => t.log('from b'));
+      const a = runner.start({ kind: 'k', title: 'A', owner: 'o', resource: '' }, async (t) => t.log('from a'));
+      const b = runner.start({ kind: 'k', title: 'B', owner: 'o', resource: '' }, async (t) => t.log('from b'));
       await Promise.all([runner.settled(a.task_id), runner.settled(b.task_id)]);
       expect((await runner.logLines(a.task_id)).lines.map((l) => l.text)).to.deep.equal(['from a']);
       expect((await runner.logLines(b.task_id)).lines.map((l) => l.text)).to.deep.equal(['from b']);
@@ -138,7 +138,7 @@ describe('background tasks', function () {
       const store = await Store.open(path.join(dir, 'db'));
       const runner = new TaskRunner(store);
       await runner.init();
-      const rec = runner.start('template_build', 'Build template tpl-1', { owner: 'ci-bot', target: 'templates/tpl-1' }, async (t) => {
+      const rec = runner.start({ kind: 'template_build', title: 'Build template tpl-1', owner: 'ci-bot', resource: 'templates/tpl-1' }, async (t) => {
         t.log('downloading base image');
         t.progress(20);
         t.log('booting build machine');

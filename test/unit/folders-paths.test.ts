@@ -7,7 +7,7 @@ import { rejectsApi } from '../helpers/expect.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ApiError } from '../../api/errors.js';
+import { ApiError } from '../../daemon/lib/errors.js';
 import { confine, confinePath, isInsideOrEqual, isStrictlyInside, splitSubPath, validateName } from '../../daemon/folders/paths.js';
 
 function throwsApi(fn: () => unknown, status: number, message: string): void {

@@ -3,7 +3,7 @@ import pino from 'pino';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApiError } from '../../api/errors.js';
+import { ApiError } from '../../daemon/lib/errors.js';
 import { Store } from '../../daemon/store/store.js';
 import { LeaseManager, type LeasePeerLink, type LeaseState } from '../../cluster/lease.js';
 import { LeaseNet, rng, sleep } from '../helpers/lease-net.js';

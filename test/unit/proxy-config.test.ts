@@ -1,12 +1,12 @@
 import { expect } from 'chai';
-import { ApiError, notFound } from '../../api/errors.js';
+import { ApiError, notFound } from '../../daemon/lib/errors.js';
 import {
   defaultProxyConfig,
   proxyConfigView,
   validateProxyConfig,
   type ProxyConfig,
   type ProxyConfigSnapshot,
-} from '../../cluster/proxy-config.js';
+} from '../../daemon/proxy/config.js';
 import { LeaseNet } from '../helpers/lease-net.js';
 
 async function rejection(p: Promise<unknown>): Promise<ApiError> {

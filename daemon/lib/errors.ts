@@ -1,7 +1,7 @@
 /**
  * Errors are values carrying an HTTP status from the spec's error table.
- * Domains throw them; `errorBody` is the one place that turns any thrown value
- * into the `{"error": "..."}` body and status every transport returns.
+ * Every layer throws them; `errorBody` is the one place that turns any thrown
+ * value into the `{"error": "..."}` body and status every transport returns.
  */
 export class ApiError extends Error {
   constructor(
@@ -32,15 +32,21 @@ export interface ErrorResponse {
   headers: Record<string, string>;
 }
 
-/** Turns anything thrown into the status and body a client sees. Unknown errors become 500 naming what happened. */
+/**
+ * Turns anything thrown into the status and body a client sees. Only ApiError
+ * carries a status: anything else is a 500 naming what happened. A domain maps
+ * its own filesystem or program errors to statuses where it knows what they
+ * mean (an ENOENT may be a missing file, a missing program or a missing pool).
+ */
 export function errorBody(err: unknown): ErrorResponse {
   if (err instanceof ApiError) return { status: err.status, body: { error: err.message }, headers: err.headers };
-  const e = err as NodeJS.ErrnoException | undefined;
-  if (e && typeof e === 'object' && typeof e.code === 'string') {
-    // Filesystem errors that escaped a domain's own mapping still get their meaning.
-    if (e.code === 'ENOENT') return { status: 404, body: { error: 'no such file or folder' }, headers: {} };
-    if (e.code === 'EEXIST' || e.code === 'ENOTEMPTY') return { status: 409, body: { error: 'the name is already taken' }, headers: {} };
-  }
-  const message = e && typeof e.message === 'string' && e.message ? e.message : String(err);
+  const e = err as { message?: unknown } | undefined;
+  const message = e && typeof e === 'object' && typeof e.message === 'string' && e.message ? e.message : String(err);
   return { status: 500, body: { error: `internal error: ${message}` }, headers: {} };
+}
+
+/** The errno code of a Node error, if any. */
+export function errnoCode(err: unknown): string | undefined {
+  const c = (err as NodeJS.ErrnoException | null)?.code;
+  return typeof c === 'string' ? c : undefined;
 }

@@ -1,0 +1,210 @@
+/**
+ * The domain contract. A domain is one folder under daemon/ with the same
+ * rooms (index, handlers, service, driver, records, <runtime>/) and one entry
+ * point: its `DomainDef`, listed once in daemon/domains.ts. `open(deps)` gives
+ * its handlers, what it can tell about itself (`info`) and `close`.
+ *
+ * Domains reach each other only through ports (below), looked up when a call
+ * needs them, so that imports stay one-way and opening order does not matter.
+ */
+import type { Logger } from 'pino';
+import type { OperationName } from '../api/registry/index.js';
+import type { HandlersOf } from '../api/registry/handlers.js';
+import type { Availability } from './lib/availability.js';
+import type { Tasks } from './lib/tasks.js';
+import { notImplemented, unavailable } from './lib/errors.js';
+import { notBuiltHandler } from './lib/caller.js';
+import type { Config } from './config.js';
+import type { Store } from './store/store.js';
+
+export interface NodeIdentity {
+  id: string;
+  name: string;
+}
+
+export interface DomainInfo {
+  /** The domain's name, e.g. `vms`. */
+  name: string;
+  /** Whether this build serves its operations (false: they answer 501). */
+  built: boolean;
+  /** The host programs it drives, as they are now. */
+  runtimes: Availability[];
+}
+
+export interface DomainModule<Ops extends OperationName> {
+  handlers: HandlersOf<Ops>;
+  info(): Promise<DomainInfo>;
+  /** Stops background work; running guests and mounts stay (a restart finds them again). */
+  close(): Promise<void>;
+  /** Ports this domain offers the others. */
+  provides?: Partial<PortTypes>;
+}
+
+export interface DomainDef<Ops extends OperationName> {
+  name: string;
+  ops: readonly Ops[];
+  open(deps: DomainDeps): Promise<DomainModule<Ops>>;
+}
+
+/** Declares a domain; `ops` lists the operations it serves (typed from the registry). */
+export function defineDomain<Ops extends OperationName>(def: DomainDef<Ops>): DomainDef<Ops> {
+  return def;
+}
+
+export interface DomainDeps {
+  node: NodeIdentity;
+  config: Config;
+  /** The domain's own section of the config file (`<name>:`), unparsed: the domain validates it. */
+  settings: unknown;
+  env: NodeJS.ProcessEnv;
+  store: Store;
+  tasks: Tasks;
+  log: Logger;
+  ports: Ports;
+  cluster: ClusterPorts;
+}
+
+// ------------------------------------------------------------------ ports
+
+/** A managed folder as other domains see it. */
+export interface FolderRef {
+  folder_id: string;
+  name: string;
+  storage_id: string;
+  /** Absolute directory on the host. */
+  path: string;
+}
+
+export interface FoldersPort {
+  /** The folder, or 404. */
+  folder(folderId: string): FolderRef;
+  /** Every managed folder. */
+  list(): FolderRef[];
+}
+
+export interface ConnectionsPort {
+  /** The absolute mount directory of a connected location: 404 unknown, 409 not mounted. */
+  mountDir(locationId: string): Promise<string>;
+}
+
+/** A VM, container, app or sandbox as the system and proxy domains see it. */
+export interface GuestInfo {
+  kind: 'vm' | 'lxc' | 'app' | 'sandbox';
+  /** Its id in its own domain (vmid, lxcid, app_id, sandbox id), as a string. */
+  id: string;
+  name: string;
+  state: string;
+  running: boolean;
+  cpu_cores: number;
+  memory_mb: number;
+  /** Addresses the host can reach it on (IPs; for apps, host:port of published ports). */
+  addresses: string[];
+}
+
+export interface GuestSource {
+  guests(): Promise<GuestInfo[]>;
+}
+
+/** Every port by name; a domain provides some in `DomainModule.provides`. */
+export interface PortTypes {
+  folders: FoldersPort;
+  connections: ConnectionsPort;
+  guests: GuestSource;
+}
+
+export interface Ports {
+  /** The one provider of a port; 503 naming the port when no domain provides it. */
+  get<K extends keyof PortTypes>(name: K): PortTypes[K];
+  /** Every provider of a port (e.g. all guest sources). */
+  all<K extends keyof PortTypes>(name: K): Array<PortTypes[K]>;
+}
+
+/** The ports registry the composition root fills as domains open. */
+export class PortRegistry implements Ports {
+  private readonly providers = new Map<keyof PortTypes, unknown[]>();
+
+  provide(p: Partial<PortTypes>): void {
+    for (const [k, v] of Object.entries(p) as Array<[keyof PortTypes, unknown]>) {
+      if (v === undefined) continue;
+      const list = this.providers.get(k) ?? [];
+      list.push(v);
+      this.providers.set(k, list);
+    }
+  }
+
+  get<K extends keyof PortTypes>(name: K): PortTypes[K] {
+    const p = this.providers.get(name)?.[0];
+    if (!p) throw unavailable(`no domain of this build provides ${name}`);
+    return p as PortTypes[K];
+  }
+
+  all<K extends keyof PortTypes>(name: K): Array<PortTypes[K]> {
+    return (this.providers.get(name) ?? []) as Array<PortTypes[K]>;
+  }
+}
+
+// ------------------------------------------------------------------ cluster
+
+export interface LeaseView {
+  holder: string | null;
+  epoch: number;
+  /** Whether this node holds the lease now. */
+  holding: boolean;
+}
+
+/** The proxy-holder lease as domains see it. */
+export interface LeasePort {
+  state(): LeaseView;
+  /** Called on every change (a new holder or epoch); returns an unsubscribe. */
+  onChange(cb: (s: LeaseView) => void): () => void;
+  move(peerId: string): Promise<LeaseView>;
+  takeover(): Promise<LeaseView>;
+}
+
+export interface ReplicatedSnapshot<T> {
+  version: number;
+  config: T;
+}
+
+/** A document replicated to every member with a version (the cluster does the replication). */
+export interface ReplicatedDoc<T> {
+  get(): ReplicatedSnapshot<T>;
+  /** Applies a pure mutator on the newest copy, stores and pushes it. */
+  update(mutator: (cur: T) => T): Promise<ReplicatedSnapshot<T> & { pushed: string[]; unreachable: string[] }>;
+  onChange(cb: (s: ReplicatedSnapshot<T>) => void): () => void;
+}
+
+export interface ClusterPorts {
+  lease: LeasePort;
+  /**
+   * The proxy domain's replicated configuration. The cluster replicates it
+   * with the validation the proxy domain gave (daemon/proxy/config.ts), so the
+   * proxy domain may treat it as its own type.
+   */
+  proxyConfig: ReplicatedDoc<unknown>;
+  /** Every member id, this node included (just this node outside a cluster). */
+  members(): string[];
+  /** Members with address and reachability, as GET /peers shows them. */
+  peers(): Promise<PeerInfo[]>;
+}
+
+export interface PeerInfo {
+  peer_id: string;
+  name: string;
+  address: string | null;
+  is_self: boolean;
+  reachable: boolean;
+  last_seen: string | null;
+}
+
+/** A domain this build does not serve yet: every operation answers 501. */
+export function notBuiltDomain<Ops extends OperationName>(name: string, ops: readonly Ops[]): DomainDef<Ops> {
+  return defineDomain({
+    name,
+    ops,
+    async open() {
+      const handlers = Object.fromEntries(ops.map((op) => [op, notBuiltHandler(op, () => notImplemented(op))])) as unknown as HandlersOf<Ops>;
+      return { handlers, info: async () => ({ name, built: false, runtimes: [] }), close: async () => {} };
+    },
+  });
+}

@@ -1,0 +1,95 @@
+/**
+ * The domain list: every domain module of this build, once. The composition
+ * root opens them in this order and builds the handler table from what they
+ * serve. Adding a domain means: its registry file (api/registry/), its folder
+ * (daemon/<name>/), and one line here.
+ */
+import type { OperationName } from '../api/registry/index.js';
+import { opsOf } from '../api/registry/index.js';
+import type { HandlerTable } from '../api/handlers.js';
+import { catalogEntries } from '../api/catalog.js';
+import { notBuiltDomain, PortRegistry, type DomainDef, type DomainDeps, type DomainInfo, type DomainModule } from './domain.js';
+import type { Handler } from './lib/caller.js';
+import type { ActivityLog } from './activity/log.js';
+import type { TaskRunner } from './tasks/runner.js';
+import { foldersDomain } from './folders/index.js';
+import { systemDomain } from './system/index.js';
+import { tasksDomain } from './tasks/index.js';
+import { activityDomain } from './activity/index.js';
+import { peersDomain } from './peers/index.js';
+import { proxyDomain } from './proxy/index.js';
+
+/** The daemon's own services that two domains read (the runner and the log dispatch writes). */
+export interface Spine {
+  tasks: TaskRunner;
+  activity: ActivityLog;
+}
+
+export function domainList(spine: Spine) {
+  return [
+    foldersDomain,
+    systemDomain,
+    tasksDomain(spine.tasks),
+    activityDomain(spine.activity),
+    peersDomain,
+    proxyDomain,
+    notBuiltDomain('vms', opsOf('vms', 'templates')),
+    notBuiltDomain('sandboxes', opsOf('sandboxes')),
+    notBuiltDomain('lxc', opsOf('lxc')),
+    notBuiltDomain('apps', opsOf('apps')),
+    notBuiltDomain('locations', opsOf('locations')),
+  ] as const;
+}
+
+type OpsOf<D> = D extends DomainDef<infer O> ? O : never;
+type Served = OpsOf<ReturnType<typeof domainList>[number]>;
+/** Fails to compile, naming them, when an operation is served by no domain. */
+type Unserved = Exclude<OperationName, Served | 'catalog_get'>;
+const everyOperationServed: [Unserved] extends [never] ? true : { unserved: Unserved } = true;
+void everyOperationServed;
+
+export interface OpenDomains {
+  handlers: HandlerTable;
+  /** What each domain says about itself (GET /catalog, hostctl ops, host-status). */
+  info(): Promise<DomainInfo[]>;
+  /** Closes the domains in reverse order. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens every domain with `deps` (its own settings section added), registers
+ * the ports they provide, and builds the handler table. An operation served
+ * twice is a start-up error.
+ */
+export async function openDomains(list: ReturnType<typeof domainList>, deps: Omit<DomainDeps, 'settings' | 'ports'>, sections: Record<string, unknown>): Promise<OpenDomains> {
+  const ports = new PortRegistry();
+  const opened: Array<{ def: DomainDef<OperationName>; mod: DomainModule<OperationName> }> = [];
+  const table: Record<string, Handler<any>> = {};
+  try {
+    for (const def of list as readonly DomainDef<OperationName>[]) {
+      const mod = await def.open({ ...deps, ports, settings: sections[def.name] });
+      opened.push({ def, mod });
+      if (mod.provides) ports.provide(mod.provides);
+      for (const op of def.ops) {
+        if (table[op]) throw new Error(`operation ${op} is served by two domains (the second is ${def.name})`);
+        const h = (mod.handlers as Record<string, Handler<any>>)[op];
+        if (!h) throw new Error(`domain ${def.name} declares ${op} but has no handler for it`);
+        table[op] = h;
+      }
+    }
+  } catch (err) {
+    for (const o of opened.reverse()) await o.mod.close().catch(() => undefined);
+    throw err;
+  }
+  let cached: ReturnType<typeof catalogEntries> | undefined;
+  const entries = () => (cached ??= catalogEntries(handlers));
+  table.catalog_get = async () => ({ count: entries().length, endpoints: entries() });
+  const handlers = table as unknown as HandlerTable;
+  return {
+    handlers,
+    info: async () => Promise.all(opened.map((o) => o.mod.info())),
+    close: async () => {
+      for (const o of [...opened].reverse()) await o.mod.close().catch((err) => deps.log.error({ err, domain: o.def.name }, 'domain close failed'));
+    },
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * Who is calling and how: built by a transport (HTTP/MCP from the bearer
+ * token, gRPC from the forwarding member) and handed to every handler.
+ */
+export type Transport = 'api' | 'mcp' | 'cluster';
+
+export interface Caller {
+  tokenId: string;
+  tokenName: string;
+  scopes: string[];
+  transport: Transport;
+  /** Node id where the call entered the cluster (this node unless forwarded). */
+  origin: string;
+}
+
+/** What a handler may say about its call for the activity row. */
+export interface ActivityNote {
+  summary?: string;
+  target?: string;
+  metadata?: Record<string, unknown>;
+}
+
+/** Where a service reports what its call did, for the activity row dispatch writes. */
+export interface NoteSink {
+  note(n: ActivityNote): void;
+}
+
+export interface CallContext extends NoteSink {
+  caller: Caller;
+  requestId: string;
+}
+
+/** A sink that drops notes (service calls made outside a request). */
+export const noNotes: NoteSink = { note() {} };
+
+export type Args = Record<string, any>;
+/** One operation's handler; `A` is its argument type (derived from the registry). */
+export type Handler<A = Args> = (args: A, ctx: CallContext) => Promise<unknown>;
+
+const NOT_BUILT = Symbol('not built');
+
+/** A handler for an operation this build does not serve yet: 501 after auth and validation. */
+export function notBuiltHandler(operation: string, err: () => Error): Handler<any> {
+  const h: Handler<any> = async () => {
+    throw err();
+  };
+  (h as unknown as Record<symbol, string>)[NOT_BUILT] = operation;
+  return h;
+}
+
+/** Whether a handler really runs its operation (the catalog and OpenAPI say so). */
+export function isBuilt(h: Handler<any>): boolean {
+  return !(h as unknown as Record<symbol, unknown>)[NOT_BUILT];
+}

@@ -1,0 +1,129 @@
+/**
+ * The proxy domain's replicated configuration: its schema, its default and
+ * its validation. The cluster replicates it (cluster/replicated.ts) without
+ * knowing its shape.
+ *
+ * SECRETS ARE NOT PART OF THIS OBJECT. ACME DNS provider credentials (`PUT /proxy/acme/credentials`)
+ * go to the secret store, never here: this object is copied to every member, shown by
+ * `GET /proxy/config` and logged. validateProxyConfig refuses credential-looking keys.
+ */
+import { badRequest } from '../lib/errors.js';
+import type { LeaseView, ReplicatedSnapshot } from '../domain.js';
+
+export interface ProxyDomain {
+  name: string;
+  /** `internal` for the internal CA, or a DNS provider name for a public ACME certificate. */
+  cert_source: string;
+  /** Subdomain entries as the proxy API stores them (subdomain, port, host, listen_port, ...). */
+  entries: Array<Record<string, unknown>>;
+}
+
+/** ACME account settings. The DNS provider credentials are NOT here: they go to the secret store. */
+export interface ProxyAcme {
+  email: string;
+  /** Empty uses the public production directory. */
+  dir_url: string;
+  /** Resolvers for the DNS-01 propagation precheck; null or empty uses 1.1.1.1 and 8.8.8.8. */
+  dns_resolvers: string[] | null;
+}
+
+export interface ProxyVip {
+  vip: string;
+  vip_iface: string;
+  vip_prefix: number;
+  vip6: string | null;
+  vip6_prefix: number | null;
+}
+
+export interface ProxyConfig {
+  enabled: boolean;
+  http3: boolean;
+  domains: ProxyDomain[];
+  acme: ProxyAcme | null;
+  vip: ProxyVip | null;
+  dns_upstreams: string[];
+}
+
+export type ProxyConfigSnapshot = ReplicatedSnapshot<ProxyConfig>;
+
+/** What GET /proxy/config shows. */
+export interface ProxyConfigView {
+  holder: string | null;
+  epoch: number;
+  holding_here: boolean;
+  version: number;
+  config: ProxyConfig;
+}
+
+export function defaultProxyConfig(): ProxyConfig {
+  return { enabled: false, http3: false, domains: [], acme: null, vip: null, dns_upstreams: [] };
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isStrArray = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+const SECRET_KEY = /credential|secret|password|passwd|token|api_?key|private_?key/i;
+
+function onlyKeys(o: Record<string, unknown>, allowed: readonly string[], what: string): void {
+  for (const k of Object.keys(o)) {
+    if (SECRET_KEY.test(k)) throw badRequest(`${what}.${k}: credentials do not belong in the replicated proxy configuration; they go to the secret store`);
+    if (!allowed.includes(k)) throw badRequest(`${what} has an unknown field '${k}'`);
+  }
+}
+
+/** Checks a whole configuration; throws 400 naming the first problem. Returns a deep copy. */
+export function validateProxyConfig(v: unknown): ProxyConfig {
+  if (!isObj(v)) throw badRequest('proxy configuration must be an object');
+  onlyKeys(v, ['enabled', 'http3', 'domains', 'acme', 'vip', 'dns_upstreams'], 'config');
+  if (typeof v.enabled !== 'boolean') throw badRequest('config.enabled must be a boolean');
+  if (typeof v.http3 !== 'boolean') throw badRequest('config.http3 must be a boolean');
+  if (!Array.isArray(v.domains)) throw badRequest('config.domains must be an array');
+  const names = new Set<string>();
+  v.domains.forEach((d, i) => {
+    const what = `config.domains[${i}]`;
+    if (!isObj(d)) throw badRequest(`${what} must be an object`);
+    onlyKeys(d, ['name', 'cert_source', 'entries'], what);
+    if (typeof d.name !== 'string' || d.name === '') throw badRequest(`${what}.name must be a non-empty string`);
+    if (names.has(d.name)) throw badRequest(`${what}.name '${d.name}' appears twice`);
+    names.add(d.name);
+    if (typeof d.cert_source !== 'string' || d.cert_source === '') throw badRequest(`${what}.cert_source must be a non-empty string`);
+    if (!Array.isArray(d.entries) || !d.entries.every(isObj)) throw badRequest(`${what}.entries must be an array of objects`);
+  });
+  if (v.acme !== null) {
+    if (!isObj(v.acme)) throw badRequest('config.acme must be an object or null');
+    onlyKeys(v.acme, ['email', 'dir_url', 'dns_resolvers'], 'config.acme');
+    if (typeof v.acme.email !== 'string') throw badRequest('config.acme.email must be a string');
+    if (typeof v.acme.dir_url !== 'string') throw badRequest('config.acme.dir_url must be a string');
+    if (v.acme.dns_resolvers !== null && !isStrArray(v.acme.dns_resolvers)) throw badRequest('config.acme.dns_resolvers must be an array of strings or null');
+  }
+  if (v.vip !== null) {
+    if (!isObj(v.vip)) throw badRequest('config.vip must be an object or null');
+    onlyKeys(v.vip, ['vip', 'vip_iface', 'vip_prefix', 'vip6', 'vip6_prefix'], 'config.vip');
+    const { vip, vip_iface, vip_prefix, vip6, vip6_prefix } = v.vip;
+    if (typeof vip !== 'string' || typeof vip_iface !== 'string') throw badRequest('config.vip.vip and vip_iface must be strings');
+    if (!Number.isInteger(vip_prefix) || (vip_prefix as number) < 1 || (vip_prefix as number) > 32) throw badRequest('config.vip.vip_prefix must be an integer 1-32');
+    if (vip6 !== null && typeof vip6 !== 'string') throw badRequest('config.vip.vip6 must be a string or null');
+    if (vip6_prefix !== null && (!Number.isInteger(vip6_prefix) || (vip6_prefix as number) < 1 || (vip6_prefix as number) > 128)) {
+      throw badRequest('config.vip.vip6_prefix must be an integer 1-128 or null');
+    }
+  }
+  if (!isStrArray(v.dns_upstreams)) throw badRequest('config.dns_upstreams must be an array of strings');
+  return structuredClone(v) as unknown as ProxyConfig;
+}
+
+/** How the cluster replicates it. */
+export const proxyConfigSpec = {
+  sublevel: 'proxy-config',
+  what: 'proxy configuration',
+  initial: defaultProxyConfig,
+  validate: validateProxyConfig,
+};
+
+/** What GET /proxy/config returns on node `selfId`. */
+export function proxyConfigView(lease: { state(): LeaseView }, configStore: { get(): ProxyConfigSnapshot }, selfId: string): ProxyConfigView {
+  const l = lease.state();
+  const c = configStore.get();
+  return { holder: l.holder, epoch: l.epoch, holding_here: l.holding && l.holder === selfId, version: c.version, config: c.config };
+}

@@ -9,6 +9,7 @@ import type { Express, Request, Response } from 'express';
 import type { RequestLog } from './logger.js';
 import type { TokenStore } from './auth/tokens.js';
 import type { ActivityLog } from './activity/log.js';
+import type { AdminCommand } from './domain.js';
 import { errorBody, badRequest } from './lib/errors.js';
 import { readBody } from '../api/http/body.js';
 import { sendJson, requestId } from '../api/http/server.js';
@@ -96,6 +97,29 @@ export class AdminApi {
       const e = errorBody(err);
       done(e.status, e.body, e.headers);
     }
+  }
+}
+
+/**
+ * Mounts the domains' operator commands (`METHOD /admin/...`). A mutating
+ * command writes one activity row, as an API call would.
+ */
+export function registerDomainAdmin(admin: AdminApi, commands: Record<string, AdminCommand>): void {
+  for (const [route, cmd] of Object.entries(commands)) {
+    const m = /^(GET|POST|PUT|PATCH|DELETE) (\/admin\/[A-Za-z0-9/_-]+)$/.exec(route);
+    if (!m) throw new Error(`admin command '${route}' must look like 'POST /admin/<path>'`);
+    const [, method, p] = m;
+    admin.route(method, new RegExp(`^${p.replace(/[/]/g, '\\/')}$`), async (_req, body) => {
+      if (method === 'GET') return cmd(body);
+      try {
+        const out = await cmd(body);
+        await admin.audit(`${method} ${p}`, p.slice('/admin/'.length));
+        return out;
+      } catch (err) {
+        await admin.audit(`${method} ${p} failed: ${errorBody(err).body.error}`, p.slice('/admin/'.length), 'warning');
+        throw err;
+      }
+    });
   }
 }
 

@@ -15,7 +15,8 @@ import { TaskRunner } from './tasks/runner.js';
 import { loadIdentity } from './node.js';
 import type { ClusterPorts, NodeIdentity } from './domain.js';
 import { domainList, openDomains } from './domains.js';
-import { AdminApi, ADMIN_ACTOR, listenAdminSocket } from './admin.js';
+import { AdminApi, ADMIN_ACTOR, listenAdminSocket, registerDomainAdmin } from './admin.js';
+import { FileSecretStore } from './lib/secrets.js';
 import type { Caller } from './lib/caller.js';
 import { operations, ALL_SCOPES } from '../api/registry/index.js';
 import { Dispatch, type Forwarder } from '../api/dispatch.js';
@@ -93,7 +94,8 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   proxyConfig.start();
 
   const clusterPorts: ClusterPorts = { lease, proxyConfig, members: link.members, peers: clusterPeers(cluster, identity.name) };
-  const domains = await openDomains(domainList({ tasks, activity }), { node: identity, config, env: process.env, store, tasks, log, cluster: clusterPorts }, config.sections);
+  const secrets = new FileSecretStore(config.dataDir);
+  const domains = await openDomains(domainList({ tasks, activity }), { node: identity, config, env: process.env, store, tasks, secrets, log, cluster: clusterPorts }, config.sections);
   const handlers = domains.handlers;
   precompile(operations);
   const forwarder: Forwarder = clusterForwarder(cluster);
@@ -119,6 +121,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
 
   const admin = new AdminApi({ tokens, activity, requestLog });
   registerClusterAdmin(admin, cluster);
+  registerDomainAdmin(admin, domains.admin);
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
   const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a) });
   const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));

@@ -12,6 +12,7 @@ import type { OperationName } from '../api/registry/index.js';
 import type { HandlersOf } from '../api/registry/handlers.js';
 import type { Availability } from './lib/availability.js';
 import type { Tasks } from './lib/tasks.js';
+import type { SecretStore } from './lib/secrets.js';
 import { notImplemented, unavailable } from './lib/errors.js';
 import { notBuiltHandler } from './lib/caller.js';
 import type { Config } from './config.js';
@@ -38,7 +39,16 @@ export interface DomainModule<Ops extends OperationName> {
   close(): Promise<void>;
   /** Ports this domain offers the others. */
   provides?: Partial<PortTypes>;
+  /**
+   * Operator commands on the local admin socket (hostctl), by `METHOD /admin/...`
+   * path, e.g. `POST /admin/vms/images/import`. Each answers [status, body];
+   * the daemon writes one activity row per mutating admin call.
+   */
+  admin?: Record<string, AdminCommand>;
 }
+
+/** An operator command: the JSON body in, a status and JSON body out. */
+export type AdminCommand = (body: Record<string, unknown>) => Promise<[number, unknown]>;
 
 export interface DomainDef<Ops extends OperationName> {
   name: string;
@@ -59,6 +69,8 @@ export interface DomainDeps {
   env: NodeJS.ProcessEnv;
   store: Store;
   tasks: Tasks;
+  /** Encrypted secrets (passwords, provider keys): never in the store, a response or a log. */
+  secrets: SecretStore;
   log: Logger;
   ports: Ports;
   cluster: ClusterPorts;

@@ -8,7 +8,7 @@ import type { OperationName } from '../api/registry/index.js';
 import { opsOf } from '../api/registry/index.js';
 import type { HandlerTable } from '../api/handlers.js';
 import { catalogEntries } from '../api/catalog.js';
-import { notBuiltDomain, PortRegistry, type DomainDef, type DomainDeps, type DomainInfo, type DomainModule } from './domain.js';
+import { notBuiltDomain, PortRegistry, type AdminCommand, type DomainDef, type DomainDeps, type DomainInfo, type DomainModule } from './domain.js';
 import type { Handler } from './lib/caller.js';
 import type { ActivityLog } from './activity/log.js';
 import type { TaskRunner } from './tasks/runner.js';
@@ -50,6 +50,8 @@ void everyOperationServed;
 
 export interface OpenDomains {
   handlers: HandlerTable;
+  /** Operator commands of every domain, by `METHOD /admin/...`. */
+  admin: Record<string, AdminCommand>;
   /** What each domain says about itself (GET /catalog, hostctl ops, host-status). */
   info(): Promise<DomainInfo[]>;
   /** Closes the domains in reverse order. */
@@ -65,11 +67,16 @@ export async function openDomains(list: ReturnType<typeof domainList>, deps: Omi
   const ports = new PortRegistry();
   const opened: Array<{ def: DomainDef<OperationName>; mod: DomainModule<OperationName> }> = [];
   const table: Record<string, Handler<any>> = {};
+  const admin: Record<string, AdminCommand> = {};
   try {
     for (const def of list as readonly DomainDef<OperationName>[]) {
       const mod = await def.open({ ...deps, ports, settings: sections[def.name] });
       opened.push({ def, mod });
       if (mod.provides) ports.provide(mod.provides);
+      for (const [route, cmd] of Object.entries(mod.admin ?? {})) {
+        if (admin[route]) throw new Error(`admin command ${route} is served by two domains (the second is ${def.name})`);
+        admin[route] = cmd;
+      }
       for (const op of def.ops) {
         if (table[op]) throw new Error(`operation ${op} is served by two domains (the second is ${def.name})`);
         const h = (mod.handlers as Record<string, Handler<any>>)[op];
@@ -87,6 +94,7 @@ export async function openDomains(list: ReturnType<typeof domainList>, deps: Omi
   const handlers = table as unknown as HandlerTable;
   return {
     handlers,
+    admin,
     info: async () => Promise.all(opened.map((o) => o.mod.info())),
     close: async () => {
       for (const o of [...opened].reverse()) await o.mod.close().catch((err) => deps.log.error({ err, domain: o.def.name }, 'domain close failed'));

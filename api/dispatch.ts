@@ -5,7 +5,7 @@
  * node that runs it).
  */
 import type { Logger } from 'pino';
-import type { Operation } from './registry/types.js';
+import type { ActivityCategory, Operation, Severity } from './registry/types.js';
 import { getOperation } from './registry/index.js';
 import type { HandlerTable } from './handlers.js';
 import { validateArgs } from './validate.js';
@@ -13,12 +13,16 @@ import { errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
 import type { ActivityNote, Args, CallContext, Caller, Handler } from '../daemon/lib/caller.js';
 import type { ActivityLog } from '../daemon/activity/log.js';
 
-/** How dispatch reaches other members; provided by the cluster once it exists. */
-export interface Forwarder {
-  /** Resolves a peer_id: 'self' for this node, 'peer' for another member, undefined when unknown. */
-  resolve(peerId: string): 'self' | 'peer' | undefined;
+/** A member a call can be forwarded to (looked up once, by `Forwarder.resolve`). */
+export interface PeerRoute {
   /** Runs the call on that member; rejects with ApiError (its 4xx, or 502 naming it). */
-  forward(peerId: string, op: Operation, args: Args, caller: Caller, requestId: string): Promise<unknown>;
+  forward(op: Operation, args: Args, caller: Caller, requestId: string): Promise<unknown>;
+}
+
+/** How dispatch reaches other members; provided by the cluster. */
+export interface Forwarder {
+  /** Resolves a peer_id: 'self' for this node, a route to another member, undefined when unknown. */
+  resolve(peerId: string): 'self' | PeerRoute | undefined;
 }
 
 export interface DispatchDeps {
@@ -56,14 +60,18 @@ export class Dispatch {
       validateArgs(op, args);
       let local = args;
       if (op.peerId === 'forward' && typeof args.peer_id === 'string') {
-        const where = this.deps.forwarder.resolve(args.peer_id);
-        if (!where) throw notFound(`peer '${args.peer_id}' not found`);
+        // peer_id is taken out here, once, whatever the transport.
         const { peer_id, ...rest } = args;
-        if (where === 'peer') {
-          forwarded = true;
-          return await this.deps.forwarder.forward(peer_id, op, rest, caller, requestId);
-        }
         local = rest;
+        // A call that came over the cluster has made its one hop: it runs here.
+        if (caller.transport !== 'cluster') {
+          const where = this.deps.forwarder.resolve(peer_id);
+          if (!where) throw notFound(`peer '${peer_id}' not found`);
+          if (where !== 'self') {
+            forwarded = true;
+            return await where.forward(op, rest, caller, requestId);
+          }
+        }
       }
       const ctx: CallContext = { caller, requestId, note: (n) => { note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } }; } };
       // The arguments were validated against this operation's schema just above: they are its ArgsOf.
@@ -80,6 +88,14 @@ export class Dispatch {
       }
       throw err;
     }
+  }
+
+  /**
+   * Records an operator event that is not an API call (hostctl over the admin
+   * socket, cluster membership): the activity log has one writer, dispatch.
+   */
+  async audit(e: { category: ActivityCategory; severity: Severity; summary: string; target: string; actor: string; metadata: Record<string, unknown> & { transport: string } }): Promise<void> {
+    await this.deps.activity.record(e);
   }
 
   private async record(op: Operation, args: Args, caller: Caller, requestId: string, note: ActivityNote, err: unknown): Promise<void> {

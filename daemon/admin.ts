@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { Express, Request, Response } from 'express';
 import type { RequestLog } from './logger.js';
 import type { TokenStore } from './auth/tokens.js';
-import type { ActivityLog } from './activity/log.js';
+import type { Dispatch } from '../api/dispatch.js';
 import type { AdminCommand } from './domain.js';
 import { errorBody, badRequest } from './lib/errors.js';
 import { readBody } from '../api/http/body.js';
@@ -18,7 +18,8 @@ export const ADMIN_ACTOR = 'local-admin';
 
 export interface AdminDeps {
   tokens: TokenStore;
-  activity: ActivityLog;
+  /** The activity recorder (dispatch owns the log). */
+  audit: Dispatch['audit'];
   /** Where the one line per request goes, as for the API. */
   requestLog: RequestLog;
 }
@@ -61,7 +62,7 @@ export class AdminApi {
   }
 
   async audit(summary: string, target: string, severity: 'info' | 'warning' = 'info'): Promise<void> {
-    await this.deps.activity.record({ category: 'auth', severity, summary, target, actor: ADMIN_ACTOR, metadata: { transport: 'api', via: 'admin-socket' } });
+    await this.deps.audit({ category: 'auth', severity, summary, target, actor: ADMIN_ACTOR, metadata: { transport: 'api', via: 'admin-socket' } });
   }
 
   mount(app: Express): void {

@@ -12,24 +12,21 @@ import { Store } from './store/store.js';
 import { TokenStore } from './auth/tokens.js';
 import { ActivityLog } from './activity/log.js';
 import { TaskRunner } from './tasks/runner.js';
-import { loadIdentity } from './node.js';
+import { loadIdentity } from './identity.js';
 import type { ClusterPorts, NodeIdentity } from './domain.js';
 import { domainList, openDomains } from './domains.js';
 import { AdminApi, ADMIN_ACTOR, listenAdminSocket, registerDomainAdmin } from './admin.js';
 import { FileSecretStore } from './lib/secrets.js';
 import type { Caller } from './lib/caller.js';
 import { operations, ALL_SCOPES } from '../api/registry/index.js';
-import { Dispatch, type Forwarder } from '../api/dispatch.js';
+import { Dispatch } from '../api/dispatch.js';
 import { Router } from '../api/router.js';
 import { precompile } from '../api/validate.js';
 import { openApiDocument } from '../api/catalog.js';
 import { createHttpApp, bearerAuthenticator } from '../api/http/server.js';
 import { mcpListener, MCP_PATH } from '../api/mcp/server.js';
-import { ClusterNode } from '../cluster/node.js';
-import { clusterForwarder } from '../cluster/forwarder.js';
-import { clusterPeers } from '../cluster/peers.js';
+import { Cluster, type AuditEvent } from '../cluster/cluster.js';
 import { registerClusterAdmin } from '../cluster/admin-routes.js';
-import { leaseLink } from '../cluster/lease-link.js';
 import { LeaseManager } from '../cluster/lease.js';
 import { ReplicatedConfig } from '../cluster/replicated.js';
 import { proxyConfigSpec } from './proxy/config.js';
@@ -47,7 +44,7 @@ export interface Daemon {
   httpServer: http.Server;
   adminServer: http.Server;
   admin: AdminApi;
-  cluster: ClusterNode;
+  cluster: Cluster;
   /** Actual HTTP port (useful when configured with port 0). */
   httpPort: number;
   close(): Promise<void>;
@@ -73,11 +70,14 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
 
   // The cluster listener is bound at every start (port 0 picks one); it serves
   // members only once this node is in a cluster.
-  const cluster = await ClusterNode.start({
-    config, identity, store, tokens, activity, log,
-    probeIntervalMs: config.clusterProbeMs,
-  });
-  const link = leaseLink(cluster);
+  // Cluster events reach the activity log through dispatch, its one writer
+  // (dispatch is built below; no event is recorded before the daemon serves).
+  let dispatch: Dispatch | undefined;
+  const audit = async (e: AuditEvent) => {
+    await dispatch?.audit({ ...e, actor: ADMIN_ACTOR, metadata: { transport: 'api', via: 'admin-socket' } });
+  };
+  const cluster = await Cluster.start({ config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs });
+  const link = cluster.leaseLink();
   const lease = new LeaseManager(store, link, log.child({ mod: 'lease' }));
   await lease.init();
   const proxyConfig = new ReplicatedConfig(store, link, log.child({ mod: 'proxy-config' }), proxyConfigSpec);
@@ -93,13 +93,12 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   lease.start();
   proxyConfig.start();
 
-  const clusterPorts: ClusterPorts = { lease, proxyConfig, members: link.members, peers: clusterPeers(cluster, identity.name) };
+  const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers() };
   const secrets = new FileSecretStore(config.dataDir);
   const domains = await openDomains(domainList({ tasks, activity }), { node: identity, config, env: process.env, store, tasks, secrets, log, cluster: clusterPorts }, config.sections);
   const handlers = domains.handlers;
   precompile(operations);
-  const forwarder: Forwarder = clusterForwarder(cluster);
-  const dispatch = new Dispatch({ handlers, activity, forwarder, log });
+  dispatch = new Dispatch({ handlers, activity, forwarder: cluster.forwarder, log });
   cluster.setDispatch(dispatch);
   const router = new Router(operations);
   let openapi: unknown;
@@ -119,7 +118,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   });
   const httpPort = (httpServer.address() as { port: number }).port;
 
-  const admin = new AdminApi({ tokens, activity, requestLog });
+  const admin = new AdminApi({ tokens, audit: (e) => dispatch!.audit(e), requestLog });
   registerClusterAdmin(admin, cluster);
   registerDomainAdmin(admin, domains.admin);
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };

@@ -1,0 +1,141 @@
+/**
+ * This node's part in the cluster, put together from its jobs: the shared
+ * state (mesh.ts), membership changes (pairing.ts), health probes
+ * (probes.ts), token-directory sync (token-sync.ts), forwarding on the
+ * origin side (forwarding.ts) and the RPC service on the peer side
+ * (rpc-service.ts). The composition root sees only this class.
+ */
+import type { Dispatch, Forwarder } from '../api/dispatch.js';
+import type { PeerInfo } from '../daemon/domain.js';
+import { fingerprint } from '../certs/pki.js';
+import type { LeasePeerLink } from './lease.js';
+import { ClusterServer } from './server.js';
+import { ClusterMesh, DEADLINES, advertiseAddress, hostPort, type ClusterOptions, type ClusterStatus, type LeaseHooks } from './mesh.js';
+import { TokenSync } from './token-sync.js';
+import { Probes } from './probes.js';
+import { Pairing } from './pairing.js';
+import { Forwarding } from './forwarding.js';
+import { RpcService } from './rpc-service.js';
+
+export type { AuditEvent, ClusterOptions, ClusterStatus, LeaseHooks } from './mesh.js';
+
+export class Cluster {
+  readonly mesh: ClusterMesh;
+  readonly pairing: Pairing;
+  readonly forwarder: Forwarder;
+  private readonly tokens: TokenSync;
+  private readonly probes: Probes;
+  private readonly rpc: RpcService;
+
+  private constructor(o: ClusterOptions) {
+    this.mesh = new ClusterMesh(o);
+    this.tokens = new TokenSync(this.mesh);
+    this.probes = new Probes(this.mesh, this.tokens);
+    this.pairing = new Pairing(this.mesh, this.probes, this.tokens);
+    this.forwarder = new Forwarding(this.mesh);
+    this.rpc = new RpcService(this.mesh, this.pairing, this.probes, this.tokens);
+  }
+
+  /** Loads the cluster state, binds the cluster listener, and resumes serving when this node is in a cluster. */
+  static async start(o: ClusterOptions): Promise<Cluster> {
+    const c = new Cluster(o);
+    const mesh = c.mesh;
+    await mesh.membership.load();
+    await mesh.directory.load();
+    mesh.server = new ClusterServer(c.rpc, (fp) => mesh.membership.byFingerprint(fp), o.log.child({ mod: 'cluster' }));
+    try {
+      mesh.listen = await mesh.server.listen(o.config.cluster.host, o.config.cluster.port);
+    } catch (err) {
+      await mesh.server.close().catch(() => undefined);
+      throw new Error(`cannot listen for cluster peers on ${hostPort(o.config.cluster.host, o.config.cluster.port)}: ${(err as Error).message} (set HOSTD_CLUSTER_ADDR)`);
+    }
+    mesh.advertise = advertiseAddress(o.config, mesh.listen.port, o.log);
+    o.tokens.onChange(() => void c.tokens.publish());
+    if (mesh.membership.inCluster) {
+      const creds = mesh.files.load();
+      const self = mesh.membership.get(mesh.selfId);
+      if (!creds || !self || fingerprint(creds.certPem) !== self.fingerprint) {
+        o.log.error({ dir: mesh.files.dir }, 'cluster state is inconsistent (certificates missing or not matching the member list); this node serves no cluster traffic until it is removed and joins again');
+      } else {
+        mesh.creds = creds;
+        mesh.server.setCredentials(creds);
+        await c.pairing.resume();
+      }
+    }
+    return c;
+  }
+
+  get selfId(): string {
+    return this.mesh.selfId;
+  }
+
+  get inCluster(): boolean {
+    return this.mesh.inCluster;
+  }
+
+  /** The bound cluster listener as host:port (the real port when 0 was configured). */
+  get listenAddress(): string {
+    return hostPort(this.mesh.listen.host, this.mesh.listen.port);
+  }
+
+  get advertise(): string {
+    return this.mesh.advertise;
+  }
+
+  setDispatch(d: Dispatch): void {
+    this.rpc.setDispatch(d);
+  }
+
+  setLeaseHooks(h: LeaseHooks): void {
+    this.mesh.hooks = h;
+  }
+
+  status(): ClusterStatus {
+    return this.mesh.status();
+  }
+
+  /** All member ids, this node included (just this node outside a cluster). */
+  memberIds(): string[] {
+    return this.mesh.inCluster ? this.mesh.membership.ids() : [this.mesh.selfId];
+  }
+
+  /**
+   * GET /peers: every member with its reachability as the periodic health
+   * probe last saw it (this node is always reachable, last seen now). A node
+   * outside any cluster lists only itself.
+   */
+  async peers(): Promise<PeerInfo[]> {
+    const mesh = this.mesh;
+    const now = new Date().toISOString();
+    if (!mesh.inCluster) return [{ peer_id: mesh.selfId, name: mesh.name, address: null, is_self: true, reachable: true, last_seen: now }];
+    return mesh.membership.list().map((m) => {
+      const self = m.peer_id === mesh.selfId;
+      const h = mesh.health.get(m.peer_id);
+      return { peer_id: m.peer_id, name: m.name, address: m.address, is_self: self, reachable: self ? true : !!h?.reachable, last_seen: self ? now : h?.last_seen ?? null };
+    });
+  }
+
+  /**
+   * What the lease and the replicated configuration need: who the members
+   * are, and a way to send them JSON over the Lease and ProxyConfig RPCs
+   * (mutual TLS, a deadline on every call).
+   */
+  leaseLink(deadlineMs = DEADLINES.lease): LeasePeerLink {
+    return {
+      selfId: this.mesh.selfId,
+      members: () => this.memberIds(),
+      // Rejects when the member is unreachable or misses the deadline.
+      send: (peerId, msg) => this.mesh.sendJson(peerId, 'Lease', msg, deadlineMs),
+      sendProxyConfig: (peerId, msg) => this.mesh.sendJson(peerId, 'ProxyConfig', msg, deadlineMs),
+      // A fresh Health call with a short deadline, not the cached probe result.
+      isReachable: (peerId) => this.probes.isReachable(peerId),
+    };
+  }
+
+  async close(): Promise<void> {
+    this.mesh.closed = true;
+    this.probes.stop();
+    this.mesh.clients.close();
+    await this.mesh.server.close();
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * Forwarding, origin side: the Forwarder dispatch uses. `resolve` looks the
+ * member up once; the route it returns runs the call on that member over its
+ * CallStream. Its 4xx answers come back unchanged; unreachable, too slow, or a
+ * 5xx become 502 naming it.
+ *
+ *   peer_id of this node      -> 'self' (runs here)
+ *   peer_id of another member -> a route (forwarded; deadline config.forwardDeadlineMs)
+ *   anything else             -> undefined (dispatch answers 404)
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Forwarder, PeerRoute } from '../api/dispatch.js';
+import { ApiError, badGateway, forbidden } from '../daemon/lib/errors.js';
+import type { Caller } from '../daemon/lib/caller.js';
+import type { Member } from './membership.js';
+import { grpcCode } from './client.js';
+import { MAX_ARGS_BYTES } from './call-stream.js';
+import type { ClusterMesh } from './mesh.js';
+import type * as W from './proto.js';
+
+export class Forwarding implements Forwarder {
+  constructor(private readonly mesh: ClusterMesh) {}
+
+  resolve(peerId: string): 'self' | PeerRoute | undefined {
+    if (peerId === this.mesh.selfId) return 'self';
+    if (!this.mesh.inCluster) return undefined;
+    const m = this.mesh.membership.get(peerId);
+    return m ? { forward: (op, args, caller, requestId) => this.forward(m, op.name, args, caller, requestId) } : undefined;
+  }
+
+  private async forward(m: Member, operation: string, args: Record<string, unknown>, caller: Caller, requestId: string): Promise<unknown> {
+    if (caller.tokenId === 'admin') {
+      throw forbidden(`calls made over the local admin socket run only on this node; to reach peer '${m.name}' (${m.peer_id}), use an API token over HTTP or run hostctl on that node`);
+    }
+    const label = `peer '${m.name}' (${m.peer_id})`;
+    const deadline = this.mesh.options.config.forwardDeadlineMs;
+    const argsJson = JSON.stringify(args);
+    if (argsJson.length > MAX_ARGS_BYTES / 3 && Buffer.byteLength(argsJson) > MAX_ARGS_BYTES) throw new ApiError(413, `arguments of ${operation} are too large to forward to ${label}`);
+    let reply: W.CallOutcome;
+    try {
+      reply = await this.mesh.clients.call(m, {
+        operation,
+        args_json: argsJson,
+        caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
+        origin: this.mesh.selfId,
+        request_id: requestId,
+      }, deadline);
+    } catch (err) {
+      const code = grpcCode(err);
+      if (code === grpc.status.DEADLINE_EXCEEDED) throw badGateway(`${label} did not answer within ${deadline} ms`);
+      if (code === grpc.status.UNAUTHENTICATED || code === grpc.status.PERMISSION_DENIED) throw badGateway(`${label} refused this node: ${(err as grpc.ServiceError).details}`);
+      throw badGateway(`${label} is unreachable at ${m.address}: ${grpcDetail(err)}`);
+    }
+    if (reply.ok) return reply.result_json ? JSON.parse(reply.result_json) : {};
+    const status = Number(reply.status) || 500;
+    if (status >= 500) throw badGateway(`${label} failed to run ${operation}: ${reply.error} (${status})`);
+    throw new ApiError(status, reply.error);
+  }
+}
+
+/** A grpc error's message without grpc-js's connection boilerplate. */
+export function grpcDetail(err: unknown): string {
+  const e = err as grpc.ServiceError;
+  let d = e?.details || e?.message || String(err);
+  d = d.replace(/\.?\s*Resolution note:.*$/s, '').replace(/^No connection established\. Last error: (Error: )?/, '');
+  return d || 'no answer';
+}

@@ -1,0 +1,80 @@
+/**
+ * The health probe: every member is asked for its health every period; the
+ * answers say who is reachable (GET /peers, hostctl cluster status) and repair
+ * a member that missed a membership or token-directory push (anti-entropy).
+ */
+import type { Member } from './membership.js';
+import { DEADLINES, type ClusterMesh } from './mesh.js';
+import type { TokenSync } from './token-sync.js';
+import type * as W from './proto.js';
+
+export class Probes {
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly mesh: ClusterMesh, private readonly tokens: TokenSync) {}
+
+  start(): void {
+    if (this.timer || this.mesh.closed) return;
+    const p = this.mesh.options.probeIntervalMs;
+    const every = p !== undefined && Number.isFinite(p) && p >= 50 ? p : 2000;
+    this.timer = setInterval(() => this.probeAll(), every);
+    this.timer.unref();
+    this.probeAll();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Probes every member shortly (a member was added: don't wait a whole period to see it). */
+  soon(): void {
+    if (this.mesh.closed) return;
+    setTimeout(() => this.probeAll(), 300).unref();
+  }
+
+  private probeAll(): void {
+    if (!this.mesh.inCluster) return;
+    for (const m of this.mesh.others()) void this.probe(m);
+  }
+
+  /** One health probe; on success also repairs a peer that missed a membership or directory push. */
+  async probe(m: Member): Promise<boolean> {
+    const health = this.mesh.health;
+    let h = health.get(m.peer_id);
+    if (!h) health.set(m.peer_id, (h = { reachable: false, last_seen: null, probing: false }));
+    if (h.probing) return h.reachable;
+    h.probing = true;
+    try {
+      const r = await this.mesh.clients.unary<W.HealthReply>(m, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.probe);
+      h.reachable = true;
+      h.last_seen = new Date().toISOString();
+      if (Number(r.membership_version) < this.mesh.membership.version) void this.mesh.pushMembership([m]);
+      const mine = this.mesh.directory.snapshot(this.mesh.selfId);
+      if (mine && Number(r.directory_versions?.[this.mesh.selfId] ?? 0) < mine.version) void this.tokens.push(mine, [m]);
+      return true;
+    } catch {
+      h.reachable = false;
+      return false;
+    } finally {
+      h.probing = false;
+    }
+  }
+
+  /** A fresh reachability check (for the lease), not the cached probe result. */
+  async isReachable(peerId: string): Promise<boolean> {
+    if (peerId === this.mesh.selfId) return true;
+    const m = this.mesh.membership.get(peerId);
+    if (!m || !this.mesh.inCluster) return false;
+    try {
+      await this.mesh.clients.unary<W.HealthReply>(m, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.reachable);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async rpcHealth(_req: W.HealthRequest, _peer: Member): Promise<W.HealthReply> {
+    return { node_id: this.mesh.selfId, name: this.mesh.name, membership_version: this.mesh.membership.version, directory_versions: this.mesh.directory.versions() };
+  }
+}

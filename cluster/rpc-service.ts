@@ -1,0 +1,116 @@
+/**
+ * The cluster RPC service, peer side: what this node answers to other members.
+ * A forwarded call is checked (origin matches the certificate, the token is in
+ * the origin's directory, the claimed scopes are the token's) and then run by
+ * dispatch, which writes its activity row with transport `cluster`. The other
+ * RPCs go to the job that owns them.
+ */
+import crypto from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import type { Dispatch } from '../api/dispatch.js';
+import type { Caller } from '../daemon/lib/caller.js';
+import { errorBody } from '../daemon/lib/errors.js';
+import type { Member } from './membership.js';
+import { RpcError, type ClusterHandlers } from './server.js';
+import type { ClusterMesh } from './mesh.js';
+import type { Pairing } from './pairing.js';
+import type { Probes } from './probes.js';
+import type { TokenSync } from './token-sync.js';
+import type * as W from './proto.js';
+
+export class RpcService implements ClusterHandlers {
+  private dispatch?: Dispatch;
+
+  constructor(
+    private readonly mesh: ClusterMesh,
+    private readonly pairing: Pairing,
+    private readonly probes: Probes,
+    private readonly tokens: TokenSync,
+  ) {}
+
+  setDispatch(d: Dispatch): void {
+    this.dispatch = d;
+  }
+
+  /** One forwarded call (a frame of `peer`'s CallStream): origin, token directory and scope checks, then dispatch. */
+  async rpcCall(req: W.CallFrame, peer: Member): Promise<W.CallOutcome> {
+    const fail = (status: number, error: string): W.CallOutcome => ({ ok: false, result_json: '', status, error });
+    const log = this.mesh.log;
+    if (!this.dispatch) return fail(503, 'this node is starting');
+    if (req.origin !== peer.peer_id) {
+      log.warn({ peer_id: peer.peer_id, claimed: String(req.origin).slice(0, 64) }, 'forwarded call refused: origin does not match the client certificate');
+      return fail(403, `the calling member is '${peer.peer_id}', not '${req.origin}'`);
+    }
+    const c = req.caller ?? { token_id: '', token_name: '', scopes: [] };
+    let tok = this.mesh.directory.lookup(peer.peer_id, c.token_id);
+    if (!tok) {
+      await this.tokens.pull(peer);
+      tok = this.mesh.directory.lookup(peer.peer_id, c.token_id);
+    }
+    if (!tok) {
+      log.warn({ peer_id: peer.peer_id, token_id: String(c.token_id).slice(0, 64) }, 'forwarded call refused: token unknown to the directory');
+      return fail(403, `token '${c.token_name || c.token_id}' is not a token of member '${peer.name}' (${peer.peer_id}) in this node's token directory`);
+    }
+    const claimed = [...new Set(c.scopes ?? [])];
+    const extra = claimed.filter((s) => !tok!.scopes.includes(s));
+    if (extra.length) {
+      log.warn({ peer_id: peer.peer_id, token_id: tok.id, extra }, 'forwarded call refused: claimed scopes exceed the token');
+      return fail(403, `forwarded scopes exceed those of token '${tok.name}': ${extra.join(', ')}`);
+    }
+    const caller: Caller = { tokenId: tok.id, tokenName: tok.name, scopes: claimed, transport: 'cluster', origin: peer.peer_id };
+    let args: Record<string, unknown>;
+    try {
+      const parsed = JSON.parse(req.args_json || '{}');
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+      args = parsed;
+    } catch {
+      return fail(400, 'forwarded arguments are not a JSON object');
+    }
+    try {
+      // Dispatch never forwards a call that came over the cluster: one hop only.
+      const result = await this.dispatch.call(req.operation, args, caller, req.request_id || `fwd-${crypto.randomBytes(4).toString('hex')}`);
+      return { ok: true, result_json: JSON.stringify(result ?? {}), status: 200, error: '' };
+    } catch (err) {
+      const e = errorBody(err);
+      return fail(e.status, e.body.error);
+    }
+  }
+
+  rpcHealth(req: W.HealthRequest, peer: Member): Promise<W.HealthReply> {
+    return this.probes.rpcHealth(req, peer);
+  }
+
+  rpcJoin(req: W.JoinRequest, remote: string): Promise<W.JoinReply> {
+    return this.pairing.rpcJoin(req, remote);
+  }
+
+  rpcMembership(req: W.MembershipUpdate, peer: Member): Promise<W.Ack> {
+    return this.pairing.rpcMembership(req, peer);
+  }
+
+  rpcTokenDirectory(req: W.DirectorySnapshot, peer: Member): Promise<W.Ack> {
+    return this.tokens.rpcTokenDirectory(req, peer);
+  }
+
+  rpcTokenDirectoryGet(peer: Member): Promise<W.DirectorySnapshot> {
+    return this.tokens.rpcTokenDirectoryGet(peer);
+  }
+
+  async rpcLease(msg: unknown, peer: Member): Promise<unknown> {
+    if (!this.mesh.hooks.handleLease) throw new RpcError(grpc.status.UNIMPLEMENTED, 'this node has no lease module');
+    checkFrom(msg, peer);
+    return this.mesh.hooks.handleLease(msg, peer.peer_id);
+  }
+
+  async rpcProxyConfig(msg: unknown, peer: Member): Promise<unknown> {
+    if (!this.mesh.hooks.handleProxyConfig) throw new RpcError(grpc.status.UNIMPLEMENTED, 'this node has no proxy configuration store');
+    checkFrom(msg, peer);
+    return this.mesh.hooks.handleProxyConfig(msg, peer.peer_id);
+  }
+}
+
+/** A lease or proxy-config message must name as its sender the member whose certificate sent it. */
+function checkFrom(msg: unknown, peer: Member): void {
+  const from = (msg as { from?: unknown } | null)?.from;
+  if (from !== undefined && from !== peer.peer_id) throw new RpcError(grpc.status.PERMISSION_DENIED, `message claims to be from '${String(from).slice(0, 64)}' but was sent by '${peer.peer_id}'`);
+}

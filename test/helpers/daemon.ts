@@ -291,9 +291,9 @@ export interface CommandResult {
 }
 
 /** Runs a command from the repository root to its end (killed after `timeoutMs`); a non-zero exit is a result, not an error. */
-export function runCommand(file: string, args: string[], opts: { env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CommandResult> {
+export function runCommand(file: string, args: string[], opts: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {}): Promise<CommandResult> {
   return new Promise((resolve) => {
-    execFile(file, args, { cwd: ROOT, env: { ...process.env, ...(opts.env ?? {}) }, timeout: opts.timeoutMs ?? 60_000 }, (err, stdout, stderr) => {
+    execFile(file, args, { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...(opts.env ?? {}) }, timeout: opts.timeoutMs ?? 60_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
       const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
       resolve({ code, stdout: String(stdout), stderr: String(stderr) });
     });

@@ -41,27 +41,35 @@ export async function mountAt(dir: string): Promise<MountEntry | null> {
   return all.length ? all[all.length - 1] : null;
 }
 
-/** Processes whose argument list is exactly `argv0` and has `arg` among its arguments. */
+/**
+ * Processes whose program is `argv0` and that have `arg` among their
+ * arguments, without their own children of the same kind (smbnetfs forks
+ * workers with the same argument list: the first one is the helper).
+ */
 export async function findProcesses(argv0: string, arg: string): Promise<number[]> {
-  const pids: number[] = [];
+  const found = new Map<number, number>();
   let names: string[];
   try {
     names = await fs.readdir('/proc');
   } catch {
-    return pids;
+    return [];
   }
   await Promise.all(
     names.map(async (n) => {
       if (!/^\d+$/.test(n)) return;
       try {
         const argv = (await fs.readFile(`/proc/${n}/cmdline`, 'utf8')).split('\0');
-        if (argv[0] && (argv[0] === argv0 || argv[0].endsWith(`/${argv0}`)) && argv.includes(arg)) pids.push(Number(n));
+        if (!argv[0] || !(argv[0] === argv0 || argv[0].endsWith(`/${argv0}`)) || !argv.includes(arg)) return;
+        const stat = await fs.readFile(`/proc/${n}/stat`, 'utf8');
+        const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        if (rest[0] === 'Z' || rest[0] === 'X') return;
+        found.set(Number(n), Number(rest[1]));
       } catch {
         /* gone meanwhile */
       }
     }),
   );
-  return pids.sort((a, b) => a - b);
+  return [...found.entries()].filter(([, ppid]) => !found.has(ppid)).map(([pid]) => pid).sort((a, b) => a - b);
 }
 
 /** Whether `pid` is alive (not a zombie). */

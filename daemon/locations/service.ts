@@ -119,6 +119,12 @@ export class LocationsService {
     const n = await this.d.records.journal.recover((key, intent) => this.recover(key, intent));
     if (n) this.d.log.info({ recovered: n }, 'locations: finished or undid interrupted changes');
     await this.wipeTransientFiles();
+    // After a host restart the records still say mounted: say what is true until restoreMounts is done.
+    for (const r of [...this.cache.values()]) {
+      if (r.mounted && !(await mountAt(r.mount_dir))) {
+        await this.save({ ...r, mounted: false, mounted_at: null, last_error: 'not mounted after a restart; hostd is mounting it again', last_error_at: now() });
+      }
+    }
   }
 
   /**
@@ -292,6 +298,8 @@ export class LocationsService {
       if (!rec.wanted) throw conflict(`location '${rec.name}' is not mounted: it is disconnected (reconnect it first)`);
       throw conflict(`location '${rec.name}' is not mounted${rec.last_error ? `: ${rec.last_error}` : ''}`);
     }
+    // The record can lag behind the mount table (an unmount by hand, a helper killed): never hand out a bare directory.
+    if (!(await mountAt(rec.mount_dir))) throw conflict(`location '${rec.name}' is not mounted: its mount is gone (hostd will check it and mount it again)`);
     return this.shareRoot(rec);
   }
 

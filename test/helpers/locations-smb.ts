@@ -172,9 +172,11 @@ export class SmbLab {
   /** Starts smbd (and nmbd with `netbios`) in the server namespace and waits until it answers. */
   async start(opts: { netbios?: boolean } = {}): Promise<void> {
     if (this.smbd) return;
+    // Foreground (a child of this process, so it is reaped), in a process group of its own:
+    // smbd signals its whole process group when it stops, which must not be the test runner's.
     const conf = ['-F', '--no-process-group', '-s', this.confPath];
-    this.smbd = spawn('ip', ['netns', 'exec', this.serverNs, 'smbd', ...conf], { stdio: 'ignore' });
-    if (opts.netbios) this.nmbd = spawn('ip', ['netns', 'exec', this.serverNs, 'nmbd', ...conf], { stdio: 'ignore' });
+    this.smbd = spawn('ip', ['netns', 'exec', this.serverNs, 'smbd', ...conf], { stdio: 'ignore', detached: true });
+    if (opts.netbios) this.nmbd = spawn('ip', ['netns', 'exec', this.serverNs, 'nmbd', ...conf], { stdio: 'ignore', detached: true });
     const end = Date.now() + 15_000;
     for (;;) {
       try {
@@ -192,13 +194,32 @@ export class SmbLab {
     for (const p of [this.smbd, this.nmbd]) {
       if (!p || p.exitCode !== null || p.signalCode !== null) continue;
       const gone = new Promise((r) => p.once('exit', r));
-      p.kill('SIGTERM');
-      const t = setTimeout(() => p.kill('SIGKILL'), 5000);
+      // The whole group: smbd's own children and the samba-dcerpcd it started on demand.
+      const group = (sig: NodeJS.Signals) => {
+        try {
+          process.kill(-p.pid!, sig);
+        } catch {
+          /* gone */
+        }
+      };
+      group('SIGTERM');
+      const t = setTimeout(() => group('SIGKILL'), 5000);
       await gone;
       clearTimeout(t);
+      await new Promise((r) => setTimeout(r, 100));
+      group('SIGKILL');
     }
     this.smbd = null;
     this.nmbd = null;
+    // samba-dcerpcd (started by smbd for share listings) runs in a session of its own: end it by its
+    // --configfile, which names this lab's own configuration.
+    for (const pid of await processesWithArg(`--configfile=${this.confPath}`)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
   }
 
   /** Runs smbclient in hostd's namespace with the test user's credentials on stdin. */
@@ -225,6 +246,20 @@ export class SmbLab {
     this.made = [];
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** Pids of processes that have exactly `arg` among their arguments. */
+async function processesWithArg(arg: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const n of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(n)) continue;
+    try {
+      if (fs.readFileSync(`/proc/${n}/cmdline`, 'utf8').split('\0').includes(arg)) out.push(Number(n));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
 }
 
 /** Unmounts and ends whatever a hostd data dir left mounted (a test that failed midway). */

@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { eventually, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { eventually, hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { findInFiles, missingForLocations, releaseDataDirMounts, SmbLab } from '../../helpers/locations-smb.js';
 import { kernelHasCifs } from '../../../daemon/locations/cifs/kernel.js';
 import { findProcesses, mountAt } from '../../../daemon/locations/mounts.js';
@@ -71,6 +71,9 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
     const smbnetfs = r.body.host.runtimes.find((x: any) => x.name === 'smbnetfs');
     expect(smbnetfs.available).to.equal(true);
     expect(smbnetfs.version).to.match(/^\d+\.\d+/);
+    const cli = await hostctl(dataDir, ['locations', 'host-status']);
+    expect(cli.code, cli.stderr).to.equal(0);
+    expect(cli.stdout.split('\n')[0]).to.equal(`mount route: ${r.body.host.mount_route} (${r.body.host.route_reason})`);
   });
 
   it('connects a guest share and a password share', async () => {

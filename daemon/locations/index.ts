@@ -65,10 +65,16 @@ export const locationsDomain = defineDomain({
     const cifs = new KernelCifsDriver();
     const fuse = new SmbnetfsDriver();
     const chosen = await chooseRoute(settings.mountRoute, cifs, fuse);
-    const hostStatus = async (): Promise<HostStatus> => {
-      // The route stays what start chose; the programs are asked again each time.
-      const runtimes = [...(await cifs.availability()), ...(await fuse.availability()), await probe.availability()];
-      return { ...chosen.status, runtimes };
+    // The route stays what start chose; the programs are asked again at most every 10 s
+    // (three `--version` runs per GET /locations would cost more than the listing).
+    let cached: { at: number; value: Promise<HostStatus> } | null = null;
+    const hostStatus = (): Promise<HostStatus> => {
+      if (!cached || Date.now() - cached.at > 10_000) {
+        const value = (async () => ({ ...chosen.status, runtimes: [...(await cifs.availability()), ...(await fuse.availability()), await probe.availability()] }))();
+        cached = { at: Date.now(), value };
+        value.catch(() => (cached = null));
+      }
+      return cached.value;
     };
     deps.log.info({ mount_route: chosen.status.mount_route, reason: chosen.status.route_reason }, 'locations: mount route');
     const svc = new LocationsService({

@@ -18,6 +18,7 @@ import { tasksDomain } from './tasks/index.js';
 import { activityDomain } from './activity/index.js';
 import { peersDomain } from './peers/index.js';
 import { proxyDomain } from './proxy/index.js';
+import { locationsDomain } from './locations/index.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -37,7 +38,7 @@ export function domainList(spine: Spine) {
     notBuiltDomain('sandboxes', opsOf('sandboxes')),
     notBuiltDomain('lxc', opsOf('lxc')),
     notBuiltDomain('apps', opsOf('apps')),
-    notBuiltDomain('locations', opsOf('locations')),
+    locationsDomain,
   ] as const;
 }
 

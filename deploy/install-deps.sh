@@ -6,6 +6,12 @@ PKGS=(
   iproute2        # network namespaces for cluster tests; `ip` for VIPs
   curl            # cluster fault tests: HTTP clients run inside network namespaces
   procps
+  samba           # locations tests: the SMB server (smbd, nmbd) they start in a network namespace
+  smbclient       # locations: the probe before a mount, share listing (discover), bench baseline
+  cifs-utils      # locations: mount.cifs, the kernel route on hosts whose kernel has CIFS
+  smbnetfs        # locations: the FUSE route where the kernel has no CIFS
+  fuse3           # smbnetfs's mounts: /dev/fuse and fusermount
+  util-linux      # locations: nsenter (tests run hostd in the test's network namespace), umount
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get)" >&2

@@ -1,0 +1,71 @@
+/**
+ * The locations sublevels: one record per location, and the intent journal
+ * of changes that touch mounts, the secret store and the records together.
+ * The password is never here: it lives in the secret store under
+ * `locations/<location_id>`.
+ */
+import type { Store, Sub } from '../store/store.js';
+import { IntentJournal } from '../lib/journal.js';
+import type { MountRoute } from './driver.js';
+
+export interface LocationRecord {
+  location_id: string;
+  name: string;
+  type: 'smb';
+  host: string;
+  share: string;
+  /** User name without domain; null for guest access. */
+  user: string | null;
+  domain: string | null;
+  /** Whether the user wants it connected (false after disconnect). */
+  wanted: boolean;
+  /** Whether it is mounted now, as hostd last saw it. */
+  mounted: boolean;
+  /** The route of the current (or last) mount. */
+  mount_route: MountRoute | null;
+  /** Where it is mounted (the FUSE tree's root, or the share itself for cifs). */
+  mount_dir: string;
+  /** The helper's private directory (smbnetfs's $HOME, transient credential files). */
+  work_dir: string;
+  last_error: string | null;
+  last_error_at: string | null;
+  mounted_at: string | null;
+  created_at: string;
+}
+
+/**
+ * - create: the secret, directories and mount are being made; recovery undoes
+ *   them (the caller never got an answer, so no location exists).
+ * - delete: recovery finishes it (unmount, secret, directories, record).
+ * - sync: a mount or unmount of an existing location (disconnect, reconnect,
+ *   a lost share, a remount); recovery sets the record to what the mount
+ *   table shows, with `wanted` as the intent says.
+ */
+export type Intent =
+  | { op: 'create'; rec: LocationRecord }
+  | { op: 'delete'; rec: LocationRecord }
+  | { op: 'sync'; id: string; wanted: boolean };
+
+export class LocationRecords {
+  readonly records: Sub<LocationRecord>;
+  readonly intents: Sub<Intent>;
+  readonly journal: IntentJournal<Intent>;
+
+  constructor(readonly store: Store) {
+    this.records = store.sub<LocationRecord>('locations');
+    this.intents = store.sub<Intent>('location_intents');
+    this.journal = new IntentJournal<Intent>(store, this.intents);
+  }
+
+  all(): Promise<LocationRecord[]> {
+    return this.records.values().all();
+  }
+
+  put(rec: LocationRecord) {
+    return { type: 'put' as const, sub: this.records, key: rec.location_id, value: rec };
+  }
+
+  del(id: string) {
+    return { type: 'del' as const, sub: this.records, key: id };
+  }
+}

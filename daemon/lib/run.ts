@@ -34,9 +34,9 @@ export interface RunResult {
   stdoutBytes?: Buffer;
 }
 
-/** The program's failure: status 500 unless the caller maps it; `stderr` for parsers. */
+/** The program's failure: status 500 unless the caller maps it; `stderr` and `stdout` for parsers. */
 export class ProgramError extends ApiError {
-  constructor(message: string, readonly program: string, readonly code: number | null, readonly stderr: string, status = 500) {
+  constructor(message: string, readonly program: string, readonly code: number | null, readonly stderr: string, status = 500, readonly stdout = '') {
     super(status, message);
     this.name = 'ProgramError';
   }
@@ -82,7 +82,7 @@ export async function run(program: string, args: readonly string[], opts: RunOpt
   const stdout = opts.binary ? '' : (r.stdout as string);
   if (!okCodes.includes(code)) {
     const detail = stderrTail(stderr) || stderrTail(stdout);
-    throw new ProgramError(`${program} ${args[0] ?? ''} failed (exit ${code})${detail ? `: ${detail}` : ''}`.replace(/  +/g, ' '), program, code, stderr);
+    throw new ProgramError(`${program} ${args[0] ?? ''} failed (exit ${code})${detail ? `: ${detail}` : ''}`.replace(/  +/g, ' '), program, code, stderr, 500, stdout);
   }
   return { code, stdout, stderr, stdoutBytes };
 }

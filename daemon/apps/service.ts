@@ -104,7 +104,7 @@ const now = () => new Date().toISOString();
 
 /** `My Media App!` -> `my-media-app`. */
 export function slug(name: string): string {
-  return name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40).replace(/-+$/, '');
+  return name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40).replace(/-+$/, '');
 }
 
 /** Checks a folder assignment's sub_path text: relative, no `..`, no NUL or backslash. Returns its segments. */

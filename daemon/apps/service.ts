@@ -703,9 +703,14 @@ export class AppsService {
       await this.apply({ record: after, content: await this.d.records.contentOf(after.app_id) });
       return;
     }
+    // Restart: one `compose restart` when every service has its container of this generation;
+    // otherwise what exists is restarted and `up` creates the rest.
+    const def = { record: after, content: await this.d.records.contentOf(after.app_id) };
     const cs = await this.d.driver.containers({ project: after.project });
     if (cs.length) await this.d.driver.restart(this.ref(after));
-    await this.apply({ record: after, content: await this.d.records.contentOf(after.app_id) });
+    const services = parseCompose(def.content.content, this.env(after), this.contentLabel(after)).services;
+    const current = new Set(cs.filter((c) => c.generation === after.generation).map((c) => c.service));
+    if (!services.every((s) => current.has(s))) await this.apply(def);
   }
 
   // ------------------------------------------------------------ updates

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { hostState, missingRuntime, stopEngines, testRootfsTar, type HostState } from '../../helpers/apps-engine.js';
 import { APP_SCOPES, fetchInNetns, labDaemon, startLab, waitTask, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
 import { startRegistry, type TestRegistry } from '../../helpers/apps-registry.js';
-import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 
 const API = '/api/v1';
 
@@ -267,6 +267,15 @@ volumes:
       expectError(await req('GET', '/apps/nope/logs'), 404, "app 'nope' not found");
     });
 
+    it('hostctl apps list and logs show the app', async () => {
+      const list = await hostctl(d.dataDir, ['apps', 'list']);
+      expect(list.code, list.stderr).to.equal(0);
+      expect(list.stdout).to.match(/^life +Life +running +p1 +127\.0\.0\.1:18100->8080\/tcp$/m);
+      const logs = await hostctl(d.dataDir, ['apps', 'logs', 'life', '--tail', '5']);
+      expect(logs.code, logs.stderr).to.equal(0);
+      expect(logs.stderr).to.contain('web | to-stderr\n');
+    });
+
     it('stats: real CPU, memory, network and block I/O per container', async () => {
       for (let i = 0; i < 3; i++) await fetchInNetns(lab.engine, 'http://127.0.0.1:18100/');
       const r = await req('GET', `/apps/${id}/stats`);
@@ -417,6 +426,21 @@ volumes:
       expect(lines).to.include.members([`pulling ${image}`, `pulled ${image}`, 'installed']);
       expect((await getApp('pulled')).state).to.equal('running');
       expect((await req('DELETE', '/apps/pulled')).status).to.equal(200);
+    });
+
+    it('a compose update to an image the engine lacks pulls it in a task, then applies', async () => {
+      const app = await install({ template_id: 'custom', name: 'repull', compose_content: webCompose(lab.image, 18110) });
+      const image = `${registry.address}/hostd/next:2`;
+      const r = await req('PATCH', '/apps/repull/compose', { compose_content: `services:\n  s:\n    image: ${image}\n    init: true\n    command: ["sleep", "600"]\n` });
+      expect(r.status, r.text).to.equal(200);
+      expect(r.body.task).to.include({ kind: 'apps.update', resource: 'apps/repull' });
+      expect(r.body.app.generation).to.equal(app.app.generation);
+      const task = await waitTask(d, tok, r.body.task.task_id);
+      expect(task.state, task.error).to.equal('succeeded');
+      const after = await getApp('repull');
+      expect(after).to.deep.include({ generation: 2, state: 'running' });
+      expect(after.services.map((x: any) => [x.service, x.image])).to.deep.equal([['s', image]]);
+      expect((await req('DELETE', '/apps/repull')).status).to.equal(200);
     });
 
     it('no reachable registry: the task fails with a clear error and the install is rolled back', async () => {

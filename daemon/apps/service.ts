@@ -142,7 +142,11 @@ export class AppsService {
     await this.d.driver.ping();
     if (this.recovery && !(this.pending.size && Date.now() - this.lastRecovery > 10_000)) return this.recovery;
     this.lastRecovery = Date.now();
-    this.recovery = this.recover();
+    this.recovery = this.recover().catch((err) => {
+      // Not even the journal could be read: try again at the next call.
+      this.recovery = null;
+      throw err;
+    });
     return this.recovery;
   }
 
@@ -464,7 +468,12 @@ export class AppsService {
       cs.map(async (c) => {
         const base = { service: c.service ?? '', container_id: c.container_id, name: c.name, state: c.state };
         if (c.state !== 'running') return { ...base, stats: null };
-        return { ...base, stats: await this.d.driver.stats(c.container_id) };
+        // A container that stopped or went away since the listing has no stats.
+        const stats = await this.d.driver.stats(c.container_id).catch((err) => {
+          if ([404, 409].includes((err as { statusCode?: number }).statusCode ?? 0)) return null;
+          throw err;
+        });
+        return { ...base, stats };
       }),
     );
     const totals = { cpu_percent: 0, memory_usage_bytes: 0, network_rx_bytes: 0, network_tx_bytes: 0, block_read_bytes: 0, block_write_bytes: 0, pids: 0 };
@@ -591,6 +600,7 @@ export class AppsService {
     note(`Install app ${name} (${args.template_id})`);
     const release = this.hold(appId, 'install');
     let images: string[];
+    let installed: AppRecord | null = null;
     try {
       await this.pause('install:after-intent');
       images = await this.imagesToPull(app, this.contentLabel(record));
@@ -602,16 +612,18 @@ export class AppsService {
         await this.writeFiles(appId, rendered);
         await this.d.driver.up(this.ref(record), { start: true });
         await this.pause('install:after-up');
-        const done = { ...record, status: 'installed' as const, updated_at: now() };
-        await this.d.records.commit(appId, [this.d.records.putRecord(done)]);
-        release();
-        note(`Installed app ${name} (${args.template_id})`);
-        return { app: await this.viewOf(done), task: null };
+        installed = { ...record, status: 'installed' as const, updated_at: now() };
+        await this.d.records.commit(appId, [this.d.records.putRecord(installed)]);
       }
     } catch (err) {
       await this.undoInstall(record).catch((e) => this.d.log.error({ err: e, app_id: appId }, 'apps: install rollback failed; the next start settles it'));
       release();
       throw err;
+    }
+    if (installed) {
+      release();
+      note(`Installed app ${name} (${args.template_id})`);
+      return { app: await this.viewOf(installed), task: null };
     }
     // The task starts once its id is in the record, so that its own commit is the last write.
     let go!: () => void;

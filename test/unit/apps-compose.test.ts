@@ -27,7 +27,7 @@ describe('apps: compose interpolation', () => {
   it('refuses unset variables, required ones and malformed references', async () => {
     await rejectsApi(sync(() => i('${U}')), 400, "x: variable 'U' is not set (hostd interpolates with the app's own variables only; give a default with ${U:-value} or write the value)");
     await rejectsApi(sync(() => i('${E:?give E}')), 400, "x: required variable 'E' is missing: give E");
-    await rejectsApi(sync(() => i('$1')), 400, "x: invalid interpolation at '$1' (write $$ for a literal $)");
+    await rejectsApi(sync(() => i('pa$1word')), 400, 'x: invalid interpolation: a $ not followed by a variable name or { (write $$ for a literal $)');
     await rejectsApi(sync(() => i('${A')), 400, 'x: invalid interpolation after ${A');
     await rejectsApi(sync(() => i('${A:-x')), 400, 'x: unterminated ${ in interpolation');
   });

@@ -52,7 +52,8 @@ function readUntil(sc: Scanner, env: Env, where: string, stop: '}' | null): stri
       continue;
     }
     const m = NAME.exec(sc.s.slice(sc.i + 1));
-    if (!m) throw badRequest(`${where}: invalid interpolation at '${sc.s.slice(sc.i, sc.i + 10)}' (write $$ for a literal $)`);
+    // The value is not quoted: it may be a password.
+    if (!m) throw badRequest(`${where}: invalid interpolation: a $ not followed by a variable name or { (write $$ for a literal $)`);
     sc.i += 1 + m[0].length;
     out += lookup(env, m[0], where);
   }

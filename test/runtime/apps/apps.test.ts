@@ -351,9 +351,9 @@ volumes:
       const r = await req('POST', `/apps/${id}/move`, { storage_id: 'p2' });
       expect(r.status, r.text).to.equal(200);
       expect(r.body.task).to.include({ kind: 'apps.move', resource: `apps/${id}` });
-      // The app is busy while it moves.
-      const busy = await req('POST', `/apps/${id}/actions`, { action: 'restart' });
-      if (busy.status === 409) expect(busy.body).to.deep.equal({ error: "app 'life' is busy: move in progress" });
+      // The app is busy while it moves (stopping it alone takes longer than this request).
+      expectError(await req('POST', `/apps/${id}/actions`, { action: 'restart' }), 409, "app 'life' is busy: move in progress");
+      expect((await getApp(id)).state).to.equal('moving');
       const task = await waitTask(d, tok, r.body.task.task_id);
       expect(task.state, task.error).to.equal('succeeded');
       expect(task.progress).to.equal(100);

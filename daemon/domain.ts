@@ -74,6 +74,8 @@ export interface DomainDeps {
   log: Logger;
   ports: Ports;
   cluster: ClusterPorts;
+  /** What every domain of this build says about itself (built, runtimes), asked when called. */
+  domainInfo(): Promise<DomainInfo[]>;
 }
 
 // ------------------------------------------------------------------ ports

@@ -19,6 +19,7 @@ import { activityDomain } from './activity/index.js';
 import { peersDomain } from './peers/index.js';
 import { proxyDomain } from './proxy/index.js';
 import { locationsDomain } from './locations/index.js';
+import { appsDomain } from './apps/index.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -37,8 +38,8 @@ export function domainList(spine: Spine) {
     notBuiltDomain('vms', opsOf('vms', 'templates')),
     notBuiltDomain('sandboxes', opsOf('sandboxes')),
     notBuiltDomain('lxc', opsOf('lxc')),
-    notBuiltDomain('apps', opsOf('apps')),
     locationsDomain,
+    appsDomain,
   ] as const;
 }
 
@@ -64,14 +65,15 @@ export interface OpenDomains {
  * the ports they provide, and builds the handler table. An operation served
  * twice is a start-up error.
  */
-export async function openDomains(list: ReturnType<typeof domainList>, deps: Omit<DomainDeps, 'settings' | 'ports'>, sections: Record<string, unknown>): Promise<OpenDomains> {
+export async function openDomains(list: ReturnType<typeof domainList>, deps: Omit<DomainDeps, 'settings' | 'ports' | 'domainInfo'>, sections: Record<string, unknown>): Promise<OpenDomains> {
   const ports = new PortRegistry();
   const opened: Array<{ def: DomainDef<OperationName>; mod: DomainModule<OperationName> }> = [];
   const table: Record<string, Handler<any>> = {};
   const admin: Record<string, AdminCommand> = {};
+  const info = async () => Promise.all(opened.map((o) => o.mod.info()));
   try {
     for (const def of list as readonly DomainDef<OperationName>[]) {
-      const mod = await def.open({ ...deps, ports, settings: sections[def.name] });
+      const mod = await def.open({ ...deps, ports, settings: sections[def.name], domainInfo: () => info() });
       opened.push({ def, mod });
       if (mod.provides) ports.provide(mod.provides);
       for (const [route, cmd] of Object.entries(mod.admin ?? {})) {
@@ -96,7 +98,7 @@ export async function openDomains(list: ReturnType<typeof domainList>, deps: Omi
   return {
     handlers,
     admin,
-    info: async () => Promise.all(opened.map((o) => o.mod.info())),
+    info,
     close: async () => {
       for (const o of [...opened].reverse()) await o.mod.close().catch((err) => deps.log.error({ err, domain: o.def.name }, 'domain close failed'));
     },

@@ -11,7 +11,9 @@ PKGS=(
   cifs-utils      # locations: mount.cifs, the kernel route on hosts whose kernel has CIFS
   smbnetfs        # locations: the FUSE route where the kernel has no CIFS
   fuse3           # smbnetfs's mounts: /dev/fuse and fusermount
-  util-linux      # locations: nsenter (tests run hostd in the test's network namespace), umount
+  docker.io       # apps: the Docker engine (dockerd, containerd, runc, docker-proxy, docker-init)
+  busybox-static  # apps tests: the rootfs of the test image (no registry is reachable)
+  util-linux      # nsenter/unshare: locations and apps tests run hostd or a test engine in their own namespaces; umount
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get)" >&2
@@ -26,4 +28,24 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: ok (${PKGS[*]})"
+
+# apps: compose v2. Bookworm only has compose v1 (docker-compose 1.29.2); trixie's
+# docker-compose 2.x .deb is a static Go binary that runs here. It is fetched with a
+# private apt configuration (nothing is added to the system's sources) and only its
+# cli-plugins binary is extracted, to where the docker CLI and hostd look for it.
+COMPOSE_PLUGIN=/usr/local/lib/docker/cli-plugins/docker-compose
+if ! "$COMPOSE_PLUGIN" version --short 2>/dev/null | grep -qE '^v?2\.'; then
+  apt_dir=/var/cache/hostd-apt-trixie
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" > "$apt_dir/sources.list"
+  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+            -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -o APT::Get::List-Cleanup=0)
+  apt-get "${apt_opts[@]}" update -qq
+  work=$(mktemp -d)
+  chmod 755 "$work"   # apt downloads as _apt
+  (cd "$work" && apt-get "${apt_opts[@]}" download -qq docker-compose)
+  dpkg-deb -x "$work"/docker-compose_*.deb "$work/x"
+  install -D -m 0755 "$work/x/usr/libexec/docker/cli-plugins/docker-compose" "$COMPOSE_PLUGIN"
+  rm -rf "$work"
+fi
+echo "install-deps: ok (${PKGS[*]}; compose $("$COMPOSE_PLUGIN" version --short))"

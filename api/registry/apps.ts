@@ -1,5 +1,5 @@
 import type { OperationSpec } from './types.js';
-import { str, uint32, bool, oneOf, nullable, folderAssignment, arrayOf } from './schema.js';
+import { str, int, bool, oneOf, nullable, folderAssignment, arrayOf } from './schema.js';
 
 const appId = { app_id: str('App ID') };
 
@@ -27,11 +27,11 @@ export const operations = [
     category: 'app',
     params: {},
     args: {
-      template_id: str('App template to install'),
-      name: str('App name'),
+      template_id: str("App template to install (GET /apps/templates), or 'custom' with compose_content", { minLength: 1 }),
+      name: str('App name (the app id is made from it); default: the template default name', { minLength: 1, maxLength: 64 }),
       storage_id: str('Pool for app data'),
       folder_assignments: nullable(arrayOf(folderAssignment(), 'Folder mounts for the app')),
-      compose_content: str('Custom compose content for custom apps'),
+      compose_content: str("Custom compose content (YAML) for template_id 'custom'", { minLength: 1 }),
     },
     required: ['template_id'],
   },
@@ -97,7 +97,7 @@ export const operations = [
     category: 'app',
     params: appId,
     args: {
-      tail: uint32('Number of trailing lines to return'),
+      tail: int('Number of trailing lines to return, at most 10000 (default 100)', 0, 10000),
     },
   },
   {
@@ -123,7 +123,7 @@ export const operations = [
     category: 'app',
     params: appId,
     args: {
-      compose_content: str('New compose file content (YAML)'),
+      compose_content: str('New compose file content (YAML)', { minLength: 1 }),
     },
     required: ['compose_content'],
   },

@@ -3,5 +3,6 @@
  */
 import './cluster.js';
 import './locations.js';
+import './apps.js';
 
 export { runHostctl, commandGroups } from './hostctl.js';

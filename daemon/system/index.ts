@@ -11,6 +11,7 @@ export const systemDomain = defineDomain({
       nodeId: deps.node.id,
       nodeName: deps.node.name,
       guests: async () => (await Promise.all(deps.ports.all('guests').map((g) => g.guests()))).flat(),
+      domains: () => deps.domainInfo(),
     });
     svc.start();
     return {

@@ -5,6 +5,7 @@
  * background sampler keeps current while the service is started.
  */
 import type { PoolConfig } from '../config.js';
+import type { DomainInfo } from '../domain.js';
 import {
   CpuSampler,
   cpuInfo,
@@ -39,6 +40,12 @@ export interface HealthReport {
   memory: { total_bytes: number; available_bytes: number; used_percent: number };
   uptime_seconds: number;
   pools: PoolUsage[];
+  /**
+   * Each domain of this build: whether it is built, and the host programs it
+   * drives with their availability (an unavailable one makes its domain's
+   * calls answer 503; it does not change `status`, which is about the host).
+   */
+  domains: DomainInfo[];
   checked_at: string;
 }
 
@@ -128,6 +135,8 @@ export interface SystemServiceOptions {
   sampleIntervalMs?: number;
   /** The guests the VM, sandbox and LXC domains run (none when omitted). */
   guests?: () => Promise<GuestLoad[]>;
+  /** What the domains of this build say about themselves (none when omitted). */
+  domains?: () => Promise<DomainInfo[]>;
 }
 
 export class SystemService {
@@ -154,11 +163,12 @@ export class SystemService {
   async health(): Promise<HealthReport> {
     const cpu = cpuInfo();
     const sampled = this.sampler.running ? this.sampler.usagePercent : null;
-    const [usage, memory, uptime, pools] = await Promise.all([
+    const [usage, memory, uptime, pools, domains] = await Promise.all([
       sampled ?? measureCpuUsage(100),
       readMemory(),
       readUptime(),
       this.poolUsage(),
+      this.opts.domains?.() ?? [],
     ]);
     const load = loadAverages();
     const used = memory.total_bytes > 0 ? round2(((memory.total_bytes - memory.available_bytes) / memory.total_bytes) * 100) : 0;
@@ -171,6 +181,7 @@ export class SystemService {
       memory: { total_bytes: memory.total_bytes, available_bytes: memory.available_bytes, used_percent: used },
       uptime_seconds: uptime,
       pools,
+      domains,
       checked_at: new Date().toISOString(),
     };
   }

@@ -7,6 +7,7 @@ import { apiOverhead } from './api.js';
 import { mcpOverhead } from './mcp.js';
 import { clusterForwarding } from './cluster.js';
 import { locationListing } from './locations.js';
+import { appsOverhead } from './apps.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -14,6 +15,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['mcp', mcpOverhead],
   ['cluster', clusterForwarding],
   ['locations', locationListing],
+  ['apps', appsOverhead],
 ];
 
 async function main(): Promise<void> {

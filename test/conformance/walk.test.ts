@@ -11,7 +11,7 @@ import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import {
   API, METHODS, ONE_MIB, Problems, callFor, concretePath, errorProblem, minimalArgs, nonNull, pathValues, pool,
   primaryType, props, queryString, queryText, raw, registryMethodsAt, sampleValue, show, takesBody, typesOf,
-  unrelatedScope, wrongValue, type CallSpec, type RawReply,
+  unrelatedScope, runtimeMissing, unavailableDomains, wrongValue, type CallSpec, type RawReply,
 } from '../helpers/conformance.js';
 
 describe('conformance walk over every registry operation', function () {
@@ -292,10 +292,11 @@ describe('conformance walk over every registry operation', function () {
   });
 
   describe('not-implemented and implemented operations', () => {
-    it('501 {"error":"<op> is not implemented yet"} for every operation the catalog marks unimplemented, after auth and validation', async () => {
+    it('501 {"error":"<op> is not implemented yet"} for every operation the catalog marks unimplemented, after auth and validation', async function () {
       const p = new Problems();
       const todo = operations.filter((o) => implemented.get(o.name) === false);
-      expect(todo.length).to.be.greaterThan(90);
+      // Domains land one by one; once all are built there is nothing left to answer 501.
+      if (todo.length === 0) this.skip();
       await pool(todo, 8, async (op) => {
         const r = await send(valid(op));
         p.add(where(op), errorProblem(r, 501));
@@ -308,9 +309,11 @@ describe('conformance walk over every registry operation', function () {
       const p = new Problems();
       const done = operations.filter((o) => implemented.get(o.name) === true);
       expect(done.map((o) => o.name)).to.include.members(['catalog_get', 'folders_list', 'folders_create', 'tasks_get', 'activity_list', 'peers_list', 'system_health']);
+      // A domain whose host program is missing here answers 503 naming it; anything else is a defect.
+      const missing = await unavailableDomains(d.url, all);
       await pool(done, 4, async (op) => {
         const r = await send(valid(op));
-        p.add(where(op), r.status >= 500 ? `answered ${show(r)}` : undefined);
+        p.add(where(op), r.status >= 500 && !runtimeMissing(op, r, missing) ? `answered ${show(r)}` : undefined);
       });
       p.check(done.length);
     });

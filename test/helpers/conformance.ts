@@ -325,3 +325,23 @@ export async function pool<T>(items: readonly T[], n: number, fn: (x: T) => Prom
     }),
   );
 }
+
+/** The domain module that serves a registry domain (templates are the vms domain's). */
+export const moduleOf = (op: Operation): string => (op.domain === 'templates' ? 'vms' : op.domain);
+
+/**
+ * Domains whose host program is unavailable on this daemon's host, from
+ * GET /system/health: their calls may answer 503 (and must say what is
+ * missing), never pretend.
+ */
+export async function unavailableDomains(baseUrl: string, token: string): Promise<Set<string>> {
+  const r = await raw(baseUrl, 'GET', `${API}/system/health`, { token });
+  if (r.status !== 200) throw new Error(`system health: ${show(r)}`);
+  const domains = JSON.parse(r.text).domains as Array<{ name: string; runtimes: Array<{ available: boolean }> }>;
+  return new Set(domains.filter((d) => d.runtimes.some((x) => !x.available)).map((d) => d.name));
+}
+
+/** A 503 that names what is unavailable, from a domain whose runtime is missing. */
+export function runtimeMissing(op: Operation, r: RawReply, missing: Set<string>): boolean {
+  return r.status === 503 && missing.has(moduleOf(op)) && /\bnot (available|reachable|installed|running)\b/.test(r.text);
+}

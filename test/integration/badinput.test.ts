@@ -14,7 +14,7 @@ import type { Operation } from '../../api/registry/types.js';
 import { ALL_SCOPES, isGreedyParam, operations } from '../../api/registry/index.js';
 import { startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import {
-  API, Problems, callFor, concretePath, minimalArgs, pathValues, pool, primaryType, props, raw, show, takesBody, typesOf,
+  API, Problems, callFor, concretePath, minimalArgs, pathValues, pool, primaryType, props, raw, show, takesBody, typesOf, runtimeMissing, unavailableDomains,
   type RawReply,
 } from '../helpers/conformance.js';
 
@@ -80,6 +80,7 @@ describe('bad input to every endpoint', function () {
   let tok: string;
   let folderId: string;
   let implemented: Map<string, boolean>;
+  let missing: Set<string>;
   let poolDir: string;
   /** Sample values that reach the real folder code rather than stopping at "no such folder". */
   let real: Record<string, unknown>;
@@ -96,15 +97,19 @@ describe('bad input to every endpoint', function () {
     real = { storage_id: 'default', folder_id: folderId, src_folder_id: folderId, dst_folder_id: folderId, sub_path: 'inner', src_sub_path: 'inner' };
     const cat = await d.request('GET', `${API}/catalog`, { token: tok });
     implemented = new Map(cat.body.endpoints.map((e: { operation: string; implemented: boolean }) => [e.operation, e.implemented]));
+    missing = await unavailableDomains(d.url, tok);
   });
 
   const send = (method: string, p: string, body?: string | Buffer, chunked = false) =>
     raw(d.url, method, p, { token: tok, body, chunked, timeoutMs: 20_000 });
   const where = (op: Operation, what: string) => `${op.name} (${op.method} ${op.path}) ${what}`;
   const only4xx = (r: RawReply) => (r.status >= 400 && r.status < 500 ? undefined : `not a 4xx: ${show(r)}`);
-  /** Valid text in a valid place: a 2xx/4xx, or 501 from an operation not built yet; never 500/502/503. */
+  /**
+   * Valid text in a valid place: a 2xx/4xx, 501 from an operation not built yet, or 503 naming the
+   * missing host program of a domain whose runtime this host lacks; never 500/502, never another 503.
+   */
   const noServerError = (op: Operation) => (r: RawReply) =>
-    r.status < 500 || (r.status === 501 && implemented.get(op.name) === false) ? undefined : `server error: ${show(r)}`;
+    r.status < 500 || (r.status === 501 && implemented.get(op.name) === false) || runtimeMissing(op, r, missing) ? undefined : `server error: ${show(r)}`;
   const realPath = (op: Operation) => concretePath(op, pathValues(op, real));
 
   it('malformed JSON bodies: 4xx from every endpoint', async () => {

@@ -1,0 +1,144 @@
+/**
+ * The apps sublevels: app records, each app's compose content (as the user or
+ * template gave it), documentation, and the intent journal of changes that
+ * touch the engine or the disk. Records are kept in memory as well (the list
+ * answers without reading the store).
+ */
+import type { FolderAssignment } from '../../api/registry/schema.js';
+import { IntentJournal, type JournalOp } from '../lib/journal.js';
+import type { Store, Sub } from '../store/store.js';
+
+export interface ReservedPort {
+  /** The template's variable. */
+  name: string;
+  host_port: number;
+  protocol: 'tcp' | 'udp';
+}
+
+export interface AppRecord {
+  app_id: string;
+  name: string;
+  /** A template id, or `custom`. */
+  template_id: string;
+  storage_id: string;
+  /** `<pool>/.hostd-apps/<app_id>`: the app's own data (its volumes and relative bind mounts). */
+  data_dir: string;
+  /** Compose project name. */
+  project: string;
+  folder_assignments: FolderAssignment[];
+  /** Host ports hostd chose for the template's port parameters. */
+  ports: ReservedPort[];
+  compose_sha256: string;
+  /** Bumped by every change of the definition; carried by the containers as a label. */
+  generation: number;
+  desired_state: 'running' | 'stopped';
+  status: 'installing' | 'installed';
+  /** The install or move task running for it, if any. */
+  task_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AppContent {
+  content: string;
+  sha256: string;
+}
+
+export interface AppDocs {
+  content: string;
+  updated_at: string;
+}
+
+export interface Definition {
+  record: AppRecord;
+  content: AppContent;
+}
+
+export type AppIntent =
+  | { op: 'install'; app_id: string; record: AppRecord }
+  | { op: 'update'; app_id: string; what: 'compose' | 'folders'; before: Definition; after: Definition }
+  | { op: 'move'; app_id: string; phase: 'copy' | 'switch'; before: AppRecord; after: AppRecord; was_running: boolean; staging: string }
+  | { op: 'delete'; app_id: string; record: AppRecord }
+  | { op: 'action'; app_id: string; action: 'start' | 'stop' | 'restart'; after: AppRecord };
+
+export class AppRecords {
+  readonly apps: Sub<AppRecord>;
+  readonly content: Sub<AppContent>;
+  readonly docs: Sub<AppDocs>;
+  readonly intents: Sub<AppIntent>;
+  readonly journal: IntentJournal<AppIntent>;
+  private readonly cache = new Map<string, AppRecord>();
+
+  constructor(private readonly store: Store) {
+    this.apps = store.sub<AppRecord>('apps');
+    this.content = store.sub<AppContent>('apps_content');
+    this.docs = store.sub<AppDocs>('apps_docs');
+    this.intents = store.sub<AppIntent>('apps_intents');
+    this.journal = new IntentJournal<AppIntent>(store, this.intents);
+  }
+
+  async load(): Promise<void> {
+    this.cache.clear();
+    for await (const [k, v] of this.apps.iterator()) this.cache.set(k, v);
+  }
+
+  get(appId: string): AppRecord | undefined {
+    return this.cache.get(appId);
+  }
+
+  all(): AppRecord[] {
+    return [...this.cache.values()].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.app_id.localeCompare(b.app_id));
+  }
+
+  async contentOf(appId: string): Promise<AppContent> {
+    const c = await this.content.get(appId);
+    if (!c) throw new Error(`app '${appId}' has no stored compose content`);
+    return c;
+  }
+
+  putRecord(r: AppRecord): JournalOp {
+    return { type: 'put', sub: this.apps, key: r.app_id, value: r };
+  }
+
+  putContent(appId: string, c: AppContent): JournalOp {
+    return { type: 'put', sub: this.content, key: appId, value: c };
+  }
+
+  forget(appId: string): JournalOp[] {
+    return [
+      { type: 'del', sub: this.apps, key: appId },
+      { type: 'del', sub: this.content, key: appId },
+      { type: 'del', sub: this.docs, key: appId },
+    ];
+  }
+
+  /** Writes ops (and nothing else) atomically, then mirrors the record writes in memory. */
+  async write(ops: JournalOp[]): Promise<void> {
+    await this.store.batch(ops);
+    this.mirror(ops);
+  }
+
+  /** Records an intent together with other writes (e.g. the installing record). */
+  async begin(key: string, intent: AppIntent, ops: JournalOp[] = []): Promise<void> {
+    await this.write([...ops, { type: 'put', sub: this.intents, key, value: intent }]);
+  }
+
+  /** Writes the outcome and drops the intent in one batch. */
+  async commit(key: string, ops: JournalOp[]): Promise<void> {
+    await this.journal.commit(key, ops);
+    this.mirror(ops);
+  }
+
+  /** Keeps the intent open but updates it (a new phase), with other writes. */
+  async advance(key: string, intent: AppIntent, ops: JournalOp[] = []): Promise<void> {
+    await this.begin(key, intent, ops);
+  }
+
+  private mirror(ops: JournalOp[]): void {
+    for (const o of ops) {
+      if (o.sub !== this.apps) continue;
+      if (o.type === 'put') this.cache.set(o.key, o.value as AppRecord);
+      else this.cache.delete(o.key);
+    }
+  }
+}

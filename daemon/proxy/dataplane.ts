@@ -77,6 +77,17 @@ export function tcpCheck(dial: string, ms = 2000): Promise<{ ok: boolean; error:
   });
 }
 
+/**
+ * Test-only: with HOSTD_TEST_PROXY_PAUSE=<step>, the data plane stops for
+ * good at that step (after the host was changed, before the store says so),
+ * so that a test can kill hostd exactly there. Steps: caddy-started, vip-claimed.
+ */
+async function testPause(step: string, log: Logger): Promise<void> {
+  if (process.env.HOSTD_TEST_PROXY_PAUSE !== step) return;
+  log.warn({ step }, 'proxy paused at a test step');
+  await new Promise(() => undefined);
+}
+
 export class DataPlane {
   readonly caddy: CaddyProcess;
   caddyProbe: CaddyProbe = { caddy: { name: 'caddy', version: null, available: false, reason: 'not probed yet' }, setpriv: { name: 'setpriv', version: null, available: false, reason: 'not probed yet' }, modules: new Set() };
@@ -166,7 +177,8 @@ export class DataPlane {
     };
     every(this.d.settings.tickMs, () => this.tick());
     every(this.d.settings.upstreamCheckMs, () => this.checkUpstreams(true));
-    await this.kick();
+    // hostd does not wait for Caddy to start serving (nor for a stuck one).
+    void this.kick();
   }
 
   async close(): Promise<void> {
@@ -276,6 +288,7 @@ export class DataPlane {
     fs.rmSync(path.join(this.caddy.storage, 'locks'), { recursive: true, force: true });
     await this.d.records.journal.run('caddy', { kind: 'caddy-start', boot }, async () => {
       await this.caddy.start();
+      await testPause('caddy-started', this.d.log);
       return this.caddy.pid ?? 0;
     }, {
       commit: (pid) => [this.d.records.putCaddy({ pid, boot })],
@@ -365,7 +378,10 @@ export class DataPlane {
       if (!this.serving()) return;
       const cidrs = [cidr4(v), ...(cidr6(v) ? [cidr6(v)!] : [])];
       try {
-        await this.d.records.journal.run('vip', { kind: 'vip-add', iface: v.vip_iface, cidrs }, () => claimVip(v), {
+        await this.d.records.journal.run('vip', { kind: 'vip-add', iface: v.vip_iface, cidrs }, async () => {
+          await claimVip(v);
+          await testPause('vip-claimed', this.d.log);
+        }, {
           commit: () => [this.d.records.putVip({ iface: v.vip_iface, cidrs })],
           rollback: () => releaseVip({ vip_iface: v.vip_iface, cidrs }),
         });
@@ -534,7 +550,7 @@ export class DataPlane {
         at: new Date().toISOString(),
         node_id: this.d.node.id,
         summary,
-        lease: { holder: l.holder, epoch: l.epoch, holding: l.holding },
+        lease: { holder: l.holder ?? (this.holdsProxy() ? this.d.node.id : null), epoch: l.epoch, holding: this.holdsProxy() },
         config_version: snap.version,
         config: validateProxyConfig(snap.config),
         caddy_config: redactCaddyConfig(this.lastLoadedObj),

@@ -14,6 +14,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import tls from 'node:tls';
 import type { ArgsOf } from '../../api/registry/index.js';
 import type { CallContext } from '../lib/caller.js';
 import type { ClusterPorts, NodeIdentity, Ports } from '../domain.js';
@@ -516,6 +517,24 @@ export class ProxyService {
     }
   }
 
+  /** The serial of the certificate Caddy serves for `name` on `port` (null when it does not answer). */
+  private servedSerial(name: string, port: number): Promise<string | null> {
+    const lh = this.d.settings.listenHost;
+    const host = lh === '' || lh === '0.0.0.0' ? '127.0.0.1' : lh === '::' ? '::1' : lh;
+    return new Promise((resolve) => {
+      const s = tls.connect({ host, port, servername: name, rejectUnauthorized: false, timeout: 2000 }, () => {
+        const serial = s.getPeerCertificate()?.serialNumber ?? null;
+        s.destroy();
+        resolve(serial ? serial.toUpperCase() : null);
+      });
+      s.on('error', () => resolve(null));
+      s.on('timeout', () => {
+        s.destroy();
+        resolve(null);
+      });
+    });
+  }
+
   async renew(args: ArgsOf<'proxy_certs_renew'>, ctx: CallContext) {
     this.domainOf(this.current(), args.domain);
     return this.onHolder('proxy_certs_renew', { domain: args.domain }, ctx, async () => {
@@ -530,6 +549,14 @@ export class ProxyService {
         if (Date.now() > deadline) throw unavailable(`no new certificate for *.${d.name} within 60 s: ${after.last_error ?? 'Caddy reported no error yet'}`);
         await new Promise((r) => setTimeout(r, 50));
         after = this.certOf(d);
+      }
+      // Caddy swaps the certificate it serves just after storing it: wait for that too.
+      if (d.entries.length) {
+        const e = d.entries[0];
+        while ((await this.servedSerial(`${e.subdomain}.${d.name}`, e.listen_port)) !== after.serial) {
+          if (Date.now() > deadline) throw unavailable(`Caddy stored a new certificate for *.${d.name} but does not serve it within 60 s`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
       }
       ctx.note({ summary: `Certificate for *.${d.name} renewed (serial ${after.serial})`, target: `proxy/domains/${d.name}/certs`, metadata: { previous_serial: before.serial, serial: after.serial } });
       return { renewed: true, previous_serial: before.serial, cert: after };

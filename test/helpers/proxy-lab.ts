@@ -112,6 +112,22 @@ export class ProxyLab {
     return `${this.upstream.addr}:${port}`;
   }
 
+  /** Starts a long-running command in a namespace (killed at cleanup); resolves after its first output line. */
+  async spawnIn(ns: string, args: string[]): Promise<ChildProcess> {
+    const p = spawn('ip', ['netns', 'exec', ns, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    this.procs.push(p);
+    await new Promise<void>((resolve, reject) => {
+      readline.createInterface({ input: p.stdout! }).once('line', () => resolve());
+      p.once('exit', (c) => reject(new Error(`${args.join(' ')} exited ${c}`)));
+    });
+    return p;
+  }
+
+  /** A node script of test/helpers in a namespace. */
+  helper(ns: string, script: string, ...args: string[]): Promise<ChildProcess> {
+    return this.spawnIn(ns, [process.execPath, path.join(ROOT, 'dist/test/helpers', script), ...args]);
+  }
+
   /** Runs a command inside a namespace to its end. */
   exec(ns: string, args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
     return new Promise((resolve) => {

@@ -54,7 +54,10 @@ function route(domain: string, e: ProxyEntry, up: { dial: string } | { error: st
   const set: Record<string, string[]> = {};
   const del: string[] = [];
   for (const [k, v] of Object.entries(e.header_up)) {
-    if (v === '') del.push(k);
+    // Go's HTTP client sends its own User-Agent when the header is absent and
+    // none when it is present but empty: clearing it means setting it empty.
+    if (v === '' && k.toLowerCase() === 'user-agent') set[k] = [''];
+    else if (v === '') del.push(k);
     else set[k] = [v];
   }
   if (del.length || Object.keys(set).length) {

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { startDaemon, eventually, type TestDaemon, type Reply } from '../../helpers/daemon.js';
+import { startDaemon, eventually, hostctl, type TestDaemon, type Reply } from '../../helpers/daemon.js';
 import { LAN_DEV, ProxyLab } from '../../helpers/proxy-lab.js';
 import { caddyMissing, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
 
@@ -160,8 +160,8 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     const on = await api('PATCH', '/proxy/http3', { enabled: true });
     expect(on.status).to.equal(200);
     expect(on.body).to.include({ http3: true });
-    const head = await fetchVia(`web.${D}`, 443, lab.nodes[0].addr, ['-D', '-', '-o', '/dev/null']);
-    expect(head.text.toLowerCase()).to.include('alt-svc: h3=":443"');
+    // Caddy starts its QUIC server just after the load returns.
+    await eventually(async () => (await fetchVia(`web.${D}`, 443, lab.nodes[0].addr, ['-D', '-', '-o', '/dev/null'])).text.toLowerCase().includes('alt-svc: h3=":443"'), 5000, 'Alt-Svc: h3');
     expect((await nsExec(['ss', '-Hlun', 'sport', '= :443'])).stdout).to.include(':443');
     expect((await api('PATCH', '/proxy/http3', { enabled: false })).body).to.include({ http3: false });
     const head2 = await fetchVia(`web.${D}`, 443, lab.nodes[0].addr, ['-D', '-', '-o', '/dev/null']);
@@ -247,8 +247,12 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     expect(set.status, set.text).to.equal(200);
     expect(set.body.dns_upstreams).to.deep.equal([`${lab.upstream.addr}:5353`]);
     expect(await dig('elsewhere.example')).to.equal('192.0.2.77');
-    expect((await api('PUT', '/proxy/vip', { vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24 })).status).to.equal(200);
+    const v6 = 'fd00:5eed::50';
+    expect((await api('PUT', '/proxy/vip', { vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24, vip6: v6, vip6_prefix: 64 })).status).to.equal(200);
     expect(await dig(`web.${D}`)).to.equal(lab.vip);
+    expect((await lab.exec(lab.client.ns, ['dig', '+short', '+time=3', '+tries=1', `@${node}`, `web.${D}`, 'AAAA'])).stdout.trim()).to.equal(v6);
+    await eventually(async () => (await nsExec(['ip', '-j', 'addr', 'show', 'dev', LAN_DEV])).stdout.includes(`"${v6}"`), 10_000, 'the IPv6 floating address');
+    expect((await nsExec(['cat', `/proc/sys/net/ipv6/conf/${LAN_DEV}/ndisc_notify`])).stdout.trim()).to.equal('1');
   });
 
   it('diagnostics: Caddy state, versions, listeners, upstream reachability per entry; an upstream that fails its checks is an incident', async () => {
@@ -272,10 +276,19 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     expect(r.body).to.deep.equal({ upstreams: [] });
   });
 
+  it('hostctl proxy status and incidents read the same through the admin socket', async () => {
+    const st = await hostctl(d.dataDir, ['proxy', 'status']);
+    expect(st.code, st.stderr).to.equal(0);
+    expect(st.stdout).to.include(`holder ${d.nodeId} (epoch 0)  <- this node`).and.include('caddy 2.6.2 running');
+    const inc = await hostctl(d.dataDir, ['proxy', 'incidents']);
+    expect(inc.stdout).to.include('config_refused');
+  });
+
   it('disabling stops Caddy and releases the floating address (idempotent)', async () => {
     for (let i = 0; i < 2; i++) expect((await api('PATCH', '/proxy', { enabled: false })).body).to.include({ enabled: false, serving: false });
     await eventually(async () => !(await api('GET', '/proxy/host-status')).body.caddy_running, 10_000, 'caddy stopped');
     await eventually(async () => !(await nsExec(['ip', '-j', 'addr', 'show', 'dev', LAN_DEV])).stdout.includes(`"${lab.vip}"`), 10_000, 'the address released');
+    expect((await nsExec(['ip', '-j', 'addr', 'show', 'dev', LAN_DEV])).stdout).to.not.include('fd00:5eed::50');
     expect((await nsExec(['ss', '-Hltn', 'sport', '= :443'])).stdout.trim()).to.equal('');
   });
 });

@@ -180,8 +180,12 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     expect(rn.status, rn.text).to.equal(200);
     expect(rn.body.previous_serial).to.equal(c.serial);
     expect(rn.body.cert.serial).to.not.equal(c.serial);
-    const served = await lab.exec(lab.client.ns, ['sh', '-c', `echo | openssl s_client -connect ${lab.nodes[0].addr}:443 -servername web.${D} 2>/dev/null | openssl x509 -noout -serial`]);
-    expect(served.stdout.trim()).to.equal(`serial=${rn.body.cert.serial}`);
+    // What a client is served is what GET /proxy/certs reports, and not the old one.
+    const served = async () => (await lab.exec(lab.client.ns, ['sh', '-c', `echo | openssl s_client -connect ${lab.nodes[0].addr}:443 -servername web.${D} 2>/dev/null | openssl x509 -noout -serial`])).stdout.trim();
+    await eventually(async () => {
+      const now = (await api('GET', '/proxy/certs')).body.certs.find((x: any) => x.domain === D).serial;
+      return now !== c.serial && (await served()) === `serial=${now}`;
+    }, 10_000, 'the served certificate to be the renewed one');
     expectError(await api('POST', '/proxy/domains/nope.test/certs/renew'), 404, "domain 'nope.test' not found");
   });
 

@@ -141,6 +141,8 @@ export class ProxyLab {
         clearTimeout(t);
         resolve({ code: code ?? 1, stdout, stderr });
       });
+      // A command that reads no input may be gone before its stdin closes.
+      c.stdin.on('error', () => undefined);
       c.stdin.end(input ?? '');
     });
   }

@@ -169,14 +169,15 @@ async function gapFigures(): Promise<void> {
       const r = await api(holder, 'POST', '/proxy/move', { peer_id: nodes[to].nodeId });
       if (r.status !== 200) throw new Error(`move: ${r.status} ${r.text}`);
       await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via === lab.nodes[to].addr), 30_000, 'the new holder answering');
-      moves.push(client.gapAround(t0).gapMs);
+      moves.push(client.switchGap(t0, (v) => v === lab.nodes[to].addr).gapMs);
       holder = to;
     }
     await new Promise((r) => setTimeout(r, 500));
     const t0 = Date.now();
     await nodes[holder].kill();
-    await client.okAfter(t0, 60_000);
-    const takeover = client.gapAround(t0).gapMs;
+    const old = lab.nodes[holder].addr;
+    await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via !== old), 60_000, 'an answer after the takeover');
+    const takeover = client.switchGap(t0, (v) => v !== null && v !== old).gapMs;
     await client.stop();
     print('proxy_move_gap_ms', median(moves), 1);
     print('proxy_move_gap_max_ms', Math.max(...moves), 1);

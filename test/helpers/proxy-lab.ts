@@ -225,6 +225,20 @@ export class ClientLoop {
     return { gapMs: Math.max(0, after.t + after.ms - from), failures };
   }
 
+  /**
+   * The client-observed gap of a switch to `via` after `t0`: from the end of
+   * the last success before the first answer through `via`, to the end of
+   * that answer.
+   */
+  switchGap(t0: number, via: (v: string | null) => boolean): { gapMs: number; failures: number } {
+    const first = this.samples.find((s) => s.ok && s.t > t0 && via(s.via));
+    if (!first) throw new Error('no answer through the new holder');
+    const last = this.samples.filter((s) => s.ok && s.t < first.t && !via(s.via)).pop();
+    const from = last ? last.t + last.ms : t0;
+    const failures = this.samples.filter((s) => !s.ok && s.t >= from && s.t <= first.t).length;
+    return { gapMs: Math.max(0, first.t + first.ms - from), failures };
+  }
+
   async stop(): Promise<void> {
     this.p.kill('SIGTERM');
     await this.exited;

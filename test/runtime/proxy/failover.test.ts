@@ -90,7 +90,7 @@ describe('proxy failover across three nodes (network namespaces)', function () {
       await eventually(() => client!.samples.find((s) => s.t > t0 && s.ok && s.via === viaOf(to)), 30_000, `an answer through node ${to + 1}`);
       await new Promise((r) => setTimeout(r, 500));
       neverBack(t0, from, to);
-      gaps[`move_${from + 1}_to_${to + 1}`] = Math.round(client!.gapAround(t0).gapMs);
+      gaps[`move_${from + 1}_to_${to + 1}`] = Math.round(client!.switchGap(t0, (v) => v === viaOf(to)).gapMs);
       expect(watch.overlaps()).to.deep.equal([]);
       expect(watch.holders()).to.deep.equal([nodes[to].nodeId]);
     }
@@ -100,11 +100,12 @@ describe('proxy failover across three nodes (network namespaces)', function () {
     await client!.okAfter(Date.now());
     const t0 = Date.now();
     await nodes[2].kill();
-    const s = await eventually(() => client!.samples.find((x) => x.t > t0 && x.ok), 60_000, 'an answer after the takeover');
+    // Requests that started just before Caddy died with hostd may still be answered by node 3.
+    const s = await eventually(() => client!.samples.find((x) => x.t > t0 && x.ok && x.via !== viaOf(2)), 60_000, 'an answer after the takeover');
     expect(s.via).to.be.oneOf([viaOf(0), viaOf(1)]);
     await new Promise((r) => setTimeout(r, 500));
     neverBack(t0, 2, s.via === viaOf(0) ? 0 : 1);
-    gaps.takeover = Math.round(client!.gapAround(t0).gapMs);
+    gaps.takeover = Math.round(client!.switchGap(t0, (v) => v === s.via).gapMs);
     expect(watch.overlaps()).to.deep.equal([]);
     const newHolder = s.via === viaOf(0) ? 0 : 1;
     expect(watch.holders()).to.deep.equal([nodes[newHolder].nodeId]);

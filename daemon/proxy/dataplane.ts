@@ -31,7 +31,8 @@ import { validateProxyConfig, type ProxyConfig, type ProxyConfigSnapshot, type P
 import { buildCaddyConfig, entryKey, redactCaddyConfig } from './caddy/build.js';
 import { CaddyRefused } from './caddy/admin.js';
 import { CaddyProcess, probeCaddy, type CaddyProbe } from './caddy/process.js';
-import { claimVip, cidr4, cidr6, probeVip, releaseVip, startGuard, type VipProbe } from './net/vip.js';
+import { claimVip, cidr4, cidr6, dropParked, handoffVip, parkable, probeVip, releaseVip, startGuard, type VipProbe } from './net/vip.js';
+import { bootConfig } from './caddy/build.js';
 import { DnsResponder } from './dns/responder.js';
 import { dialFor, findTarget, listTargets } from './targets.js';
 import type { Incident, IncidentKind, ProxyRecords } from './records.js';
@@ -147,7 +148,8 @@ export class DataPlane {
   async open(): Promise<void> {
     const undone = await this.d.records.recover(async (v) => {
       await releaseVip({ vip_iface: v.iface, cidrs: v.cidrs }).catch((err) => this.d.log.warn({ err, v }, 'could not remove a floating address left by the last run'));
-    });
+      await dropParked(parkable(v.cidrs)).catch(() => undefined);
+    }, (addrs) => dropParked(addrs).catch((err) => this.d.log.warn({ err, addrs }, 'could not remove a parked floating address')));
     if (undone.intents || undone.vip || undone.caddy) this.d.log.warn(undone, 'proxy: undid what the last run left on the host');
     [this.caddyProbe, this.vipProbe] = await Promise.all([probeCaddy(this.d.settings.caddyBinary), probeVip()]);
     for (const name of await this.d.secrets.list(SECRET_NS)) {
@@ -186,7 +188,7 @@ export class DataPlane {
     for (const t of this.timers) clearInterval(t);
     for (const u of this.unsubs) u();
     await this.queue.run(async () => {
-      await this.releaseClaim().catch((err) => this.d.log.error({ err }, 'releasing the floating address at close failed'));
+      await this.vipQueue.run(() => this.releaseLocked(true)).catch((err) => this.d.log.error({ err }, 'releasing the floating address at close failed'));
       await this.stopCaddy();
       await this.dns?.stop();
       this.dns = null;
@@ -393,7 +395,7 @@ export class DataPlane {
       }
       this.vipError = null;
       this.claimed = { iface: v.vip_iface, cidrs, key: this.vipKey(v) };
-      this.guard = startGuard(v.vip_iface, cidrs);
+      this.guard = startGuard(v.vip_iface, cidrs, Math.ceil(this.d.settings.handoffMs / 1000));
       this.d.log.info({ iface: v.vip_iface, cidrs }, 'floating addresses claimed');
     });
   }
@@ -402,21 +404,43 @@ export class DataPlane {
     return this.vipQueue.run(() => this.releaseLocked());
   }
 
-  private async releaseLocked(): Promise<void> {
+  private async releaseLocked(closing = false): Promise<void> {
     const c = this.claimed ?? (await this.d.records.vip().then((v) => (v ? { ...v, key: '' } : null)));
     if (!c) return;
-    await this.d.records.journal.run('vip', { kind: 'vip-del', iface: c.iface, cidrs: c.cidrs }, () => releaseVip({ vip_iface: c.iface, cidrs: c.cidrs }), {
-      commit: () => [this.d.records.delVip()],
+    // No longer the holder: Caddy's servers go before the address is parked on lo, so that
+    // clients still sent here are refused at once, never served by two nodes.
+    if (!this.serving() && this.caddy.running) {
+      await this.caddy.admin.load(bootConfig({ adminSocket: this.caddy.adminSocket, storageRoot: this.caddy.storage })).catch(() => this.caddy.stop());
+      this.lastLoadedText = null;
+      this.lastLoadedObj = null;
+    }
+    let parked: string[] = [];
+    await this.d.records.journal.run('vip', { kind: 'vip-del', iface: c.iface, cidrs: c.cidrs }, async () => {
+      parked = await handoffVip(c.iface, c.cidrs);
+    }, {
+      commit: () => [this.d.records.delVip(), this.d.records.putParked(parkable(c.cidrs))],
     });
     this.claimed = null;
     const g = this.guard;
     this.guard = null;
     if (g && g.exitCode === null && g.signalCode === null) {
       const gone = new Promise<void>((r) => g.once('exit', () => r()));
-      g.kill('SIGTERM');
+      g.kill('SIGUSR1');
       await Promise.race([gone, new Promise((r) => setTimeout(r, 2000))]);
     }
-    this.d.log.info({ iface: c.iface, cidrs: c.cidrs }, 'floating addresses released');
+    this.d.log.info({ iface: c.iface, cidrs: c.cidrs, parked }, 'floating addresses released');
+    if (closing) await this.dropParkedNow(parked);
+    else {
+      const t = setTimeout(() => void this.vipQueue.run(() => this.dropParkedNow(parked)).catch(() => undefined), this.d.settings.handoffMs);
+      t.unref();
+    }
+  }
+
+  private async dropParkedNow(addrs: string[]): Promise<void> {
+    // A claim since then took the address back: its own claim removed the parked copy.
+    if (this.claimed) return;
+    await dropParked(addrs);
+    await this.d.records.state.del('parked');
   }
 
   vipState(): { claimed: boolean; iface: string | null; cidrs: string[]; error: string | null } {

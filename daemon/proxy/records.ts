@@ -70,6 +70,9 @@ export class ProxyRecords {
   delCaddy = (): JournalOp => ({ type: 'del', sub: this.state, key: 'caddy' });
   putVip = (s: VipState): JournalOp => ({ type: 'put', sub: this.state, key: 'vip', value: s });
   delVip = (): JournalOp => ({ type: 'del', sub: this.state, key: 'vip' });
+  /** IPv4 floating addresses parked on lo after a handoff (removed a few seconds later). */
+  putParked = (addrs: string[]): JournalOp => ({ type: 'put', sub: this.state, key: 'parked', value: addrs });
+  delParked = (): JournalOp => ({ type: 'del', sub: this.state, key: 'parked' });
 
   async caddy(): Promise<CaddyState | undefined> {
     return (await this.state.get('caddy')) as CaddyState | undefined;
@@ -83,7 +86,7 @@ export class ProxyRecords {
    * Undoes what an earlier run left: open intents and recorded state alike.
    * `releaseVip` removes addresses; Caddy processes of this data dir are killed.
    */
-  async recover(releaseVip: (s: VipState) => Promise<void>): Promise<{ intents: number; vip: boolean; caddy: boolean }> {
+  async recover(releaseVip: (s: VipState) => Promise<void>, dropParked: (addrs: string[]) => Promise<void>): Promise<{ intents: number; vip: boolean; caddy: boolean }> {
     let vip = false;
     let caddy = false;
     const intents = await this.journal.recover(async (_key, intent) => {
@@ -100,6 +103,12 @@ export class ProxyRecords {
     if (v) {
       await releaseVip(v);
       await this.state.del('vip');
+      vip = true;
+    }
+    const parked = (await this.state.get('parked')) as string[] | undefined;
+    if (parked) {
+      await dropParked(parked);
+      await this.state.del('parked');
       vip = true;
     }
     const c = await this.caddy();

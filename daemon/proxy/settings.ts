@@ -10,6 +10,7 @@
  *     auto_takeover: true      # take the proxy over when the cluster's probes find the holder unreachable
  *     takeover_grace_ms: 0     # extra wait before that (members wait 1 s more per rank)
  *     tick_ms: 250             # how often the data plane re-checks the lease, members and targets
+ *     handoff_ms: 3000         # how long a released IPv4 floating address stays parked on lo
  */
 import net from 'node:net';
 import { parseHostPort } from './dns/responder.js';
@@ -23,9 +24,10 @@ export interface ProxySettings {
   autoTakeover: boolean;
   takeoverGraceMs: number;
   tickMs: number;
+  handoffMs: number;
 }
 
-const KEYS = ['listen_host', 'dns_listen', 'address', 'caddy_binary', 'upstream_check_ms', 'auto_takeover', 'takeover_grace_ms', 'tick_ms'];
+const KEYS = ['listen_host', 'dns_listen', 'address', 'caddy_binary', 'upstream_check_ms', 'auto_takeover', 'takeover_grace_ms', 'tick_ms', 'handoff_ms'];
 
 export function parseProxySettings(raw: unknown): ProxySettings {
   const s = (raw ?? {}) as Record<string, unknown>;
@@ -59,5 +61,6 @@ export function parseProxySettings(raw: unknown): ProxySettings {
     autoTakeover: at,
     takeoverGraceMs: num('takeover_grace_ms', 0, 0),
     tickMs: num('tick_ms', 250, 50),
+    handoffMs: num('handoff_ms', 3000, 0),
   };
 }

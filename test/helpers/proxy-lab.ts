@@ -253,10 +253,11 @@ export class VipWatch {
 
   attach(node: string, p: ChildProcess): void {
     const rl = readline.createInterface({ input: p.stdout! });
+    // Only the address on the lab interface answers ARP; a copy parked on lo (handoff) does not.
     const needle = ` inet ${this.vip}/`;
     rl.on('line', (l) => {
-      const m = /^\[([0-9T:.-]+)\]\s+(Deleted )?/.exec(l);
-      if (!m || !l.includes(needle)) return;
+      const m = /^\[([0-9T:.-]+)\]\s+(Deleted )?\d+: (\S+)/.exec(l);
+      if (!m || !l.includes(needle) || m[3] !== LAN_DEV) return;
       // ip prints local time without a zone; microseconds after the dot.
       const t = new Date(m[1].slice(0, 23)).getTime();
       this.events.push({ node, t, added: !m[2] });

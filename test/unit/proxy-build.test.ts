@@ -121,7 +121,7 @@ describe('proxy: targets', () => {
 
 describe('proxy: settings and DNS responder', () => {
   it('settings: defaults and errors naming the key', () => {
-    expect(parseProxySettings(undefined)).to.deep.equal({ listenHost: '', dnsListen: null, address: null, caddyBinary: 'caddy', upstreamCheckMs: 10000, autoTakeover: true, takeoverGraceMs: 0, tickMs: 250 });
+    expect(parseProxySettings(undefined)).to.deep.equal({ listenHost: '', dnsListen: null, address: null, caddyBinary: 'caddy', upstreamCheckMs: 10000, autoTakeover: true, takeoverGraceMs: 0, tickMs: 250, handoffMs: 3000 });
     expect(parseProxySettings({ dns_listen: '[::1]:5353' }).dnsListen).to.deep.equal({ host: '::1', port: 5353 });
     expect(() => parseProxySettings({ listen_host: 'eth0' })).to.throw("proxy.listen_host must be an IP address or empty, got 'eth0'");
     expect(() => parseProxySettings({ bogus: 1 })).to.throw(/unknown setting 'bogus'/);

@@ -81,7 +81,7 @@ async function del(iface: string, cidr: string): Promise<void> {
     await run('ip', ['addr', 'del', cidr, 'dev', iface], { timeoutMs: 5000 });
   } catch (err) {
     // Not there (or the interface is gone): nothing to remove.
-    if (err instanceof ProgramError && /Cannot assign requested address|Cannot find device|does not exist/.test(err.stderr)) return;
+    if (err instanceof ProgramError && /Cannot assign requested address|Address not found|Cannot find device|does not exist/.test(err.stderr)) return;
     throw err;
   }
 }
@@ -96,6 +96,11 @@ export async function releaseVip(v: Pick<ProxyVip, 'vip_iface'> & { cidrs: strin
  * answers for the IPv4 address (the previous holder has not let go yet).
  */
 export async function claimVip(v: ProxyVip): Promise<void> {
+  // Answer ARP on this interface only for its own addresses, so that an address parked on lo
+  // (handoff below) is silent there; and never use the floating address as an ARP source.
+  writeSysctl(`ipv4/conf/${v.vip_iface}/arp_ignore`, '1');
+  writeSysctl(`ipv4/conf/${v.vip_iface}/arp_announce`, '2');
+  await dropParked([v.vip]);
   const have = new Set((await addressesOn(v.vip_iface)).map((a) => a.cidr));
   const c4 = cidr4(v);
   if (!have.has(c4)) {
@@ -117,13 +122,52 @@ export async function claimVip(v: ProxyVip): Promise<void> {
   }
 }
 
-const GUARD = 'cleanup() { kill "$pid" 2>/dev/null; iface="$1"; shift; for a in "$@"; do ip addr del "$a" dev "$iface" 2>/dev/null; done; exit 0; }\n'
+function writeSysctl(key: string, value: string): void {
+  try {
+    fs.writeFileSync(`/proc/sys/net/${key}`, value);
+  } catch {
+    /* not there (no such interface or family): the address commands say so */
+  }
+}
+
+/** `a.b.c.d` of each IPv4 `a.b.c.d/n` (IPv6 is never parked). */
+export const parkable = (cidrs: string[]) => cidrs.filter((c) => !c.includes(':')).map((c) => c.split('/')[0]);
+
+/**
+ * Hands the addresses off: each IPv4 address is parked on lo (/32) before it
+ * leaves the interface. With arp_ignore=1 on the interface the parked address
+ * answers no ARP, so the next holder's probe finds it free; clients whose ARP
+ * cache still points here get a TCP reset at once (nothing listens: Caddy's
+ * servers are gone first) instead of a lost SYN and a one-second retransmit.
+ * `dropParked` removes the parked copies a few seconds later.
+ */
+export async function handoffVip(iface: string, cidrs: string[]): Promise<string[]> {
+  const parked = parkable(cidrs);
+  for (const a of parked) {
+    try {
+      await run('ip', ['addr', 'add', `${a}/32`, 'dev', 'lo'], { timeoutMs: 5000 });
+    } catch (err) {
+      if (!(err instanceof ProgramError && /File exists/.test(err.stderr))) throw err;
+    }
+  }
+  for (const c of cidrs) await del(iface, c);
+  return parked;
+}
+
+export async function dropParked(addrs: string[]): Promise<void> {
+  for (const a of addrs) await del('lo', `${a}/32`);
+}
+
+const GUARD = 'cleanup() { kill "$pid" 2>/dev/null; iface="$1"; hold="$2"; shift 2;\n'
+  + '  for a in "$@"; do case "$a" in *:*) ;; *) ip addr add "${a%/*}/32" dev lo 2>/dev/null;; esac; ip addr del "$a" dev "$iface" 2>/dev/null; done;\n'
+  + '  sleep "$hold"; for a in "$@"; do case "$a" in *:*) ;; *) ip addr del "${a%/*}/32" dev lo 2>/dev/null;; esac; done; exit 0; }\n'
   + 'trap \'cleanup "$@"\' TERM INT HUP\n'
+  + 'trap \'kill "$pid" 2>/dev/null; exit 0\' USR1\n'
   + 'while :; do sleep 3600 & pid=$!; wait "$pid"; done\n';
 
-/** The guard that removes `cidrs` from `iface` when hostd dies. */
-export function startGuard(iface: string, cidrs: string[]): ChildProcess {
-  const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', 'sh', '-c', GUARD, 'hostd-vip-guard', iface, ...cidrs], { stdio: 'ignore' });
+/** The guard that hands `cidrs` off (parked on lo for `holdSeconds`, then gone) when hostd dies. */
+export function startGuard(iface: string, cidrs: string[], holdSeconds: number): ChildProcess {
+  const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', 'sh', '-c', GUARD, 'hostd-vip-guard', iface, String(holdSeconds), ...cidrs], { stdio: 'ignore' });
   child.on('error', () => undefined);
   return child;
 }

@@ -67,6 +67,9 @@ describe('proxy failover across three nodes (network namespaces)', function () {
     await Promise.all(nodes.map((d) => d.stop()));
     await lab?.cleanup();
     if (Object.keys(gaps).length) console.log(`      client gaps (ms): ${JSON.stringify(gaps)}`);
+    const errs: Record<string, number> = {};
+    for (const s of client?.samples ?? []) if (!s.ok) errs[s.err ?? String(s.status)] = (errs[s.err ?? String(s.status)] ?? 0) + 1;
+    if (Object.keys(errs).length) console.log(`      client failures: ${JSON.stringify(errs)}`);
   });
 
   const viaOf = (i: number) => lab.nodes[i].addr;

@@ -9,7 +9,7 @@ import type { ActivityCategory, Operation, Severity } from './registry/types.js'
 import { getOperation } from './registry/index.js';
 import type { HandlerTable } from './handlers.js';
 import { validateArgs } from './validate.js';
-import { errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
+import { conflict, errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
 import type { ActivityNote, Args, CallContext, Caller, Handler } from '../daemon/lib/caller.js';
 import type { ActivityLog } from '../daemon/activity/log.js';
 
@@ -73,11 +73,24 @@ export class Dispatch {
           }
         }
       }
-      const ctx: CallContext = { caller, requestId, note: (n) => { note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } }; } };
+      const ctx: CallContext = {
+        caller,
+        requestId,
+        note: (n) => { note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } }; },
+        forwardTo: async (peerId) => {
+          if (caller.transport === 'cluster') throw conflict(`${op.name} must run on ${peerId}, and a call forwarded once is not forwarded again; call ${peerId} directly`);
+          const where = this.deps.forwarder.resolve(peerId);
+          if (!where) throw notFound(`peer '${peerId}' not found`);
+          if (where === 'self') throw conflict(`${op.name} was handed to this node itself`);
+          forwarded = true;
+          return where.forward(op, local, caller, requestId);
+        },
+      };
       // The arguments were validated against this operation's schema just above: they are its ArgsOf.
       const handler = this.deps.handlers[op.name as keyof HandlerTable] as Handler;
       const result = await handler(local, ctx);
-      if (!op.readOnly) await this.record(op, args, caller, requestId, note, undefined);
+      // A call the handler handed to a member is recorded there.
+      if (!op.readOnly && !forwarded) await this.record(op, args, caller, requestId, note, undefined);
       return result;
     } catch (err) {
       // A forwarded call is recorded by the member that ran it; the origin

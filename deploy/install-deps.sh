@@ -13,7 +13,11 @@ PKGS=(
   fuse3           # smbnetfs's mounts: /dev/fuse and fusermount
   docker.io       # apps: the Docker engine (dockerd, containerd, runc, docker-proxy, docker-init)
   busybox-static  # apps tests: the rootfs of the test image (no registry is reachable)
-  util-linux      # nsenter/unshare: locations and apps tests run hostd or a test engine in their own namespaces; umount
+  util-linux      # nsenter/unshare (locations and apps tests), umount, setpriv (proxy: Caddy dies with hostd)
+  caddy           # proxy: the reverse proxy hostd runs on the lease holder (2.6.2 in bookworm)
+  iputils-arping  # proxy: duplicate-address probe and gratuitous ARP for the floating address
+  bind9-dnsutils  # proxy tests: dig queries the built-in DNS responder
+  openssl         # proxy tests: read the certificate Caddy serves
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get)" >&2

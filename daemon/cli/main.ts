@@ -4,5 +4,6 @@
 import './cluster.js';
 import './locations.js';
 import './apps.js';
+import './proxy.js';
 
 export { runHostctl, commandGroups } from './hostctl.js';

@@ -28,6 +28,13 @@ export interface NoteSink {
 export interface CallContext extends NoteSink {
   caller: Caller;
   requestId: string;
+  /**
+   * Hands this very call (same operation and arguments) to another member, as
+   * if the caller had named it with peer_id: the member runs it and records it.
+   * For operations that must run where a resource lives (the proxy holder).
+   * Absent outside dispatch; refused for a call that already came over the cluster.
+   */
+  forwardTo?(peerId: string): Promise<unknown>;
 }
 
 /** A sink that drops notes (service calls made outside a request). */

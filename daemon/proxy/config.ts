@@ -14,8 +14,53 @@ export interface ProxyDomain {
   name: string;
   /** `internal` for the internal CA, or a DNS provider name for a public ACME certificate. */
   cert_source: string;
-  /** Subdomain entries as the proxy API stores them (subdomain, port, host, listen_port, ...). */
-  entries: Array<Record<string, unknown>>;
+  entries: ProxyEntry[];
+}
+
+/**
+ * One subdomain entry. `(subdomain, listen_port)` is unique within a domain;
+ * `listen_port` is stored resolved (443, never 0). Exactly one of `host` and
+ * `target_id` is set; a `target_id` is resolved to the guest's current address
+ * each time the configuration is built.
+ */
+export interface ProxyEntry {
+  subdomain: string;
+  listen_port: number;
+  port: number;
+  host: string | null;
+  /** `vm:<id>`, `lxc:<id>` or `app:<id>` (see GET /proxy/upstreams). */
+  target_id: string | null;
+  /** '' auto-detects from the port (443 gives https). */
+  upstream_scheme: 'http' | 'https' | '';
+  /** null: legacy auto-detection (skip verification on port 443). */
+  tls_skip_verify: boolean | null;
+  header_up: Record<string, string>;
+}
+
+/** A DNS label: what a subdomain and each part of a base domain must be. */
+export const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+/** RFC 7230 token (header field names). */
+export const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** 0 or omitted means 443. */
+export const listenPortOf = (p: number | null | undefined): number => (p ? p : 443);
+
+/** The scheme Caddy uses toward the upstream: explicit, else https on port 443, else http. */
+export const effectiveScheme = (e: Pick<ProxyEntry, 'upstream_scheme' | 'port'>): 'http' | 'https' =>
+  e.upstream_scheme === 'http' || e.upstream_scheme === 'https' ? e.upstream_scheme : e.port === 443 ? 'https' : 'http';
+
+/** Whether upstream TLS verification is skipped: authoritative when set, else on port 443; only for https. */
+export const effectiveSkipVerify = (e: Pick<ProxyEntry, 'upstream_scheme' | 'port' | 'tls_skip_verify'>): boolean =>
+  effectiveScheme(e) === 'https' && (e.tls_skip_verify ?? e.port === 443);
+
+/** A base domain: lowercase DNS labels, at least two, at most 253 characters. */
+export function domainNameProblem(name: string): string | null {
+  if (name.length > 253) return 'is longer than 253 characters';
+  const labels = name.split('.');
+  if (labels.length < 2) return 'needs at least two labels (e.g. home.example)';
+  const bad = labels.find((l) => !LABEL.test(l));
+  if (bad !== undefined) return `has an invalid label '${bad}' (lowercase letters, digits and inner hyphens, 1-63 characters)`;
+  return null;
 }
 
 /** ACME account settings. The DNS provider credentials are NOT here: they go to the secret store. */
@@ -90,6 +135,14 @@ export function validateProxyConfig(v: unknown): ProxyConfig {
     names.add(d.name);
     if (typeof d.cert_source !== 'string' || d.cert_source === '') throw badRequest(`${what}.cert_source must be a non-empty string`);
     if (!Array.isArray(d.entries) || !d.entries.every(isObj)) throw badRequest(`${what}.entries must be an array of objects`);
+    const keys = new Set<string>();
+    d.entries.forEach((e, j) => {
+      const ew = `${what}.entries[${j}]`;
+      validateEntry(e as Record<string, unknown>, ew);
+      const k = `${e.subdomain}:${e.listen_port}`;
+      if (keys.has(k)) throw badRequest(`${ew}: subdomain '${e.subdomain}' on listen port ${e.listen_port} appears twice`);
+      keys.add(k);
+    });
   });
   if (v.acme !== null) {
     if (!isObj(v.acme)) throw badRequest('config.acme must be an object or null');
@@ -111,6 +164,27 @@ export function validateProxyConfig(v: unknown): ProxyConfig {
   }
   if (!isStrArray(v.dns_upstreams)) throw badRequest('config.dns_upstreams must be an array of strings');
   return structuredClone(v) as unknown as ProxyConfig;
+}
+
+const ENTRY_KEYS = ['subdomain', 'listen_port', 'port', 'host', 'target_id', 'upstream_scheme', 'tls_skip_verify', 'header_up'] as const;
+const isPort = (v: unknown): boolean => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
+
+function validateEntry(e: Record<string, unknown>, what: string): void {
+  onlyKeys(e, ENTRY_KEYS, what);
+  for (const k of ENTRY_KEYS) if (!(k in e)) throw badRequest(`${what}.${k} is missing`);
+  if (typeof e.subdomain !== 'string' || !LABEL.test(e.subdomain)) throw badRequest(`${what}.subdomain must be one DNS label`);
+  if (!isPort(e.listen_port)) throw badRequest(`${what}.listen_port must be an integer 1-65535`);
+  if (!isPort(e.port)) throw badRequest(`${what}.port must be an integer 1-65535`);
+  if (e.host !== null && (typeof e.host !== 'string' || e.host === '')) throw badRequest(`${what}.host must be a non-empty string or null`);
+  if (e.target_id !== null && (typeof e.target_id !== 'string' || e.target_id === '')) throw badRequest(`${what}.target_id must be a non-empty string or null`);
+  if ((e.host === null) === (e.target_id === null)) throw badRequest(`${what} needs exactly one of host and target_id`);
+  if (!['http', 'https', ''].includes(e.upstream_scheme as string)) throw badRequest(`${what}.upstream_scheme must be http, https or empty`);
+  if (e.tls_skip_verify !== null && typeof e.tls_skip_verify !== 'boolean') throw badRequest(`${what}.tls_skip_verify must be a boolean or null`);
+  if (!isObj(e.header_up)) throw badRequest(`${what}.header_up must be an object`);
+  for (const [k, v] of Object.entries(e.header_up)) {
+    if (!HEADER_TOKEN.test(k)) throw badRequest(`${what}.header_up: '${k}' is not an HTTP header name (RFC 7230 token)`);
+    if (typeof v !== 'string') throw badRequest(`${what}.header_up.${k} must be a string`);
+  }
 }
 
 /** How the cluster replicates it. */

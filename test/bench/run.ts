@@ -8,6 +8,7 @@ import { mcpOverhead } from './mcp.js';
 import { clusterForwarding } from './cluster.js';
 import { locationListing } from './locations.js';
 import { appsOverhead } from './apps.js';
+import { proxyBench } from './proxy.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -16,6 +17,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['cluster', clusterForwarding],
   ['locations', locationListing],
   ['apps', appsOverhead],
+  ['proxy', proxyBench],
 ];
 
 async function main(): Promise<void> {

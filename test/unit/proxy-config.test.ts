@@ -171,7 +171,7 @@ describe('replicated proxy configuration', function () {
     const full: ProxyConfig = {
       enabled: true,
       http3: false,
-      domains: [{ name: 'home.example', cert_source: 'cloudflare', entries: [{ subdomain: 'git', port: 3000, host: '10.0.0.9', listen_port: 443, header_up: { 'X-Real-IP': '{remote_host}' } }] }],
+      domains: [{ name: 'home.example', cert_source: 'cloudflare', entries: [{ subdomain: 'git', port: 3000, host: '10.0.0.9', target_id: null, listen_port: 443, upstream_scheme: '', tls_skip_verify: null, header_up: { 'X-Real-IP': '{remote_host}' } }] }],
       acme: { email: 'ops@home.example', dir_url: '', dns_resolvers: ['1.1.1.1'] },
       vip: { vip: '10.0.0.5', vip_iface: 'eth0', vip_prefix: 24, vip6: null, vip6_prefix: null },
       dns_upstreams: ['9.9.9.9'],

@@ -1,0 +1,198 @@
+/**
+ * The proxy's figures (issue: reverse proxy on Caddy, item 9):
+ *
+ *   proxy_rps_ratio        requests/s straight to an upstream over requests/s through
+ *                          hostd's Caddy (https, loopback, same run, alternating rounds)
+ *   proxy_config_apply_ms  p50 from POST of a new entry until Caddy serves it
+ *                          (baseline: caddy_load_ms, a bare POST /load of the same config)
+ *   proxy_move_gap_ms      client-observed unavailability during a move between live nodes
+ *                          (median of several moves; baseline: the client's request interval)
+ *   proxy_takeover_gap_ms  holder killed until the client is answered again
+ *                          (baseline: the cluster probe interval, the detection time's floor)
+ *
+ * The first two run on 127.0.0.1; the gaps run in network namespaces the
+ * bench makes (test/helpers/proxy-lab.ts), with the client inside one.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import path from 'node:path';
+import { startDaemon, eventually, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { pair } from '../cluster/util.js';
+import { LAN_DEV, ProxyLab } from '../helpers/proxy-lab.js';
+import { caddyMissing, proxyNodeEnv, proxyYaml } from '../helpers/proxy-node.js';
+import { load, median, pct, print, type LoadResult } from './lib.js';
+
+async function freePort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const p = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return p;
+}
+
+function get(url: string, host: string, ca: Buffer): Promise<number> {
+  return new Promise((resolve) => {
+    const req = https.get(url, { ca, servername: host, headers: { host }, agent: false, timeout: 2000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+  });
+}
+
+async function loopbackFigures(): Promise<void> {
+  const body = JSON.stringify({ ok: true, pad: 'x'.repeat(200) });
+  const upstream = http.createServer((_q, s) => {
+    s.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    s.end(body);
+  });
+  upstream.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
+  const upPort = (upstream.address() as { port: number }).port;
+  const listen = await freePort();
+  const d = await startDaemon({ logToFile: true, configYaml: 'proxy:\n  listen_host: "127.0.0.1"\n' });
+  try {
+    const token = await d.token('bench', ['proxy.read', 'proxy.manage']);
+    const api = (m: string, p: string, b?: unknown) => d.request(m, `/api/v1${p}`, { token, body: b });
+    await api('PATCH', '/proxy', { enabled: true });
+    await api('POST', '/proxy/domains', { name: 'bench.test', cert_source: 'internal' });
+    const e = await api('POST', '/proxy/domains/bench.test/entries', { subdomain: 'web', host: '127.0.0.1', port: upPort, listen_port: listen });
+    if (e.status !== 201) throw new Error(`entry: ${e.status} ${e.text}`);
+    const ca = fs.readFileSync(path.join(d.dataDir, 'proxy/caddy/storage/pki/authorities/local/root.crt'));
+    const via = `https://127.0.0.1:${listen}/`;
+    await eventually(async () => (await get(via, 'web.bench.test', ca)) === 200, 20_000, 'caddy serving');
+
+    // Throughput, alternating rounds.
+    const straight = `http://127.0.0.1:${upPort}/`;
+    const proxied = { headers: { host: 'web.bench.test' } };
+    await load(straight, { duration: 1 });
+    await load(via, { ...proxied, duration: 1 });
+    const a: LoadResult[] = [];
+    const b: LoadResult[] = [];
+    for (let i = 0; i < Number(process.env.BENCH_ROUNDS ?? 3); i++) {
+      a.push(await load(straight, { duration: 3 }));
+      b.push(await loadTls(via, 'web.bench.test'));
+    }
+    for (const r of b) if (r.errors || r.non2xx) throw new Error(`through caddy: ${r.errors} errors, ${r.non2xx} non-2xx`);
+    const rs = median(a.map((r) => r.rps));
+    const rp = median(b.map((r) => r.rps));
+    print('proxy_upstream_rps', rs, 0);
+    print('proxy_caddy_rps', rp, 0);
+    print('proxy_rps_ratio', rs / rp);
+
+    // Apply: a new entry through the API until Caddy serves it.
+    const applies: number[] = [];
+    for (let i = 0; i < 21; i++) {
+      const name = `a${i}`;
+      const t0 = process.hrtime.bigint();
+      const r = await api('POST', '/proxy/domains/bench.test/entries', { subdomain: name, host: '127.0.0.1', port: upPort, listen_port: listen });
+      if (r.status !== 201) throw new Error(`entry ${name}: ${r.status} ${r.text}`);
+      while ((await get(via, `${name}.bench.test`, ca)) !== 200) await new Promise((res) => setTimeout(res, 1));
+      applies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    // Baseline: Caddy alone loading the same whole configuration.
+    const loads: number[] = [];
+    const sock = path.join(d.dataDir, 'proxy/run/caddy-admin.sock');
+    const current = await adminGet(sock, '/config/');
+    for (let i = 0; i < 11; i++) {
+      const t0 = process.hrtime.bigint();
+      await adminPost(sock, '/load', current);
+      loads.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    print('proxy_config_apply_ms', pct([...applies].sort((x, y) => x - y), 0.5));
+    print('caddy_load_ms', pct([...loads].sort((x, y) => x - y), 0.5));
+    print('proxy_config_apply_ratio', pct([...applies].sort((x, y) => x - y), 0.5) / pct([...loads].sort((x, y) => x - y), 0.5));
+  } finally {
+    await d.stop();
+    upstream.close();
+  }
+}
+
+async function loadTls(url: string, servername: string): Promise<LoadResult> {
+  const autocannon = (await import('autocannon')).default;
+  const r = await autocannon({ url, headers: { host: servername }, servername, duration: 3, connections: 10, pipelining: 1 } as never);
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors, non2xx: r.non2xx };
+}
+
+function adminReq(sock: string, method: string, p: string, body?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: sock, method, path: p, setHost: false, headers: { host: '', 'cache-control': 'must-revalidate', ...(body ? { 'content-type': 'application/json' } : {}) } }, (res) => {
+      let t = '';
+      res.on('data', (c) => (t += c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(t) : reject(new Error(`${p}: ${res.statusCode} ${t}`))));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+const adminGet = (sock: string, p: string) => adminReq(sock, 'GET', p);
+const adminPost = (sock: string, p: string, body: string) => adminReq(sock, 'POST', p, body);
+
+async function gapFigures(): Promise<void> {
+  if (!(await ProxyLab.available())) throw new Error('the gap figures need root (network namespaces)');
+  const lab = new ProxyLab(3);
+  await lab.setup();
+  let nodes: TestDaemon[] = [];
+  const probeMs = 500;
+  const intervalMs = 20;
+  try {
+    const upstream = await lab.startUpstream(8080);
+    nodes = await Promise.all(lab.nodes.map((n, i) => startDaemon({ netns: n.ns, env: { ...proxyNodeEnv(n.addr, `bench-${i + 1}`), HOSTD_CLUSTER_PROBE_MS: String(probeMs) }, configYaml: proxyYaml(n.addr) })));
+    await pair(nodes);
+    const tokens = await Promise.all(nodes.map((d, i) => d.token(`b${i}`, ['proxy.read', 'proxy.manage'])));
+    const api = (i: number, m: string, p: string, b?: unknown) => nodes[i].request(m, `/api/v1${p}`, { token: tokens[i], body: b });
+    await api(0, 'PATCH', '/proxy', { enabled: true });
+    await api(0, 'POST', '/proxy/domains', { name: 'lab.test', cert_source: 'internal' });
+    const [uh, up] = upstream.split(':');
+    await api(0, 'POST', '/proxy/domains/lab.test/entries', { subdomain: 'web', host: uh, port: Number(up) });
+    await api(0, 'PUT', '/proxy/vip', { vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24 });
+    const serving = async (i: number) => {
+      const s = (await api(i, 'GET', '/proxy/host-status')).body;
+      return s.vip.claimed && s.applied_version !== null;
+    };
+    for (const i of [1, 2, 0]) {
+      await api(0, 'POST', '/proxy/move', { peer_id: nodes[i].nodeId });
+      await eventually(() => serving(i), 20_000, `node ${i + 1} serving`);
+    }
+    const bundle = path.join(tempDir('hostd-bench-ca-'), 'roots.pem');
+    fs.writeFileSync(bundle, nodes.map((d) => fs.readFileSync(path.join(d.dataDir, 'proxy/caddy/storage/pki/authorities/local/root.crt'), 'utf8')).join('\n'));
+    const client = lab.startClient({ url: 'https://web.lab.test/', resolve: lab.vip, ca: bundle, intervalMs });
+    await client.okAfter(Date.now());
+    const moves: number[] = [];
+    let holder = 0;
+    for (let k = 0; k < 6; k++) {
+      const to = (holder + 1) % 3;
+      await new Promise((r) => setTimeout(r, 300));
+      const t0 = Date.now();
+      const r = await api(holder, 'POST', '/proxy/move', { peer_id: nodes[to].nodeId });
+      if (r.status !== 200) throw new Error(`move: ${r.status} ${r.text}`);
+      await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via === lab.nodes[to].addr), 30_000, 'the new holder answering');
+      moves.push(client.switchGap(t0, (v) => v === lab.nodes[to].addr).gapMs);
+      holder = to;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    const t0 = Date.now();
+    await nodes[holder].kill();
+    const old = lab.nodes[holder].addr;
+    await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via !== old), 60_000, 'an answer after the takeover');
+    const takeover = client.switchGap(t0, (v) => v !== null && v !== old).gapMs;
+    await client.stop();
+    print('proxy_move_gap_ms', median(moves), 1);
+    print('proxy_move_gap_max_ms', Math.max(...moves), 1);
+    print('client_interval_ms', intervalMs, 0);
+    print('proxy_takeover_gap_ms', takeover, 1);
+    print('cluster_probe_ms', probeMs, 0);
+  } finally {
+    await Promise.all(nodes.map((d) => d.stop()));
+    await lab.cleanup();
+  }
+}
+
+export async function proxyBench(): Promise<void> {
+  const why = await caddyMissing();
+  if (why) throw new Error(why);
+  await loopbackFigures();
+  await gapFigures();
+}

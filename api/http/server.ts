@@ -106,6 +106,19 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
     fail(new ApiError(404, `no endpoint at ${path}`));
     return;
   }
+  if (req.method === 'OPTIONS') {
+    let allow: string;
+    try {
+      allow = deps.router.allow(path.slice(API_PREFIX.length));
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    res.writeHead(204, ['allow', allow, 'x-request-id', id]);
+    res.end();
+    deps.requestLog.write({ req_id: id, method: req.method, path, status: 204, ms: performance.now() - started });
+    return;
+  }
   let match;
   try {
     match = deps.router.match(req.method ?? 'GET', path.slice(API_PREFIX.length));

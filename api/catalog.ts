@@ -135,7 +135,9 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
     const responses: Record<string, unknown> = {
       [String(op.successStatus)]: {
         description: 'Success.',
-        content: { 'application/json': { schema: { type: 'object' } } },
+        // A JSON object whose fields the spec gives per operation; `additionalProperties: true`
+        // makes generated clients type it as an open object rather than an empty one.
+        content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } },
       },
     };
     for (const [code, description] of Object.entries(ERROR_STATUSES)) {

@@ -1,7 +1,10 @@
 /**
- * Daemon configuration: environment variables for the basics, an optional YAML
- * file (HOSTD_CONFIG) for storage pools and the like. Relative paths in the
- * file are taken relative to the file.
+ * Daemon configuration: one YAML file, found as HOSTD_CONFIG names it, else
+ * /etc/hostd/config.yaml when it exists, else none (defaults, data in ./data).
+ * hostctl finds the daemon's data directory the same way. Environment
+ * variables (HOSTD_HTTP_ADDR, HOSTD_DATA_DIR, ...) override single values for
+ * development and tests; the systemd unit sets none of them, so the file
+ * decides. Relative paths in the file are taken relative to the file.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -31,6 +34,10 @@ export interface Config {
   forwardDeadlineMs: number;
   /** Milliseconds between health probes of the other members. */
   clusterProbeMs: number;
+  /** The config file read, if any. */
+  configFile?: string;
+  /** Where the listen addresses and the data dir came from, for error messages: an environment variable, a file key, or the default. */
+  sources?: { http: string; cluster: string; dataDir: string };
   /**
    * The config file's other top-level sections by name (`vms:`, `lxc:`,
    * `apps:` ...): each domain reads and validates its own.
@@ -64,16 +71,41 @@ interface FileConfig {
   storage_pools?: Array<{ id?: string; path?: string; name?: string }>;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+/** The system-wide config file, read when HOSTD_CONFIG is not set. */
+export const SYSTEM_CONFIG = '/etc/hostd/config.yaml';
+
+/**
+ * The config file to read: HOSTD_CONFIG when set (set but empty: none), else
+ * `systemConfig` when it exists, else none.
+ */
+export function configFileOf(env: NodeJS.ProcessEnv, systemConfig = SYSTEM_CONFIG): string | undefined {
+  if (env.HOSTD_CONFIG !== undefined) return env.HOSTD_CONFIG === '' ? undefined : path.resolve(env.HOSTD_CONFIG);
+  return fs.existsSync(systemConfig) ? systemConfig : undefined;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, systemConfig = SYSTEM_CONFIG): Config {
   let file: FileConfig = {};
   let base = process.cwd();
-  if (env.HOSTD_CONFIG) {
-    const p = path.resolve(env.HOSTD_CONFIG);
-    const parsed = YAML.parse(fs.readFileSync(p, 'utf8')) ?? {};
-    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${p}: config must be a YAML mapping`);
+  const configFile = configFileOf(env, systemConfig);
+  if (configFile) {
+    let text: string;
+    try {
+      text = fs.readFileSync(configFile, 'utf8');
+    } catch (err) {
+      throw new Error(`cannot read the config file ${configFile}: ${(err as Error).message}${env.HOSTD_CONFIG ? ' (named by HOSTD_CONFIG)' : ''}`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = YAML.parse(text) ?? {};
+    } catch (err) {
+      throw new Error(`${configFile}: ${(err as Error).message}`);
+    }
+    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${configFile}: config must be a YAML mapping`);
     file = parsed as FileConfig;
-    base = path.dirname(p);
+    base = path.dirname(configFile);
   }
+  const from = (envName: string, key: string, value: unknown) =>
+    env[envName] !== undefined ? envName : value !== undefined ? `${key} in ${configFile}` : 'the default';
   const dataDir = path.resolve(env.HOSTD_DATA_DIR ?? (file.data_dir ? path.resolve(base, file.data_dir) : './data'));
   const pools: PoolConfig[] = [];
   for (const [i, p] of (file.storage_pools ?? []).entries()) {
@@ -83,10 +115,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pools.push({ id: p.id, path: path.resolve(base, p.path), name: p.name });
   }
   if (pools.length === 0) pools.push({ id: 'default', path: path.join(dataDir, 'pools', 'default'), name: 'Default pool' });
+  const sources = {
+    http: from('HOSTD_HTTP_ADDR', 'http_addr', file.http_addr),
+    cluster: from('HOSTD_CLUSTER_ADDR', 'cluster_addr', file.cluster_addr),
+    dataDir: from('HOSTD_DATA_DIR', 'data_dir', file.data_dir),
+  };
   return {
     dataDir,
-    http: parseAddr(env.HOSTD_HTTP_ADDR ?? file.http_addr ?? '127.0.0.1:8787', 'HOSTD_HTTP_ADDR'),
-    cluster: parseAddr(env.HOSTD_CLUSTER_ADDR ?? file.cluster_addr ?? '0.0.0.0:8788', 'HOSTD_CLUSTER_ADDR'),
+    configFile,
+    sources,
+    http: parseAddr(env.HOSTD_HTTP_ADDR ?? file.http_addr ?? '127.0.0.1:8787', sources.http === 'the default' ? 'http_addr' : sources.http),
+    cluster: parseAddr(env.HOSTD_CLUSTER_ADDR ?? file.cluster_addr ?? '0.0.0.0:8788', sources.cluster === 'the default' ? 'cluster_addr' : sources.cluster),
     clusterAdvertise: env.HOSTD_CLUSTER_ADVERTISE ?? file.cluster_advertise,
     nodeName: env.HOSTD_NODE_NAME ?? file.node_name ?? os.hostname(),
     pools,

@@ -2,7 +2,7 @@
  * hostd entry point: reads the configuration, starts the daemon, and stops it
  * cleanly on SIGINT/SIGTERM.
  */
-import { loadConfig } from './config.js';
+import { SYSTEM_CONFIG, loadConfig, type Config } from './config.js';
 import { createLoggers } from './logger.js';
 import { startDaemon } from './daemon.js';
 
@@ -19,8 +19,9 @@ async function main(): Promise<void> {
   try {
     daemon = await startDaemon(config, log, requests);
   } catch (err) {
+    const msg = startupMessage(err, config);
     log.fatal({ err }, 'hostd failed to start');
-    process.stderr.write(`hostd: ${(err as Error).message}\n`);
+    process.stderr.write(`hostd: ${msg}\n`);
     log.flush(() => process.exit(1));
     return;
   }
@@ -31,6 +32,25 @@ async function main(): Promise<void> {
   };
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/**
+ * The message for a failed start. A listen error on the API address says
+ * which setting to change and where it came from (the config file's key, an
+ * environment variable, or the default), as the cluster listener's does.
+ */
+export function startupMessage(err: unknown, config: Config): string {
+  const e = err as NodeJS.ErrnoException & { port?: number; address?: string };
+  const listenCodes = ['EADDRINUSE', 'EACCES', 'EADDRNOTAVAIL'];
+  if (e && listenCodes.includes(e.code ?? '') && e.port === config.http.port && typeof e.syscall === 'string' && e.syscall === 'listen') {
+    const addr = `${config.http.host.includes(':') ? `[${config.http.host}]` : config.http.host}:${config.http.port}`;
+    const what = e.code === 'EADDRINUSE' ? 'is in use' : e.code === 'EACCES' ? 'is not allowed' : 'is not an address of this host';
+    const source = config.sources?.http ?? 'the default';
+    // Name the one setting that decided the address; for the default, where to set one.
+    const where = source === 'the default' ? `set http_addr in ${config.configFile ?? SYSTEM_CONFIG} or HOSTD_HTTP_ADDR` : `change ${source}`;
+    return `cannot listen for the API on ${addr}: the address ${what} (${where})`;
+  }
+  return (err as Error)?.message ?? String(err);
 }
 
 void main();

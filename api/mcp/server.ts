@@ -41,7 +41,7 @@ import { ApiError, errorBody, unauthorized } from '../../daemon/lib/errors.js';
 import { readBody } from '../http/body.js';
 import { requestId, sendJson } from '../http/server.js';
 import type { Caller } from '../../daemon/lib/caller.js';
-import { toolsListFor } from './tools.js';
+import { ToolLists } from './tools.js';
 
 export const MCP_PATH = '/mcp';
 
@@ -123,7 +123,21 @@ function createServer(deps: McpDeps): Server {
     { name: 'hostd', version: deps.version },
     { capabilities: { tools: { listChanged: false } }, jsonSchemaValidator: noValidator },
   );
-  server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => toolsListFor(scopeOf(extra).caller.scopes));
+  // What this build serves is what the catalog says (each handler's isBuilt);
+  // the handler table is fixed once the daemon serves, so it is read once.
+  let lists: Promise<ToolLists> | undefined;
+  const toolLists = (scope: RequestScope) =>
+    (lists ??= deps.dispatch.call('catalog_get', {}, scope.caller, `${scope.id}:catalog`).then((c) => {
+      const implemented = new Map((c as { endpoints: Array<{ operation: string; implemented: boolean }> }).endpoints.map((e) => [e.operation, e.implemented]));
+      return new ToolLists((name) => implemented.get(name) === true);
+    }).catch((err) => {
+      lists = undefined;
+      throw err;
+    }));
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+    const scope = scopeOf(extra);
+    return (await toolLists(scope)).forScopes(scope.caller.scopes);
+  });
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const scope = scopeOf(extra);
     const name = request.params.name;

@@ -43,3 +43,23 @@ export function servedLines(s: Served): string[] {
   if (s.notYet.length) lines.push(`not yet: ${s.notYet.join(', ')} (their operations answer 501)`);
   return lines;
 }
+
+export const README_BEGIN = '<!-- served: made by `npm run readme` from the catalog of a fresh daemon; test/integration/clients-served.test.ts keeps it true -->';
+export const README_END = '<!-- /served -->';
+
+/** The README's opening block: the same three lines, as one paragraph. */
+export function servedMarkdown(s: Served): string {
+  const parts = [`**This build serves:** ${s.served.join(', ') || 'none'}.`];
+  if (s.partly.length) parts.push(`**Partly:** ${s.partly.map(([d, b, t]) => `${d} (${b} of ${t} operations)`).join(', ')}.`);
+  if (s.notYet.length) parts.push(`**Not yet:** ${s.notYet.join(', ')} (their operations answer 501 until they land).`);
+  return `${README_BEGIN}\n${parts.join('\n')}\n${README_END}`;
+}
+
+/** `readme` with its served block replaced (inserted after the first paragraph when it has none). */
+export function withServedBlock(readme: string, block: string): string {
+  const b = readme.indexOf(README_BEGIN);
+  const e = readme.indexOf(README_END);
+  if (b !== -1 && e > b) return readme.slice(0, b) + block + readme.slice(e + README_END.length);
+  const firstBreak = readme.indexOf('\n\n', readme.indexOf('\n\n') + 2);
+  return `${readme.slice(0, firstBreak)}\n\n${block}${readme.slice(firstBreak)}`;
+}

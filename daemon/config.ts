@@ -21,6 +21,53 @@ export interface PoolConfig {
 
 export interface HostAddr { host: string; port: number }
 
+/** How the API's listener bounds connections and slow clients (config `http_limits`). */
+export interface HttpLimits {
+  /** Connections open at once, in total; beyond, new ones are dropped. */
+  maxConnections: number;
+  /** Connections open at once from one client address; beyond, new ones are closed. */
+  maxConnectionsPerClient: number;
+  /** Time for a request's headers to arrive. */
+  headersTimeoutMs: number;
+  /** Time for a request's body to arrive once it is read; then 408 and the connection closes. */
+  bodyTimeoutMs: number;
+  /** After an answer given before the body arrived, how long the rest is read and dropped before the socket closes. */
+  closeLingerMs: number;
+}
+
+export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({
+  maxConnections: 1024,
+  maxConnectionsPerClient: 128,
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 15_000,
+  closeLingerMs: 2_000,
+});
+
+/** The config file's `http_limits` keys, by field. */
+const HTTP_LIMIT_KEYS: Record<keyof HttpLimits, string> = {
+  maxConnections: 'max_connections',
+  maxConnectionsPerClient: 'max_connections_per_client',
+  headersTimeoutMs: 'headers_timeout_ms',
+  bodyTimeoutMs: 'body_timeout_ms',
+  closeLingerMs: 'close_linger_ms',
+};
+
+function parseHttpLimits(raw: unknown, where: string): HttpLimits {
+  const out: HttpLimits = { ...DEFAULT_HTTP_LIMITS };
+  if (raw === undefined || raw === null) return out;
+  if (typeof raw !== 'object' || Array.isArray(raw)) throw new Error(`${where}: http_limits must be a mapping`);
+  const given = raw as Record<string, unknown>;
+  const known = Object.values(HTTP_LIMIT_KEYS);
+  for (const k of Object.keys(given)) if (!known.includes(k)) throw new Error(`${where}: http_limits.${k} is not a setting (known: ${known.join(', ')})`);
+  for (const [field, key] of Object.entries(HTTP_LIMIT_KEYS) as Array<[keyof HttpLimits, string]>) {
+    const v = given[key];
+    if (v === undefined) continue;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new Error(`${where}: http_limits.${key} must be a positive integer`);
+    out[field] = v;
+  }
+  return out;
+}
+
 export interface Config {
   dataDir: string;
   http: HostAddr;
@@ -30,6 +77,8 @@ export interface Config {
   nodeName: string;
   pools: PoolConfig[];
   logLevel: string;
+  /** Connection caps and slow-client timeouts of the API listener (`http_limits`). */
+  httpLimits?: HttpLimits;
   /** Milliseconds a forwarded call may take before the origin answers 502. */
   forwardDeadlineMs: number;
   /** Milliseconds between health probes of the other members. */
@@ -57,7 +106,7 @@ export function parseAddr(value: string, what: string): HostAddr {
 }
 
 /** Top-level keys of the config file that this module reads; every other key is a domain's section. */
-const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools'];
+const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits'];
 
 interface FileConfig {
   node_name?: string;
@@ -69,6 +118,7 @@ interface FileConfig {
   forward_deadline_ms?: number;
   cluster_probe_ms?: number;
   storage_pools?: Array<{ id?: string; path?: string; name?: string }>;
+  http_limits?: unknown;
 }
 
 /** The system-wide config file, read when HOSTD_CONFIG is not set. */
@@ -130,6 +180,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, systemConfig = 
     nodeName: env.HOSTD_NODE_NAME ?? file.node_name ?? os.hostname(),
     pools,
     logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
+    httpLimits: parseHttpLimits(file.http_limits, configFile ?? 'config'),
     forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
     clusterProbeMs: Number(env.HOSTD_CLUSTER_PROBE_MS ?? file.cluster_probe_ms ?? 2000),
     sections: Object.fromEntries(Object.entries(file).filter(([k]) => !SPINE_KEYS.includes(k))),

@@ -38,7 +38,7 @@ import type { jsonSchemaValidator, JsonSchemaType, JsonSchemaValidator } from '@
 import type { Dispatch } from '../dispatch.js';
 import { getOperation } from '../registry/index.js';
 import { ApiError, errorBody, unauthorized } from '../../daemon/lib/errors.js';
-import { readBody } from '../http/body.js';
+import { afterParse, bodyPending, readBody } from '../http/body.js';
 import { requestId, sendJson } from '../http/server.js';
 import type { Caller } from '../../daemon/lib/caller.js';
 import { ToolLists } from './tools.js';
@@ -212,8 +212,8 @@ export class HttpMux implements Transport {
 }
 
 /** A JSON-RPC error answer with no id, as the SDK's HTTP transport sends for a refused POST. */
-function rpcError(res: ServerResponse, status: number, code: number, message: string): void {
-  sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null });
+function rpcError(req: IncomingMessage, res: ServerResponse, status: number, code: number, message: string): void {
+  afterParse(req, () => sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null }, bodyPending(req) ? { connection: 'close' } : {}));
 }
 
 /** The listener for MCP_PATH (served directly by the HTTP transport, not through express). */
@@ -239,8 +239,9 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
   });
   const fail = (err: unknown) => {
     const e = errorBody(err);
-    if (!res.headersSent) sendJson(res, e.status, e.body, e.headers);
-    else res.end();
+    // Answered before the body arrived (401, 405, a late body): close rather than read the rest.
+    if (res.headersSent) res.end();
+    else afterParse(req, () => sendJson(res, e.status, e.body, bodyPending(req) ? { ...e.headers, connection: 'close' } : e.headers));
   };
 
   const caller = deps.authenticate(req.headers.authorization);
@@ -253,10 +254,10 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
 
   const accept = req.headers.accept;
   if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
-    return rpcError(res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+    return rpcError(req, res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
   }
   if (!isJsonContentType(req.headers['content-type'] ?? null)) {
-    return rpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+    return rpcError(req, res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
   }
   let raw: unknown;
   try {
@@ -264,23 +265,23 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
     raw = JSON.parse(body.toString('utf8'));
   } catch (err) {
     if (err instanceof ApiError) return fail(err);
-    return rpcError(res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
+    return rpcError(req, res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
   }
   if (Array.isArray(raw) && raw.length > MAX_BATCH_SIZE) {
-    return rpcError(res, 400, ErrorCode.InvalidRequest, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
+    return rpcError(req, res, 400, ErrorCode.InvalidRequest, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
   }
   let messages: JSONRPCMessage[];
   try {
     messages = (Array.isArray(raw) ? raw : [raw]).map((m) => JSONRPCMessageSchema.parse(m));
   } catch {
-    return rpcError(res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
+    return rpcError(req, res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
   }
   if (messages.some(isInitialize)) {
-    if (messages.length > 1) return rpcError(res, 400, ErrorCode.InvalidRequest, 'Invalid Request: Only one initialization request is allowed');
+    if (messages.length > 1) return rpcError(req, res, 400, ErrorCode.InvalidRequest, 'Invalid Request: Only one initialization request is allowed');
   } else {
     const version = req.headers['mcp-protocol-version'];
     if (typeof version === 'string' && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
-      return rpcError(res, 400, -32000, `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+      return rpcError(req, res, 400, -32000, `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
     }
   }
   const extra: MessageExtraInfo = { authInfo: { token: '', clientId: caller.tokenName, scopes: caller.scopes, extra: { scope } } };

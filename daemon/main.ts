@@ -4,12 +4,43 @@
  */
 import { SYSTEM_CONFIG, loadConfig, type Config } from './config.js';
 import { createLoggers } from './logger.js';
-import { startDaemon } from './daemon.js';
+import { startDaemon, VERSION } from './daemon.js';
+import { parseArgs } from 'node:util';
+
+const USAGE = `usage: hostd [--config FILE]
+
+Runs the hostd daemon in the foreground. Its configuration is one YAML file:
+FILE, else the file HOSTD_CONFIG names, else ${SYSTEM_CONFIG} when it exists,
+else none (the API on 127.0.0.1:8787, data in ./data). See
+deploy/config.example.yaml; hostctl finds the daemon through the same file.
+`;
+
+/** The environment with the command line applied, or an exit status after printing usage or an error. */
+function commandLine(argv: string[], env: NodeJS.ProcessEnv): NodeJS.ProcessEnv | number {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } }, strict: true });
+  } catch (err) {
+    process.stderr.write(`hostd: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (parsed.values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (parsed.values.version) {
+    process.stdout.write(`hostd ${VERSION}\n`);
+    return 0;
+  }
+  return parsed.values.config ? { ...env, HOSTD_CONFIG: parsed.values.config } : env;
+}
 
 async function main(): Promise<void> {
+  const env = commandLine(process.argv.slice(2), process.env);
+  if (typeof env === 'number') process.exit(env);
   let config;
   try {
-    config = loadConfig();
+    config = loadConfig(env);
   } catch (err) {
     process.stderr.write(`hostd: ${(err as Error).message}\n`);
     process.exit(2);

@@ -81,6 +81,22 @@ describe('hostd and hostctl as commands', function () {
       }
     });
 
+    it('hostd answers --help and --version, refuses an unknown option, and takes --config FILE', async function () {
+      this.timeout(60_000);
+      const hostd = path.join(ROOT, 'bin/hostd.js');
+      const help = await runIn(outside, hostd, ['--help']);
+      expect([help.code, help.stdout.split('\n')[0]]).to.deep.equal([0, 'usage: hostd [--config FILE]']);
+      const version = await runIn(outside, hostd, ['--version']);
+      expect(version.code).to.equal(0);
+      expect(version.stdout).to.match(/^hostd \d+\.\d+\.\d+\n$/);
+      const bad = await runIn(outside, hostd, ['--nope']);
+      expect(bad.code).to.equal(2);
+      expect(bad.stderr).to.contain("hostd: Unknown option '--nope'");
+      const missing = await runIn(outside, hostd, ['--config', path.join(outside, 'absent.yaml')]);
+      expect(missing.code).to.equal(2);
+      expect(missing.stderr).to.contain(`hostd: cannot read the config file ${path.join(outside, 'absent.yaml')}`);
+    });
+
     it('hostd without a build fails with a message, not a stack trace', async function () {
       this.timeout(30_000);
       // A copy of the bin file in a tree without dist/.

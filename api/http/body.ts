@@ -23,7 +23,7 @@ function limitsOf(req: IncomingMessage): HttpLimits {
 }
 
 /** Whether the request announced a body that has not fully arrived. */
-function hasUnreadBody(req: IncomingMessage): boolean {
+export function hasUnreadBody(req: IncomingMessage): boolean {
   if (req.complete) return false;
   const len = header(req, 'content-length');
   return (len !== undefined && len !== '0') || header(req, 'transfer-encoding') !== undefined;

@@ -13,7 +13,7 @@ import type { Dispatch } from '../dispatch.js';
 import type { Router } from '../router.js';
 import { API_PREFIX } from '../catalog.js';
 import { errorBody, unauthorized, ApiError } from '../../daemon/lib/errors.js';
-import { afterParse, assembleArgs, bodyPending, readBody, LIMITS, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
+import { afterParse, assembleArgs, bodyPending, hasUnreadBody, readBody, LIMITS, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
 import type { Caller } from '../../daemon/lib/caller.js';
 import type { RequestLog } from '../../daemon/logger.js';
 
@@ -91,17 +91,21 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   let actor: string | undefined;
 
   const send = (status: number, body: unknown, headers?: Record<string, string>) => {
-    // An answer given before the body arrived (401, 404, 405, 403, a refused
-    // or late body) ends the connection, lingering briefly, instead of reading
-    // whatever the client still trickles in.
-    if (bodyPending(req)) headers = { ...headers, connection: 'close' };
     sendJson(res, status, body, headers, id);
     deps.requestLog.write({
       req_id: id, method: req.method, path, status, op: opName, actor,
       ms: performance.now() - started,
     });
   };
-  const finish = (status: number, body: unknown, headers?: Record<string, string>) => afterParse(req, () => send(status, body, headers));
+  const finish = (status: number, body: unknown, headers?: Record<string, string>) => {
+    // The common case: no body, or all of it read.
+    if (!hasUnreadBody(req)) return send(status, body, headers);
+    // An answer given before the body arrived (401, 404, 405, 403, a refused
+    // or late body) ends the connection, lingering briefly, instead of reading
+    // whatever the client still trickles in; decided once the parser has
+    // taken what already arrived.
+    afterParse(req, () => send(status, body, bodyPending(req) ? { ...headers, connection: 'close' } : headers));
+  };
   const fail = (err: unknown) => {
     const e = errorBody(err);
     if (e.status >= 500 && !(err instanceof ApiError)) deps.log.error({ req_id: id, err }, 'request failed');

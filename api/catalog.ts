@@ -2,7 +2,7 @@
  * The live catalog (GET /api/v1/catalog) and the OpenAPI 3.1 document, both
  * derived from the registry and the handler table.
  */
-import { operations } from './registry/index.js';
+import { isGreedyParam, operations } from './registry/index.js';
 import type { JsonSchema, Operation } from './registry/types.js';
 import type { HandlerTable } from './handlers.js';
 import { isBuilt } from '../daemon/lib/caller.js';
@@ -55,10 +55,52 @@ const ERROR_STATUSES: Record<string, string> = {
   '503': 'A host dependency is unavailable.',
 };
 
-function parametersFor(op: Operation): unknown[] {
+/**
+ * The OpenAPI path key of an operation. OpenAPI forbids two templates that
+ * differ only in parameter names (`/folders/{folder_id}/entries/{src_sub_path}`
+ * for PATCH and `/folders/{folder_id}/entries/{sub_path}` for DELETE are one
+ * URL shape), so operations of the same shape share one path item, whose
+ * template takes, at each parameter position, the shortest of their names (the
+ * most general one: `sub_path`). The server routes by shape, so the URL a
+ * client sends is the same either way; an operation whose argument has another
+ * name declares the parameter under the path's name with `x-argument` naming
+ * the argument it fills (docs/api-decisions.md).
+ */
+export function openApiPaths(ops: readonly Operation[] = operations): Map<Operation, { key: string; names: Record<string, string> }> {
+  const shape = (op: Operation) => op.segments.map((s) => (s.startsWith('{') ? '{}' : s)).join('/');
+  const byShape = new Map<string, Operation[]>();
+  for (const op of ops) byShape.set(shape(op), [...(byShape.get(shape(op)) ?? []), op]);
+  const out = new Map<Operation, { key: string; names: Record<string, string> }>();
+  for (const group of byShape.values()) {
+    const segs = group[0].segments.map((s, i) => {
+      if (!s.startsWith('{')) return s;
+      const names = group.map((o) => o.segments[i]);
+      return names.reduce((a, b) => (b.length < a.length || (b.length === a.length && b < a) ? b : a));
+    });
+    const key = API_PREFIX + '/' + segs.join('/');
+    for (const op of group) {
+      const names: Record<string, string> = {};
+      op.segments.forEach((s, i) => {
+        if (s.startsWith('{')) names[s.slice(1, -1)] = segs[i].slice(1, -1);
+      });
+      out.set(op, { key, names });
+    }
+  }
+  return out;
+}
+
+const MULTI_SEGMENT_NOTE =
+  'A path inside the folder, possibly of several segments. Percent-encode it as one path segment (`/` as `%2F`, as OpenAPI clients do); the server also takes it unencoded across segments (`a/b.txt`). Either way it is decoded once and confined to the folder.';
+
+function parametersFor(op: Operation, names: Record<string, string>): unknown[] {
   const out: unknown[] = [];
   for (const [name, schema] of Object.entries(op.params)) {
-    out.push({ name, in: 'path', required: true, schema });
+    const shown = names[name] ?? name;
+    const notes = [typeof schema.description === 'string' ? schema.description + '.' : '', isGreedyParam(name) ? MULTI_SEGMENT_NOTE : ''];
+    if (shown !== name) notes.push(`This fills the argument \`${name}\` (the path is shared with other operations under the name \`${shown}\`).`);
+    const prm: Record<string, unknown> = { name: shown, in: 'path', required: true, description: notes.filter(Boolean).join(' '), schema };
+    if (shown !== name) prm['x-argument'] = name;
+    out.push(prm);
   }
   if (op.method === 'GET' || op.method === 'DELETE') {
     const props = (op.schema.properties ?? {}) as Record<string, JsonSchema>;
@@ -86,12 +128,16 @@ function bodySchema(op: Operation): JsonSchema {
 
 export function openApiDocument(table: HandlerTable, version: string): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
+  const keys = openApiPaths();
   for (const op of operations) {
-    const item = (paths[API_PREFIX + op.path] ??= {});
+    const { key, names } = keys.get(op)!;
+    const item = (paths[key] ??= {});
     const responses: Record<string, unknown> = {
       [String(op.successStatus)]: {
         description: 'Success.',
-        content: { 'application/json': { schema: { type: 'object' } } },
+        // A JSON object whose fields the spec gives per operation; `additionalProperties: true`
+        // makes generated clients type it as an open object rather than an empty one.
+        content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } },
       },
     };
     for (const [code, description] of Object.entries(ERROR_STATUSES)) {
@@ -101,7 +147,7 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
       operationId: op.name,
       summary: op.summary,
       tags: [op.domain],
-      parameters: parametersFor(op),
+      parameters: parametersFor(op, names),
       responses,
       'x-scopes': op.scopes,
       'x-hints': op.hints,
@@ -117,7 +163,8 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
     info: {
       title: 'hostd host management API',
       version,
-      description: 'Every operation of the host API. Arguments of GET and DELETE go in the query string; object-valued ones (such as `target` and `labels`) as JSON text. Any operation with `peer_id` runs on that paired server.',
+      description: 'Every operation of the host API. Arguments of GET and DELETE go in the query string; object-valued ones (such as `target` and `labels`) as JSON text. Any operation with `peer_id` runs on that paired server. Path parameters that hold a path inside a folder (`sub_path`, `src_sub_path`) are sent percent-encoded as one segment (`%2F` for `/`). Operations that share a URL shape share one path item; a parameter named differently from the argument it fills says so in `x-argument`.',
+      license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: [{ url: '/' }],
     security: [{ bearer: [] }],

@@ -1,8 +1,23 @@
 /**
  * Maps a method and a path under /api/v1 to an operation, derived from the
- * registry. Literal segments beat parameters; `*sub_path` parameters take one
- * or more segments. A path that some operation matches with another method
- * gives 405 with the methods that would work.
+ * registry.
+ *
+ * A concrete path is first resolved to a resource: the templates that match
+ * it and that no other matching template beats. Comparing two templates
+ * segment by segment, a literal beats a parameter at the first position where
+ * one has a literal and the other a parameter (as OpenAPI says concrete paths
+ * match before templated ones), so `/apps/discovered` is its own resource and
+ * does not borrow the methods of `/apps/{app_id}`. Segments inside a
+ * multi-segment parameter after its first are not compared: for
+ * `/folders/F/entries/a/b/copy` the copy endpoint and the move and delete of
+ * the entry `a/b/copy` stay one resource, told apart by the method.
+ *
+ * The resource's methods are the answer to OPTIONS and the Allow header of a
+ * 405; HEAD is served wherever GET is. `*sub_path` parameters take one or
+ * more segments, each percent-decoded, so `a%2Fb` and `a/b` are the same
+ * value. An integer parameter takes a non-integer segment only when no
+ * template fits the path otherwise (`GET /vms/abc` is `/vms/{id}` with a bad
+ * id, 400; `/vms/images/start` is never `/vms/{id}/start`).
  */
 import type { Method, Operation } from './registry/types.js';
 import { isGreedyParam } from './registry/index.js';
@@ -14,14 +29,36 @@ export interface RouteMatch {
   params: Record<string, string>;
 }
 
-interface Candidate { op: Operation; params: Record<string, string>; literals: number }
+/** How a template segment took a concrete segment. */
+const LITERAL = 2;
+const PARAM = 1;
+/** A later segment of a multi-segment parameter: not compared. */
+const INSIDE = 0;
+
+interface Candidate {
+  op: Operation;
+  params: Record<string, string>;
+  /** One rank per concrete segment. */
+  ranks: number[];
+}
+
+/** The order methods are listed in Allow headers. */
+const ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** The Allow header value for the registry methods of one resource. */
+export function allowHeader(methods: Iterable<string>): string {
+  const set = new Set(methods);
+  if (set.has('GET')) set.add('HEAD');
+  set.add('OPTIONS');
+  return ORDER.filter((m) => set.has(m)).join(', ');
+}
 
 export class Router {
   /** Operations indexed by their first path segment (the collection). */
   private readonly byHead = new Map<string, Operation[]>();
   /**
-   * Paths without parameters, by exact text then method. Such a route has
-   * only literal segments, so when the method matches it beats any route
+   * Paths without parameters, by exact text then method (HEAD with GET's
+   * operation). Such a route has only literal segments, so it beats any route
    * with parameters: the lookup is the whole answer (the hot path).
    */
   private readonly statics = new Map<string, Map<string, RouteMatch>>();
@@ -34,19 +71,42 @@ export class Router {
       this.byHead.set(head, list);
       if (Object.keys(op.params).length === 0) {
         const byMethod = this.statics.get(op.path) ?? new Map<string, RouteMatch>();
-        byMethod.set(op.method, Object.freeze({ op, params: Object.freeze({}) as Record<string, string> }));
+        const hit = Object.freeze({ op, params: Object.freeze({}) as Record<string, string> });
+        byMethod.set(op.method, hit);
+        if (op.method === 'GET') byMethod.set('HEAD', hit);
         this.statics.set(op.path, byMethod);
       }
     }
   }
 
-  /** `rawPath` is the part after /api/v1, still percent-encoded. */
+  /**
+   * The operation for a method (HEAD as GET) and a path after /api/v1, still
+   * percent-encoded. Throws 404 for a path no operation has, 405 with Allow
+   * for a method its resource lacks (OPTIONS included: see `allow`).
+   */
   match(method: string, rawPath: string): RouteMatch {
     const hit = this.statics.get(rawPath)?.get(method);
     if (hit) return { op: hit.op, params: {} };
-    const rawSegs = rawPath.split('/').filter(Boolean);
+    const resource = this.resolve(rawPath);
+    const want = method === 'HEAD' ? 'GET' : method;
+    const best = resource.find((c) => c.op.method === (want as Method));
+    if (!best) {
+      const allow = allowHeader(resource.map((c) => c.op.method));
+      throw methodNotAllowed(`method ${method} is not allowed here; allowed: ${allow}`, allow.split(', '));
+    }
+    return { op: best.op, params: best.params };
+  }
+
+  /** The Allow header value of a path (OPTIONS); 404 when no operation has it. */
+  allow(rawPath: string): string {
+    return allowHeader(this.resolve(rawPath).map((c) => c.op.method));
+  }
+
+  /** The candidates of the path's resource (one per method); 404 when none. */
+  private resolve(rawPath: string): Candidate[] {
     const segs: string[] = [];
-    for (const s of rawSegs) {
+    for (const s of rawPath.split('/')) {
+      if (!s) continue;
       try {
         segs.push(s.includes('%') ? decodeURIComponent(s) : s);
       } catch {
@@ -57,33 +117,25 @@ export class Router {
     let found: Candidate[] = [];
     for (const op of ops) {
       const params: Record<string, string> = {};
-      if (matchSegs(op.segments, 0, segs, rawSegs, 0, params)) {
-        found.push({ op, params, literals: op.segments.filter((s) => !s.startsWith('{')).length });
-      }
+      const ranks: number[] = [];
+      if (matchSegs(op.segments, 0, segs, 0, params, ranks)) found.push({ op, params, ranks });
     }
     if (!found.length) throw notFound(`no endpoint at /api/v1${rawPath}`);
-    // A segment that cannot be an integer id (`/vms/images`) is matched by an
-    // integer parameter (`/vms/{id}`) only when no template fits it otherwise,
-    // so that `PATCH /vms/images` is 405 rather than a bad `id`, and the Allow
-    // header lists only what the path offers; `GET /vms/abc` is still 400.
     const strong = found.filter((c) => integerParamsFit(c));
     if (strong.length) found = strong;
-    const same = found.filter((c) => c.op.method === (method as Method));
-    if (!same.length) {
-      const allow = [...new Set(found.map((c) => c.op.method))];
-      throw methodNotAllowed(`method ${method} is not allowed here; allowed: ${allow.join(', ')}`, allow);
-    }
-    same.sort((a, b) => b.literals - a.literals);
-    const best = same[0];
-    for (const [name, value] of Object.entries(best.params)) {
-      if (isGreedyParam(name) && /%(2f|5c)/i.test(value)) {
-        throw badRequest(`argument '${name}' must not contain encoded path separators`);
-      }
-    }
-    const params: Record<string, string> = {};
-    for (const [name, value] of Object.entries(best.params)) params[name] = isGreedyParam(name) ? decodeGreedy(value) : value;
-    return { op: best.op, params };
+    return found.filter((c) => !found.some((o) => o !== c && beats(o, c)));
   }
+}
+
+/** Whether `a` is more specific than `b`: at the first compared segment where they differ, `a` has the literal. */
+function beats(a: Candidate, b: Candidate): boolean {
+  for (let i = 0; i < a.ranks.length; i++) {
+    const x = a.ranks[i];
+    const y = b.ranks[i];
+    if (x === INSIDE || y === INSIDE || x === y) continue;
+    return x > y;
+  }
+  return false;
 }
 
 const INTEGER_TEXT = /^-?\d+$/;
@@ -97,33 +149,31 @@ function integerParamsFit(c: Candidate): boolean {
   return true;
 }
 
-/**
- * Greedy parameters are matched on their raw text (so that encoded separators
- * can be refused) and decoded here; others are matched decoded.
- */
-function matchSegs(tpl: string[], ti: number, segs: string[], raw: string[], si: number, params: Record<string, string>): boolean {
+/** Matches decoded segments; a greedy parameter takes the longest run that lets the rest match. */
+function matchSegs(tpl: string[], ti: number, segs: string[], si: number, params: Record<string, string>, ranks: number[]): boolean {
   if (ti === tpl.length) return si === segs.length;
   const t = tpl[ti];
   if (!t.startsWith('{')) {
-    return si < segs.length && segs[si] === t && matchSegs(tpl, ti + 1, segs, raw, si + 1, params);
+    if (si >= segs.length || segs[si] !== t) return false;
+    ranks[si] = LITERAL;
+    return matchSegs(tpl, ti + 1, segs, si + 1, params, ranks);
   }
   const name = t.slice(1, -1);
   if (!isGreedyParam(name)) {
-    if (si >= segs.length || segs[si] === '') return false;
+    if (si >= segs.length) return false;
     params[name] = segs[si];
-    if (matchSegs(tpl, ti + 1, segs, raw, si + 1, params)) return true;
+    ranks[si] = PARAM;
+    if (matchSegs(tpl, ti + 1, segs, si + 1, params, ranks)) return true;
     delete params[name];
     return false;
   }
   const restLiterals = tpl.length - ti - 1;
   for (let end = segs.length - restLiterals; end > si; end--) {
-    params[name] = raw.slice(si, end).join('/');
-    if (matchSegs(tpl, ti + 1, segs, raw, end, params)) return true;
+    params[name] = segs.slice(si, end).join('/');
+    ranks[si] = PARAM;
+    for (let k = si + 1; k < end; k++) ranks[k] = INSIDE;
+    if (matchSegs(tpl, ti + 1, segs, end, params, ranks)) return true;
   }
   delete params[name];
   return false;
-}
-
-function decodeGreedy(raw: string): string {
-  return raw.split('/').map((s) => decodeURIComponent(s)).join('/');
 }

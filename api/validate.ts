@@ -63,9 +63,9 @@ function describe(e: ErrorObject | undefined): string {
     case 'format':
       return p.format === 'date-time' ? `argument '${name}' must be an RFC 3339 date-time` : `argument '${name}' must be a valid ${p.format}`;
     case 'maxLength':
-      return `argument '${name}' must be at most ${p.limit} characters`;
+      return `argument '${name}' must be at most ${p.limit} character${p.limit === 1 ? '' : 's'}`;
     case 'minLength':
-      return `argument '${name}' must be at least ${p.limit} characters`;
+      return p.limit === 1 ? `argument '${name}' must not be empty` : `argument '${name}' must be at least ${p.limit} characters`;
     case 'propertyNames':
       return `argument '${name}' has an invalid key '${p.propertyName}'`;
     case 'pattern':

@@ -1,2 +1,11 @@
 #!/usr/bin/env node
-import '../dist/daemon/main.js';
+// The hostd command (package.json "bin"; deploy/install.sh links it into /usr/local/bin).
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const entry = new URL('../dist/daemon/main.js', import.meta.url);
+if (!existsSync(entry)) {
+  process.stderr.write(`hostd: ${fileURLToPath(entry)} is missing: build hostd first (npm ci, or npm run build, in ${fileURLToPath(new URL('..', import.meta.url))})\n`);
+  process.exit(1);
+}
+await import(entry.href);

@@ -1,7 +1,10 @@
 /**
- * Daemon configuration: environment variables for the basics, an optional YAML
- * file (HOSTD_CONFIG) for storage pools and the like. Relative paths in the
- * file are taken relative to the file.
+ * Daemon configuration: one YAML file, found as HOSTD_CONFIG names it, else
+ * /etc/hostd/config.yaml when it exists, else none (defaults, data in ./data).
+ * hostctl finds the daemon's data directory the same way. Environment
+ * variables (HOSTD_HTTP_ADDR, HOSTD_DATA_DIR, ...) override single values for
+ * development and tests; the systemd unit sets none of them, so the file
+ * decides. Relative paths in the file are taken relative to the file.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -18,6 +21,53 @@ export interface PoolConfig {
 
 export interface HostAddr { host: string; port: number }
 
+/** How the API's listener bounds connections and slow clients (config `http_limits`). */
+export interface HttpLimits {
+  /** Connections open at once, in total; beyond, new ones are dropped. */
+  maxConnections: number;
+  /** Connections open at once from one client address; beyond, new ones are closed. */
+  maxConnectionsPerClient: number;
+  /** Time for a request's headers to arrive. */
+  headersTimeoutMs: number;
+  /** Time for a request's body to arrive once it is read; then 408 and the connection closes. */
+  bodyTimeoutMs: number;
+  /** After an answer given before the body arrived, how long the rest is read and dropped before the socket closes. */
+  closeLingerMs: number;
+}
+
+export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({
+  maxConnections: 1024,
+  maxConnectionsPerClient: 128,
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 15_000,
+  closeLingerMs: 2_000,
+});
+
+/** The config file's `http_limits` keys, by field. */
+const HTTP_LIMIT_KEYS: Record<keyof HttpLimits, string> = {
+  maxConnections: 'max_connections',
+  maxConnectionsPerClient: 'max_connections_per_client',
+  headersTimeoutMs: 'headers_timeout_ms',
+  bodyTimeoutMs: 'body_timeout_ms',
+  closeLingerMs: 'close_linger_ms',
+};
+
+function parseHttpLimits(raw: unknown, where: string): HttpLimits {
+  const out: HttpLimits = { ...DEFAULT_HTTP_LIMITS };
+  if (raw === undefined || raw === null) return out;
+  if (typeof raw !== 'object' || Array.isArray(raw)) throw new Error(`${where}: http_limits must be a mapping`);
+  const given = raw as Record<string, unknown>;
+  const known = Object.values(HTTP_LIMIT_KEYS);
+  for (const k of Object.keys(given)) if (!known.includes(k)) throw new Error(`${where}: http_limits.${k} is not a setting (known: ${known.join(', ')})`);
+  for (const [field, key] of Object.entries(HTTP_LIMIT_KEYS) as Array<[keyof HttpLimits, string]>) {
+    const v = given[key];
+    if (v === undefined) continue;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new Error(`${where}: http_limits.${key} must be a positive integer`);
+    out[field] = v;
+  }
+  return out;
+}
+
 export interface Config {
   dataDir: string;
   http: HostAddr;
@@ -27,10 +77,16 @@ export interface Config {
   nodeName: string;
   pools: PoolConfig[];
   logLevel: string;
+  /** Connection caps and slow-client timeouts of the API listener (`http_limits`). */
+  httpLimits?: HttpLimits;
   /** Milliseconds a forwarded call may take before the origin answers 502. */
   forwardDeadlineMs: number;
   /** Milliseconds between health probes of the other members. */
   clusterProbeMs: number;
+  /** The config file read, if any. */
+  configFile?: string;
+  /** Where the listen addresses and the data dir came from, for error messages: an environment variable, a file key, or the default. */
+  sources?: { http: string; cluster: string; dataDir: string };
   /**
    * The config file's other top-level sections by name (`vms:`, `lxc:`,
    * `apps:` ...): each domain reads and validates its own.
@@ -50,7 +106,7 @@ export function parseAddr(value: string, what: string): HostAddr {
 }
 
 /** Top-level keys of the config file that this module reads; every other key is a domain's section. */
-const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools'];
+const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits'];
 
 interface FileConfig {
   node_name?: string;
@@ -62,18 +118,44 @@ interface FileConfig {
   forward_deadline_ms?: number;
   cluster_probe_ms?: number;
   storage_pools?: Array<{ id?: string; path?: string; name?: string }>;
+  http_limits?: unknown;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+/** The system-wide config file, read when HOSTD_CONFIG is not set. */
+export const SYSTEM_CONFIG = '/etc/hostd/config.yaml';
+
+/**
+ * The config file to read: HOSTD_CONFIG when set (set but empty: none), else
+ * `systemConfig` when it exists, else none.
+ */
+export function configFileOf(env: NodeJS.ProcessEnv, systemConfig = SYSTEM_CONFIG): string | undefined {
+  if (env.HOSTD_CONFIG !== undefined) return env.HOSTD_CONFIG === '' ? undefined : path.resolve(env.HOSTD_CONFIG);
+  return fs.existsSync(systemConfig) ? systemConfig : undefined;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, systemConfig = SYSTEM_CONFIG): Config {
   let file: FileConfig = {};
   let base = process.cwd();
-  if (env.HOSTD_CONFIG) {
-    const p = path.resolve(env.HOSTD_CONFIG);
-    const parsed = YAML.parse(fs.readFileSync(p, 'utf8')) ?? {};
-    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${p}: config must be a YAML mapping`);
+  const configFile = configFileOf(env, systemConfig);
+  if (configFile) {
+    let text: string;
+    try {
+      text = fs.readFileSync(configFile, 'utf8');
+    } catch (err) {
+      throw new Error(`cannot read the config file ${configFile}: ${(err as Error).message}${env.HOSTD_CONFIG ? ' (named by HOSTD_CONFIG)' : ''}`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = YAML.parse(text) ?? {};
+    } catch (err) {
+      throw new Error(`${configFile}: ${(err as Error).message}`);
+    }
+    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`${configFile}: config must be a YAML mapping`);
     file = parsed as FileConfig;
-    base = path.dirname(p);
+    base = path.dirname(configFile);
   }
+  const from = (envName: string, key: string, value: unknown) =>
+    env[envName] !== undefined ? envName : value !== undefined ? `${key} in ${configFile}` : 'the default';
   const dataDir = path.resolve(env.HOSTD_DATA_DIR ?? (file.data_dir ? path.resolve(base, file.data_dir) : './data'));
   const pools: PoolConfig[] = [];
   for (const [i, p] of (file.storage_pools ?? []).entries()) {
@@ -83,14 +165,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pools.push({ id: p.id, path: path.resolve(base, p.path), name: p.name });
   }
   if (pools.length === 0) pools.push({ id: 'default', path: path.join(dataDir, 'pools', 'default'), name: 'Default pool' });
+  const sources = {
+    http: from('HOSTD_HTTP_ADDR', 'http_addr', file.http_addr),
+    cluster: from('HOSTD_CLUSTER_ADDR', 'cluster_addr', file.cluster_addr),
+    dataDir: from('HOSTD_DATA_DIR', 'data_dir', file.data_dir),
+  };
   return {
     dataDir,
-    http: parseAddr(env.HOSTD_HTTP_ADDR ?? file.http_addr ?? '127.0.0.1:8787', 'HOSTD_HTTP_ADDR'),
-    cluster: parseAddr(env.HOSTD_CLUSTER_ADDR ?? file.cluster_addr ?? '0.0.0.0:8788', 'HOSTD_CLUSTER_ADDR'),
+    configFile,
+    sources,
+    http: parseAddr(env.HOSTD_HTTP_ADDR ?? file.http_addr ?? '127.0.0.1:8787', sources.http === 'the default' ? 'http_addr' : sources.http),
+    cluster: parseAddr(env.HOSTD_CLUSTER_ADDR ?? file.cluster_addr ?? '0.0.0.0:8788', sources.cluster === 'the default' ? 'cluster_addr' : sources.cluster),
     clusterAdvertise: env.HOSTD_CLUSTER_ADVERTISE ?? file.cluster_advertise,
     nodeName: env.HOSTD_NODE_NAME ?? file.node_name ?? os.hostname(),
     pools,
     logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
+    httpLimits: parseHttpLimits(file.http_limits, configFile ?? 'config'),
     forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
     clusterProbeMs: Number(env.HOSTD_CLUSTER_PROBE_MS ?? file.cluster_probe_ms ?? 2000),
     sections: Object.fromEntries(Object.entries(file).filter(([k]) => !SPINE_KEYS.includes(k))),

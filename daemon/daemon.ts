@@ -23,7 +23,7 @@ import { Dispatch } from '../api/dispatch.js';
 import { Router } from '../api/router.js';
 import { precompile } from '../api/validate.js';
 import { openApiDocument } from '../api/catalog.js';
-import { createHttpApp, bearerAuthenticator } from '../api/http/server.js';
+import { createHttpApp, createApiServer, bearerAuthenticator } from '../api/http/server.js';
 import { mcpListener, MCP_PATH } from '../api/mcp/server.js';
 import { Cluster, type AuditEvent } from '../cluster/cluster.js';
 import { registerClusterAdmin } from '../cluster/admin-routes.js';
@@ -110,8 +110,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     authenticate: bearer('api'),
     direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog, version: VERSION, authenticate: bearer('mcp') }) },
   });
-  const httpServer = http.createServer(app);
-  httpServer.keepAliveTimeout = 65_000;
+  const httpServer = createApiServer(app, config.httpLimits);
   await new Promise<void>((resolve, reject) => {
     httpServer.once('error', reject);
     httpServer.listen(config.http.port, config.http.host, () => resolve());

@@ -5,12 +5,70 @@
 import { header } from './headers.js';
 import type { IncomingMessage } from 'node:http';
 import type { Operation, JsonSchema } from '../registry/types.js';
-import { badRequest, tooLarge } from '../../daemon/lib/errors.js';
+import { ApiError, badRequest, tooLarge } from '../../daemon/lib/errors.js';
 import { coerceText } from '../validate.js';
 import type { Args } from '../../daemon/lib/caller.js';
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from '../../daemon/config.js';
+
+export { DEFAULT_HTTP_LIMITS, type HttpLimits };
 
 export const BODY_LIMIT = 1048576;
 const EMPTY = Buffer.alloc(0);
+
+/** Where the API server leaves its limits on each accepted socket. */
+export const LIMITS = Symbol('hostd.httpLimits');
+
+function limitsOf(req: IncomingMessage): HttpLimits {
+  return ((req.socket as unknown as Record<symbol, HttpLimits | undefined>)[LIMITS]) ?? DEFAULT_HTTP_LIMITS;
+}
+
+/** Whether the request announced a body that has not fully arrived. */
+export function hasUnreadBody(req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const len = header(req, 'content-length');
+  return (len !== undefined && len !== '0') || header(req, 'transfer-encoding') !== undefined;
+}
+
+/**
+ * True when the request's body has not fully arrived, so the answer about to
+ * go out must close the connection. The socket then lingers: it ends its side
+ * after the answer and drops what the client still sends for at most
+ * `closeLingerMs` (closing at once would reset the connection and could lose
+ * the answer on the client's side), then closes.
+ */
+export function bodyPending(req: IncomingMessage): boolean {
+  if (!hasUnreadBody(req)) return false;
+  const socket = req.socket;
+  const ms = limitsOf(req).closeLingerMs;
+  // Node ends a `Connection: close` response's socket with destroySoon();
+  // this socket lingers instead.
+  socket.destroySoon = function linger(this: typeof socket) {
+    if (this.destroyed) return;
+    this.end();
+    const t = setTimeout(() => this.destroy(), ms);
+    t.unref();
+    this.once('close', () => clearTimeout(t));
+    this.once('end', () => this.destroy());
+  };
+  return true;
+}
+
+/**
+ * Runs `fn` once the parser has taken what already arrived of this request.
+ * A handler runs as soon as the headers are parsed, before the parser reads
+ * the body that came in the same read; deciding then whether the body is
+ * pending would close connections whose body is already here. Node's parser
+ * reads the socket itself and runs microtasks between its callbacks, so the
+ * decision waits for the next turn of the event loop (setImmediate), after the
+ * whole read is parsed. Only answers given before the body was read take this
+ * path.
+ */
+export function afterParse(req: IncomingMessage, fn: () => void): void {
+  if (hasUnreadBody(req)) setImmediate(fn);
+  else fn();
+}
+
+export const requestTimeout = (ms: number) => new ApiError(408, `the request body did not arrive within ${Math.round(ms / 100) / 10} s`);
 
 /**
  * An oversized body up to this size is read to its end (and dropped) before
@@ -30,12 +88,19 @@ export function readBody(req: IncomingMessage, limit = BODY_LIMIT): Promise<Buff
     let total = 0;
     let over = declared > limit;
     let done = false;
+    let timer: NodeJS.Timeout | undefined;
     const finish = (err: unknown, value?: Buffer) => {
       if (done) return;
       done = true;
+      if (timer) clearTimeout(timer);
       if (err) reject(err);
       else resolve(value!);
     };
+    // A body that trickles in is bounded in time, not only in size.
+    if (!req.complete) {
+      const ms = limitsOf(req).bodyTimeoutMs;
+      timer = setTimeout(() => finish(requestTimeout(ms)), ms);
+    }
     if (over && declared > DRAIN_LIMIT) {
       finish(tooLarge());
       return;

@@ -5,14 +5,15 @@
  */
 import { header } from './headers.js';
 import crypto from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import express, { type Express } from 'express';
 import type { Logger } from 'pino';
 import type { Dispatch } from '../dispatch.js';
 import type { Router } from '../router.js';
 import { API_PREFIX } from '../catalog.js';
 import { errorBody, unauthorized, ApiError } from '../../daemon/lib/errors.js';
-import { assembleArgs, readBody } from './body.js';
+import { afterParse, assembleArgs, bodyPending, hasUnreadBody, readBody, LIMITS, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
 import type { Caller } from '../../daemon/lib/caller.js';
 import type { RequestLog } from '../../daemon/logger.js';
 
@@ -89,12 +90,21 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   let opName: string | undefined;
   let actor: string | undefined;
 
-  const finish = (status: number, body: unknown, headers?: Record<string, string>) => {
+  const send = (status: number, body: unknown, headers?: Record<string, string>) => {
     sendJson(res, status, body, headers, id);
     deps.requestLog.write({
       req_id: id, method: req.method, path, status, op: opName, actor,
       ms: performance.now() - started,
     });
+  };
+  const finish = (status: number, body: unknown, headers?: Record<string, string>) => {
+    // The common case: no body, or all of it read.
+    if (!hasUnreadBody(req)) return send(status, body, headers);
+    // An answer given before the body arrived (401, 404, 405, 403, a refused
+    // or late body) ends the connection, lingering briefly, instead of reading
+    // whatever the client still trickles in; decided once the parser has
+    // taken what already arrived.
+    afterParse(req, () => send(status, body, bodyPending(req) ? { ...headers, connection: 'close' } : headers));
   };
   const fail = (err: unknown) => {
     const e = errorBody(err);
@@ -104,6 +114,19 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
 
   if (!path.startsWith(API_PREFIX + '/') && path !== API_PREFIX) {
     fail(new ApiError(404, `no endpoint at ${path}`));
+    return;
+  }
+  if (req.method === 'OPTIONS') {
+    let allow: string;
+    try {
+      allow = deps.router.allow(path.slice(API_PREFIX.length));
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    res.writeHead(204, ['allow', allow, 'x-request-id', id]);
+    res.end();
+    deps.requestLog.write({ req_id: id, method: req.method, path, status: 204, ms: performance.now() - started });
     return;
   }
   let match;
@@ -124,6 +147,41 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   deps.dispatch
     .call(op, async () => assembleArgs(op, params, query, await readBody(req)), caller, id)
     .then((result) => finish(op.successStatus, result ?? {}), fail);
+}
+
+/**
+ * The API's HTTP server: Node's own header and request timeouts (checked every
+ * second rather than every 30 s), and connection caps. Beyond
+ * `maxConnections` in total Node drops new connections; beyond
+ * `maxConnectionsPerClient` from one address they are closed at once, so that
+ * one client cannot take the sockets every other client needs.
+ */
+export function createApiServer(listener: RequestListener, limits: HttpLimits = DEFAULT_HTTP_LIMITS): http.Server {
+  const server = http.createServer({
+    headersTimeout: limits.headersTimeoutMs,
+    // A backstop: readBody answers 408 at bodyTimeoutMs; this catches any request that still lingers.
+    requestTimeout: limits.headersTimeoutMs + limits.bodyTimeoutMs + 1000,
+    connectionsCheckingInterval: 1000,
+  }, listener);
+  server.keepAliveTimeout = 65_000;
+  server.maxConnections = limits.maxConnections;
+  const perClient = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const addr = socket.remoteAddress ?? '';
+    const n = (perClient.get(addr) ?? 0) + 1;
+    if (n > limits.maxConnectionsPerClient) {
+      socket.destroy();
+      return;
+    }
+    perClient.set(addr, n);
+    (socket as unknown as Record<symbol, HttpLimits>)[LIMITS] = limits;
+    socket.once('close', () => {
+      const left = (perClient.get(addr) ?? 1) - 1;
+      if (left > 0) perClient.set(addr, left);
+      else perClient.delete(addr);
+    });
+  });
+  return server;
 }
 
 /** Caller for a bearer token, through the token store. */

@@ -38,10 +38,10 @@ import type { jsonSchemaValidator, JsonSchemaType, JsonSchemaValidator } from '@
 import type { Dispatch } from '../dispatch.js';
 import { getOperation } from '../registry/index.js';
 import { ApiError, errorBody, unauthorized } from '../../daemon/lib/errors.js';
-import { readBody } from '../http/body.js';
+import { afterParse, bodyPending, readBody } from '../http/body.js';
 import { requestId, sendJson } from '../http/server.js';
 import type { Caller } from '../../daemon/lib/caller.js';
-import { toolsListFor } from './tools.js';
+import { ToolLists } from './tools.js';
 
 export const MCP_PATH = '/mcp';
 
@@ -123,7 +123,21 @@ function createServer(deps: McpDeps): Server {
     { name: 'hostd', version: deps.version },
     { capabilities: { tools: { listChanged: false } }, jsonSchemaValidator: noValidator },
   );
-  server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => toolsListFor(scopeOf(extra).caller.scopes));
+  // What this build serves is what the catalog says (each handler's isBuilt);
+  // the handler table is fixed once the daemon serves, so it is read once.
+  let lists: Promise<ToolLists> | undefined;
+  const toolLists = (scope: RequestScope) =>
+    (lists ??= deps.dispatch.call('catalog_get', {}, scope.caller, `${scope.id}:catalog`).then((c) => {
+      const implemented = new Map((c as { endpoints: Array<{ operation: string; implemented: boolean }> }).endpoints.map((e) => [e.operation, e.implemented]));
+      return new ToolLists((name) => implemented.get(name) === true);
+    }).catch((err) => {
+      lists = undefined;
+      throw err;
+    }));
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+    const scope = scopeOf(extra);
+    return (await toolLists(scope)).forScopes(scope.caller.scopes);
+  });
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const scope = scopeOf(extra);
     const name = request.params.name;
@@ -198,8 +212,8 @@ export class HttpMux implements Transport {
 }
 
 /** A JSON-RPC error answer with no id, as the SDK's HTTP transport sends for a refused POST. */
-function rpcError(res: ServerResponse, status: number, code: number, message: string): void {
-  sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null });
+function rpcError(req: IncomingMessage, res: ServerResponse, status: number, code: number, message: string): void {
+  afterParse(req, () => sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null }, bodyPending(req) ? { connection: 'close' } : {}));
 }
 
 /** The listener for MCP_PATH (served directly by the HTTP transport, not through express). */
@@ -225,8 +239,9 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
   });
   const fail = (err: unknown) => {
     const e = errorBody(err);
-    if (!res.headersSent) sendJson(res, e.status, e.body, e.headers);
-    else res.end();
+    // Answered before the body arrived (401, 405, a late body): close rather than read the rest.
+    if (res.headersSent) res.end();
+    else afterParse(req, () => sendJson(res, e.status, e.body, bodyPending(req) ? { ...e.headers, connection: 'close' } : e.headers));
   };
 
   const caller = deps.authenticate(req.headers.authorization);
@@ -239,10 +254,10 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
 
   const accept = req.headers.accept;
   if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
-    return rpcError(res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+    return rpcError(req, res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
   }
   if (!isJsonContentType(req.headers['content-type'] ?? null)) {
-    return rpcError(res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+    return rpcError(req, res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
   }
   let raw: unknown;
   try {
@@ -250,23 +265,23 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
     raw = JSON.parse(body.toString('utf8'));
   } catch (err) {
     if (err instanceof ApiError) return fail(err);
-    return rpcError(res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
+    return rpcError(req, res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
   }
   if (Array.isArray(raw) && raw.length > MAX_BATCH_SIZE) {
-    return rpcError(res, 400, ErrorCode.InvalidRequest, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
+    return rpcError(req, res, 400, ErrorCode.InvalidRequest, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
   }
   let messages: JSONRPCMessage[];
   try {
     messages = (Array.isArray(raw) ? raw : [raw]).map((m) => JSONRPCMessageSchema.parse(m));
   } catch {
-    return rpcError(res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
+    return rpcError(req, res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
   }
   if (messages.some(isInitialize)) {
-    if (messages.length > 1) return rpcError(res, 400, ErrorCode.InvalidRequest, 'Invalid Request: Only one initialization request is allowed');
+    if (messages.length > 1) return rpcError(req, res, 400, ErrorCode.InvalidRequest, 'Invalid Request: Only one initialization request is allowed');
   } else {
     const version = req.headers['mcp-protocol-version'];
     if (typeof version === 'string' && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
-      return rpcError(res, 400, -32000, `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+      return rpcError(req, res, 400, -32000, `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
     }
   }
   const extra: MessageExtraInfo = { authInfo: { token: '', clientId: caller.tokenName, scopes: caller.scopes, extra: { scope } } };

@@ -3,7 +3,7 @@
  * operation, named exactly as the operation, its summary as description, its
  * full argument schema (path parameters and peer_id included) as inputSchema,
  * and annotations from its hints. Built once; the list a token sees is the
- * subset its scopes allow, cached per distinct scope set.
+ * subset this build serves and its scopes allow, cached per distinct scope set.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { operations } from '../registry/index.js';
@@ -33,22 +33,32 @@ export const ALL_TOOLS: readonly Tool[] = allTools.map((t) => t.tool);
 /** True when a token holding `scopes` may call the operation (every scope it names). */
 export const allowed = (op: Operation, scopes: readonly string[]): boolean => op.scopes.every((s) => scopes.includes(s));
 
-const byScopeSet = new Map<string, { tools: Tool[] }>();
 /** Scope sets are few (one per token kind); the cache is bounded anyway. */
 const CACHE_MAX = 256;
 
 /**
- * The `tools/list` result for a token: the tools whose operations its scopes
- * allow. The same (frozen-by-convention) object is returned for every token
- * with the same scope set.
+ * The `tools/list` results of one daemon: the tools of the operations this
+ * build serves (an operation not built yet is not offered until it is; a call
+ * to it still answers its 501), whose scopes the token holds. The same
+ * (frozen-by-convention) object is returned for every token with the same
+ * scope set.
  */
-export function toolsListFor(scopes: readonly string[]): { tools: Tool[] } {
-  const key = [...scopes].sort().join(' ');
-  let hit = byScopeSet.get(key);
-  if (!hit) {
-    hit = { tools: allTools.filter((t) => allowed(t.op, scopes)).map((t) => t.tool) };
-    if (byScopeSet.size >= CACHE_MAX) byScopeSet.clear();
-    byScopeSet.set(key, hit);
+export class ToolLists {
+  private readonly served: ReadonlyArray<{ op: Operation; tool: Tool }>;
+  private readonly byScopeSet = new Map<string, { tools: Tool[] }>();
+
+  constructor(built: (operation: string) => boolean) {
+    this.served = allTools.filter((t) => built(t.op.name));
   }
-  return hit;
+
+  forScopes(scopes: readonly string[]): { tools: Tool[] } {
+    const key = [...scopes].sort().join(' ');
+    let hit = this.byScopeSet.get(key);
+    if (!hit) {
+      hit = { tools: this.served.filter((t) => allowed(t.op, scopes)).map((t) => t.tool) };
+      if (this.byScopeSet.size >= CACHE_MAX) this.byScopeSet.clear();
+      this.byScopeSet.set(key, hit);
+    }
+    return hit;
+  }
 }

@@ -139,7 +139,7 @@ export const headerMap = (description?: string): Schema<Record<string, string>> 
     additionalProperties: { type: 'string' },
   }, description);
 
-export const PEER_ID: Schema<string> = { type: 'string', description: 'Paired server that runs the call; omit to run on the server called.' } as Schema<string>;
+export const PEER_ID: Schema<string> = { type: 'string', minLength: 1, description: 'Paired server that runs the call; omit to run on the server called.' } as Schema<string>;
 
 /**
  * `one of these strings, or null`. `nullable(oneOf(...))` would reject null,

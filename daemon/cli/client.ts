@@ -9,7 +9,8 @@ export interface Reply {
 }
 
 export class AdminClient {
-  constructor(readonly socketPath: string) {}
+  /** `how`: how the socket was chosen, said when it cannot be reached. */
+  constructor(readonly socketPath: string, readonly how?: string) {}
 
   request(method: string, path: string, body?: unknown): Promise<Reply> {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
@@ -38,7 +39,8 @@ export class AdminClient {
       );
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
-          reject(new Error(`cannot reach hostd at ${this.socketPath}: is the daemon running with this data dir?`));
+          const why = this.how ? ` (${this.how})` : '';
+          reject(new Error(`cannot reach hostd at ${this.socketPath}${why}. Is the daemon running? Name its config with --config FILE or its data dir with --data-dir DIR`));
         } else if (err.code === 'EACCES') {
           reject(new Error(`permission denied on ${this.socketPath}: run hostctl as the user that runs hostd`));
         } else reject(err);

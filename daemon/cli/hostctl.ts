@@ -2,17 +2,21 @@
  * hostctl: the operator's command line. It talks to the local daemon over the
  * admin socket, so it needs no token.
  */
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { AdminClient } from './client.js';
 import { watchTask } from './watch.js';
 import { buildRequest, parseKeyValues } from './call.js';
 import { operations, getOperation } from '../../api/registry/index.js';
 import { API_PREFIX } from '../../api/catalog.js';
-import { loadConfig, socketPath } from '../config.js';
+import { SYSTEM_CONFIG, loadConfig, socketPath } from '../config.js';
+import { servedLines, servedOf, type CatalogRow } from './served.js';
 
 export type Command = (argv: string[], client: AdminClient) => Promise<number>;
 
-const USAGE = `usage: hostctl [--data-dir DIR | --socket PATH] <command>
+const USAGE = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH] <command>
 
   token create --name NAME --scopes a,b,c   create a token; prints the secret once
   token list                                names, scopes, created, last used
@@ -20,9 +24,14 @@ const USAGE = `usage: hostctl [--data-dir DIR | --socket PATH] <command>
   task watch TASK_ID [--peer PEER_ID]       follow a background task to its end
   cluster init | join-token | join ADDRESS TOKEN | remove PEER_ID | leave | status
                                             pair hosts (hostctl cluster --help)
-  ops                                       list every operation
+  ops                                       what this build serves, and every operation
   call OPERATION [key=value ...] [--json '{...}']
                                             run any operation as the local admin
+
+hostctl reaches the daemon through <data dir>/hostd.sock. The data dir is the one
+the daemon uses: data_dir in its config file (--config, HOSTD_CONFIG, else
+${SYSTEM_CONFIG} when it exists), HOSTD_DATA_DIR, else ./data, else the data/
+of this hostd checkout (where \`npm start\` keeps it).
 `;
 
 /** Extra command groups (e.g. `cluster`) register here. */
@@ -80,8 +89,24 @@ const task: Command = async (argv, client) => {
   return watchTask(client, positionals[0], { peerId: values.peer });
 };
 
-const ops: Command = async () => {
-  printTable(['OPERATION', 'METHOD', 'PATH', 'SCOPES'], operations.map((o) => [o.name, o.method, API_PREFIX + o.path, o.scopes.join(' + ') || '(any token)']));
+const ops: Command = async (_argv, client) => {
+  // Which operations this build serves is the daemon's to say (its handlers); the list itself is the registry.
+  let implemented: Map<string, boolean> | undefined;
+  try {
+    const r = await client.request('GET', `${API_PREFIX}/catalog`);
+    if (r.status === 200) {
+      const rows = r.body.endpoints as CatalogRow[];
+      implemented = new Map(rows.map((e) => [e.operation, e.implemented]));
+      process.stdout.write(servedLines(servedOf(rows)).join('\n') + '\n\n');
+    } else process.stderr.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}: which operations are built is unknown\n`);
+  } catch (err) {
+    process.stderr.write(`hostctl: ${(err as Error).message}\nhostctl: which operations this build serves is unknown without the daemon; listing all\n`);
+  }
+  const built = (name: string) => (implemented ? (implemented.get(name) ? 'yes' : 'no (501)') : '?');
+  printTable(
+    ['OPERATION', 'METHOD', 'PATH', 'SCOPES', 'BUILT'],
+    operations.map((o) => [o.name, o.method, API_PREFIX + o.path, o.scopes.join(' + ') || '(any token)', built(o.name)]),
+  );
   return 0;
 };
 
@@ -112,25 +137,63 @@ function printTable(head: string[], rows: string[][]): void {
   process.stdout.write([line(head), ...rows.map(line)].join('\n') + '\n');
 }
 
+/** The checkout (or installed package) this hostctl belongs to. */
+const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+export interface SocketChoice {
+  socket: string;
+  /** How it was chosen, for messages. */
+  how: string;
+}
+
+/**
+ * The admin socket of the daemon this hostctl should talk to, found the way
+ * the daemon finds its data dir (see USAGE).
+ */
+export function findSocket(opts: { socket?: string; dataDir?: string; config?: string; packageRoot?: string }, env: NodeJS.ProcessEnv = process.env, systemConfig = SYSTEM_CONFIG): SocketChoice {
+  if (opts.socket) return { socket: path.resolve(opts.socket), how: 'given by --socket' };
+  if (opts.dataDir) return { socket: socketPath(path.resolve(opts.dataDir)), how: 'the data dir given by --data-dir' };
+  const e = { ...env };
+  if (opts.config) e.HOSTD_CONFIG = opts.config;
+  const cfg = loadConfig(e, systemConfig);
+  const source = cfg.sources?.dataDir ?? 'the default';
+  if (source !== 'the default') return { socket: socketPath(cfg.dataDir), how: `the data dir from ${source}` };
+  const why = cfg.configFile ? `${cfg.configFile} has no data_dir` : `HOSTD_CONFIG is unset and there is no ${systemConfig}`;
+  const here = socketPath(path.resolve('data'));
+  if (fs.existsSync(here)) return { socket: here, how: `./data, as ${why}` };
+  const root = opts.packageRoot ?? PACKAGE_ROOT;
+  const checkout = socketPath(path.join(root, 'data'));
+  if (fs.existsSync(checkout)) return { socket: checkout, how: `the data dir of the checkout at ${root}, as ${why} and ./data has no socket` };
+  return { socket: here, how: `./data, as ${why}; ${path.join(root, 'data')} has no socket either` };
+}
+
 export async function runHostctl(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { 'data-dir': { type: 'string' }, socket: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      'data-dir': { type: 'string' }, socket: { type: 'string' }, config: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    },
     allowPositionals: true,
     strict: false,
   });
   const [cmd] = positionals;
-  if (values.help || !cmd) {
+  if (values.help) {
     process.stdout.write(USAGE);
-    return cmd ? 0 : 2;
+    return 0;
   }
-  let socket = typeof values.socket === 'string' ? values.socket : undefined;
-  if (!socket) {
-    const env = { ...process.env };
-    if (typeof values['data-dir'] === 'string') env.HOSTD_DATA_DIR = values['data-dir'];
-    socket = socketPath(loadConfig(env).dataDir);
+  if (!cmd) {
+    process.stderr.write(USAGE);
+    return 2;
   }
-  const client = new AdminClient(socket);
+  const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  let choice: SocketChoice;
+  try {
+    choice = findSocket({ socket: str(values.socket), dataDir: str(values['data-dir']), config: str(values.config) });
+  } catch (err) {
+    process.stderr.write(`hostctl: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const client = new AdminClient(choice.socket, choice.how);
   // Everything after the command word, minus the global options parsed above.
   const idx = argv.indexOf(cmd);
   const tail = argv.slice(idx + 1);
@@ -143,4 +206,21 @@ export async function runHostctl(argv: string[]): Promise<number> {
     process.stderr.write(`hostctl: ${(err as Error).message}\n`);
     return 1;
   }
+}
+
+/** Whether this module file is the one node was started with. */
+export function isEntryPoint(moduleUrl: string): boolean {
+  const main = process.argv[1];
+  if (!main) return false;
+  try {
+    return pathToFileURL(fs.realpathSync(main)).href === moduleUrl;
+  } catch {
+    return false;
+  }
+}
+
+// `node dist/daemon/cli/hostctl.js ...` works like the hostctl command: through
+// main.js, which registers the command groups of every domain.
+if (isEntryPoint(import.meta.url)) {
+  void import('./main.js').then((m) => m.runHostctl(process.argv.slice(2))).then((code) => process.exit(code));
 }

@@ -50,10 +50,9 @@ describe('GET /api/v1/catalog', function () {
     p.check(129 * 4);
   });
 
-  it('marks every operation of the domains built by the foundation implemented, and the unbuilt domains not', () => {
+  it('marks every operation of the domains built by the foundation implemented (the rest follow their handlers: the walk checks 501s)', () => {
     for (const e of body.endpoints) {
-      if (['catalog', 'tasks', 'system', 'folders', 'locations', 'apps'].includes(e.domain)) expect(e.implemented, e.operation).to.equal(true);
-      if (['vms', 'templates', 'lxc', 'sandboxes'].includes(e.domain)) expect(e.implemented, e.operation).to.equal(false);
+      if (['catalog', 'tasks', 'system', 'folders'].includes(e.domain)) expect(e.implemented, e.operation).to.equal(true);
     }
   });
 

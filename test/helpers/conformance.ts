@@ -147,39 +147,71 @@ export function wrongValue(schema: JsonSchema): { json: unknown; text?: string; 
 // Routing, derived from the registry templates
 
 /**
- * Whether a registry template matches a concrete path (after /api/v1, still
- * percent-encoded). A parameter takes one non-empty segment, an integer one
- * only an integer; a `*sub_path` parameter takes one or more segments.
+ * How a registry template matches a concrete path (after /api/v1, still
+ * percent-encoded; each segment is decoded): one rank per segment, 2 for a
+ * literal, 1 for a parameter (or the first segment of a `*sub_path` one), 0
+ * for the later segments of a `*sub_path` parameter; undefined when it does
+ * not match. An integer parameter takes only an integer unless `strictIntegers`
+ * is false.
  */
-export function templateMatches(op: Operation, rawPath: string, strictIntegers = true): boolean {
+export function templateRanks(op: Operation, rawPath: string, strictIntegers = true): number[] | undefined {
   const segs = rawPath.split('/').filter(Boolean).map((s) => decodeURIComponent(s));
-  const go = (ti: number, si: number): boolean => {
-    if (ti === op.segments.length) return si === segs.length;
+  const go = (ti: number, si: number): number[] | undefined => {
+    if (ti === op.segments.length) return si === segs.length ? [] : undefined;
     const t = op.segments[ti];
-    if (!t.startsWith('{')) return si < segs.length && segs[si] === t && go(ti + 1, si + 1);
+    if (!t.startsWith('{')) {
+      if (si >= segs.length || segs[si] !== t) return undefined;
+      const rest = go(ti + 1, si + 1);
+      return rest && [2, ...rest];
+    }
     const name = t.slice(1, -1);
     if (isGreedyParam(name)) {
-      for (let end = segs.length; end > si; end--) if (go(ti + 1, end)) return true;
-      return false;
+      for (let end = segs.length; end > si; end--) {
+        const rest = go(ti + 1, end);
+        if (rest) return [1, ...Array(end - si - 1).fill(0), ...rest];
+      }
+      return undefined;
     }
-    if (si >= segs.length) return false;
-    if (strictIntegers && primaryType(op.params[name] ?? {}) === 'integer' && !/^-?\d+$/.test(segs[si])) return false;
-    return go(ti + 1, si + 1);
+    if (si >= segs.length) return undefined;
+    if (strictIntegers && primaryType(op.params[name] ?? {}) === 'integer' && !/^-?\d+$/.test(segs[si])) return undefined;
+    const rest = go(ti + 1, si + 1);
+    return rest && [1, ...rest];
   };
   return go(0, 0);
 }
 
+export function templateMatches(op: Operation, rawPath: string, strictIntegers = true): boolean {
+  return templateRanks(op, rawPath, strictIntegers) !== undefined;
+}
+
 /**
- * The registry methods offered at a concrete path (with /api/v1), sorted. A
+ * The registry methods of the resource at a concrete path (with /api/v1),
+ * sorted. The resource is the matching templates that no other matching
+ * template beats, where a template beats another when, at the first segment
+ * both rank (0 is not ranked) and rank differently, it has the literal. A
  * segment that is not an integer fits an integer parameter only when no
  * template fits the path otherwise (`/vms/abc` is `/vms/{id}` with a bad id,
  * `/vms/images` is not).
  */
 export function registryMethodsAt(fullPath: string): string[] {
   const rel = fullPath.slice(API.length).split('?')[0];
-  let ops = operations.filter((o) => templateMatches(o, rel));
-  if (!ops.length) ops = operations.filter((o) => templateMatches(o, rel, false));
-  return [...new Set(ops.map((o) => o.method))].sort();
+  const rank = (strict: boolean) =>
+    operations.map((op) => ({ op, ranks: templateRanks(op, rel, strict) })).filter((c): c is { op: Operation; ranks: number[] } => c.ranks !== undefined);
+  let found = rank(true);
+  if (!found.length) found = rank(false);
+  const beats = (a: number[], b: number[]) => {
+    for (let i = 0; i < a.length; i++) if (a[i] && b[i] && a[i] !== b[i]) return a[i] > b[i];
+    return false;
+  };
+  const top = found.filter((c) => !found.some((o) => o !== c && beats(o.ranks, c.ranks)));
+  return [...new Set(top.map((c) => c.op.method))].sort();
+}
+
+/** The Allow header a path should answer with: its registry methods, HEAD where GET is, and OPTIONS; sorted. */
+export function allowAt(fullPath: string): string[] {
+  const m = registryMethodsAt(fullPath);
+  if (!m.length) return [];
+  return [...m, ...(m.includes('GET') ? ['HEAD'] : []), 'OPTIONS'].sort();
 }
 
 /** A scope the operation does not name (for 403 checks). */

@@ -187,6 +187,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
     HOSTD_HTTP_ADDR: opts.httpAddr ?? '127.0.0.1:0',
     HOSTD_CLUSTER_ADDR: '127.0.0.1:0',
     HOSTD_LOG_LEVEL: 'info',
+    // No config file unless the test gives one: a host's /etc/hostd/config.yaml must not leak in.
+    HOSTD_CONFIG: '',
     ...(opts.env ?? {}),
   };
   if (opts.configYaml !== undefined) {

@@ -144,7 +144,8 @@ describe('hostd daemon process', function () {
     const cwd = tempDir('hostd-cwd-');
     const env: Record<string, string> = { ...(process.env as Record<string, string>), HOSTD_HTTP_ADDR: '127.0.0.1:0', HOSTD_CLUSTER_ADDR: '127.0.0.1:0' };
     delete env.HOSTD_DATA_DIR;
-    delete env.HOSTD_CONFIG;
+    // Set but empty: no config file, not even a host's /etc/hostd/config.yaml.
+    env.HOSTD_CONFIG = '';
     const proc: ChildProcess = spawn(process.execPath, [MAIN], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     proc.stderr!.on('data', (c) => (stderr += c));

@@ -65,6 +65,9 @@ describe('MCP transport', function () {
   let agent: string; // folders + system
   let reader: string; // files.read only
   let clients: Client[] = [];
+  /** Operations this build serves, from the catalog. */
+  let built: Set<string>;
+  const servedOps = () => operations.filter((o) => built.has(o.name));
 
   const client = async (token: string) => {
     const c = await connect(d, token);
@@ -77,6 +80,8 @@ describe('MCP transport', function () {
     admin = await d.token('mcp-admin', [...ALL_SCOPES]);
     agent = await d.token('mcp-agent', ['files.read', 'files.manage', 'system.read']);
     reader = await d.token('mcp-reader', ['files.read']);
+    const cat = await d.request('GET', '/api/v1/catalog', { token: admin });
+    built = new Set((cat.body.endpoints as Array<{ operation: string; implemented: boolean }>).filter((e) => e.implemented).map((e) => e.operation));
   });
 
   after(async function () {
@@ -85,14 +90,14 @@ describe('MCP transport', function () {
   });
 
   describe('tools/list', function () {
-    it('offers every registry operation as a tool with its schema and annotations', async function () {
+    it('offers every operation this build serves as a tool with its schema and annotations', async function () {
       const c = await client(admin);
       const { tools, nextCursor } = await c.listTools();
       expect(nextCursor).to.equal(undefined);
-      expect(tools.map((t) => t.name)).to.deep.equal(operations.map((o) => o.name));
-      expect(tools).to.have.length(operations.length);
+      expect(tools.map((t) => t.name)).to.deep.equal(servedOps().map((o) => o.name));
+      expect(tools.length).to.be.greaterThan(15);
       const byName = new Map(tools.map((t) => [t.name, t]));
-      for (const op of operations) {
+      for (const op of servedOps()) {
         const t = byName.get(op.name)!;
         expect(t, op.name).to.not.equal(undefined);
         // Names agent clients accept (some restrict tool names to this set and 64 characters).
@@ -115,8 +120,22 @@ describe('MCP transport', function () {
       expect(byName.get('folders_create')!.annotations).to.include({ readOnlyHint: false, destructiveHint: false, idempotentHint: false });
     });
 
+    it('does not offer operations not built yet; calling one by name still answers their 501', async function () {
+      const c = await client(admin);
+      const names = (await c.listTools()).tools.map((t) => t.name);
+      const unbuilt = operations.filter((o) => !built.has(o.name));
+      for (const op of unbuilt) expect(names, op.name).to.not.include(op.name);
+      // One that takes no arguments, so that the answer is its 501 and not a validation error.
+      const op = unbuilt.find((o) => !o.required?.length && !Object.keys(o.params).length);
+      if (!op) {
+        process.stdout.write('      (every operation without arguments is built: no 501 left to call)\n');
+        this.skip();
+      }
+      expect(failed(await c.callTool({ name: op.name, arguments: {} }), 501)).to.equal(`${op.name} is not implemented yet`);
+    });
+
     it("lists only the tools the token's scopes allow", async function () {
-      const expected = (scopes: string[]) => operations.filter((o) => o.scopes.every((s) => scopes.includes(s))).map((o) => o.name);
+      const expected = (scopes: string[]) => servedOps().filter((o) => o.scopes.every((s) => scopes.includes(s))).map((o) => o.name);
       const agentTools = (await (await client(agent)).listTools()).tools.map((t) => t.name);
       expect(agentTools).to.deep.equal(expected(['files.read', 'files.manage', 'system.read']));
       expect(agentTools).to.include.members(['folders_list', 'folders_create', 'folders_delete', 'system_health', 'activity_list', 'catalog_get']);

@@ -7,8 +7,11 @@ import { expect } from 'chai';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { JsonSchema } from '../../api/registry/types.js';
-import { operations } from '../../api/registry/index.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { isGreedyParam, operations } from '../../api/registry/index.js';
+import { openApiPaths } from '../../api/catalog.js';
+import { ROOT, runCommand, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { API, Problems, nonNull, primaryType, takesBody, typesOf } from '../helpers/conformance.js';
 
 type Doc = Record<string, any>;
@@ -29,10 +32,32 @@ describe('GET /api/v1/openapi.json', function () {
     catalog = (await d.request('GET', `${API}/catalog`, { token })).body.endpoints;
   });
 
+  const keys = openApiPaths();
   const opOf = (name: string) => {
     const op = operations.find((o) => o.name === name)!;
-    return doc.paths[API + op.path]?.[op.method.toLowerCase()];
+    return doc.paths[keys.get(op)!.key]?.[op.method.toLowerCase()];
   };
+  /** The OpenAPI name of an operation's path parameter (the argument's own name unless the path is shared). */
+  const paramName = (name: string, arg: string) => keys.get(operations.find((o) => o.name === name)!)!.names[arg];
+
+  const REDOCLY = path.join(ROOT, 'node_modules/@redocly/cli/bin/cli.js');
+  const LINT_CONFIG = path.join(ROOT, 'test/conformance/redocly/redocly.yaml');
+  /** `redocly lint` on a document, offline (no telemetry, no update check): its exit status and problems. */
+  async function lint(document: unknown): Promise<{ code: number; problems: Array<{ ruleId: string; message: string; severity: string }>; stderr: string }> {
+    const file = path.join(tempDir('hostd-lint-'), 'openapi.json');
+    fs.writeFileSync(file, JSON.stringify(document));
+    const r = await runCommand(process.execPath, [REDOCLY, 'lint', file, '--config', LINT_CONFIG, '--format=json'], {
+      env: { REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', REDOCLY_SUPPRESS_NOTIFICATIONS: 'true', NO_COLOR: '1' },
+      timeoutMs: 60_000,
+    });
+    let parsed: { problems?: unknown[] } = {};
+    try {
+      parsed = JSON.parse(r.stdout.slice(r.stdout.indexOf('{')));
+    } catch {
+      throw new Error(`redocly printed no JSON report (exit ${r.code}): ${r.stdout.slice(0, 500)} ${r.stderr.slice(0, 1000)}`);
+    }
+    return { code: r.code, problems: (parsed.problems ?? []) as Array<{ ruleId: string; message: string; severity: string }>, stderr: r.stderr };
+  }
 
   it('validates as OpenAPI 3.1', async () => {
     expect(doc.openapi).to.match(/^3\.1\./);
@@ -41,6 +66,62 @@ describe('GET /api/v1/openapi.json', function () {
     expect(res.errors ?? [], JSON.stringify(res.errors, null, 1)?.slice(0, 2000)).to.satisfy((e: unknown) => !e || (Array.isArray(e) && e.length === 0));
     expect(res.valid).to.equal(true);
     expect(v.version).to.equal('3.1');
+  });
+
+  it('is lint clean under Redocly (recommended-strict, with no-ambiguous-paths reading parameter types)', async function () {
+    this.timeout(90_000);
+    const r = await lint(doc);
+    expect(r.problems.map((x) => `${x.severity} ${x.ruleId}: ${x.message}`)).to.deep.equal([]);
+    expect(r.code, r.stderr).to.equal(0);
+  });
+
+  it("the linter's typed path rule still fails a document whose integer ids could be taken for a literal", async function () {
+    this.timeout(90_000);
+    // The same document with `/vms/{id}` typed as a string: `/vms/images/{image_id}`
+    // and `/vms/{id}/start` then really are ambiguous.
+    const broken = JSON.parse(JSON.stringify(doc));
+    for (const [key, item] of Object.entries<Doc>(broken.paths)) {
+      if (!key.startsWith(`${API}/vms/{id}`)) continue;
+      for (const o of Object.values<Doc>(item)) for (const prm of o.parameters) if (prm.name === 'id') prm.schema = { type: 'string' };
+    }
+    const r = await lint(broken);
+    expect(r.code).to.not.equal(0);
+    const rules = new Set(r.problems.map((x) => x.ruleId));
+    expect([...rules]).to.deep.equal(['hostd/no-ambiguous-paths']);
+    expect(r.problems.some((x) => x.message.includes(`${API}/vms/images/{image_id}`))).to.equal(true);
+  });
+
+  it('has no two paths of the same shape; an operation whose argument is named otherwise says which in x-argument', () => {
+    const shapes = Object.keys(doc.paths).map((k) => k.replace(/\{[^}]+\}/g, '{}'));
+    expect(shapes.length).to.equal(new Set(shapes).size);
+    // The pair the spec names differently: one path item, with both methods.
+    const item = doc.paths[`${API}/folders/{folder_id}/entries/{sub_path}`];
+    expect(Object.keys(item).sort()).to.deep.equal(['delete', 'patch']);
+    const moved = item.patch.parameters.find((x: Doc) => x.in === 'path' && x.name === 'sub_path');
+    expect(moved['x-argument']).to.equal('src_sub_path');
+    expect(moved.description).to.contain('src_sub_path');
+    expect(item.delete.parameters.find((x: Doc) => x.name === 'sub_path')['x-argument']).to.equal(undefined);
+    // Every path parameter of every operation is in its path key, and only those.
+    for (const [key, pathItem] of Object.entries<Doc>(doc.paths)) {
+      const inKey = [...key.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]).sort();
+      for (const [m, o] of Object.entries<Doc>(pathItem)) {
+        const declared = (o.parameters as Doc[]).filter((x) => x.in === 'path').map((x) => x.name).sort();
+        expect(declared, `${m} ${key}`).to.deep.equal(inKey);
+      }
+    }
+  });
+
+  it('says how multi-segment path parameters are encoded (percent-encoded, one segment)', () => {
+    expect(doc.info.description).to.contain('%2F');
+    let seen = 0;
+    for (const op of operations) {
+      for (const name of Object.keys(op.params).filter(isGreedyParam)) {
+        const prm = opOf(op.name).parameters.find((x: Doc) => x.in === 'path' && x.name === paramName(op.name, name));
+        expect(prm.description, `${op.name} ${name}`).to.contain('%2F');
+        seen++;
+      }
+    }
+    expect(seen).to.be.at.least(3);
   });
 
   it('embeds only schemas that compile as JSON Schema 2020-12', () => {
@@ -82,7 +163,7 @@ describe('GET /api/v1/openapi.json', function () {
       if (!o) continue;
       const params: Doc[] = o.parameters ?? [];
       for (const name of Object.keys(op.params)) {
-        const prm = params.find((x) => x.name === name);
+        const prm = params.find((x) => x.name === paramName(op.name, name));
         p.add(`${op.name} path ${name}`, prm?.in === 'path' && prm.required === true ? undefined : JSON.stringify(prm));
       }
       const argNames = Object.keys((op.schema.properties ?? {}) as object).filter((n) => !(n in op.params));

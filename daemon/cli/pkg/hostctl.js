@@ -1,5 +1,3 @@
 #!/usr/bin/env node
-// Runs the compiled hostctl of the hostd checkout this file lives in.
-import { runHostctl } from '../../../dist/daemon/cli/main.js';
-
-runHostctl(process.argv.slice(2)).then((code) => process.exit(code));
+// `npx hostctl` inside this checkout (node_modules/.bin/hostctl): the same as bin/hostctl.js.
+import '../../../bin/hostctl.js';

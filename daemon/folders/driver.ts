@@ -14,7 +14,8 @@
  *
  * Errors: an `FsProblem` for the outcomes the service turns into answers (its
  * `path` is relative to the entry the call was about, for problems found while
- * walking a tree); any other error is the system's (errno `code` kept).
+ * walking a tree; `end` says which end of a rename or copy); any other error
+ * is the system's (errno `code` kept).
  */
 
 export type EntryType = 'file' | 'folder' | 'symlink' | 'other';
@@ -72,9 +73,25 @@ export class FsProblem extends Error {
     readonly kind: FsProblemKind,
     /** Where, relative to the entry the call was about ('' for the entry itself). */
     readonly path = '',
+    /** For calls with two ends (rename, copy): which one. */
+    readonly end?: 'from' | 'to',
   ) {
-    super(`${kind}${path ? ` at '${path}'` : ''}`);
+    super(`${kind}${end ? ` (${end})` : ''}${path ? ` at '${path}'` : ''}`);
     this.name = 'FsProblem';
+  }
+
+  /** The same problem, said of one end of a two-ended call. */
+  at(end: 'from' | 'to'): FsProblem {
+    return new FsProblem(this.kind, this.path, end);
+  }
+}
+
+/** Runs one end's part of a two-ended call, marking its problems with that end. */
+export async function onEnd<T>(end: 'from' | 'to', p: Promise<T>): Promise<T> {
+  try {
+    return await p;
+  } catch (err) {
+    throw err instanceof FsProblem && !err.end ? err.at(end) : err;
   }
 }
 

@@ -157,6 +157,8 @@ function fsError(err: unknown, rel: string): unknown {
       return internal(`permission denied on '${showRel(rel)}'`);
     case 'ENOSPC':
       return internal(`no space left while writing '${showRel(rel)}'`);
+    case 'EAGAIN':
+      return conflict(`'${showRel(rel)}' kept changing while it was read; try again`);
     default:
       return err;
   }
@@ -207,11 +209,17 @@ export class FoldersService {
   /** Creates every pool directory, recovers interrupted changes, loads the folder records. */
   async init(): Promise<void> {
     for (const pool of this.pools) await this.fs.ensureRoot(pool.path);
-    await this.records.journal.recover((id, intent) => this.recover(id, intent));
-    for (const pool of this.pools) {
-      for (const e of await this.fs.list(pool.path, '')) {
-        if (e.name.startsWith(TRASH_PREFIX)) await this.fs.remove(pool.path, e.name);
+    try {
+      await this.records.journal.recover((id, intent) => this.recover(id, intent));
+      for (const pool of this.pools) {
+        for (const e of await this.fs.list(pool.path, '')) {
+          if (e.name.startsWith(TRASH_PREFIX)) await this.fs.remove(pool.path, e.name);
+        }
       }
+    } catch (err) {
+      // The filesystem cannot be used safely here (no /proc): open intents stay for the next start,
+      // and every call answers 503 saying why.
+      if (!(err instanceof ApiError && err.status === 503)) throw err;
     }
     await this.records.load();
   }
@@ -403,7 +411,9 @@ export class FoldersService {
       try {
         moved = await this.fs.rename(place.root, src.look.real, dst.look.real);
       } catch (err) {
-        throw this.problem(err, dst);
+        // The kernel refuses a folder into itself (changed since the check).
+        if (code(err) === 'EINVAL') throw badRequest(`cannot move '${src.rel}' into itself`);
+        throw this.endsProblem(err, src, dst);
       }
       ctx.note({ summary: `Moved ${src.rel} to ${dst.rel}`, target: this.label(place, src.rel), metadata: { to: dst.rel } });
       return { from: this.ref(src), to: this.ref(dst), entry: entryOf(path.posix.basename(dst.rel), dst.rel, moved) };
@@ -430,7 +440,7 @@ export class FoldersService {
       try {
         copied = await this.fs.copy(srcPlace.root, src.look.real, dstPlace.root, dst.look.real);
       } catch (err) {
-        throw this.copyProblem(err, src, dst);
+        throw this.endsProblem(err, src, dst);
       }
       // A link that stayed inside the source may leave the destination once copied (e.g. an absolute
       // link into the source folder, or a relative one copied to a shallower place): undo the copy.
@@ -524,7 +534,8 @@ export class FoldersService {
           done.push(p);
         } catch (err) {
           for (const q of done.reverse()) await this.fs.rename(place.root, q.dst.look.real, q.src.look.real).catch(() => undefined);
-          throw this.problem(err, p.dst);
+          if (code(err) === 'EINVAL') throw badRequest(`cannot move '${p.src.rel}' into itself`);
+          throw this.endsProblem(err, p.src, p.dst);
         }
       }
       const moved = pairs.map((p) => ({ src_sub_path: p.src.rel, dst_sub_path: p.dst.rel }));
@@ -693,10 +704,12 @@ export class FoldersService {
     }
   }
 
-  private copyProblem(err: unknown, src: Seen, dst: Seen): unknown {
+  /** Turns a driver's answer about a rename or copy from `src` to `dst` into the API's. */
+  private endsProblem(err: unknown, src: Seen, dst: Seen): unknown {
     if (err instanceof FsProblem) {
       if (err.kind === 'into-itself') return badRequest(`cannot copy '${src.rel}' into itself`);
       if (err.kind === 'special') return badRequest(`cannot copy '${src.rel}': '${under(src.rel, err.path)}' is not a file, folder or symlink`);
+      if (err.end === 'from') return this.problem(err, src);
       if (err.kind === 'missing' || err.kind === 'not-folder') return this.problem(err, { ...dst, rel: parentRel(dst.rel) });
     }
     return this.problem(err, dst);

@@ -1,66 +1,31 @@
 /**
  * The local filesystem as the folders driver: pools, folder directories and
  * location mounts are all ordinary directories here.
+ *
+ * Every call opens its root, walks to what it acts on one component at a
+ * time from open directories (paths.ts) and acts relative to the directory
+ * it holds (dir.ts), so that nothing a process inside the root does to the
+ * names meanwhile (swapping a folder for a symlink pointing outside) can make
+ * it read, write or remove anything outside the root.
  */
-import type { Dirent, Stats } from 'node:fs';
+import type { Stats } from 'node:fs';
 import fs from 'node:fs/promises';
-import path from 'node:path';
-import { FsProblem, type EntryInfo, type EntryType, type FilesDriver, type Look, type NamedEntry, type SearchHit } from '../driver.js';
-import { joinRel } from '../names.js';
-import { linkStaysInside, locate } from './paths.js';
+import { FsProblem, onEnd, type EntryInfo, type FilesDriver, type Look, type NamedEntry, type SearchHit } from '../driver.js';
+import { baseName, joinRel, parentRel } from '../names.js';
+import { code, Dir } from './dir.js';
+import { info, lookWith, Walker } from './paths.js';
+import { checkEntry, copyEntry, removeEntry, type CopyGuard } from './tree.js';
 
-function code(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | null)?.code;
-}
+/** Folders a search keeps open at once (the rest are opened again from their parent when needed). */
+const SEARCH_OPEN_DIRS = 64;
 
-function typeOf(st: Stats): EntryType {
-  if (st.isFile()) return 'file';
-  if (st.isDirectory()) return 'folder';
-  if (st.isSymbolicLink()) return 'symlink';
-  return 'other';
-}
-
-function info(st: Stats): EntryInfo {
-  return { type: typeOf(st), size: st.size, mtime: st.mtime };
-}
-
-async function lstatOrNull(p: string): Promise<Stats | null> {
+async function withWalker<T>(root: string, fn: (w: Walker) => Promise<T>): Promise<T> {
+  const w = await Walker.open(root);
   try {
-    return await fs.lstat(p);
-  } catch (err) {
-    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') return null;
-    throw err;
+    return await fn(w);
+  } finally {
+    await w.close();
   }
-}
-
-async function statOrNull(p: string): Promise<Stats | null> {
-  try {
-    return await fs.stat(p);
-  } catch (err) {
-    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR' || code(err) === 'ELOOP') return null;
-    throw err;
-  }
-}
-
-/** The folder at `abs` (a link followed), or `missing` / `not-folder`. */
-async function requireDir(abs: string): Promise<void> {
-  let st: Stats;
-  try {
-    st = await fs.stat(abs);
-  } catch (err) {
-    if (code(err) === 'ENOENT') throw new FsProblem('missing');
-    if (code(err) === 'ENOTDIR') throw new FsProblem('not-folder');
-    throw err;
-  }
-  if (!st.isDirectory()) throw new FsProblem('not-folder');
-}
-
-/** Visits `abs` and everything below it without following symlinks. */
-async function walkTree(abs: string, rel: string, visit: (abs: string, rel: string, st: Stats) => Promise<void>): Promise<void> {
-  const st = await fs.lstat(abs);
-  await visit(abs, rel, st);
-  if (!st.isDirectory()) return;
-  for (const name of await fs.readdir(abs)) await walkTree(path.join(abs, name), joinRel(rel, name), visit);
 }
 
 export class LocalFiles implements FilesDriver {
@@ -68,130 +33,202 @@ export class LocalFiles implements FilesDriver {
     await fs.mkdir(root, { recursive: true });
   }
 
-  async look(root: string, rel: string): Promise<Look> {
-    const { abs, realRoot } = await locate(root, rel);
-    const st = await lstatOrNull(abs);
-    let way: Look['way'] = 'ok';
-    if (!st) {
-      try {
-        if (!(await fs.stat(path.dirname(abs))).isDirectory()) way = 'not-folder';
-      } catch (err) {
-        way = code(err) === 'ENOTDIR' ? 'not-folder' : 'missing';
-      }
-    }
-    const target = st?.isSymbolicLink() ? await statOrNull(abs) : st;
-    return { real: path.relative(realRoot, abs).split(path.sep).join('/'), way, entry: st && info(st), target: target && info(target) };
+  look(root: string, rel: string): Promise<Look> {
+    return withWalker(root, (w) => lookWith(w, rel));
   }
 
-  async list(root: string, rel: string): Promise<NamedEntry[]> {
-    const { abs } = await locate(root, rel);
-    await requireDir(abs);
-    const dirents = await fs.readdir(abs, { withFileTypes: true });
-    const out = await Promise.all(
-      dirents.map(async (d) => {
-        const st = await lstatOrNull(path.join(abs, d.name));
-        return st ? { name: d.name, ...info(st) } : null; // vanished meanwhile
+  list(root: string, rel: string): Promise<NamedEntry[]> {
+    return withWalker(root, async (w) => {
+      const name = await w.toParent(rel);
+      if (name !== '') {
+        const stop = await w.walk([name], true);
+        if (stop.kind === 'blocked') throw new FsProblem(stop.way);
+        if (stop.kind === 'entry') throw new FsProblem(stop.st ? 'not-folder' : 'missing');
+      }
+      const dir = w.top;
+      const names = await fs.readdir(dir.self);
+      // allSettled: no lstat may still run on the descriptor when the walker closes it.
+      const stats = await Promise.allSettled(names.map((n) => fs.lstat(dir.at(n))));
+      const out: NamedEntry[] = [];
+      for (const [i, r] of stats.entries()) {
+        if (r.status === 'fulfilled') out.push({ name: names[i], ...info(r.value) });
+        else if (code(r.reason) !== 'ENOENT') throw r.reason; // vanished meanwhile: skipped
+      }
+      return out;
+    });
+  }
+
+  mkdir(root: string, rel: string): Promise<EntryInfo> {
+    return withWalker(root, async (w) => {
+      const name = await w.toParent(rel);
+      try {
+        await fs.mkdir(w.top.at(name));
+      } catch (err) {
+        if (code(err) === 'EEXIST') throw new FsProblem('exists');
+        throw err;
+      }
+      return info(await fs.lstat(w.top.at(name)));
+    });
+  }
+
+  rename(root: string, from: string, to: string): Promise<EntryInfo> {
+    return withWalker(root, (a) =>
+      withWalker(root, async (b) => {
+        const src = await onEnd('from', a.toParent(from));
+        const dst = await onEnd('to', b.toParent(to));
+        await fs.rename(a.top.at(src), b.top.at(dst));
+        return info(await fs.lstat(b.top.at(dst)));
       }),
     );
-    return out.filter((e): e is NamedEntry => e !== null);
   }
 
-  async mkdir(root: string, rel: string): Promise<EntryInfo> {
-    const i = rel.lastIndexOf('/');
-    const { abs: parent } = await locate(root, i < 0 ? '' : rel.slice(0, i));
-    const abs = path.join(parent, rel.slice(i + 1));
-    try {
-      await fs.mkdir(abs);
-    } catch (err) {
-      if (code(err) === 'EEXIST') throw new FsProblem('exists');
-      if (code(err) === 'ENOENT') throw new FsProblem('missing');
-      if (code(err) === 'ENOTDIR') throw new FsProblem('not-folder');
-      throw err;
-    }
-    return info(await fs.lstat(abs));
+  remove(root: string, rel: string): Promise<void> {
+    return withWalker(root, async (w) => {
+      const name = await w.toParent(rel);
+      await removeEntry(w.top, name);
+    });
   }
 
-  async rename(root: string, from: string, to: string): Promise<EntryInfo> {
-    const src = await locate(root, from);
-    const dst = await locate(root, to);
-    await fs.rename(src.abs, dst.abs);
-    return info(await fs.lstat(dst.abs));
-  }
-
-  async remove(root: string, rel: string): Promise<void> {
-    const { abs } = await locate(root, rel);
-    // rm does not follow symlinks, neither the entry itself nor any inside the tree.
-    await fs.rm(abs, { recursive: true, force: false });
-  }
-
-  async removeEmptyDir(root: string, rel: string): Promise<boolean> {
-    const { abs } = await locate(root, rel);
-    try {
-      await fs.rmdir(abs);
-      return true;
-    } catch (err) {
-      if (['ENOENT', 'ENOTDIR', 'ENOTEMPTY', 'EEXIST'].includes(code(err) ?? '')) return false;
-      throw err;
-    }
-  }
-
-  async checkTree(root: string, rel: string): Promise<void> {
-    const { abs, realRoot } = await locate(root, rel);
-    await walkTree(abs, '', async (p, sub, st) => {
-      if (st.isSymbolicLink()) {
-        if (!(await linkStaysInside(realRoot, p))) throw new FsProblem('link-outside', sub);
-      } else if (!st.isFile() && !st.isDirectory()) {
-        throw new FsProblem('special', sub);
+  removeEmptyDir(root: string, rel: string): Promise<boolean> {
+    return withWalker(root, async (w) => {
+      let name: string;
+      try {
+        name = await w.toParent(rel);
+      } catch (err) {
+        if (err instanceof FsProblem && (err.kind === 'missing' || err.kind === 'not-folder')) return false;
+        throw err;
+      }
+      try {
+        await fs.rmdir(w.top.at(name));
+        return true;
+      } catch (err) {
+        if (['ENOENT', 'ENOTDIR', 'ENOTEMPTY', 'EEXIST'].includes(code(err) ?? '')) return false;
+        throw err;
       }
     });
   }
 
-  async copy(srcRoot: string, src: string, dstRoot: string, dst: string): Promise<EntryInfo> {
-    const from = await locate(srcRoot, src);
-    const to = await locate(dstRoot, dst);
-    try {
-      // verbatimSymlinks: links are copied as links with their text unchanged, never dereferenced.
-      await fs.cp(from.abs, to.abs, { recursive: true, verbatimSymlinks: true, errorOnExist: true, force: false, preserveTimestamps: true });
-    } catch (err) {
-      if (code(err) === 'EEXIST' || code(err) === 'ERR_FS_CP_EEXIST') throw new FsProblem('exists');
-      // Undo a partial copy.
-      await fs.rm(to.abs, { recursive: true, force: true }).catch(() => undefined);
-      throw err;
-    }
-    return info(await fs.lstat(to.abs));
+  checkTree(root: string, rel: string): Promise<void> {
+    return withWalker(root, async (w) => {
+      const name = await w.toParent(rel);
+      if (name === '') throw new FsProblem('missing');
+      await checkEntry(root, w.top, [...w.real], name, '');
+    });
   }
 
-  async search(root: string, start: string, match: (name: string) => boolean, limit: number): Promise<{ hits: SearchHit[]; truncated: boolean }> {
-    const { abs: startAbs } = await locate(root, start);
-    await requireDir(startAbs);
-    const hits: SearchHit[] = [];
-    let truncated = false;
-    // Dirent types come from readdir without following links, so symlinked folders are reported but never entered.
-    const queue: Array<{ abs: string; rel: string }> = [{ abs: startAbs, rel: '' }];
-    outer: for (let next = 0; next < queue.length; next++) {
-      const dir = queue[next];
-      let dirents: Dirent[];
-      try {
-        dirents = await fs.readdir(dir.abs, { withFileTypes: true });
-      } catch (err) {
-        if (next === 0) throw err;
-        continue; // a subfolder that vanished or cannot be read is skipped
-      }
-      dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-      for (const d of dirents) {
-        const abs = path.join(dir.abs, d.name);
-        const rel = joinRel(dir.rel, d.name);
-        if (match(d.name)) {
-          if (hits.length >= limit) {
-            truncated = true;
-            break outer;
-          }
-          const st = await lstatOrNull(abs);
-          if (st) hits.push({ path: rel, name: d.name, entry: info(st) });
+  copy(srcRoot: string, src: string, dstRoot: string, dst: string): Promise<EntryInfo> {
+    return withWalker(srcRoot, (s) =>
+      withWalker(dstRoot, async (t) => {
+        const from = await onEnd('from', s.toParent(src));
+        const to = await onEnd('to', t.toParent(dst));
+        const guard: CopyGuard = {};
+        try {
+          await copyEntry(s.top, from, t.top, to, guard, '');
+        } catch (err) {
+          if (!guard.created) throw code(err) === 'EEXIST' ? new FsProblem('exists', '', 'to') : err;
+          // Undo a partial copy: what this copy made.
+          await removeEntry(t.top, to).catch(() => undefined);
+          throw err;
         }
-        if (d.isDirectory()) queue.push({ abs, rel });
+        return info(await fs.lstat(t.top.at(to)));
+      }),
+    );
+  }
+
+  search(root: string, start: string, match: (name: string) => boolean, limit: number): Promise<{ hits: SearchHit[]; truncated: boolean }> {
+    return withWalker(root, async (w) => {
+      const name = await w.toParent(start);
+      if (name !== '') {
+        const stop = await w.walk([name], true);
+        if (stop.kind === 'blocked') throw new FsProblem(stop.way);
+        if (stop.kind === 'entry') throw new FsProblem(stop.st ? 'not-folder' : 'missing');
       }
+      const dirs = new OpenDirs(w.top);
+      try {
+        const hits: SearchHit[] = [];
+        let truncated = false;
+        // Dirent types come from readdir without following links, so symlinked folders are reported but never entered.
+        const queue: string[] = [''];
+        outer: for (let next = 0; next < queue.length; next++) {
+          const rel = queue[next];
+          const dir = await dirs.get(rel);
+          if (!dir) continue; // a subfolder that vanished, changed or cannot be read is skipped
+          let dirents;
+          try {
+            dirents = await fs.readdir(dir.self, { withFileTypes: true });
+          } catch (err) {
+            if (rel === '') throw err;
+            continue;
+          }
+          dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+          for (const d of dirents) {
+            const childRel = joinRel(rel, d.name);
+            if (match(d.name)) {
+              if (hits.length >= limit) {
+                truncated = true;
+                break outer;
+              }
+              const st = await lstatOrNull(dir, d.name);
+              if (st) hits.push({ path: childRel, name: d.name, entry: info(st) });
+            }
+            if (d.isDirectory()) queue.push(childRel);
+          }
+        }
+        return { hits, truncated };
+      } finally {
+        await dirs.close();
+      }
+    });
+  }
+}
+
+async function lstatOrNull(dir: Dir, name: string): Promise<Stats | null> {
+  try {
+    return await fs.lstat(dir.at(name));
+  } catch (err) {
+    if (code(err) === 'ENOENT') return null;
+    throw err;
+  }
+}
+
+/**
+ * The folders of a search, by path relative to its start: the start always
+ * open, the others opened from their parent without following links and kept
+ * in a small most-recently-used set (a breadth-first walk reads siblings one
+ * after another, so their parent is nearly always still open).
+ */
+class OpenDirs {
+  private readonly open = new Map<string, Dir>();
+
+  constructor(private readonly start: Dir) {}
+
+  async get(rel: string): Promise<Dir | null> {
+    if (rel === '') return this.start;
+    const held = this.open.get(rel);
+    if (held) {
+      this.open.delete(rel);
+      this.open.set(rel, held);
+      return held;
     }
-    return { hits, truncated };
+    const parent = await this.get(parentRel(rel));
+    if (!parent) return null;
+    let d: Dir;
+    try {
+      d = await parent.openDir(baseName(rel));
+    } catch {
+      return null;
+    }
+    this.open.set(rel, d);
+    while (this.open.size > SEARCH_OPEN_DIRS) {
+      const [oldest, dir] = this.open.entries().next().value as [string, Dir];
+      this.open.delete(oldest);
+      await dir.close();
+    }
+    return d;
+  }
+
+  async close(): Promise<void> {
+    for (const d of this.open.values()) await d.close();
+    this.open.clear();
   }
 }

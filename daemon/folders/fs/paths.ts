@@ -1,22 +1,31 @@
 /**
- * Where a relative path of a root really leads, by path names (realpath and
- * hand-resolved dangling links): the rules of confinement.
+ * Where a relative path of a root leads, resolved one component at a time
+ * from open directories (dir.ts), the way openat2(RESOLVE_IN_ROOT) would but
+ * refusing instead of clamping:
  *
- * - the real location of the parent (fs.realpath of its deepest existing
- *   ancestor, dangling symlinks resolved by hand) and of the entry itself
- *   must be inside the real root: symlinks pointing outside are refused, both
- *   as a path component and as the final entry;
- * - the answer is the real parent directory joined with the final name, so an
- *   operation on it acts on the entry itself (a symlink is removed or moved as
- *   a link, never through it).
+ * - every folder on the way is opened with O_NOFOLLOW|O_DIRECTORY from the
+ *   folder before it, so what is resolved is what is then acted on: nothing
+ *   done to the names meanwhile can send a later call elsewhere;
+ * - a symlink on the way (and the final entry where a call follows it) is
+ *   read and its text resolved in place: relative text from the folder
+ *   holding the link, absolute text only when it names the root or a place
+ *   below it (by the root's path as given or as the kernel reports it);
+ *   a '..' above the root, or an absolute link elsewhere, is `escape`;
+ * - more than 40 links (or a name that keeps changing kind under the walk)
+ *   is `loop`;
+ * - a missing or non-folder component ends the walk; the rest of the path is
+ *   then followed lexically, so a dangling link to a place outside is still
+ *   seen as outside.
  */
+import type { Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest } from '../../lib/errors.js';
+import { FsProblem, type EntryInfo, type EntryType, type Look } from '../driver.js';
 import { splitSubPath, type PathArg } from '../names.js';
-import { FsProblem } from '../driver.js';
+import { code, Dir } from './dir.js';
 
-/** How many symlinks are resolved by hand before giving up (Linux uses 40). */
+/** How many symlinks are resolved before giving up (Linux uses 40). */
 const MAX_LINK_HOPS = 40;
 
 export type ConfineOptions = PathArg;
@@ -42,106 +51,227 @@ export function isStrictlyInside(root: string, p: string): boolean {
   return p !== root && isInsideOrEqual(root, p);
 }
 
-export class LinkLoop extends Error {}
-
-function errCode(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | null)?.code;
+export function typeOf(st: Stats): EntryType {
+  if (st.isFile()) return 'file';
+  if (st.isDirectory()) return 'folder';
+  if (st.isSymbolicLink()) return 'symlink';
+  return 'other';
 }
 
-/**
- * Where `p` really is: fs.realpath when it exists; otherwise the real location
- * of its deepest existing ancestor with the missing tail appended. A dangling
- * symlink is followed by hand (its text resolved against its real parent), so
- * a link to a not-yet-existing place outside is still seen as outside.
- */
-export async function realLocation(p: string, hops = 0): Promise<string> {
-  if (hops > MAX_LINK_HOPS) throw new LinkLoop();
-  try {
-    return await fs.realpath(p);
-  } catch (err) {
-    const code = errCode(err);
-    if (code === 'ELOOP') throw new LinkLoop();
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err;
-  }
-  const parent = path.dirname(p);
-  if (parent === p) return p; // the filesystem root always exists; not reached in practice
-  let st: import('node:fs').Stats | null = null;
-  try {
-    st = await fs.lstat(p);
-  } catch (err) {
-    const code = errCode(err);
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err;
-  }
-  const realParent = await realLocation(parent, hops);
-  if (st?.isSymbolicLink()) {
-    const text = await fs.readlink(p);
-    return realLocation(path.resolve(realParent, text), hops + 1);
-  }
-  return path.join(realParent, path.basename(p));
+export function info(st: Stats): EntryInfo {
+  return { type: typeOf(st), size: st.size, mtime: st.mtime };
 }
 
-/**
- * Where the relative path `rel` (normalised: no '', '.' or '..' segments) of
- * `root` really is: the real parent directory joined with the final name.
- * `escape` when the parent, or the entry itself (a link, even dangling),
- * leads outside the real root; `loop` for a symlink loop; `root-missing`.
- */
-export async function locate(root: string, rel: string): Promise<{ abs: string; realRoot: string }> {
-  let realRoot: string;
-  try {
-    realRoot = await fs.realpath(root);
-  } catch (err) {
-    if (errCode(err) === 'ENOENT' || errCode(err) === 'ENOTDIR') throw new FsProblem('root-missing');
-    throw err;
+/** Segments of a normalised relative path ('' is none). */
+export function segments(rel: string): string[] {
+  return rel === '' ? [] : rel.split('/');
+}
+
+/** Where a walk ended. */
+export type Stop =
+  /** On a folder: the walker's top. */
+  | { kind: 'dir' }
+  /** On the entry `name` of the walker's top, not followed or not a folder; `st` null when missing. */
+  | { kind: 'entry'; name: string; st: Stats | null }
+  /** A folder on the way is missing or is not one; `lexical` is the real path the rest would have had. */
+  | { kind: 'blocked'; way: 'missing' | 'not-folder'; lexical: string[] };
+
+/** A stack of open directories from a root down to where a walk is. */
+export class Walker {
+  private readonly stack: Dir[];
+  /** The real path (relative to the root) of the top of the stack. */
+  readonly real: string[] = [];
+  private hops = 0;
+
+  private constructor(
+    root: Dir,
+    /** The root's path as the kernel reports it. */
+    readonly realRoot: string,
+    /** Paths by which absolute link text may name the root. */
+    private readonly aliases: string[],
+  ) {
+    this.stack = [root];
   }
-  const segs = rel === '' ? [] : rel.split('/');
-  if (segs.length === 0) return { abs: realRoot, realRoot };
-  try {
-    const realParent = segs.length === 1 ? realRoot : await realLocation(path.join(realRoot, ...segs.slice(0, -1)));
-    if (!isInsideOrEqual(realRoot, realParent)) throw new FsProblem('escape');
-    const abs = path.join(realParent, segs[segs.length - 1]);
-    const realSelf = await realLocation(abs);
-    if (!isInsideOrEqual(realRoot, realSelf)) throw new FsProblem('escape');
-    return { abs, realRoot };
-  } catch (err) {
-    if (err instanceof LinkLoop) throw new FsProblem('loop');
-    throw err;
+
+  /** Opens a root (trusted, links on its own path followed); `root-missing` when it is not there. */
+  static async open(root: string): Promise<Walker> {
+    let d: Dir;
+    try {
+      d = await Dir.openTrusted(root);
+    } catch (err) {
+      if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') throw new FsProblem('root-missing');
+      throw err;
+    }
+    try {
+      const realRoot = await d.whereNow();
+      return new Walker(d, realRoot, [...new Set([realRoot, path.resolve(root)])]);
+    } catch (err) {
+      await d.close();
+      throw err;
+    }
   }
+
+  get top(): Dir {
+    return this.stack[this.stack.length - 1];
+  }
+
+  get root(): Dir {
+    return this.stack[0];
+  }
+
+  /**
+   * Walks `comps` from the top of the stack. The final component is followed
+   * (a link resolved, a folder entered) only when `followFinal`.
+   */
+  async walk(comps: string[], followFinal: boolean): Promise<Stop> {
+    const todo = comps.filter((c) => c !== '' && c !== '.');
+    while (todo.length > 0) {
+      const c = todo.shift()!;
+      if (c === '..') {
+        if (this.stack.length === 1) throw new FsProblem('escape');
+        await this.stack.pop()!.close();
+        this.real.pop();
+        continue;
+      }
+      const last = todo.length === 0;
+      const top = this.top;
+      let st: Stats | null = null;
+      try {
+        st = await fs.lstat(top.at(c));
+      } catch (err) {
+        if (code(err) !== 'ENOENT') throw err;
+      }
+      if (!st) {
+        if (last) return { kind: 'entry', name: c, st: null };
+        return this.blocked('missing', [c, ...todo]);
+      }
+      if (st.isSymbolicLink() && (!last || followFinal)) {
+        this.hop();
+        let text: string;
+        try {
+          text = await fs.readlink(top.at(c));
+        } catch (err) {
+          // Changed since the lstat: look at it again.
+          if (code(err) !== 'ENOENT' && code(err) !== 'EINVAL') throw err;
+          todo.unshift(c);
+          continue;
+        }
+        todo.unshift(...(await this.linkText(text)));
+        continue;
+      }
+      if (st.isDirectory() && (!last || followFinal)) {
+        let d: Dir;
+        try {
+          d = await top.openDir(c);
+        } catch (err) {
+          // Swapped for a link or a file, or gone, since the lstat: look at it again.
+          if (code(err) !== 'ELOOP' && code(err) !== 'ENOTDIR' && code(err) !== 'ENOENT') throw err;
+          this.hop();
+          todo.unshift(c);
+          continue;
+        }
+        this.stack.push(d);
+        this.real.push(c);
+        continue;
+      }
+      if (last) return { kind: 'entry', name: c, st };
+      return this.blocked('not-folder', [c, ...todo]);
+    }
+    return { kind: 'dir' };
+  }
+
+  /** Walks to the parent of `rel`, which must be a folder; returns the final name ('' for the root itself). */
+  async toParent(rel: string): Promise<string> {
+    const segs = segments(rel);
+    const name = segs.pop() ?? '';
+    const stop = await this.walk(segs, true);
+    if (stop.kind === 'blocked') throw new FsProblem(stop.way);
+    if (stop.kind === 'entry') throw new FsProblem(stop.st ? 'not-folder' : 'missing');
+    return name;
+  }
+
+  /** Closes every directory it holds; callers make sure no call through them is still running. */
+  async close(): Promise<void> {
+    while (this.stack.length > 0) await this.stack.pop()!.close();
+  }
+
+  private hop(): void {
+    if (++this.hops > MAX_LINK_HOPS) throw new FsProblem('loop');
+  }
+
+  /** The components a link's text stands for, from the top of the stack (absolute text restarts at the root). */
+  private async linkText(text: string): Promise<string[]> {
+    const parts = (t: string) => t.split('/').filter((c) => c !== '' && c !== '.');
+    if (!text.startsWith('/')) return parts(text);
+    for (const alias of this.aliases) {
+      const base = alias.endsWith('/') ? alias : `${alias}/`;
+      if (text === alias || text.startsWith(base)) {
+        while (this.stack.length > 1) await this.stack.pop()!.close();
+        this.real.length = 0;
+        return text === alias ? [] : parts(text.slice(base.length));
+      }
+    }
+    throw new FsProblem('escape');
+  }
+
+  private blocked(way: 'missing' | 'not-folder', rest: string[]): Stop {
+    const lexical = [...this.real];
+    for (const r of rest) {
+      if (r === '' || r === '.') continue;
+      if (r === '..') {
+        if (lexical.length === 0) throw new FsProblem('escape');
+        lexical.pop();
+      } else lexical.push(r);
+    }
+    return { kind: 'blocked', way, lexical };
+  }
+}
+
+/** Where `rel` leads from the walker's root: the driver's `look`, on an open walker. */
+export async function lookWith(w: Walker, rel: string): Promise<Look> {
+  const stop = await w.walk(segments(rel), false);
+  if (stop.kind === 'dir') {
+    const st = info(await w.top.stat());
+    return { real: w.real.join('/'), way: 'ok', entry: st, target: st };
+  }
+  if (stop.kind === 'blocked') return { real: stop.lexical.join('/'), way: stop.way, entry: null, target: null };
+  const real = [...w.real, stop.name].join('/');
+  if (!stop.st) return { real, way: 'ok', entry: null, target: null };
+  let target: Stats | null = stop.st;
+  if (stop.st.isSymbolicLink()) {
+    // Following the link from where it is: `escape` when it leads out, even dangling.
+    const t = await w.walk([stop.name], true);
+    target = t.kind === 'dir' ? await w.top.stat() : t.kind === 'entry' ? t.st : null;
+  }
+  return { real, way: 'ok', entry: info(stop.st), target: target && info(target) };
 }
 
 /**
  * Confines a user sub-path to `root`: where it leads now, for tests and
- * messages (never act on the answer: the driver resolves again, safely).
- * Throws ApiError 400 naming the argument when the path is not allowed or
- * escapes the root; the root itself must exist (its fs error is passed
- * through for the caller to map).
+ * messages (never act on the answer: the driver resolves again, from open
+ * directories). Throws ApiError 400 naming the argument when the path is not
+ * allowed or escapes the root; the root itself must exist (its fs error is
+ * passed through for the caller to map).
  */
 export async function confine(root: string, sub: unknown, opts: ConfineOptions = {}): Promise<Confined> {
   const arg = opts.arg ?? 'sub_path';
   const within = opts.within ?? 'folder';
   const segs = splitSubPath(sub, opts);
   await fs.realpath(root);
+  const w = await Walker.open(root);
   try {
-    const { abs, realRoot } = await locate(root, segs.join('/'));
-    return { abs, rel: segs.join('/'), root: realRoot };
+    const look = await lookWith(w, segs.join('/'));
+    return { abs: path.join(w.realRoot, ...segments(look.real)), rel: segs.join('/'), root: w.realRoot };
   } catch (err) {
     if (err instanceof FsProblem && err.kind === 'escape') throw badRequest(`argument '${arg}' must stay inside the ${within}`);
     if (err instanceof FsProblem && err.kind === 'loop') throw badRequest(`argument '${arg}' runs into a symlink loop`);
     throw err;
+  } finally {
+    await w.close();
   }
 }
 
 /** `confine` returning only the absolute path. */
 export async function confinePath(root: string, sub: unknown, opts: ConfineOptions = {}): Promise<string> {
   return (await confine(root, sub, opts)).abs;
-}
-
-/** Whether the symlink at `linkPath` resolves (even dangling) inside `realRoot`. Loops count as outside. */
-export async function linkStaysInside(realRoot: string, linkPath: string): Promise<boolean> {
-  try {
-    return isInsideOrEqual(realRoot, await realLocation(linkPath));
-  } catch (err) {
-    if (err instanceof LinkLoop) return false;
-    throw err;
-  }
 }

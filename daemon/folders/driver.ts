@@ -135,8 +135,10 @@ export interface FilesDriver {
    * Copies the entry at `src` in `srcRoot` to `dst` in `dstRoot` (which must
    * not exist; its parent must): folders recursively, links as links with
    * their text unchanged, files with their mode and modification time.
+   * `progress` is told the number of entries copied so far after each one
+   * (the copy waits for it). On failure, what the copy made is removed.
    */
-  copy(srcRoot: string, src: string, dstRoot: string, dst: string): Promise<EntryInfo>;
+  copy(srcRoot: string, src: string, dstRoot: string, dst: string, progress?: (entries: number) => Promise<void> | void): Promise<EntryInfo>;
 
   /**
    * Breadth first from the folder at `start` (names sorted in each folder),

@@ -19,6 +19,31 @@ export interface Folder {
   created_at: string;
 }
 
+/** The folder or location an entry change happens in. */
+export interface PlaceRef {
+  kind: 'folder' | 'connection';
+  id: string;
+}
+
+/**
+ * A multi-step change of entries inside a folder or location. Paths are real
+ * paths relative to the place's root (links on the way already followed), so
+ * that recovery finds the same entries.
+ * - copy: the copy is made under the temporary name `temp` in `parent`, then
+ *   renamed into place; recovery removes the temporary entry if it is there.
+ * - remove: a folder tree is renamed to `trash` in `parent`, then removed;
+ *   recovery removes what is left of it.
+ * - moves: renames in order; recovery keeps them when all were done and
+ *   otherwise renames the done ones back, last first.
+ * - mkdirs: folders made in `parent` in order; recovery removes those that
+ *   are still empty folders.
+ */
+export type EntryIntent =
+  | { op: 'copy'; place: PlaceRef; parent: string; temp: string }
+  | { op: 'remove'; place: PlaceRef; parent: string; trash: string }
+  | { op: 'moves'; place: PlaceRef; pairs: Array<{ from: string; to: string }> }
+  | { op: 'mkdirs'; place: PlaceRef; parent: string; names: string[] };
+
 /**
  * A change in flight. It is stored before the filesystem is touched and
  * dropped (with the outcome's record writes) in one batch after, so that a
@@ -26,23 +51,31 @@ export interface Folder {
  *
  * Folder changes are keyed by folder id. `trash` is the name, in the folder's
  * pool directory, its tree is renamed to before removal (older intents held
- * the absolute path; only its last segment is used).
+ * the absolute path; only its last segment is used). Entry changes are keyed
+ * `e-<random>`.
  */
 export type FolderIntent =
   | { op: 'create'; rec: Folder }
   | { op: 'rename'; from: Folder; to: Folder }
-  | { op: 'delete'; rec: Folder; trash: string };
+  | { op: 'delete'; rec: Folder; trash: string }
+  | EntryIntent;
+
+export function isEntryIntent(i: FolderIntent): i is EntryIntent {
+  return i.op === 'copy' || i.op === 'remove' || i.op === 'moves' || i.op === 'mkdirs';
+}
 
 export class FolderRecords {
   readonly journal: IntentJournal<FolderIntent>;
   private readonly table: Sub<Folder>;
+  private readonly intents: Sub<FolderIntent>;
   private readonly cache = new Map<string, Folder>();
   /** The answer of folders_list, rebuilt on every change. */
   private listing: Folder[] = [];
 
   constructor(store: Store) {
     this.table = store.sub<Folder>('folders');
-    this.journal = new IntentJournal<FolderIntent>(store, store.sub<FolderIntent>('folder_intents'));
+    this.intents = store.sub<FolderIntent>('folder_intents');
+    this.journal = new IntentJournal<FolderIntent>(store, this.intents);
   }
 
   /** Loads every record into memory (after recovery). */
@@ -71,6 +104,19 @@ export class FolderRecords {
       const id = 'f_' + crypto.randomBytes(8).toString('base64url').slice(0, 10);
       if (!this.cache.has(id)) return id;
     }
+  }
+
+  /** A fresh key for an entry intent. */
+  entryKey(): string {
+    return `e-${crypto.randomBytes(9).toString('base64url')}`;
+  }
+
+  /**
+   * Keeps an intent that cannot be settled now (its location is not mounted)
+   * under a fresh key, written in the same batch that drops the old one.
+   */
+  deferOp(key: string, intent: FolderIntent): JournalOp {
+    return { type: 'put', sub: this.intents, key, value: intent };
   }
 
   /** The store write that makes `rec` the record (for a journal commit). */

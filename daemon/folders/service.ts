@@ -25,7 +25,8 @@ import type { Store } from '../store/store.js';
 import { FsProblem, type EntryInfo, type EntryType, type FilesDriver, type Look } from './driver.js';
 import { LocalFiles } from './fs/index.js';
 import { joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateName } from './names.js';
-import { FolderRecords, type Folder, type FolderIntent } from './records.js';
+import type { JournalOp } from '../lib/journal.js';
+import { FolderRecords, isEntryIntent, type EntryIntent, type Folder, type FolderIntent, type PlaceRef } from './records.js';
 
 export type { Folder } from './records.js';
 export type { Target } from '../../api/registry/schema.js';
@@ -76,12 +77,15 @@ export interface FoldersServiceOptions {
   searchLimit?: number;
   /** The filesystem (default: the local one). */
   driver?: FilesDriver;
+  /** Test hook: awaited at named steps of multi-step changes (a test pauses there and kills the daemon). */
+  pause?: (step: string) => Promise<void>;
 }
 
 export const DEFAULT_SEARCH_LIMIT = 1000;
 
-/** Directories in a pool root named so are the daemon's own (deletions in progress). */
+/** Entries named so are the daemon's own: deletions (pool roots and inside places) and copies in progress. */
 const TRASH_PREFIX = '.hostd-trash-';
+const COPY_PREFIX = '.hostd-copy-';
 const RESERVED_PREFIX = '.hostd-';
 const RECORDS_KEY = 'records';
 const placeKey = (kind: TargetKind, id: string) => `${kind}:${id}`;
@@ -190,6 +194,9 @@ export class FoldersService {
   private readonly fs: FilesDriver;
   private readonly resolveConnection: (locationId: string) => Promise<string>;
   private readonly searchLimit: number;
+  private readonly pause?: (step: string) => Promise<void>;
+  /** Entry intents in locations that were not mounted at recovery, by place key: settled on the next call there. */
+  private readonly pending = new Map<string, Array<[string, EntryIntent]>>();
 
   constructor(
     store: Store,
@@ -204,11 +211,15 @@ export class FoldersService {
         throw notFound(`location '${id}' not found`);
       });
     this.searchLimit = opts.searchLimit ?? DEFAULT_SEARCH_LIMIT;
+    this.pause = opts.pause;
   }
 
   /** Creates every pool directory, recovers interrupted changes, loads the folder records. */
   async init(): Promise<void> {
     for (const pool of this.pools) await this.fs.ensureRoot(pool.path);
+    // Entry changes need the folders' directories; folder changes never run beside entry changes of the same
+    // folder (both hold its lock), so the records as stored serve for those, and are loaded again after.
+    await this.records.load();
     try {
       await this.records.journal.recover((id, intent) => this.recover(id, intent));
       for (const pool of this.pools) {
@@ -372,19 +383,27 @@ export class FoldersService {
         if ((await this.see(this.spot(place, joinRel(parent.rel, n), parent.arg))).look.entry) throw conflict(`'${joinRel(parent.rel, n)}' already exists`);
       }
       const made: EntryInfo[] = [];
-      try {
-        for (const n of names) {
-          try {
-            made.push(await this.fs.mkdir(place.root, joinRel(parent.rel, n)));
-          } catch (err) {
-            if (err instanceof FsProblem && err.kind === 'exists') throw conflict(`'${joinRel(parent.rel, n)}' already exists`);
-            throw this.problem(err, parent);
+      const base = parent.look.real;
+      await this.records.journal.run(
+        this.records.entryKey(),
+        { op: 'mkdirs', place: this.placeRef(place), parent: base, names },
+        async () => {
+          for (const n of names) {
+            try {
+              made.push(await this.fs.mkdir(place.root, joinRel(base, n)));
+            } catch (err) {
+              if (err instanceof FsProblem && err.kind === 'exists') throw conflict(`'${joinRel(parent.rel, n)}' already exists`);
+              throw this.problem(err, parent);
+            }
+            if (made.length === 1) await this.step('folders.mkdirs');
           }
-        }
-      } catch (err) {
-        for (const n of names.slice(0, made.length).reverse()) await this.fs.removeEmptyDir(place.root, joinRel(parent.rel, n)).catch(() => false);
-        throw err;
-      }
+        },
+        {
+          commit: () => [],
+          // Those already made are removed (still empty: nothing else can have used them yet).
+          rollback: () => this.everyOne(names.slice(0, made.length).reverse(), (n) => this.fs.removeEmptyDir(place.root, joinRel(base, n))),
+        },
+      );
       const entries = names.map((n, i) => entryOf(n, joinRel(parent.rel, n), made[i]));
       ctx.note({
         summary: `Created ${names.length} subfolder${names.length === 1 ? '' : 's'}`,
@@ -436,20 +455,35 @@ export class FoldersService {
       const { src, dst } = await this.transferEnds('copy', srcPlace, srcPath, dstPlace, dstPath);
       // Nothing outside the source may be read: refuse links leaving it, and special files.
       await this.checkTree(src, (sub) => `symlink '${sub}' points outside the ${srcPlace.within}`);
-      let copied: EntryInfo;
-      try {
-        copied = await this.fs.copy(srcPlace.root, src.look.real, dstPlace.root, dst.look.real);
-      } catch (err) {
-        throw this.endsProblem(err, src, dst);
-      }
-      // A link that stayed inside the source may leave the destination once copied (e.g. an absolute
-      // link into the source folder, or a relative one copied to a shallower place): undo the copy.
-      try {
-        await this.checkTree(dst, (sub) => `symlink '${sub}' would point outside the destination ${dstPlace.within}`, src.rel);
-      } catch (err) {
-        await this.fs.remove(dstPlace.root, dst.look.real).catch(() => undefined);
-        throw err;
-      }
+      // The copy is made under a temporary name beside the destination and renamed into place when
+      // complete and checked; the journal lets recovery remove a partial one after a crash.
+      const parent = parentRel(dst.look.real);
+      const temp = `${COPY_PREFIX}${crypto.randomBytes(6).toString('hex')}`;
+      const atTemp: Seen = { ...dst, look: { ...dst.look, real: joinRel(parent, temp) } };
+      const intent: EntryIntent = { op: 'copy', place: this.placeRef(dstPlace), parent, temp };
+      const copied = await this.records.journal.run(
+        this.records.entryKey(),
+        intent,
+        async () => {
+          try {
+            await this.fs.copy(srcPlace.root, src.look.real, dstPlace.root, atTemp.look.real, (n) => (n === 2 ? this.step('folders.copy') : undefined));
+          } catch (err) {
+            throw this.endsProblem(err, src, dst);
+          }
+          // A link that stayed inside the source may leave the destination once copied (e.g. an absolute
+          // link into the source folder, or a relative one copied to a shallower place): undo the copy.
+          await this.checkTree(atTemp, (sub) => `symlink '${sub}' would point outside the destination ${dstPlace.within}`, src.rel);
+          let placed: EntryInfo;
+          try {
+            placed = await this.fs.rename(dstPlace.root, atTemp.look.real, dst.look.real);
+          } catch (err) {
+            throw this.endsProblem(err, dst, dst);
+          }
+          await this.step('folders.copy.placed');
+          return placed;
+        },
+        { commit: () => [], rollback: () => this.removeQuietly(dstPlace.root, atTemp.look.real) },
+      );
       ctx.note({
         summary: `Copied ${src.rel} to ${this.label(dstPlace, dst.rel)}`,
         target: this.label(srcPlace, src.rel),
@@ -468,7 +502,8 @@ export class FoldersService {
       if (!spot.look.entry) throw notFound(`no such file or folder '${spot.rel}'`);
       const entry = entryOf(path.posix.basename(spot.rel), spot.rel, spot.look.entry);
       try {
-        await this.fs.remove(place.root, spot.look.real);
+        if (entry.type === 'folder') await this.removeTree(place, spot.look.real);
+        else await this.fs.remove(place.root, spot.look.real); // one unlink: nothing to journal
       } catch (err) {
         throw this.problem(err, spot);
       }
@@ -526,17 +561,28 @@ export class FoldersService {
           }
         }
       }
-      // 3. Do them; on a failure put back what was done.
+      // 3. Do them; on a failure put back what was done (and after a crash, recovery does).
       const done: typeof pairs = [];
-      for (const p of pairs) {
-        try {
-          await this.fs.rename(place.root, p.src.look.real, p.dst.look.real);
-          done.push(p);
-        } catch (err) {
-          for (const q of done.reverse()) await this.fs.rename(place.root, q.dst.look.real, q.src.look.real).catch(() => undefined);
-          if (code(err) === 'EINVAL') throw badRequest(`cannot move '${p.src.rel}' into itself`);
-          throw this.endsProblem(err, p.src, p.dst);
-        }
+      let failing: (typeof pairs)[number] | undefined;
+      const intent: EntryIntent = { op: 'moves', place: this.placeRef(place), pairs: pairs.map((p) => ({ from: p.src.look.real, to: p.dst.look.real })) };
+      try {
+        await this.records.journal.run(
+          this.records.entryKey(),
+          intent,
+          async () => {
+            for (const p of pairs) {
+              failing = p;
+              await this.fs.rename(place.root, p.src.look.real, p.dst.look.real);
+              done.push(p);
+              if (done.length === 1) await this.step('folders.moves');
+            }
+          },
+          { commit: () => [], rollback: () => this.everyOne([...done].reverse(), (q) => this.fs.rename(place.root, q.dst.look.real, q.src.look.real)) },
+        );
+      } catch (err) {
+        const p = failing!;
+        if (code(err) === 'EINVAL') throw badRequest(`cannot move '${p.src.rel}' into itself`);
+        throw this.endsProblem(err, p.src, p.dst);
       }
       const moved = pairs.map((p) => ({ src_sub_path: p.src.rel, dst_sub_path: p.dst.rel }));
       ctx.note({
@@ -563,7 +609,8 @@ export class FoldersService {
   // ----- internals --------------------------------------------------------
 
   /** Finishes or undoes a change a crash interrupted, by what the disk shows; returns the record writes of the outcome. */
-  private async recover(folderId: string, intent: FolderIntent) {
+  private async recover(folderId: string, intent: FolderIntent): Promise<JournalOp[]> {
+    if (isEntryIntent(intent)) return this.recoverEntry(intent);
     const isDir = async (rec: Folder) => {
       try {
         return (await this.fs.look(path.dirname(rec.path), path.basename(rec.path))).entry?.type === 'folder';
@@ -587,6 +634,130 @@ export class FoldersService {
         return [this.records.delOp(folderId)];
       }
     }
+  }
+
+  /** Finishes or undoes an entry change; one in a location not mounted now is kept (under a new key) for later. */
+  private async recoverEntry(intent: EntryIntent): Promise<JournalOp[]> {
+    const later = (): JournalOp[] => {
+      const key = this.records.entryKey();
+      const k = placeKey(intent.place.kind, intent.place.id);
+      this.pending.set(k, [...(this.pending.get(k) ?? []), [key, intent]]);
+      return [this.records.deferOp(key, intent)];
+    };
+    let root: string;
+    try {
+      root = await this.placeRoot(intent.place);
+    } catch {
+      if (intent.place.kind === 'folder') return []; // the folder is gone, and its tree with it
+      return later(); // the location is not mounted (or not known yet): on the next call there
+    }
+    try {
+      await this.settleEntry(root, intent);
+    } catch {
+      return later(); // e.g. permission denied: tried again on the next call there, never blocking the start
+    }
+    return [];
+  }
+
+  private async settleEntry(root: string, intent: EntryIntent): Promise<void> {
+    const quiet = (err: unknown) => {
+      if (!isMissing(err) && !(err instanceof FsProblem)) throw err;
+    };
+    switch (intent.op) {
+      case 'copy':
+        await this.fs.remove(root, joinRel(intent.parent, intent.temp)).catch(quiet);
+        return;
+      case 'remove':
+        await this.fs.remove(root, joinRel(intent.parent, intent.trash)).catch(quiet);
+        return;
+      case 'moves': {
+        const isThere = async (rel: string) => !!(await this.fs.look(root, rel).catch(() => null))?.entry;
+        const done: Array<{ from: string; to: string }> = [];
+        for (const p of intent.pairs) if (!(await isThere(p.from)) && (await isThere(p.to))) done.push(p);
+        if (done.length === intent.pairs.length) return;
+        for (const p of done.reverse()) await this.fs.rename(root, p.to, p.from).catch(quiet);
+        return;
+      }
+      case 'mkdirs':
+        for (const n of intent.names) await this.fs.removeEmptyDir(root, joinRel(intent.parent, n)).catch(quiet);
+        return;
+    }
+  }
+
+  /** Settles the entry intents recovery kept for a location, now that it is mounted. */
+  private async settlePending(place: Place): Promise<void> {
+    const k = placeKey(place.kind, place.id);
+    const list = this.pending.get(k);
+    if (!list) return;
+    this.pending.delete(k);
+    const left: Array<[string, EntryIntent]> = [];
+    for (const [key, intent] of list) {
+      try {
+        await this.settleEntry(place.root, intent);
+        await this.records.journal.drop(key);
+      } catch {
+        left.push([key, intent]);
+      }
+    }
+    if (left.length) this.pending.set(k, [...left, ...(this.pending.get(k) ?? [])]);
+  }
+
+  private async placeRoot(ref: PlaceRef): Promise<string> {
+    return (await this.resolvePlace(ref.kind, ref.id, false)).root;
+  }
+
+  /**
+   * Removes a folder tree in `place`: renamed aside first (atomic: the entry is gone at once), then removed;
+   * if the removal fails, what is left is put back under its name. The journal lets recovery finish it.
+   */
+  private async removeTree(place: Place, real: string): Promise<void> {
+    const parent = parentRel(real);
+    const trash = `${TRASH_PREFIX}${crypto.randomBytes(6).toString('hex')}`;
+    const aside = joinRel(parent, trash);
+    let moved = false;
+    await this.records.journal.run(
+      this.records.entryKey(),
+      { op: 'remove', place: this.placeRef(place), parent, trash },
+      async () => {
+        await this.fs.rename(place.root, real, aside);
+        moved = true;
+        await this.step('folders.remove');
+        await this.fs.remove(place.root, aside);
+      },
+      {
+        commit: () => [],
+        rollback: async () => {
+          if (moved) await this.fs.rename(place.root, aside, real);
+        },
+      },
+    );
+  }
+
+  /** Runs `fn` on every item even when some fail; then throws the first failure. */
+  private async everyOne<T>(items: T[], fn: (item: T) => Promise<unknown>): Promise<void> {
+    let first: unknown;
+    for (const item of items) {
+      try {
+        await fn(item);
+      } catch (err) {
+        first ??= err;
+      }
+    }
+    if (first !== undefined) throw first;
+  }
+
+  private async removeQuietly(root: string, rel: string): Promise<void> {
+    await this.fs.remove(root, rel).catch((err) => {
+      if (!isMissing(err)) throw err;
+    });
+  }
+
+  private placeRef(place: Place): PlaceRef {
+    return { kind: place.kind, id: place.id };
+  }
+
+  private step(name: string): Promise<void> {
+    return this.pause ? this.pause(name) : Promise.resolve();
   }
 
   /**
@@ -643,13 +814,17 @@ export class FoldersService {
     return this.selector(target, folderId, folderArg).resolve();
   }
 
-  private async resolvePlace(kind: TargetKind, id: string): Promise<Place> {
+  private async resolvePlace(kind: TargetKind, id: string, settle = true): Promise<Place> {
     if (kind === 'folder') {
       const rec = this.folder(id);
-      return { kind, id, label: rec.name, root: rec.path, within: 'folder' };
+      const place: Place = { kind, id, label: rec.name, root: rec.path, within: 'folder' };
+      if (settle) await this.settlePending(place);
+      return place;
     }
     const root = await this.resolveConnection(id);
-    return { kind, id, label: id, root, within: 'location' };
+    const place: Place = { kind, id, label: id, root, within: 'location' };
+    if (settle) await this.settlePending(place);
+    return place;
   }
 
   /** The path to use and the argument it came from: target.path when given, else the sub-path argument. */

@@ -116,12 +116,12 @@ export class LocalFiles implements FilesDriver {
     });
   }
 
-  copy(srcRoot: string, src: string, dstRoot: string, dst: string): Promise<EntryInfo> {
+  copy(srcRoot: string, src: string, dstRoot: string, dst: string, progress?: (entries: number) => Promise<void> | void): Promise<EntryInfo> {
     return withWalker(srcRoot, (s) =>
       withWalker(dstRoot, async (t) => {
         const from = await onEnd('from', s.toParent(src));
         const to = await onEnd('to', t.toParent(dst));
-        const guard: CopyGuard = {};
+        const guard: CopyGuard = { count: 0, progress };
         try {
           await copyEntry(s.top, from, t.top, to, guard, '');
         } catch (err) {

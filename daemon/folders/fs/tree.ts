@@ -143,6 +143,14 @@ export interface CopyGuard {
   made?: string;
   /** Whether the copy has created its top entry (which is then its to remove on failure). */
   created?: boolean;
+  /** Entries copied so far. */
+  count: number;
+  progress?: (entries: number) => Promise<void> | void;
+}
+
+async function copied(guard: CopyGuard): Promise<void> {
+  guard.count++;
+  await guard.progress?.(guard.count);
 }
 
 /**
@@ -164,6 +172,7 @@ export async function copyEntry(src: Dir, sname: string, dst: Dir, dname: string
       }
       await fs.symlink(text, dst.at(dname));
       if (sub === '') guard.created = true;
+      await copied(guard);
       return;
     }
     if (st.isDirectory()) {
@@ -185,6 +194,7 @@ export async function copyEntry(src: Dir, sname: string, dst: Dir, dname: string
             const tst = await to.stat();
             guard.made = `${tst.dev}:${tst.ino}`;
           }
+          await copied(guard);
           for (const n of (await fs.readdir(from.self)).sort()) await copyEntry(from, n, to, n, guard, joinRel(sub, n));
           await to.chmod(fst.mode & 0o7777);
         } finally {
@@ -217,6 +227,7 @@ export async function copyEntry(src: Dir, sname: string, dst: Dir, dname: string
         }
         if (sub === '') guard.created = true;
         await fs.lutimes(dst.at(dname), fst.atime, fst.mtime);
+        await copied(guard);
       } finally {
         await fh.close();
       }

@@ -20,6 +20,13 @@ export const MAX_NAME_BYTES = 255;
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 const NOT_UNICODE = 'must be valid Unicode text (it contains an unpaired surrogate)';
 
+/**
+ * Control characters (Unicode Cc: C0, DEL, C1): a name holding a newline, a
+ * tab or an escape is legal on Linux but unusable by SMB clients and most
+ * tools, and treacherous in listings and logs.
+ */
+export const CONTROL_CHARS = /[\u0000-\u001F\u007F-\u009F]/u;
+
 export interface PathArg {
   /** Argument name used in error messages, e.g. 'sub_path' or 'target.path'. */
   arg?: string;
@@ -28,14 +35,16 @@ export interface PathArg {
 }
 
 /**
- * Validates one name (folder name, subfolder name, new_name): non-empty, no
- * '/', no '\', no NUL, no unpaired surrogate, not '.' or '..', at most 255 bytes
- * of UTF-8.
+ * Validates one name the API creates (folder name, subfolder name, new_name):
+ * non-empty, no NUL or other control character, no unpaired surrogate, no '/',
+ * no '\', not '.' or '..', at most 255 bytes of UTF-8. The registry states the
+ * same rule as a schema pattern (api/registry/folders.ts `NAME_PATTERN`).
  */
 export function validateName(name: unknown, arg = 'name'): string {
   if (typeof name !== 'string') throw badRequest(`argument '${arg}' must be a string`);
   if (name === '') throw badRequest(`argument '${arg}' must not be empty`);
   if (name.includes('\0')) throw badRequest(`argument '${arg}' must not contain NUL bytes`);
+  if (CONTROL_CHARS.test(name)) throw badRequest(`argument '${arg}' must not contain control characters`);
   if (LONE_SURROGATE.test(name)) throw badRequest(`argument '${arg}' ${NOT_UNICODE}`);
   if (name.includes('/')) throw badRequest(`argument '${arg}' must be a single name without '/'`);
   if (name.includes('\\')) throw badRequest(`argument '${arg}' must not contain backslashes`);
@@ -69,6 +78,11 @@ export function splitSubPath(sub: unknown, opts: PathArg = {}): string[] {
     segs.push(seg);
   }
   return segs;
+}
+
+/** The name a destination path creates (its last segment) must hold no control character, like any name the API creates. */
+export function validateNewEntry(rel: string, arg: string): void {
+  if (CONTROL_CHARS.test(baseName(rel))) throw badRequest(`argument '${arg}' must not contain control characters in the name it creates`);
 }
 
 // ----- relative paths ('/'-joined segments, '' for the root) ----------------

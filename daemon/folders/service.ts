@@ -24,7 +24,7 @@ import { KeyedLock } from '../lib/lock.js';
 import type { Store } from '../store/store.js';
 import { FsProblem, type EntryInfo, type EntryType, type FilesDriver, type Look } from './driver.js';
 import { LocalFiles } from './fs/index.js';
-import { joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateName } from './names.js';
+import { baseName, joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateName, validateNewEntry } from './names.js';
 import type { JournalOp } from '../lib/journal.js';
 import { FolderRecords, isEntryIntent, type EntryIntent, type Folder, type FolderIntent, type PlaceRef } from './records.js';
 
@@ -447,7 +447,9 @@ export class FoldersService {
         ? this.selector(null, req.dst_folder_id, 'dst_folder_id')
         : srcSel;
     const dstPath = this.pathArg(req.dst_target, 'dst_target', req.dst_sub_path, 'dst_sub_path');
-    if (dstPath[0] === undefined || dstPath[0] === null) throw badRequest(`argument 'dst_sub_path' is required`);
+    // Decision: with a destination named (dst_folder_id or dst_target) but no path, the copy keeps the
+    // entry's name at the destination's root (transferEnds). With neither, it would be a copy onto itself.
+    if ((dstPath[0] === undefined || dstPath[0] === null) && dstSel === srcSel) throw badRequest(`argument 'dst_sub_path' is required`);
     return this.lock.run([srcSel.key, dstSel.key], async () => {
       const srcPlace = await srcSel.resolve();
       const dstPlace = dstSel === srcSel ? srcPlace : await dstSel.resolve();
@@ -537,7 +539,9 @@ export class FoldersService {
       // 1. Each pair on its own, against the state before the batch.
       for (const [i, m] of req.moves.entries()) {
         const src = await this.see(this.spot(place, m?.src_sub_path, `moves[${i}].src_sub_path`));
-        const dst = await this.see(this.spot(place, m?.dst_sub_path, `moves[${i}].dst_sub_path`));
+        const dstSpot = this.spot(place, m?.dst_sub_path, `moves[${i}].dst_sub_path`);
+        validateNewEntry(dstSpot.rel, dstSpot.arg);
+        const dst = await this.see(dstSpot);
         this.refuseRoot(src);
         this.refuseRoot(dst);
         if (!src.look.entry) throw notFound(`no such file or folder '${src.rel}'`);
@@ -771,7 +775,9 @@ export class FoldersService {
     dstPlace: Place, dstPath: [string | null | undefined, string],
   ): Promise<{ src: Seen; dst: Seen }> {
     const srcSpot = this.spot(srcPlace, ...srcPath);
-    const dstSpot = this.spot(dstPlace, ...dstPath);
+    // No destination path (copy to a named destination): the source's name, at the destination root.
+    const dstSpot = this.spot(dstPlace, dstPath[0] ?? baseName(srcSpot.rel), dstPath[1]);
+    validateNewEntry(dstSpot.rel, dstSpot.arg);
     const src = await this.see(srcSpot);
     const dst = await this.see(dstSpot);
     this.refuseRoot(src);

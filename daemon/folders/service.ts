@@ -16,7 +16,7 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import type { ArgsOf } from '../../api/registry/index.js';
 import type { Target } from '../../api/registry/schema.js';
-import { ApiError, badRequest, conflict, internal, notFound } from '../lib/errors.js';
+import { ApiError, badRequest, conflict, errnoCode as code, internal, notFound } from '../lib/errors.js';
 import type { PoolConfig } from '../config.js';
 import type { FolderRef } from '../domain.js';
 import { noNotes, type NoteSink } from '../lib/caller.js';
@@ -117,10 +117,6 @@ interface Spot {
 /** A spot as the filesystem showed it. */
 interface Seen extends Spot {
   look: Look;
-}
-
-function code(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | null)?.code;
 }
 
 /** `sub` (relative to the entry at `rel`) relative to the root. */

@@ -33,9 +33,7 @@ export function requireProc(): void {
   if (!procChecked) throw unavailable('the folders domain needs /proc mounted: it resolves every path from open directories through /proc/self/fd');
 }
 
-export function code(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | null)?.code;
-}
+export { errnoCode as code } from '../../lib/errors.js';
 
 /** A single directory entry name: never '', '.', '..', and without '/' or NUL. */
 export function assertName(name: string): void {

@@ -83,14 +83,20 @@ export class Walker {
   readonly real: string[] = [];
   private hops = 0;
 
+  private realRootSeen?: string;
+
   private constructor(
     root: Dir,
-    /** The root's path as the kernel reports it. */
-    readonly realRoot: string,
-    /** Paths by which absolute link text may name the root. */
-    private readonly aliases: string[],
+    /** The root's path as given. */
+    private readonly given: string,
   ) {
     this.stack = [root];
+  }
+
+  /** The root's path as the kernel reports it (asked only when needed: an absolute link, a message). */
+  async realRoot(): Promise<string> {
+    this.realRootSeen ??= await this.root.whereNow();
+    return this.realRootSeen;
   }
 
   /** Opens a root (trusted, links on its own path followed); `root-missing` when it is not there. */
@@ -102,13 +108,7 @@ export class Walker {
       if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') throw new FsProblem('root-missing');
       throw err;
     }
-    try {
-      const realRoot = await d.whereNow();
-      return new Walker(d, realRoot, [...new Set([realRoot, path.resolve(root)])]);
-    } catch (err) {
-      await d.close();
-      throw err;
-    }
+    return new Walker(d, path.resolve(root));
   }
 
   get top(): Dir {
@@ -135,6 +135,22 @@ export class Walker {
       }
       const last = todo.length === 0;
       const top = this.top;
+      const follow = !last || followFinal;
+      if (follow) {
+        // Open it as a folder first (one call for the common case); otherwise look at what it is.
+        let d: Dir | undefined;
+        try {
+          d = await top.openDir(c);
+        } catch (err) {
+          // ELOOP or ENOTDIR (O_NOFOLLOW|O_DIRECTORY on a symlink gives either), or ENOENT.
+          if (code(err) !== 'ELOOP' && code(err) !== 'ENOTDIR' && code(err) !== 'ENOENT') throw err;
+        }
+        if (d) {
+          this.stack.push(d);
+          this.real.push(c);
+          continue;
+        }
+      }
       let st: Stats | null = null;
       try {
         st = await fs.lstat(top.at(c));
@@ -145,7 +161,8 @@ export class Walker {
         if (last) return { kind: 'entry', name: c, st: null };
         return this.blocked('missing', [c, ...todo]);
       }
-      if (st.isSymbolicLink() && (!last || followFinal)) {
+      if (follow && st.isSymbolicLink()) {
+        // Read the link and walk its text instead.
         this.hop();
         let text: string;
         try {
@@ -159,19 +176,10 @@ export class Walker {
         todo.unshift(...(await this.linkText(text)));
         continue;
       }
-      if (st.isDirectory() && (!last || followFinal)) {
-        let d: Dir;
-        try {
-          d = await top.openDir(c);
-        } catch (err) {
-          // Swapped for a link or a file, or gone, since the lstat: look at it again.
-          if (code(err) !== 'ELOOP' && code(err) !== 'ENOTDIR' && code(err) !== 'ENOENT') throw err;
-          this.hop();
-          todo.unshift(c);
-          continue;
-        }
-        this.stack.push(d);
-        this.real.push(c);
+      if (follow && st.isDirectory()) {
+        // A folder now, not when it was opened (swapped meanwhile): look at it again.
+        this.hop();
+        todo.unshift(c);
         continue;
       }
       if (last) return { kind: 'entry', name: c, st };
@@ -192,7 +200,8 @@ export class Walker {
 
   /** Closes every directory it holds; callers make sure no call through them is still running. */
   async close(): Promise<void> {
-    while (this.stack.length > 0) await this.stack.pop()!.close();
+    const all = this.stack.splice(0);
+    await Promise.all(all.map((d) => d.close()));
   }
 
   private hop(): void {
@@ -203,7 +212,7 @@ export class Walker {
   private async linkText(text: string): Promise<string[]> {
     const parts = (t: string) => t.split('/').filter((c) => c !== '' && c !== '.');
     if (!text.startsWith('/')) return parts(text);
-    for (const alias of this.aliases) {
+    for (const alias of new Set([await this.realRoot(), this.given])) {
       const base = alias.endsWith('/') ? alias : `${alias}/`;
       if (text === alias || text.startsWith(base)) {
         while (this.stack.length > 1) await this.stack.pop()!.close();
@@ -261,7 +270,8 @@ export async function confine(root: string, sub: unknown, opts: ConfineOptions =
   const w = await Walker.open(root);
   try {
     const look = await lookWith(w, segs.join('/'));
-    return { abs: path.join(w.realRoot, ...segments(look.real)), rel: segs.join('/'), root: w.realRoot };
+    const realRoot = await w.realRoot();
+    return { abs: path.join(realRoot, ...segments(look.real)), rel: segs.join('/'), root: realRoot };
   } catch (err) {
     if (err instanceof FsProblem && err.kind === 'escape') throw badRequest(`argument '${arg}' must stay inside the ${within}`);
     if (err instanceof FsProblem && err.kind === 'loop') throw badRequest(`argument '${arg}' runs into a symlink loop`);

@@ -1,7 +1,34 @@
-import type { OperationSpec } from './types.js';
-import { str, strArray, nullable, target, movePair, arrayOf } from './schema.js';
+import type { OperationSpec, Schema } from './types.js';
+import { str, nullable, target, arrayOf, type MovePair } from './schema.js';
 
 const folderId = { folder_id: str('Folder ID') };
+
+/**
+ * A name the API creates (folder, subfolder): not empty, not '.' or '..', no
+ * '/', no '\\', no control characters (C0, DEL, C1: SMB clients and most
+ * tools cannot use them). The server also refuses names over 255 bytes of
+ * UTF-8 and unpaired surrogates (daemon/folders/names.ts `validateName`).
+ */
+export const NAME_PATTERN = String.raw`^(?!\.{1,2}$)[^/\\\u0000-\u001F\u007F-\u009F]+$`;
+/** A folder name, also not in the daemon's own `.hostd-` namespace. */
+export const FOLDER_NAME_PATTERN = String.raw`^(?!\.{1,2}$)(?!\.hostd-)[^/\\\u0000-\u001F\u007F-\u009F]+$`;
+const NAME_RULE = "1-255 bytes of UTF-8; not '.' or '..'; no '/', '\\' or control characters";
+
+const name = (description: string, pattern = NAME_PATTERN): Schema<string> =>
+  str(`${description}: ${NAME_RULE}${pattern === FOLDER_NAME_PATTERN ? "; not starting with '.hostd-'" : ''}`, { minLength: 1, maxLength: 255, pattern });
+
+const PATH_RULE = "relative to the root, '/'-separated; no '..' segment, leading '/', '\\' or NUL";
+
+/** A move pair: both paths name an entry, never the root. */
+const movePair = (): Schema<MovePair> => ({
+  type: 'object',
+  properties: {
+    src_sub_path: str(`Entry to move, ${PATH_RULE}`, { minLength: 1 }),
+    dst_sub_path: str(`Its new full path, ${PATH_RULE}; the new name without control characters`, { minLength: 1 }),
+  },
+  required: ['src_sub_path', 'dst_sub_path'],
+  additionalProperties: false,
+}) as Schema<MovePair>;
 
 export const operations = [
   {
@@ -28,7 +55,7 @@ export const operations = [
     params: {},
     args: {
       storage_id: str('Pool to create the folder in'),
-      name: str('Folder name'),
+      name: name('Folder name', FOLDER_NAME_PATTERN),
     },
     required: ['storage_id', 'name'],
   },
@@ -43,7 +70,7 @@ export const operations = [
     category: 'storage',
     params: folderId,
     args: {
-      new_name: str('New folder name'),
+      new_name: name('New folder name', FOLDER_NAME_PATTERN),
     },
     required: ['new_name'],
   },
@@ -70,7 +97,7 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      sub_path: str('Path inside the folder; empty is the root'),
+      sub_path: str(`Path inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Folder or connected location to list; overrides folder_id and sub_path')),
     },
   },
@@ -85,8 +112,8 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      name: str('Subfolder name'),
-      sub_path: str('Parent inside the folder'),
+      name: name('Subfolder name'),
+      sub_path: str(`Parent inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Parent to create in; overrides folder_id and sub_path')),
     },
     required: ['name'],
@@ -102,8 +129,8 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      names: strArray('Subfolder names'),
-      sub_path: str('Parent inside the folder'),
+      names: arrayOf(name('Subfolder name'), 'Subfolder names, each once', { minItems: 1, uniqueItems: true }),
+      sub_path: str(`Parent inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Parent to create in; overrides folder_id and sub_path')),
     },
     required: ['names'],
@@ -119,7 +146,7 @@ export const operations = [
     category: 'file',
     params: { ...folderId, src_sub_path: str('Path of the entry inside the folder') },
     args: {
-      dst_sub_path: str('New path inside the folder'),
+      dst_sub_path: str(`New full path of the entry inside the folder, ${PATH_RULE}; the new name without control characters. Required unless dst_target.path is given`),
       src_target: nullable(target('Source folder or connected location; overrides folder_id and src_sub_path')),
       dst_target: nullable(target('Destination; same folder or connection as the source; pair with src_target')),
     },
@@ -138,8 +165,11 @@ export const operations = [
       src_sub_path: str('Path of the entry inside the source folder'),
     },
     args: {
-      dst_folder_id: str('Destination folder ID'),
-      dst_sub_path: str('Destination path inside the destination folder'),
+      dst_folder_id: str('Destination folder ID; omitted (and no dst_target): the source folder or location'),
+      dst_sub_path: str(
+        `Path of the copy inside the destination, ${PATH_RULE}; the new name without control characters. ` +
+          'Omitted (and no dst_target.path): the source entry\'s name at the destination root when dst_folder_id or dst_target names the destination; required otherwise',
+      ),
       src_target: nullable(target('Source folder or connected location; overrides src_folder_id and src_sub_path')),
       dst_target: nullable(target('Destination folder or connected location; overrides dst_folder_id and dst_sub_path')),
     },
@@ -169,8 +199,8 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      pattern: str('Case-insensitive substring; * acts as a glob wildcard'),
-      sub_path: str('Start point inside the folder'),
+      pattern: str('Case-insensitive substring; * acts as a glob wildcard', { minLength: 1 }),
+      sub_path: str(`Start point inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Folder or connected location to search; overrides folder_id and sub_path')),
     },
     required: ['pattern'],
@@ -186,7 +216,7 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      moves: arrayOf(movePair(), 'Moves, relative to the folder or connection root'),
+      moves: arrayOf(movePair(), 'Moves, relative to the folder or connection root, done in order', { minItems: 1 }),
       target: nullable(target('Folder or connected location; only kind and id are used; overrides folder_id')),
     },
     required: ['moves'],

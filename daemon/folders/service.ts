@@ -1,49 +1,40 @@
 /**
  * Folders: directories `<pool path>/<name>` in the configured storage pools,
- * managed through records in the `folders` sublevel, and the files and
- * subfolders inside them (or inside a connected location's mount).
+ * managed through records (records.ts), and the files and subfolders inside
+ * them (or inside a connected location's mount).
  *
- * Every user path goes through `confine` (paths.ts). Mutations on one folder
- * or location are serialised inside the daemon (a keyed lock), so the
- * "destination is free" checks cannot race with another call of this daemon.
+ * The rules live here: validation beyond the schema, which place and path a
+ * request means, 404s and 409s, locks, activity notes. The filesystem is the
+ * driver's (driver.ts): the service hands it a root and relative paths and
+ * never an absolute path of an entry, and the driver alone keeps every
+ * operation inside its root. Mutations on one folder or location are
+ * serialised inside the daemon (a keyed lock), so the "destination is free"
+ * checks cannot race with another call of this daemon.
  * Returned shapes and decisions are documented in docs/folders.md.
  */
 import crypto from 'node:crypto';
-import type { Dirent, Stats } from 'node:fs';
-import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ApiError, badRequest, conflict, internal, notFound } from '../lib/errors.js';
+import type { ArgsOf } from '../../api/registry/index.js';
+import type { Target } from '../../api/registry/schema.js';
+import { ApiError, badRequest, conflict, errnoCode as code, internal, notFound } from '../lib/errors.js';
 import type { PoolConfig } from '../config.js';
 import type { FolderRef } from '../domain.js';
-import type { ActivityNote } from '../lib/caller.js';
-import { allValues, type Store, type Sub } from '../store/store.js';
-import { confine, isStrictlyInside, linkStaysInside, validateName, type Confined } from './paths.js';
+import { noNotes, type NoteSink } from '../lib/caller.js';
+import { KeyedLock } from '../lib/lock.js';
+import type { Store } from '../store/store.js';
+import { FsProblem, type EntryInfo, type EntryType, type FilesDriver, type Look } from './driver.js';
+import { LocalFiles } from './fs/index.js';
+import { baseName, joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateName, validateNewEntry } from './names.js';
+import type { JournalOp } from '../lib/journal.js';
+import { FolderRecords, isEntryIntent, type EntryIntent, type Folder, type FolderIntent, type PlaceRef } from './records.js';
+
+export type { Folder } from './records.js';
+export type { Target } from '../../api/registry/schema.js';
 
 // ---------------------------------------------------------------------------
 // Shapes
 
-export type TargetKind = 'folder' | 'connection';
-
-/** The spec's Target object (request side). */
-export interface Target {
-  kind: TargetKind;
-  id: string;
-  path?: string | null;
-}
-export type MaybeTarget = Target | null | undefined;
-
-/** A folder record as stored and as returned. */
-export interface Folder {
-  folder_id: string;
-  name: string;
-  storage_id: string;
-  /** Absolute directory on the host. */
-  path: string;
-  /** ISO 8601. */
-  created_at: string;
-}
-
-export type EntryType = 'file' | 'folder' | 'symlink' | 'other';
+export type TargetKind = Target['kind'];
 
 export interface Entry {
   name: string;
@@ -68,36 +59,6 @@ export interface MovePair {
   dst_sub_path: string;
 }
 
-// Requests (arguments after schema validation; path parameters included; peer_id ignored here)
-export interface FoldersListRequest { peer_id?: string }
-export interface FoldersCreateRequest { storage_id: string; name: string; peer_id?: string }
-export interface FoldersUpdateRequest { folder_id: string; new_name: string; peer_id?: string }
-export interface FoldersDeleteRequest { folder_id: string; peer_id?: string }
-export interface FoldersContentsListRequest { folder_id: string; sub_path?: string | null; target?: MaybeTarget; peer_id?: string }
-export interface FoldersSubfoldersCreateRequest { folder_id: string; name: string; sub_path?: string | null; target?: MaybeTarget; peer_id?: string }
-export interface FoldersSubfoldersBatchCreateRequest { folder_id: string; names: string[]; sub_path?: string | null; target?: MaybeTarget; peer_id?: string }
-export interface FoldersEntriesMoveRequest {
-  folder_id: string;
-  src_sub_path: string;
-  dst_sub_path?: string | null;
-  src_target?: MaybeTarget;
-  dst_target?: MaybeTarget;
-  peer_id?: string;
-}
-export interface FoldersEntriesCopyRequest {
-  src_folder_id: string;
-  src_sub_path: string;
-  dst_folder_id?: string | null;
-  dst_sub_path?: string | null;
-  src_target?: MaybeTarget;
-  dst_target?: MaybeTarget;
-  peer_id?: string;
-}
-export interface FoldersEntriesDeleteRequest { folder_id: string; sub_path: string; target?: MaybeTarget; peer_id?: string }
-export interface FoldersSearchRequest { folder_id: string; pattern: string; sub_path?: string | null; target?: MaybeTarget; peer_id?: string }
-export interface FoldersEntriesBatchMoveRequest { folder_id: string; moves: MovePair[]; target?: MaybeTarget; peer_id?: string }
-
-// Responses
 export interface FoldersListResponse { folders: Folder[] }
 export interface FolderResponse { folder: Folder }
 export interface FolderDeletedResponse { folder: Folder; deleted: true }
@@ -109,19 +70,25 @@ export interface EntryDeletedResponse { deleted: TargetRef; entry: Entry }
 export interface SearchResponse { at: TargetRef; pattern: string; matches: Entry[]; truncated: boolean }
 export interface BatchMoveResponse { at: TargetRef; moved: MovePair[] }
 
-/** What a service method needs of the call context. */
-export interface NoteSink {
-  note(n: ActivityNote): void;
-}
-
 export interface FoldersServiceOptions {
   /** Absolute mount directory of a connected location; throws ApiError 404 for an unknown id. */
   resolveConnection?: (locationId: string) => Promise<string>;
   /** Search result cap (default 1000). */
   searchLimit?: number;
+  /** The filesystem (default: the local one). */
+  driver?: FilesDriver;
+  /** Test hook: awaited at named steps of multi-step changes (a test pauses there and kills the daemon). */
+  pause?: (step: string) => Promise<void>;
 }
 
 export const DEFAULT_SEARCH_LIMIT = 1000;
+
+/** Entries named so are the daemon's own: deletions (pool roots and inside places) and copies in progress. */
+const TRASH_PREFIX = '.hostd-trash-';
+const COPY_PREFIX = '.hostd-copy-';
+const RESERVED_PREFIX = '.hostd-';
+const RECORDS_KEY = 'records';
+const placeKey = (kind: TargetKind, id: string) => `${kind}:${id}`;
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -132,46 +99,38 @@ interface Place {
   id: string;
   /** For activity labels: folder name or location id. */
   label: string;
+  /** The root directory handed to the driver. */
   root: string;
   /** For messages: 'folder' or 'location'. */
   within: 'folder' | 'location';
 }
 
-/** A confined path in a place. */
-interface Spot extends Confined {
+/** A user path in a place: lexically checked, not yet looked up. */
+interface Spot {
   place: Place;
+  /** The argument it came from, for messages. */
   arg: string;
+  /** Normalised, relative to the root; '' is the root. */
+  rel: string;
 }
 
-const noop: NoteSink = { note() {} };
-
-function code(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | null)?.code;
+/** A spot as the filesystem showed it. */
+interface Seen extends Spot {
+  look: Look;
 }
 
-function show(rel: string): string {
-  return rel === '' ? '/' : rel;
+/** `sub` (relative to the entry at `rel`) relative to the root. */
+function under(rel: string, sub: string): string {
+  return sub === '' ? rel : joinRel(rel, sub);
 }
 
-function typeOf(st: Stats): EntryType {
-  if (st.isFile()) return 'file';
-  if (st.isDirectory()) return 'folder';
-  if (st.isSymbolicLink()) return 'symlink';
-  return 'other';
+/** A missing directory, whether the system or the driver says so. */
+function isMissing(err: unknown): boolean {
+  return code(err) === 'ENOENT' || (err instanceof FsProblem && (err.kind === 'missing' || err.kind === 'root-missing'));
 }
 
-function entryOf(name: string, rel: string, st: Stats): Entry {
-  const type = typeOf(st);
-  return { name, path: rel, type, size: type === 'folder' ? null : st.size, modified: st.mtime.toISOString() };
-}
-
-function joinRel(parent: string, name: string): string {
-  return parent === '' ? name : `${parent}/${name}`;
-}
-
-function parentRel(rel: string): string {
-  const i = rel.lastIndexOf('/');
-  return i < 0 ? '' : rel.slice(0, i);
+function entryOf(name: string, rel: string, e: EntryInfo): Entry {
+  return { name, path: rel, type: e.type, size: e.type === 'folder' ? null : e.size, modified: e.mtime.toISOString() };
 }
 
 function byFolderThenName(a: Entry, b: Entry): number {
@@ -181,32 +140,25 @@ function byFolderThenName(a: Entry, b: Entry): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
-async function lstatOrNull(p: string): Promise<Stats | null> {
-  try {
-    return await fs.lstat(p);
-  } catch (err) {
-    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') return null;
-    throw err;
-  }
-}
-
-/** Maps a filesystem error on `rel` to an ApiError; other errors pass through unchanged. */
+/** Maps a system error on `rel` to an ApiError; other errors pass through unchanged. */
 function fsError(err: unknown, rel: string): unknown {
   if (err instanceof ApiError) return err;
   switch (code(err)) {
     case 'ENOENT':
-      return notFound(`no such file or folder '${show(rel)}'`);
+      return notFound(`no such file or folder '${showRel(rel)}'`);
     case 'EEXIST':
     case 'ENOTEMPTY':
     case 'ERR_FS_CP_EEXIST':
-      return conflict(`'${show(rel)}' already exists`);
+      return conflict(`'${showRel(rel)}' already exists`);
     case 'ENOTDIR':
-      return conflict(`'${show(rel)}' is not a folder`);
+      return conflict(`'${showRel(rel)}' is not a folder`);
     case 'EACCES':
     case 'EPERM':
-      return internal(`permission denied on '${show(rel)}'`);
+      return internal(`permission denied on '${showRel(rel)}'`);
     case 'ENOSPC':
-      return internal(`no space left while writing '${show(rel)}'`);
+      return internal(`no space left while writing '${showRel(rel)}'`);
+    case 'EAGAIN':
+      return conflict(`'${showRel(rel)}' kept changing while it was read; try again`);
     default:
       return err;
   }
@@ -223,34 +175,6 @@ export function nameMatcher(pattern: string): (name: string) => boolean {
   return (name) => name.toLowerCase().includes(needle);
 }
 
-/**
- * Serialises work per key. A job waits for the previous holder of each of its
- * keys; all keys are registered at once, so there is no lock-order deadlock.
- */
-class KeyedLock {
-  private readonly tails = new Map<string, Promise<void>>();
-
-  async run<T>(keys: string[], fn: () => Promise<T>): Promise<T> {
-    const uniq = [...new Set(keys)];
-    let release!: () => void;
-    const mine = new Promise<void>((r) => (release = r));
-    const before = uniq.map((k) => this.tails.get(k) ?? Promise.resolve());
-    for (const k of uniq) this.tails.set(k, mine);
-    try {
-      await Promise.all(before);
-      return await fn();
-    } finally {
-      release();
-      for (const k of uniq) if (this.tails.get(k) === mine) this.tails.delete(k);
-    }
-  }
-}
-
-const RECORDS_KEY = 'records';
-const placeKey = (kind: TargetKind, id: string) => `${kind}:${id}`;
-
-// ---------------------------------------------------------------------------
-
 /** A folder name: a valid single name, and not one of the daemon's own. */
 function folderName(name: string, arg: string): string {
   const n = validateName(name, arg);
@@ -258,92 +182,85 @@ function folderName(name: string, arg: string): string {
   return n;
 }
 
-/**
- * A folder change in flight. It is stored before the filesystem is touched and
- * replaced by the outcome in one batch after, so that a crash at any moment
- * leaves something `init()` can finish or undo: records and directories agree.
- */
-type Intent =
-  | { op: 'create'; rec: Folder }
-  | { op: 'rename'; from: Folder; to: Folder }
-  | { op: 'delete'; rec: Folder; trash: string };
-
-/** Directories in a pool root named so are the daemon's own (deletions in progress). */
-const TRASH_PREFIX = '.hostd-trash-';
-const RESERVED_PREFIX = '.hostd-';
+// ---------------------------------------------------------------------------
 
 export class FoldersService {
-  private readonly records: Sub<Folder>;
-  private readonly intents: Sub<Intent>;
-  private readonly cache = new Map<string, Folder>();
-  /** The answer of folders_list, rebuilt on every change (GET /folders is a hot path). */
-  private listing: Folder[] = [];
+  private readonly records: FolderRecords;
   private readonly lock = new KeyedLock();
+  private readonly fs: FilesDriver;
   private readonly resolveConnection: (locationId: string) => Promise<string>;
   private readonly searchLimit: number;
+  private readonly pause?: (step: string) => Promise<void>;
+  /** Entry intents in locations that were not mounted at recovery, by place key: settled on the next call there. */
+  private readonly pending = new Map<string, Array<[string, EntryIntent]>>();
 
   constructor(
-    private readonly store: Store,
+    store: Store,
     private readonly pools: PoolConfig[],
     opts: FoldersServiceOptions = {},
   ) {
-    this.records = store.sub<Folder>('folders');
-    this.intents = store.sub<Intent>('folder_intents');
+    this.records = new FolderRecords(store);
+    this.fs = opts.driver ?? new LocalFiles();
     this.resolveConnection =
       opts.resolveConnection ??
       (async (id: string) => {
         throw notFound(`location '${id}' not found`);
       });
     this.searchLimit = opts.searchLimit ?? DEFAULT_SEARCH_LIMIT;
+    this.pause = opts.pause;
   }
 
-  /** Creates every pool directory and loads the folder records into memory. */
+  /** Creates every pool directory, recovers interrupted changes, loads the folder records. */
   async init(): Promise<void> {
-    for (const pool of this.pools) await fs.mkdir(pool.path, { recursive: true });
-    for (const [id, intent] of await this.intents.iterator().all()) await this.recover(id, intent);
-    for (const pool of this.pools) {
-      for (const name of await fs.readdir(pool.path)) {
-        if (name.startsWith(TRASH_PREFIX)) await fs.rm(path.join(pool.path, name), { recursive: true, force: true });
+    for (const pool of this.pools) await this.fs.ensureRoot(pool.path);
+    // Entry changes need the folders' directories; folder changes never run beside entry changes of the same
+    // folder (both hold its lock), so the records as stored serve for those, and are loaded again after.
+    await this.records.load();
+    try {
+      await this.records.journal.recover((id, intent) => this.recover(id, intent));
+      for (const pool of this.pools) {
+        for (const e of await this.fs.list(pool.path, '')) {
+          if (e.name.startsWith(TRASH_PREFIX)) await this.fs.remove(pool.path, e.name);
+        }
       }
+    } catch (err) {
+      // The filesystem cannot be used safely here (no /proc): open intents stay for the next start,
+      // and every call answers 503 saying why.
+      if (!(err instanceof ApiError && err.status === 503)) throw err;
     }
-    this.cache.clear();
-    for (const rec of await allValues(this.records)) this.cache.set(rec.folder_id, rec);
-    this.rebuildListing();
+    await this.records.load();
   }
 
   // ----- folders ----------------------------------------------------------
 
-  async list(_req: FoldersListRequest = {}): Promise<FoldersListResponse> {
-    return { folders: this.listing };
+  async list(_req: ArgsOf<'folders_list'> = {}): Promise<FoldersListResponse> {
+    return { folders: this.records.all() };
   }
 
-  async create(req: FoldersCreateRequest, ctx: NoteSink = noop): Promise<FolderResponse> {
+  async create(req: ArgsOf<'folders_create'>, ctx: NoteSink = noNotes): Promise<FolderResponse> {
     const pool = this.pools.find((p) => p.id === req.storage_id);
     if (!pool) throw notFound(`storage pool '${req.storage_id}' not found`);
     const name = folderName(req.name, 'name');
     return this.lock.run([RECORDS_KEY], async () => {
       const taken = () => conflict(`a folder named '${name}' already exists in storage pool '${pool.id}'`);
-      if (this.findByName(pool.id, name)) throw taken();
-      const dir = path.join(pool.path, name);
-      const rec: Folder = { folder_id: this.newId(), name, storage_id: pool.id, path: dir, created_at: new Date().toISOString() };
-      await this.intents.put(rec.folder_id, { op: 'create', rec });
+      if (this.records.findByName(pool.id, name)) throw taken();
+      const rec: Folder = { folder_id: this.records.newId(), name, storage_id: pool.id, path: path.join(pool.path, name), created_at: new Date().toISOString() };
       try {
-        await fs.mkdir(dir);
+        await this.records.journal.run(rec.folder_id, { op: 'create', rec }, () => this.fs.mkdir(pool.path, name), {
+          commit: () => [this.records.putOp(rec)],
+        });
       } catch (err) {
-        await this.intents.del(rec.folder_id);
-        if (code(err) === 'EEXIST') throw taken();
-        if (code(err) === 'ENOENT') throw internal(`storage pool '${pool.id}' directory ${pool.path} is missing`);
+        if (err instanceof FsProblem && err.kind === 'exists') throw taken();
+        if (err instanceof FsProblem && err.kind === 'root-missing') throw internal(`storage pool '${pool.id}' directory ${pool.path} is missing`);
         throw err;
       }
-      await this.settle(rec.folder_id, rec);
-      this.cache.set(rec.folder_id, rec);
-      this.rebuildListing();
+      this.records.applied(rec.folder_id, rec);
       ctx.note({ summary: `Created folder ${name}`, target: name, metadata: { folder_id: rec.folder_id, storage_id: pool.id } });
       return { folder: { ...rec } };
     });
   }
 
-  async update(req: FoldersUpdateRequest, ctx: NoteSink = noop): Promise<FolderResponse> {
+  async update(req: ArgsOf<'folders_update'>, ctx: NoteSink = noNotes): Promise<FolderResponse> {
     const newName = folderName(req.new_name, 'new_name');
     return this.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
       const rec = this.folder(req.folder_id);
@@ -352,50 +269,60 @@ export class FoldersService {
         return { folder: { ...rec } };
       }
       const taken = () => conflict(`a folder named '${newName}' already exists in storage pool '${rec.storage_id}'`);
-      if (this.findByName(rec.storage_id, newName)) throw taken();
-      const dir = path.join(path.dirname(rec.path), newName);
-      if (await lstatOrNull(dir)) throw taken();
-      const next: Folder = { ...rec, name: newName, path: dir };
-      await this.intents.put(rec.folder_id, { op: 'rename', from: rec, to: next });
+      if (this.records.findByName(rec.storage_id, newName)) throw taken();
+      const poolDir = path.dirname(rec.path);
+      let free: boolean;
       try {
-        await fs.rename(rec.path, dir);
+        free = !(await this.fs.look(poolDir, newName)).entry;
       } catch (err) {
-        await this.intents.del(rec.folder_id);
-        if (code(err) === 'ENOENT') throw this.missingDir(rec);
+        if (err instanceof FsProblem && err.kind === 'root-missing') throw this.missingDir(rec);
+        // A link in the pool directory leading out is an entry of that name all the same.
+        if (err instanceof FsProblem && (err.kind === 'escape' || err.kind === 'loop')) free = false;
+        else throw err;
+      }
+      if (!free) throw taken();
+      const next: Folder = { ...rec, name: newName, path: path.join(poolDir, newName) };
+      try {
+        await this.records.journal.run(rec.folder_id, { op: 'rename', from: rec, to: next }, () => this.fs.rename(poolDir, path.basename(rec.path), newName), {
+          commit: () => [this.records.putOp(next)],
+        });
+      } catch (err) {
+        if (isMissing(err)) throw this.missingDir(rec);
         if (code(err) === 'EEXIST' || code(err) === 'ENOTEMPTY') throw taken();
         throw err;
       }
-      await this.settle(next.folder_id, next);
-      this.cache.set(next.folder_id, next);
-      this.rebuildListing();
+      this.records.applied(next.folder_id, next);
       ctx.note({ summary: `Renamed folder ${rec.name} to ${newName}`, target: newName, metadata: { folder_id: rec.folder_id } });
       return { folder: { ...next } };
     });
   }
 
-  async delete(req: FoldersDeleteRequest, ctx: NoteSink = noop): Promise<FolderDeletedResponse> {
+  async delete(req: ArgsOf<'folders_delete'>, ctx: NoteSink = noNotes): Promise<FolderDeletedResponse> {
     return this.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
       const rec = this.folder(req.folder_id);
-      // The record's directory is always <pool>/<name>; refuse anything else rather than rm -rf it.
+      // The record's directory is always <pool>/<name>; refuse anything else rather than remove it.
       if (path.basename(rec.path) !== rec.name || !path.isAbsolute(rec.path)) {
         throw internal(`folder '${rec.name}' has an unexpected path ${rec.path}; not deleting it`);
       }
       // The tree is first renamed aside (atomic), then the record goes, then
-      // the tree is removed; rm does not follow symlinks inside it.
-      const trash = path.join(path.dirname(rec.path), `${TRASH_PREFIX}${rec.folder_id}-${crypto.randomBytes(4).toString('hex')}`);
-      await this.intents.put(rec.folder_id, { op: 'delete', rec, trash });
+      // the tree is removed; removal never follows symlinks inside it.
+      const poolDir = path.dirname(rec.path);
+      const trash = `${TRASH_PREFIX}${rec.folder_id}-${crypto.randomBytes(4).toString('hex')}`;
+      const journal = this.records.journal;
+      await journal.begin(rec.folder_id, { op: 'delete', rec, trash });
       try {
-        await fs.rename(rec.path, trash);
+        await this.fs.rename(poolDir, rec.name, trash);
       } catch (err) {
-        if (code(err) !== 'ENOENT') {
-          await this.intents.del(rec.folder_id);
+        if (!isMissing(err)) {
+          await journal.drop(rec.folder_id);
           throw err;
         }
       }
-      await this.settle(rec.folder_id, null);
-      await fs.rm(trash, { recursive: true, force: true });
-      this.cache.delete(rec.folder_id);
-      this.rebuildListing();
+      await journal.commit(rec.folder_id, [this.records.delOp(rec.folder_id)]);
+      this.records.applied(rec.folder_id, null);
+      await this.fs.remove(poolDir, trash).catch((err) => {
+        if (!isMissing(err)) throw err;
+      });
       ctx.note({ summary: `Deleted folder ${rec.name}`, target: rec.name, metadata: { folder_id: rec.folder_id } });
       return { folder: { ...rec }, deleted: true };
     });
@@ -403,49 +330,40 @@ export class FoldersService {
 
   // ----- contents ---------------------------------------------------------
 
-  async contentsList(req: FoldersContentsListRequest): Promise<ContentsResponse> {
+  async contentsList(req: ArgsOf<'folders_contents_list'>): Promise<ContentsResponse> {
     const place = await this.place(req.target, req.folder_id, 'folder_id');
-    const spot = await this.locate(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
-    await this.requireDir(spot);
-    let dirents: Dirent[];
+    const spot = this.spot(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
+    let listed;
     try {
-      dirents = await fs.readdir(spot.abs, { withFileTypes: true });
+      listed = await this.fs.list(place.root, spot.rel);
     } catch (err) {
-      throw fsError(err, spot.rel);
+      throw this.problem(err, spot);
     }
-    const entries = (
-      await Promise.all(
-        dirents.map(async (d) => {
-          const st = await lstatOrNull(path.join(spot.abs, d.name));
-          return st ? entryOf(d.name, joinRel(spot.rel, d.name), st) : null; // vanished meanwhile
-        }),
-      )
-    ).filter((e): e is Entry => e !== null);
+    const entries = listed.map((e) => entryOf(e.name, joinRel(spot.rel, e.name), e));
     entries.sort(byFolderThenName);
     return { at: this.ref(spot), entries };
   }
 
-  async subfoldersCreate(req: FoldersSubfoldersCreateRequest, ctx: NoteSink = noop): Promise<SubfolderResponse> {
+  async subfoldersCreate(req: ArgsOf<'folders_subfolders_create'>, ctx: NoteSink = noNotes): Promise<SubfolderResponse> {
     const name = validateName(req.name, 'name');
     const sel = this.selector(req.target, req.folder_id, 'folder_id');
     return this.lock.run([sel.key], async () => {
       const place = await sel.resolve();
-      const parent = await this.locate(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
-      await this.requireDir(parent);
+      const parent = this.spot(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
       const rel = joinRel(parent.rel, name);
-      const abs = path.join(parent.abs, name);
-      if (await lstatOrNull(abs)) throw conflict(`'${rel}' already exists`);
+      let made: EntryInfo;
       try {
-        await fs.mkdir(abs);
+        made = await this.fs.mkdir(place.root, rel);
       } catch (err) {
-        throw fsError(err, rel);
+        if (err instanceof FsProblem && err.kind === 'exists') throw conflict(`'${rel}' already exists`);
+        throw this.problem(err, parent);
       }
       ctx.note({ summary: `Created subfolder ${name}`, target: this.label(place, rel) });
-      return { at: this.ref(parent), entry: entryOf(name, rel, await fs.lstat(abs)) };
+      return { at: this.ref(parent), entry: entryOf(name, rel, made) };
     });
   }
 
-  async subfoldersBatchCreate(req: FoldersSubfoldersBatchCreateRequest, ctx: NoteSink = noop): Promise<SubfoldersResponse> {
+  async subfoldersBatchCreate(req: ArgsOf<'folders_subfolders_batch_create'>, ctx: NoteSink = noNotes): Promise<SubfoldersResponse> {
     if (!Array.isArray(req.names) || req.names.length === 0) throw badRequest(`argument 'names' must list at least one name`);
     const names = req.names.map((n, i) => validateName(n, `names[${i}]`));
     const seen = new Set<string>();
@@ -456,27 +374,33 @@ export class FoldersService {
     const sel = this.selector(req.target, req.folder_id, 'folder_id');
     return this.lock.run([sel.key], async () => {
       const place = await sel.resolve();
-      const parent = await this.locate(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
-      await this.requireDir(parent);
+      const parent = await this.seeDir(this.spot(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path')));
       for (const n of names) {
-        if (await lstatOrNull(path.join(parent.abs, n))) throw conflict(`'${joinRel(parent.rel, n)}' already exists`);
+        if ((await this.see(this.spot(place, joinRel(parent.rel, n), parent.arg))).look.entry) throw conflict(`'${joinRel(parent.rel, n)}' already exists`);
       }
-      const made: string[] = [];
-      try {
-        for (const n of names) {
-          const abs = path.join(parent.abs, n);
-          try {
-            await fs.mkdir(abs);
-          } catch (err) {
-            throw fsError(err, joinRel(parent.rel, n));
+      const made: EntryInfo[] = [];
+      const base = parent.look.real;
+      await this.records.journal.run(
+        this.records.entryKey(),
+        { op: 'mkdirs', place: this.placeRef(place), parent: base, names },
+        async () => {
+          for (const n of names) {
+            try {
+              made.push(await this.fs.mkdir(place.root, joinRel(base, n)));
+            } catch (err) {
+              if (err instanceof FsProblem && err.kind === 'exists') throw conflict(`'${joinRel(parent.rel, n)}' already exists`);
+              throw this.problem(err, parent);
+            }
+            if (made.length === 1) await this.step('folders.mkdirs');
           }
-          made.push(abs);
-        }
-      } catch (err) {
-        for (const abs of made.reverse()) await fs.rmdir(abs).catch(() => undefined);
-        throw err;
-      }
-      const entries = await Promise.all(names.map(async (n) => entryOf(n, joinRel(parent.rel, n), await fs.lstat(path.join(parent.abs, n)))));
+        },
+        {
+          commit: () => [],
+          // Those already made are removed (still empty: nothing else can have used them yet).
+          rollback: () => this.everyOne(names.slice(0, made.length).reverse(), (n) => this.fs.removeEmptyDir(place.root, joinRel(base, n))),
+        },
+      );
+      const entries = names.map((n, i) => entryOf(n, joinRel(parent.rel, n), made[i]));
       ctx.note({
         summary: `Created ${names.length} subfolder${names.length === 1 ? '' : 's'}`,
         target: this.label(place, parent.rel),
@@ -488,7 +412,7 @@ export class FoldersService {
 
   // ----- entries ----------------------------------------------------------
 
-  async entriesMove(req: FoldersEntriesMoveRequest, ctx: NoteSink = noop): Promise<TransferResponse> {
+  async entriesMove(req: ArgsOf<'folders_entries_move'>, ctx: NoteSink = noNotes): Promise<TransferResponse> {
     const sel = this.selector(req.src_target, req.folder_id, 'folder_id');
     if (req.dst_target && (req.dst_target.kind !== sel.kind || req.dst_target.id !== sel.id)) {
       throw badRequest(`argument 'dst_target' must name the same folder or connection as the source`);
@@ -498,17 +422,20 @@ export class FoldersService {
     return this.lock.run([sel.key], async () => {
       const place = await sel.resolve();
       const { src, dst } = await this.transferEnds('move', place, this.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path'), place, dstPath);
+      let moved: EntryInfo;
       try {
-        await fs.rename(src.abs, dst.abs);
+        moved = await this.fs.rename(place.root, src.look.real, dst.look.real);
       } catch (err) {
-        throw fsError(err, dst.rel);
+        // The kernel refuses a folder into itself (changed since the check).
+        if (code(err) === 'EINVAL') throw badRequest(`cannot move '${src.rel}' into itself`);
+        throw this.endsProblem(err, src, dst);
       }
       ctx.note({ summary: `Moved ${src.rel} to ${dst.rel}`, target: this.label(place, src.rel), metadata: { to: dst.rel } });
-      return { from: this.ref(src), to: this.ref(dst), entry: entryOf(path.basename(dst.abs), dst.rel, await fs.lstat(dst.abs)) };
+      return { from: this.ref(src), to: this.ref(dst), entry: entryOf(path.posix.basename(dst.rel), dst.rel, moved) };
     });
   }
 
-  async entriesCopy(req: FoldersEntriesCopyRequest, ctx: NoteSink = noop): Promise<TransferResponse> {
+  async entriesCopy(req: ArgsOf<'folders_entries_copy'>, ctx: NoteSink = noNotes): Promise<TransferResponse> {
     const srcSel = this.selector(req.src_target, req.src_folder_id, 'src_folder_id');
     const dstSel = req.dst_target
       ? this.selector(req.dst_target, undefined, 'dst_folder_id')
@@ -516,123 +443,107 @@ export class FoldersService {
         ? this.selector(null, req.dst_folder_id, 'dst_folder_id')
         : srcSel;
     const dstPath = this.pathArg(req.dst_target, 'dst_target', req.dst_sub_path, 'dst_sub_path');
-    if (dstPath[0] === undefined || dstPath[0] === null) throw badRequest(`argument 'dst_sub_path' is required`);
+    // Decision: with a destination named (dst_folder_id or dst_target) but no path, the copy keeps the
+    // entry's name at the destination's root (transferEnds). With neither, it would be a copy onto itself.
+    if ((dstPath[0] === undefined || dstPath[0] === null) && dstSel === srcSel) throw badRequest(`argument 'dst_sub_path' is required`);
     return this.lock.run([srcSel.key, dstSel.key], async () => {
       const srcPlace = await srcSel.resolve();
       const dstPlace = dstSel === srcSel ? srcPlace : await dstSel.resolve();
-      const { src, dst, st } = await this.transferEnds('copy', srcPlace, this.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path'), dstPlace, dstPath);
+      const srcPath = this.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path');
+      const { src, dst } = await this.transferEnds('copy', srcPlace, srcPath, dstPlace, dstPath);
       // Nothing outside the source may be read: refuse links leaving it, and special files.
-      await this.walkTree(src.abs, src.rel, async (abs, rel, est) => {
-        if (est.isSymbolicLink()) {
-          if (!(await linkStaysInside(src.root, abs))) {
-            throw badRequest(`cannot copy '${src.rel}': symlink '${rel}' points outside the ${srcPlace.within}`);
+      await this.checkTree(src, (sub) => `symlink '${sub}' points outside the ${srcPlace.within}`);
+      // The copy is made under a temporary name beside the destination and renamed into place when
+      // complete and checked; the journal lets recovery remove a partial one after a crash.
+      const parent = parentRel(dst.look.real);
+      const temp = `${COPY_PREFIX}${crypto.randomBytes(6).toString('hex')}`;
+      const atTemp: Seen = { ...dst, look: { ...dst.look, real: joinRel(parent, temp) } };
+      const intent: EntryIntent = { op: 'copy', place: this.placeRef(dstPlace), parent, temp };
+      const copied = await this.records.journal.run(
+        this.records.entryKey(),
+        intent,
+        async () => {
+          try {
+            await this.fs.copy(srcPlace.root, src.look.real, dstPlace.root, atTemp.look.real, (n) => (n === 2 ? this.step('folders.copy') : undefined));
+          } catch (err) {
+            throw this.endsProblem(err, src, dst);
           }
-        } else if (!est.isFile() && !est.isDirectory()) {
-          throw badRequest(`cannot copy '${src.rel}': '${rel}' is not a file, folder or symlink`);
-        }
-      });
-      try {
-        // verbatimSymlinks: links are copied as links with their text unchanged, never dereferenced.
-        await fs.cp(src.abs, dst.abs, { recursive: true, verbatimSymlinks: true, errorOnExist: true, force: false, preserveTimestamps: true });
-        // A link that stayed inside the source may leave the destination once copied (e.g. an absolute
-        // link into the source folder, or a relative one copied to a shallower place): undo the copy.
-        await this.walkTree(dst.abs, dst.rel, async (abs, rel, est) => {
-          if (est.isSymbolicLink() && !(await linkStaysInside(dst.root, abs))) {
-            throw badRequest(`cannot copy '${src.rel}': symlink '${rel}' would point outside the destination ${dstPlace.within}`);
+          // A link that stayed inside the source may leave the destination once copied (e.g. an absolute
+          // link into the source folder, or a relative one copied to a shallower place): undo the copy.
+          await this.checkTree(atTemp, (sub) => `symlink '${sub}' would point outside the destination ${dstPlace.within}`, src.rel);
+          let placed: EntryInfo;
+          try {
+            placed = await this.fs.rename(dstPlace.root, atTemp.look.real, dst.look.real);
+          } catch (err) {
+            throw this.endsProblem(err, dst, dst);
           }
-        });
-      } catch (err) {
-        // Undo a partial copy, unless something else created the destination meanwhile.
-        if (code(err) !== 'EEXIST' && code(err) !== 'ERR_FS_CP_EEXIST') {
-          await fs.rm(dst.abs, { recursive: true, force: true }).catch(() => undefined);
-        }
-        throw fsError(err, dst.rel);
-      }
+          await this.step('folders.copy.placed');
+          return placed;
+        },
+        { commit: () => [], rollback: () => this.removeQuietly(dstPlace.root, atTemp.look.real) },
+      );
       ctx.note({
         summary: `Copied ${src.rel} to ${this.label(dstPlace, dst.rel)}`,
         target: this.label(srcPlace, src.rel),
         metadata: { to: this.ref(dst) },
       });
-      return { from: this.ref(src), to: this.ref(dst), entry: entryOf(path.basename(dst.abs), dst.rel, await fs.lstat(dst.abs)) };
+      return { from: this.ref(src), to: this.ref(dst), entry: entryOf(path.posix.basename(dst.rel), dst.rel, copied) };
     });
   }
 
-  async entriesDelete(req: FoldersEntriesDeleteRequest, ctx: NoteSink = noop): Promise<EntryDeletedResponse> {
+  async entriesDelete(req: ArgsOf<'folders_entries_delete'>, ctx: NoteSink = noNotes): Promise<EntryDeletedResponse> {
     const sel = this.selector(req.target, req.folder_id, 'folder_id');
     return this.lock.run([sel.key], async () => {
       const place = await sel.resolve();
-      const spot = await this.locate(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
+      const spot = await this.see(this.spot(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path')));
       this.refuseRoot(spot);
-      const st = await lstatOrNull(spot.abs);
-      if (!st) throw notFound(`no such file or folder '${spot.rel}'`);
-      const entry = entryOf(path.basename(spot.abs), spot.rel, st);
+      if (!spot.look.entry) throw notFound(`no such file or folder '${spot.rel}'`);
+      const entry = entryOf(path.posix.basename(spot.rel), spot.rel, spot.look.entry);
       try {
-        // rm does not follow symlinks, neither the entry itself nor any inside the tree.
-        await fs.rm(spot.abs, { recursive: true, force: false });
+        if (entry.type === 'folder') await this.removeTree(place, spot.look.real);
+        else await this.fs.remove(place.root, spot.look.real); // one unlink: nothing to journal
       } catch (err) {
-        throw fsError(err, spot.rel);
+        throw this.problem(err, spot);
       }
       ctx.note({ summary: `Deleted ${entry.type} ${spot.rel}`, target: this.label(place, spot.rel) });
       return { deleted: this.ref(spot), entry };
     });
   }
 
-  async search(req: FoldersSearchRequest): Promise<SearchResponse> {
+  async search(req: ArgsOf<'folders_search'>): Promise<SearchResponse> {
     if (typeof req.pattern !== 'string' || req.pattern === '') throw badRequest(`argument 'pattern' must not be empty`);
     const match = nameMatcher(req.pattern);
     const place = await this.place(req.target, req.folder_id, 'folder_id');
-    const start = await this.locate(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
-    await this.requireDir(start);
-    const matches: Entry[] = [];
-    let truncated = false;
-    // Breadth first, so a capped answer holds the nearest matches. Dirent types come from
-    // readdir without following links, so symlinked folders are reported but never entered.
-    const queue: Array<{ abs: string; rel: string }> = [{ abs: start.abs, rel: start.rel }];
-    outer: for (let next = 0; next < queue.length; next++) {
-      const dir = queue[next];
-      let dirents: Dirent[];
-      try {
-        dirents = await fs.readdir(dir.abs, { withFileTypes: true });
-      } catch (err) {
-        if (dir.abs === start.abs) throw fsError(err, start.rel);
-        continue; // a subfolder that vanished or cannot be read is skipped
-      }
-      dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-      for (const d of dirents) {
-        const abs = path.join(dir.abs, d.name);
-        const rel = joinRel(dir.rel, d.name);
-        if (match(d.name)) {
-          if (matches.length >= this.searchLimit) {
-            truncated = true;
-            break outer;
-          }
-          const st = await lstatOrNull(abs);
-          if (st) matches.push(entryOf(d.name, rel, st));
-        }
-        if (d.isDirectory()) queue.push({ abs, rel });
-      }
+    const start = this.spot(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
+    let found;
+    try {
+      found = await this.fs.search(place.root, start.rel, match, this.searchLimit);
+    } catch (err) {
+      throw this.problem(err, start);
     }
-    return { at: this.ref(start), pattern: req.pattern, matches, truncated };
+    const matches = found.hits.map((h) => entryOf(h.name, joinRel(start.rel, h.path), h.entry));
+    return { at: this.ref(start), pattern: req.pattern, matches, truncated: found.truncated };
   }
 
-  async entriesBatchMove(req: FoldersEntriesBatchMoveRequest, ctx: NoteSink = noop): Promise<BatchMoveResponse> {
+  async entriesBatchMove(req: ArgsOf<'folders_entries_batch_move'>, ctx: NoteSink = noNotes): Promise<BatchMoveResponse> {
     if (!Array.isArray(req.moves) || req.moves.length === 0) throw badRequest(`argument 'moves' must list at least one move`);
     // Only target.kind and target.id are used; target.path is ignored (moves are relative to the root).
     const sel = this.selector(req.target, req.folder_id, 'folder_id');
     return this.lock.run([sel.key], async () => {
       const place = await sel.resolve();
-      const pairs: Array<{ src: Spot; dst: Spot; isDir: boolean }> = [];
+      const pairs: Array<{ src: Seen; dst: Seen }> = [];
       // 1. Each pair on its own, against the state before the batch.
       for (const [i, m] of req.moves.entries()) {
-        const src = await this.locate(place, m?.src_sub_path, `moves[${i}].src_sub_path`);
-        const dst = await this.locate(place, m?.dst_sub_path, `moves[${i}].dst_sub_path`);
+        const src = await this.see(this.spot(place, m?.src_sub_path, `moves[${i}].src_sub_path`));
+        const dstSpot = this.spot(place, m?.dst_sub_path, `moves[${i}].dst_sub_path`);
+        validateNewEntry(dstSpot.rel, dstSpot.arg);
+        const dst = await this.see(dstSpot);
         this.refuseRoot(src);
         this.refuseRoot(dst);
-        const st = await lstatOrNull(src.abs);
-        if (!st) throw notFound(`no such file or folder '${src.rel}'`);
-        if (st.isDirectory() && isStrictlyInside(src.abs, dst.abs)) throw badRequest(`cannot move '${src.rel}' into itself`);
-        await this.requireFreeWithParent(dst);
-        pairs.push({ src, dst, isDir: st.isDirectory() });
+        if (!src.look.entry) throw notFound(`no such file or folder '${src.rel}'`);
+        if (src.look.entry.type === 'folder' && relStrictlyInside(src.look.real, dst.look.real)) throw badRequest(`cannot move '${src.rel}' into itself`);
+        this.requireFreeWithParent(dst);
+        pairs.push({ src, dst });
       }
       // 2. The pairs against each other, so that doing them in order gives what step 1 checked.
       for (let i = 0; i < pairs.length; i++) {
@@ -640,26 +551,38 @@ export class FoldersService {
           if (i === j) continue;
           const a = pairs[i];
           const b = pairs[j];
-          if (j > i && a.dst.abs === b.dst.abs) throw badRequest(`argument 'moves' moves two entries to '${a.dst.rel}'`);
-          if (j > i && a.src.abs === b.src.abs) throw badRequest(`argument 'moves' moves '${a.src.rel}' twice`);
-          if (isStrictlyInside(a.src.abs, b.src.abs)) {
+          if (j > i && a.dst.look.real === b.dst.look.real) throw badRequest(`argument 'moves' moves two entries to '${a.dst.rel}'`);
+          if (j > i && a.src.look.real === b.src.look.real) throw badRequest(`argument 'moves' moves '${a.src.rel}' twice`);
+          if (relStrictlyInside(a.src.look.real, b.src.look.real)) {
             throw badRequest(`argument 'moves' moves both '${a.src.rel}' and '${b.src.rel}', which is inside it`);
           }
-          if (isStrictlyInside(a.src.abs, b.dst.abs)) {
+          if (relStrictlyInside(a.src.look.real, b.dst.look.real)) {
             throw badRequest(`argument 'moves' puts '${b.dst.rel}' inside '${a.src.rel}', which is moved too`);
           }
         }
       }
-      // 3. Do them; on a failure put back what was done.
+      // 3. Do them; on a failure put back what was done (and after a crash, recovery does).
       const done: typeof pairs = [];
-      for (const p of pairs) {
-        try {
-          await fs.rename(p.src.abs, p.dst.abs);
-          done.push(p);
-        } catch (err) {
-          for (const q of done.reverse()) await fs.rename(q.dst.abs, q.src.abs).catch(() => undefined);
-          throw fsError(err, p.dst.rel);
-        }
+      let failing: (typeof pairs)[number] | undefined;
+      const intent: EntryIntent = { op: 'moves', place: this.placeRef(place), pairs: pairs.map((p) => ({ from: p.src.look.real, to: p.dst.look.real })) };
+      try {
+        await this.records.journal.run(
+          this.records.entryKey(),
+          intent,
+          async () => {
+            for (const p of pairs) {
+              failing = p;
+              await this.fs.rename(place.root, p.src.look.real, p.dst.look.real);
+              done.push(p);
+              if (done.length === 1) await this.step('folders.moves');
+            }
+          },
+          { commit: () => [], rollback: () => this.everyOne([...done].reverse(), (q) => this.fs.rename(place.root, q.dst.look.real, q.src.look.real)) },
+        );
+      } catch (err) {
+        const p = failing!;
+        if (code(err) === 'EINVAL') throw badRequest(`cannot move '${p.src.rel}' into itself`);
+        throw this.endsProblem(err, p.src, p.dst);
       }
       const moved = pairs.map((p) => ({ src_sub_path: p.src.rel, dst_sub_path: p.dst.rel }));
       ctx.note({
@@ -671,7 +594,171 @@ export class FoldersService {
     });
   }
 
+  // ----- other domains ----------------------------------------------------
+
+  /** A folder as other domains see it (404 when unknown). */
+  folderRef(id: string): FolderRef {
+    const r = this.folder(id);
+    return { folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path };
+  }
+
+  folderRefs(): FolderRef[] {
+    return this.records.all().map((r) => ({ folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path }));
+  }
+
   // ----- internals --------------------------------------------------------
+
+  /** Finishes or undoes a change a crash interrupted, by what the disk shows; returns the record writes of the outcome. */
+  private async recover(folderId: string, intent: FolderIntent): Promise<JournalOp[]> {
+    if (isEntryIntent(intent)) return this.recoverEntry(intent);
+    const isDir = async (rec: Folder) => {
+      try {
+        return (await this.fs.look(path.dirname(rec.path), path.basename(rec.path))).entry?.type === 'folder';
+      } catch (err) {
+        if (err instanceof FsProblem) return false;
+        throw err;
+      }
+    };
+    switch (intent.op) {
+      case 'create':
+        // The directory was made: the folder exists. Otherwise it never did.
+        return (await isDir(intent.rec)) ? [this.records.putOp(intent.rec)] : [];
+      case 'rename':
+        return !(await isDir(intent.from)) && (await isDir(intent.to)) ? [this.records.putOp(intent.to)] : [];
+      case 'delete': {
+        if (await isDir(intent.rec)) return [];
+        const poolDir = path.dirname(intent.rec.path);
+        await this.fs.remove(poolDir, path.basename(intent.trash)).catch((err) => {
+          if (!isMissing(err)) throw err;
+        });
+        return [this.records.delOp(folderId)];
+      }
+    }
+  }
+
+  /** Finishes or undoes an entry change; one in a location not mounted now is kept (under a new key) for later. */
+  private async recoverEntry(intent: EntryIntent): Promise<JournalOp[]> {
+    const later = (): JournalOp[] => {
+      const key = this.records.entryKey();
+      const k = placeKey(intent.place.kind, intent.place.id);
+      this.pending.set(k, [...(this.pending.get(k) ?? []), [key, intent]]);
+      return [this.records.deferOp(key, intent)];
+    };
+    let root: string;
+    try {
+      root = await this.placeRoot(intent.place);
+    } catch {
+      if (intent.place.kind === 'folder') return []; // the folder is gone, and its tree with it
+      return later(); // the location is not mounted (or not known yet): on the next call there
+    }
+    try {
+      await this.settleEntry(root, intent);
+    } catch {
+      return later(); // e.g. permission denied: tried again on the next call there, never blocking the start
+    }
+    return [];
+  }
+
+  private async settleEntry(root: string, intent: EntryIntent): Promise<void> {
+    const quiet = (err: unknown) => {
+      if (!isMissing(err) && !(err instanceof FsProblem)) throw err;
+    };
+    switch (intent.op) {
+      case 'copy':
+        await this.fs.remove(root, joinRel(intent.parent, intent.temp)).catch(quiet);
+        return;
+      case 'remove':
+        await this.fs.remove(root, joinRel(intent.parent, intent.trash)).catch(quiet);
+        return;
+      case 'moves': {
+        const isThere = async (rel: string) => !!(await this.fs.look(root, rel).catch(() => null))?.entry;
+        const done: Array<{ from: string; to: string }> = [];
+        for (const p of intent.pairs) if (!(await isThere(p.from)) && (await isThere(p.to))) done.push(p);
+        if (done.length === intent.pairs.length) return;
+        for (const p of done.reverse()) await this.fs.rename(root, p.to, p.from).catch(quiet);
+        return;
+      }
+      case 'mkdirs':
+        for (const n of intent.names) await this.fs.removeEmptyDir(root, joinRel(intent.parent, n)).catch(quiet);
+        return;
+    }
+  }
+
+  /** Settles the entry intents recovery kept for a location, now that it is mounted. */
+  private async settlePending(place: Place): Promise<void> {
+    const k = placeKey(place.kind, place.id);
+    const list = this.pending.get(k);
+    if (!list) return;
+    this.pending.delete(k);
+    const left: Array<[string, EntryIntent]> = [];
+    for (const [key, intent] of list) {
+      try {
+        await this.settleEntry(place.root, intent);
+        await this.records.journal.drop(key);
+      } catch {
+        left.push([key, intent]);
+      }
+    }
+    if (left.length) this.pending.set(k, [...left, ...(this.pending.get(k) ?? [])]);
+  }
+
+  private async placeRoot(ref: PlaceRef): Promise<string> {
+    return (await this.resolvePlace(ref.kind, ref.id, false)).root;
+  }
+
+  /**
+   * Removes a folder tree in `place`: renamed aside first (atomic: the entry is gone at once), then removed;
+   * if the removal fails, what is left is put back under its name. The journal lets recovery finish it.
+   */
+  private async removeTree(place: Place, real: string): Promise<void> {
+    const parent = parentRel(real);
+    const trash = `${TRASH_PREFIX}${crypto.randomBytes(6).toString('hex')}`;
+    const aside = joinRel(parent, trash);
+    let moved = false;
+    await this.records.journal.run(
+      this.records.entryKey(),
+      { op: 'remove', place: this.placeRef(place), parent, trash },
+      async () => {
+        await this.fs.rename(place.root, real, aside);
+        moved = true;
+        await this.step('folders.remove');
+        await this.fs.remove(place.root, aside);
+      },
+      {
+        commit: () => [],
+        rollback: async () => {
+          if (moved) await this.fs.rename(place.root, aside, real);
+        },
+      },
+    );
+  }
+
+  /** Runs `fn` on every item even when some fail; then throws the first failure. */
+  private async everyOne<T>(items: T[], fn: (item: T) => Promise<unknown>): Promise<void> {
+    let first: unknown;
+    for (const item of items) {
+      try {
+        await fn(item);
+      } catch (err) {
+        first ??= err;
+      }
+    }
+    if (first !== undefined) throw first;
+  }
+
+  private async removeQuietly(root: string, rel: string): Promise<void> {
+    await this.fs.remove(root, rel).catch((err) => {
+      if (!isMissing(err)) throw err;
+    });
+  }
+
+  private placeRef(place: Place): PlaceRef {
+    return { kind: place.kind, id: place.id };
+  }
+
+  private step(name: string): Promise<void> {
+    return this.pause ? this.pause(name) : Promise.resolve();
+  }
 
   /**
    * Both ends of a move or copy: confined, neither the root, the source
@@ -682,80 +769,25 @@ export class FoldersService {
     verb: 'move' | 'copy',
     srcPlace: Place, srcPath: [string | null | undefined, string],
     dstPlace: Place, dstPath: [string | null | undefined, string],
-  ): Promise<{ src: Spot; dst: Spot; st: Stats }> {
-    const src = await this.locate(srcPlace, ...srcPath);
-    const dst = await this.locate(dstPlace, ...dstPath);
+  ): Promise<{ src: Seen; dst: Seen }> {
+    const srcSpot = this.spot(srcPlace, ...srcPath);
+    // No destination path (copy to a named destination): the source's name, at the destination root.
+    const dstSpot = this.spot(dstPlace, dstPath[0] ?? baseName(srcSpot.rel), dstPath[1]);
+    validateNewEntry(dstSpot.rel, dstSpot.arg);
+    const src = await this.see(srcSpot);
+    const dst = await this.see(dstSpot);
     this.refuseRoot(src);
     this.refuseRoot(dst);
-    const st = await lstatOrNull(src.abs);
-    if (!st) throw notFound(`no such file or folder '${src.rel}'`);
-    if (st.isDirectory() && isStrictlyInside(src.abs, dst.abs)) throw badRequest(`cannot ${verb} '${src.rel}' into itself`);
-    await this.requireFreeWithParent(dst);
-    return { src, dst, st };
-  }
-
-  /** Replaces an intent by its outcome (the new record, or none) in one batch. */
-  private async settle(folderId: string, rec: Folder | null): Promise<void> {
-    await this.store.batch([
-      rec ? { type: 'put', sub: this.records, key: folderId, value: rec } : { type: 'del', sub: this.records, key: folderId },
-      { type: 'del', sub: this.intents, key: folderId },
-    ]);
-  }
-
-  /** Finishes or undoes a change a crash interrupted, by what the disk shows. */
-  private async recover(folderId: string, intent: Intent): Promise<void> {
-    const isDir = async (p: string) => (await lstatOrNull(p))?.isDirectory() ?? false;
-    switch (intent.op) {
-      case 'create':
-        // The directory was made: the folder exists. Otherwise it never did.
-        if (await isDir(intent.rec.path)) await this.settle(folderId, intent.rec);
-        else await this.intents.del(folderId);
-        return;
-      case 'rename':
-        if (!(await isDir(intent.from.path)) && (await isDir(intent.to.path))) await this.settle(folderId, intent.to);
-        else await this.intents.del(folderId);
-        return;
-      case 'delete':
-        if (await isDir(intent.rec.path)) await this.intents.del(folderId);
-        else {
-          await this.settle(folderId, null);
-          await fs.rm(intent.trash, { recursive: true, force: true });
-        }
-        return;
+    if (!src.look.entry) throw notFound(`no such file or folder '${src.rel}'`);
+    if (src.look.entry.type === 'folder' && srcPlace.root === dstPlace.root && relStrictlyInside(src.look.real, dst.look.real)) {
+      throw badRequest(`cannot ${verb} '${src.rel}' into itself`);
     }
-  }
-
-  private rebuildListing(): void {
-    this.listing = [...this.cache.values()]
-      .map((r) => Object.freeze({ ...r }))
-      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.storage_id < b.storage_id ? -1 : 1));
-    Object.freeze(this.listing);
-  }
-
-  private newId(): string {
-    for (;;) {
-      const id = 'f_' + crypto.randomBytes(8).toString('base64url').slice(0, 10);
-      if (!this.cache.has(id)) return id;
-    }
-  }
-
-  /** A folder as other domains see it (404 when unknown). */
-  folderRef(id: string): FolderRef {
-    const r = this.folder(id);
-    return { folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path };
-  }
-
-  folderRefs(): FolderRef[] {
-    return this.listing.map((r) => ({ folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path }));
-  }
-
-  private findByName(storageId: string, name: string): Folder | undefined {
-    for (const r of this.cache.values()) if (r.storage_id === storageId && r.name === name) return r;
-    return undefined;
+    this.requireFreeWithParent(dst);
+    return { src, dst };
   }
 
   private folder(id: string): Folder {
-    const rec = typeof id === 'string' ? this.cache.get(id) : undefined;
+    const rec = this.records.get(id);
     if (!rec) throw notFound(`folder '${id}' not found`);
     return rec;
   }
@@ -765,7 +797,7 @@ export class FoldersService {
   }
 
   /** Which place a request names (target wins over folder id), without touching anything yet. */
-  private selector(target: MaybeTarget, folderId: string | null | undefined, folderArg: string) {
+  private selector(target: Target | null | undefined, folderId: string | null | undefined, folderArg: string) {
     let kind: TargetKind;
     let id: string;
     if (target) {
@@ -780,37 +812,94 @@ export class FoldersService {
     return { kind, id, key: placeKey(kind, id), resolve: () => this.resolvePlace(kind, id) };
   }
 
-  private async place(target: MaybeTarget, folderId: string | null | undefined, folderArg: string): Promise<Place> {
+  private async place(target: Target | null | undefined, folderId: string | null | undefined, folderArg: string): Promise<Place> {
     return this.selector(target, folderId, folderArg).resolve();
   }
 
-  private async resolvePlace(kind: TargetKind, id: string): Promise<Place> {
+  private async resolvePlace(kind: TargetKind, id: string, settle = true): Promise<Place> {
     if (kind === 'folder') {
       const rec = this.folder(id);
-      return { kind, id, label: rec.name, root: rec.path, within: 'folder' };
+      const place: Place = { kind, id, label: rec.name, root: rec.path, within: 'folder' };
+      if (settle) await this.settlePending(place);
+      return place;
     }
     const root = await this.resolveConnection(id);
-    return { kind, id, label: id, root, within: 'location' };
+    const place: Place = { kind, id, label: id, root, within: 'location' };
+    if (settle) await this.settlePending(place);
+    return place;
   }
 
   /** The path to use and the argument it came from: target.path when given, else the sub-path argument. */
-  private pathArg(target: MaybeTarget, targetArg: string, sub: string | null | undefined, subArg: string): [string | null | undefined, string] {
+  private pathArg(target: Target | null | undefined, targetArg: string, sub: string | null | undefined, subArg: string): [string | null | undefined, string] {
     if (target && target.path !== undefined && target.path !== null) return [target.path, `${targetArg}.path`];
     return [sub, subArg];
   }
 
-  private async locate(place: Place, sub: unknown, arg: string): Promise<Spot> {
+  private spot(place: Place, sub: unknown, arg: string): Spot {
+    return { place, arg, rel: splitSubPath(sub, { arg, within: place.within }).join('/') };
+  }
+
+  private async see(spot: Spot): Promise<Seen> {
     try {
-      const c = await confine(place.root, sub, { arg, within: place.within });
-      return { ...c, place, arg };
+      return { ...spot, look: await this.fs.look(spot.place.root, spot.rel) };
     } catch (err) {
-      if (err instanceof ApiError) throw err;
-      // confine resolves missing paths itself; an fs error here is about the root.
-      if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') {
-        if (place.kind === 'folder') throw this.missingDir(this.folder(place.id));
-        throw notFound(`location '${place.id}' has no mount directory at ${place.root}`);
-      }
-      throw err;
+      throw this.problem(err, spot);
+    }
+  }
+
+  /** The spot must be an existing folder (following a link, which the driver has checked). */
+  private async seeDir(spot: Spot): Promise<Seen> {
+    const seen = await this.see(spot);
+    const { way, target } = seen.look;
+    // Decision: an existing path that is not a folder gives 409 (its state blocks the call), not 400.
+    if (way === 'not-folder') throw conflict(`'${showRel(spot.rel)}' is not a folder`);
+    if (!target) throw notFound(`no such file or folder '${showRel(spot.rel)}'`);
+    if (target.type !== 'folder') throw conflict(`'${showRel(spot.rel)}' is not a folder`);
+    return seen;
+  }
+
+  /** Turns a driver's answer about `spot` into the API's. */
+  private problem(err: unknown, spot: Spot): unknown {
+    if (!(err instanceof FsProblem)) return fsError(err, spot.rel);
+    const { arg, place } = spot;
+    switch (err.kind) {
+      case 'escape':
+        return badRequest(`argument '${arg}' must stay inside the ${place.within}`);
+      case 'loop':
+        return badRequest(`argument '${arg}' runs into a symlink loop`);
+      case 'root-missing':
+        if (place.kind === 'folder') return this.missingDir(this.folder(place.id));
+        return notFound(`location '${place.id}' has no mount directory at ${place.root}`);
+      case 'missing':
+        return notFound(`no such file or folder '${showRel(spot.rel)}'`);
+      case 'not-folder':
+        return conflict(`'${showRel(spot.rel)}' is not a folder`);
+      case 'exists':
+        return conflict(`'${showRel(spot.rel)}' already exists`);
+      default:
+        return internal(`unexpected ${err.message} under '${showRel(spot.rel)}'`);
+    }
+  }
+
+  /** Turns a driver's answer about a rename or copy from `src` to `dst` into the API's. */
+  private endsProblem(err: unknown, src: Seen, dst: Seen): unknown {
+    if (err instanceof FsProblem) {
+      if (err.kind === 'into-itself') return badRequest(`cannot copy '${src.rel}' into itself`);
+      if (err.kind === 'special') return badRequest(`cannot copy '${src.rel}': '${under(src.rel, err.path)}' is not a file, folder or symlink`);
+      if (err.end === 'from') return this.problem(err, src);
+      if (err.kind === 'missing' || err.kind === 'not-folder') return this.problem(err, { ...dst, rel: parentRel(dst.rel) });
+    }
+    return this.problem(err, dst);
+  }
+
+  /** Refuses a tree holding links that leave its root (message by `outside`) or special files. */
+  private async checkTree(at: Seen, outside: (sub: string) => string, verbRel = at.rel): Promise<void> {
+    try {
+      await this.fs.checkTree(at.place.root, at.look.real);
+    } catch (err) {
+      if (err instanceof FsProblem && err.kind === 'link-outside') throw badRequest(`cannot copy '${verbRel}': ${outside(under(at.rel, err.path))}`);
+      if (err instanceof FsProblem && err.kind === 'special') throw badRequest(`cannot copy '${verbRel}': '${under(at.rel, err.path)}' is not a file, folder or symlink`);
+      throw this.problem(err, at);
     }
   }
 
@@ -818,37 +907,12 @@ export class FoldersService {
     if (spot.rel === '') throw badRequest(`argument '${spot.arg}' must not be the ${spot.place.within} root`);
   }
 
-  /** The spot must be an existing folder (following a link, which confine has checked). */
-  private async requireDir(spot: Spot): Promise<void> {
-    let st: Stats;
-    try {
-      st = await fs.stat(spot.abs);
-    } catch (err) {
-      throw fsError(err, spot.rel);
-    }
-    // Decision: an existing path that is not a folder gives 409 (its state blocks the call), not 400.
-    if (!st.isDirectory()) throw conflict(`'${show(spot.rel)}' is not a folder`);
-  }
-
   /** The destination must not exist (not even as a dangling link) and its parent must be a folder. */
-  private async requireFreeWithParent(dst: Spot): Promise<void> {
-    if (await lstatOrNull(dst.abs)) throw conflict(`'${dst.rel}' already exists`);
+  private requireFreeWithParent(dst: Seen): void {
+    if (dst.look.entry) throw conflict(`'${dst.rel}' already exists`);
     const parent = parentRel(dst.rel);
-    let st: Stats;
-    try {
-      st = await fs.stat(path.dirname(dst.abs));
-    } catch (err) {
-      throw fsError(err, parent);
-    }
-    if (!st.isDirectory()) throw conflict(`'${show(parent)}' is not a folder`);
-  }
-
-  /** Visits `abs` and everything below it without following symlinks. */
-  private async walkTree(abs: string, rel: string, visit: (abs: string, rel: string, st: Stats) => Promise<void>): Promise<void> {
-    const st = await fs.lstat(abs);
-    await visit(abs, rel, st);
-    if (!st.isDirectory()) return;
-    for (const name of await fs.readdir(abs)) await this.walkTree(path.join(abs, name), joinRel(rel, name), visit);
+    if (dst.look.way === 'missing') throw notFound(`no such file or folder '${showRel(parent)}'`);
+    if (dst.look.way === 'not-folder') throw conflict(`'${showRel(parent)}' is not a folder`);
   }
 
   private ref(spot: Spot): TargetRef {

@@ -9,6 +9,7 @@ import { clusterForwarding } from './cluster.js';
 import { locationListing } from './locations.js';
 import { appsOverhead } from './apps.js';
 import { proxyBench } from './proxy.js';
+import { foldersFs } from './folders.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -18,6 +19,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['locations', locationListing],
   ['apps', appsOverhead],
   ['proxy', proxyBench],
+  ['folders', foldersFs],
 ];
 
 async function main(): Promise<void> {

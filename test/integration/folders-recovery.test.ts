@@ -6,6 +6,7 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { conflict } from '../../daemon/lib/errors.js';
 import { Store } from '../../daemon/store/store.js';
 import { FoldersService, type Folder } from '../../daemon/folders/service.js';
 
@@ -94,6 +95,56 @@ describe('folders: recovery of interrupted changes', () => {
       const err = await svc.create({ storage_id: 'p', name: '.hostd-trash-x' }).then(() => null, (e) => e);
       expect(err.status).to.equal(400);
       expect(err.message).to.equal("argument 'name' must not start with '.hostd-' (reserved)");
+    });
+  });
+  it('finishes entry changes inside a folder: a copy in progress removed, a tree delete completed, moves put back', async () => {
+    const f = rec('f_e', 'e');
+    const dir = path.join(pool, 'e');
+    fs.mkdirSync(path.join(dir, 'sub', '.hostd-copy-1', 'partial'), { recursive: true });
+    fs.mkdirSync(path.join(dir, '.hostd-trash-2', 'deep', 'er'), { recursive: true });
+    fs.writeFileSync(path.join(dir, '.hostd-trash-2', 'deep', 'er', 'x'), 'x');
+    fs.writeFileSync(path.join(dir, 'moved-a'), 'a'); // 'a' was moved, 'b' was not yet
+    fs.writeFileSync(path.join(dir, 'b'), 'b');
+    fs.mkdirSync(path.join(dir, 'n1'));
+    fs.mkdirSync(path.join(dir, 'n2'));
+    fs.writeFileSync(path.join(dir, 'n2', 'used'), 'kept: not empty');
+    await withStore(async (store) => {
+      await store.sub<Folder>('folders').put(f.folder_id, f);
+      const intents = store.sub<unknown>('folder_intents');
+      const place = { kind: 'folder', id: f.folder_id };
+      await intents.put('e-1', { op: 'copy', place, parent: 'sub', temp: '.hostd-copy-1' });
+      await intents.put('e-2', { op: 'remove', place, parent: '', trash: '.hostd-trash-2' });
+      await intents.put('e-3', { op: 'moves', place, pairs: [{ from: 'a', to: 'moved-a' }, { from: 'b', to: 'moved-b' }] });
+      await intents.put('e-4', { op: 'mkdirs', place, parent: '', names: ['n1', 'n2', 'n3'] });
+    });
+    await listAfterInit();
+    expect(fs.readdirSync(dir).sort()).to.deep.equal(['a', 'b', 'n2', 'sub']);
+    expect(fs.readdirSync(path.join(dir, 'sub'))).to.deep.equal([]);
+    expect(fs.readFileSync(path.join(dir, 'a'), 'utf8')).to.equal('a');
+  });
+
+  it('keeps an entry change in a location that is not mounted at start, and finishes it on the next call there', async () => {
+    const share = path.join(dir, 'share');
+    fs.mkdirSync(path.join(share, 'docs', '.hostd-copy-9', 'half'), { recursive: true });
+    await withStore(async (store) => {
+      await store.sub<unknown>('folder_intents').put('e-9', { op: 'copy', place: { kind: 'connection', id: 'loc' }, parent: 'docs', temp: '.hostd-copy-9' });
+    });
+    let mounted = false;
+    const resolveConnection = async (id: string) => {
+      if (!mounted) throw conflict(`location '${id}' is not mounted`);
+      return share;
+    };
+    await withStore(async (store) => {
+      const svc = new FoldersService(store, [{ id: 'p', path: pool }], { resolveConnection });
+      await svc.init();
+      // Still there, and still journaled (under a new key), for after the mount.
+      expect(fs.existsSync(path.join(share, 'docs', '.hostd-copy-9'))).to.equal(true);
+      const kept = await store.sub<unknown>('folder_intents').iterator().all();
+      expect(kept.map(([, v]) => v)).to.deep.equal([{ op: 'copy', place: { kind: 'connection', id: 'loc' }, parent: 'docs', temp: '.hostd-copy-9' }]);
+      mounted = true;
+      const listed = await svc.contentsList({ folder_id: 'unused', target: { kind: 'connection', id: 'loc', path: 'docs' } });
+      expect(listed.entries).to.deep.equal([]);
+      expect(await store.sub('folder_intents').keys().all()).to.deep.equal([]);
     });
   });
 });

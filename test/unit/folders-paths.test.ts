@@ -8,7 +8,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { ApiError } from '../../daemon/lib/errors.js';
-import { confine, confinePath, isInsideOrEqual, isStrictlyInside, splitSubPath, validateName } from '../../daemon/folders/paths.js';
+import { confine, confinePath, isInsideOrEqual, isStrictlyInside } from '../../daemon/folders/fs/paths.js';
+import { splitSubPath, validateName } from '../../daemon/folders/names.js';
 
 function throwsApi(fn: () => unknown, status: number, message: string): void {
   let caught: unknown;

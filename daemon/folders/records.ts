@@ -1,0 +1,145 @@
+/**
+ * The folders domain's store: folder records in the `folders` sublevel, kept
+ * in memory (GET /folders answers from memory: it is a hot path), and the
+ * intent journal (`folder_intents`) of every change that touches the disk in
+ * more than one step.
+ */
+import crypto from 'node:crypto';
+import { IntentJournal, type JournalOp } from '../lib/journal.js';
+import { allValues, type Store, type Sub } from '../store/store.js';
+
+/** A folder record as stored and as returned. */
+export interface Folder {
+  folder_id: string;
+  name: string;
+  storage_id: string;
+  /** Absolute directory on the host. */
+  path: string;
+  /** ISO 8601. */
+  created_at: string;
+}
+
+/** The folder or location an entry change happens in. */
+export interface PlaceRef {
+  kind: 'folder' | 'connection';
+  id: string;
+}
+
+/**
+ * A multi-step change of entries inside a folder or location. Paths are real
+ * paths relative to the place's root (links on the way already followed), so
+ * that recovery finds the same entries.
+ * - copy: the copy is made under the temporary name `temp` in `parent`, then
+ *   renamed into place; recovery removes the temporary entry if it is there.
+ * - remove: a folder tree is renamed to `trash` in `parent`, then removed;
+ *   recovery removes what is left of it.
+ * - moves: renames in order; recovery keeps them when all were done and
+ *   otherwise renames the done ones back, last first.
+ * - mkdirs: folders made in `parent` in order; recovery removes those that
+ *   are still empty folders.
+ */
+export type EntryIntent =
+  | { op: 'copy'; place: PlaceRef; parent: string; temp: string }
+  | { op: 'remove'; place: PlaceRef; parent: string; trash: string }
+  | { op: 'moves'; place: PlaceRef; pairs: Array<{ from: string; to: string }> }
+  | { op: 'mkdirs'; place: PlaceRef; parent: string; names: string[] };
+
+/**
+ * A change in flight. It is stored before the filesystem is touched and
+ * dropped (with the outcome's record writes) in one batch after, so that a
+ * crash at any moment leaves something recovery can finish or undo.
+ *
+ * Folder changes are keyed by folder id. `trash` is the name, in the folder's
+ * pool directory, its tree is renamed to before removal (older intents held
+ * the absolute path; only its last segment is used). Entry changes are keyed
+ * `e-<random>`.
+ */
+export type FolderIntent =
+  | { op: 'create'; rec: Folder }
+  | { op: 'rename'; from: Folder; to: Folder }
+  | { op: 'delete'; rec: Folder; trash: string }
+  | EntryIntent;
+
+export function isEntryIntent(i: FolderIntent): i is EntryIntent {
+  return i.op === 'copy' || i.op === 'remove' || i.op === 'moves' || i.op === 'mkdirs';
+}
+
+export class FolderRecords {
+  readonly journal: IntentJournal<FolderIntent>;
+  private readonly table: Sub<Folder>;
+  private readonly intents: Sub<FolderIntent>;
+  private readonly cache = new Map<string, Folder>();
+  /** The answer of folders_list, rebuilt on every change. */
+  private listing: Folder[] = [];
+
+  constructor(store: Store) {
+    this.table = store.sub<Folder>('folders');
+    this.intents = store.sub<FolderIntent>('folder_intents');
+    this.journal = new IntentJournal<FolderIntent>(store, this.intents);
+  }
+
+  /** Loads every record into memory (after recovery). */
+  async load(): Promise<void> {
+    this.cache.clear();
+    for (const rec of await allValues(this.table)) this.cache.set(rec.folder_id, rec);
+    this.rebuild();
+  }
+
+  get(id: string): Folder | undefined {
+    return typeof id === 'string' ? this.cache.get(id) : undefined;
+  }
+
+  findByName(storageId: string, name: string): Folder | undefined {
+    for (const r of this.cache.values()) if (r.storage_id === storageId && r.name === name) return r;
+    return undefined;
+  }
+
+  /** Every record, sorted by name then pool; frozen, shared between calls. */
+  all(): Folder[] {
+    return this.listing;
+  }
+
+  newId(): string {
+    for (;;) {
+      const id = 'f_' + crypto.randomBytes(8).toString('base64url').slice(0, 10);
+      if (!this.cache.has(id)) return id;
+    }
+  }
+
+  /** A fresh key for an entry intent. */
+  entryKey(): string {
+    return `e-${crypto.randomBytes(9).toString('base64url')}`;
+  }
+
+  /**
+   * Keeps an intent that cannot be settled now (its location is not mounted)
+   * under a fresh key, written in the same batch that drops the old one.
+   */
+  deferOp(key: string, intent: FolderIntent): JournalOp {
+    return { type: 'put', sub: this.intents, key, value: intent };
+  }
+
+  /** The store write that makes `rec` the record (for a journal commit). */
+  putOp(rec: Folder): JournalOp {
+    return { type: 'put', sub: this.table, key: rec.folder_id, value: rec };
+  }
+
+  delOp(id: string): JournalOp {
+    return { type: 'del', sub: this.table, key: id };
+  }
+
+  /** Mirrors a committed change in memory. */
+  applied(id: string, rec: Folder | null): void {
+    if (rec) this.cache.set(id, rec);
+    else this.cache.delete(id);
+    this.rebuild();
+  }
+
+  private rebuild(): void {
+    const listing = [...this.cache.values()]
+      .map((r) => Object.freeze({ ...r }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.storage_id < b.storage_id ? -1 : 1));
+    Object.freeze(listing);
+    this.listing = listing;
+  }
+}

@@ -134,6 +134,8 @@ export class TestDaemon {
         }
         resolve({ status, headers: {}, body: parsed, text });
       });
+      // curl may exit before reading its input (connection refused): that is its answer, not an error here.
+      c.stdin!.on('error', () => undefined);
       c.stdin!.end(body ?? '');
     });
   }

@@ -207,17 +207,9 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
     expect([r.status, r.body]).to.deep.equal([404, { error: "location 'l_nosuchthing' not found" }]);
   });
 
-  it('copies from a managed folder onto a location', async function () {
+  it('copies from a managed folder onto a location', async () => {
     fs.writeFileSync(path.join(folderDir, 'upload.txt'), 'uploaded');
     const r = await api('POST', `/folders/${folderId}/entries/upload.txt/copy`, { dst_target: conn(privId, 'upload.txt') });
-    if (r.status === 500 && /EIO: i\/o error, copyfile/.test(r.body.error) && (await expectedRoute()) === 'fuse') {
-      // smbnetfs answers EIO to ftruncate() on a file it has just created, and fs.cp's copyFile (without
-      // COPYFILE_EXCL) truncates the new file. The fix is in the folders domain (fs.cp with
-      // mode: COPYFILE_EXCL, which errorOnExist already implies); reported to its owner.
-      console.log(`    skipped until the folders domain copies with COPYFILE_EXCL: ${r.body.error}`);
-      expect(fs.existsSync(path.join(lab.privateDir, 'upload.txt'))).to.equal(false); // the partial copy was undone
-      this.skip();
-    }
     expect(r.status, r.text).to.equal(200);
     expect(fs.readFileSync(path.join(lab.privateDir, 'upload.txt'), 'utf8')).to.equal('uploaded');
   });

@@ -18,6 +18,7 @@ import { tasksDomain } from './tasks/index.js';
 import { activityDomain } from './activity/index.js';
 import { peersDomain } from './peers/index.js';
 import { proxyDomain } from './proxy/index.js';
+import { lxcDomain } from './lxc/index.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -35,7 +36,7 @@ export function domainList(spine: Spine) {
     proxyDomain,
     notBuiltDomain('vms', opsOf('vms', 'templates')),
     notBuiltDomain('sandboxes', opsOf('sandboxes')),
-    notBuiltDomain('lxc', opsOf('lxc')),
+    lxcDomain,
     notBuiltDomain('apps', opsOf('apps')),
     notBuiltDomain('locations', opsOf('locations')),
   ] as const;

@@ -151,4 +151,6 @@ export interface LxcDriver {
   images: ImageFiles;
   zfs: ZfsOps;
   probe(): Promise<HostProbe>;
+  /** The cgroup paths (relative to each hierarchy's root) the container's config names. */
+  cgroupDirs(lxcid: number): { container: string; monitor: string };
 }

@@ -279,6 +279,7 @@ export class LxcService {
       rootfs: this.rootfsSpec(rec),
       bridge: this.effectiveBridge(rec.network),
       logFile: this.d.driver.tools.logFile(lxcNameOf(rec.lxcid)),
+      cgroupDirs: this.d.driver.cgroupDirs(rec.lxcid),
       host: { cgroupKeys: probe.cgroups.version === 'v2' ? 'v2' : 'v1', apparmor: probe.apparmor },
       mountIsDir: (m) => {
         try {

@@ -1,8 +1,10 @@
 /**
- * Cgroup facts and figures. LXC (as root, `lxc.cgroup.relative` unset) puts a
- * container's processes in `lxc.payload.<name>` at the root of each hierarchy,
- * so reading the container's state and usage is a few small file reads, with
- * no program to run: that keeps `exec` and `list` cheap.
+ * Cgroup facts and figures. Each container's config names its cgroup
+ * (`lxc.cgroup.dir.container = hostd-<hash of the lxcpath>/ct-<lxcid>`), so two
+ * hostd instances (or another LXC user with a container of the same name)
+ * never share one, and LXC (as root) makes it at the root of each hierarchy.
+ * Reading the container's state and usage is then a few small file reads,
+ * with no program to run: that keeps `exec` and `list` cheap.
  *
  * Hierarchies: v1 (controllers each mounted under /sys/fs/cgroup/<c>), hybrid
  * (v1 controllers plus an empty cgroup2 at /sys/fs/cgroup/unified: LXC applies
@@ -68,7 +70,6 @@ export function missingControllers(l: CgroupLayout): string[] {
   return need.filter((c) => !l.controllers.includes(c));
 }
 
-export const payloadName = (lxcName: string): string => `lxc.payload.${lxcName}`;
 
 function readText(p: string): string | null {
   try {
@@ -97,12 +98,13 @@ export function parseKeyValues(text: string): Record<string, number> {
 }
 
 export class CgroupReader {
-  constructor(readonly layout: CgroupLayout) {}
+  /** `payload(lxcName)`: the container's cgroup path relative to each hierarchy's root. */
+  constructor(readonly layout: CgroupLayout, private readonly payload: (lxcName: string) => string) {}
 
   private dir(ctrl: string, lxcName: string): string | null {
-    if (this.layout.version === 'v2') return this.layout.unified ? path.join(this.layout.unified, payloadName(lxcName)) : null;
+    if (this.layout.version === 'v2') return this.layout.unified ? path.join(this.layout.unified, this.payload(lxcName)) : null;
     const mp = this.layout.v1[ctrl];
-    return mp ? path.join(mp, payloadName(lxcName)) : null;
+    return mp ? path.join(mp, this.payload(lxcName)) : null;
   }
 
   private file(ctrl: string, lxcName: string, v1file: string, v2file: string): string | null {

@@ -29,6 +29,8 @@ export interface RenderInput {
   /** The bridge a bridged container attaches to (already resolved against the default). */
   bridge: string | null;
   logFile: string;
+  /** lxc.cgroup.dir.container / .monitor: a cgroup of this hostd's own. */
+  cgroupDirs: { container: string; monitor: string };
   host: HostFacts;
   /** Whether each mount point's host path is a directory (else a file). */
   mountIsDir: (m: MountPoint) => boolean;
@@ -71,6 +73,8 @@ export function renderConfig(input: RenderInput): string {
   set('lxc.rootfs.path', input.rootfs);
   set('lxc.log.file', input.logFile);
   set('lxc.log.level', 'WARN');
+  set('lxc.cgroup.dir.container', input.cgroupDirs.container);
+  set('lxc.cgroup.dir.monitor', input.cgroupDirs.monitor);
   if (host.apparmor) {
     set('lxc.apparmor.profile', 'generated');
     set('lxc.apparmor.allow_nesting', rec.nesting ? 1 : 0);

@@ -68,6 +68,8 @@ export interface RootfsStorage {
   pack(rootfs: string, out: string, idmap: IdRange | null, comp: Compression, signal?: AbortSignal): Promise<void>;
   makeDiskImage(img: string, bytes: number, idmap: IdRange | null): Promise<void>;
   growDiskImage(img: string, bytes: number): Promise<void>;
+  loopUsers(img: string): string[];
+  waitImageFree(img: string, timeoutMs?: number): Promise<void>;
   withMounted<T>(img: string, tmpBase: string, readOnly: boolean, fn: (root: string) => Promise<T>): Promise<T>;
   imageUsage(img: string): Promise<{ total_bytes: number; used_bytes: number } | null>;
   treeUsage(dir: string, signal?: AbortSignal): Promise<number | null>;

@@ -14,6 +14,7 @@ import type { NoteSink } from '../lib/caller.js';
 import { ApiError, badRequest, conflict, errnoCode, notFound, unavailable } from '../lib/errors.js';
 import type { JournalOp } from '../lib/journal.js';
 import { KeyedLock } from '../lib/lock.js';
+import { run } from '../lib/run.js';
 import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import type { ArgsOf, OperationName } from '../../api/registry/index.js';
 import type { Compression, HostProbe, ImageMeta, ImageRef, LxcDriver, LxcState } from './driver.js';
@@ -173,7 +174,7 @@ export class LxcService {
     for (const c of p.cgroupMissing) missing.push(`cgroup controller ${c} is not mounted`);
     if (!p.idmap.ready) missing.push(`idmap: ${p.idmap.reason}`);
     const bridge = this.d.settings.defaultBridge;
-    if (bridge && !bridgeExists(bridge)) missing.push(`default bridge ${bridge} does not exist (lxc.default_bridge)`);
+    if (bridge && !(await bridgeExists(bridge))) missing.push(`default bridge ${bridge} does not exist (lxc.default_bridge)`);
     const zfsPools: string[] = [];
     for (const pool of this.d.pools) if ((await this.d.driver.storage.fsType(pool.path)) === ZFS_MAGIC) zfsPools.push(pool.id);
     return {
@@ -187,7 +188,7 @@ export class LxcService {
       idmap: { ...p.idmap, range: p.idrange },
       apparmor: p.apparmor,
       lxc_path: this.d.settings.lxcPath,
-      default_bridge: bridge ? { name: bridge, exists: bridgeExists(bridge) } : null,
+      default_bridge: bridge ? { name: bridge, exists: await bridgeExists(bridge) } : null,
       image_server: this.d.settings.imageServer,
       zfs_pools: zfsPools,
       disk_limits: 'ext4 image per container, loop-mounted by LXC (lxc.rootfs.path = loop:...); ZFS refquota on linked clones',
@@ -381,11 +382,11 @@ export class LxcService {
     return out;
   }
 
-  private checkNetwork(net: NetworkSettings, args: { typeArg: string }): void {
+  private async checkNetwork(net: NetworkSettings, args: { typeArg: string }): Promise<void> {
     if (net.type === 'bridged') {
       const br = this.effectiveBridge(net);
       if (!br) throw badRequest(`argument '${args.typeArg}' bridged needs network_bridge (no default bridge is configured: set lxc.default_bridge)`);
-      if (!bridgeExists(br)) throw badRequest(`argument 'network_bridge': bridge '${br}' does not exist on this host`);
+      if (!(await bridgeExists(br))) throw badRequest(`argument 'network_bridge': bridge '${br}' does not exist on this host`);
     } else {
       if (net.ip_address) throw badRequest("argument 'ip_address' needs network_type bridged");
     }
@@ -461,7 +462,7 @@ export class LxcService {
       await this.require(LxcService.DISK);
     }
     const net = this.networkFromCreate(a);
-    this.checkNetwork(net, { typeArg: 'network_type' });
+    await this.checkNetwork(net, { typeArg: 'network_type' });
     const environment = checkEnvironment(a.environment ?? {});
     const mounts = await this.checkMounts(a.mount_points ?? []);
     if (a.seed_data !== undefined && Buffer.byteLength(a.seed_data) > 1024 * 1024) throw badRequest("argument 'seed_data' must be at most 1 MiB");
@@ -622,7 +623,7 @@ export class LxcService {
     const br = this.effectiveBridge(rec.network);
     if (rec.network.type === 'bridged') {
       if (!br) throw conflict(`container ${rec.lxcid} is bridged to the default bridge, and lxc.default_bridge is not set`);
-      if (!bridgeExists(br)) throw conflict(`bridge '${br}' of container ${rec.lxcid} does not exist on this host`);
+      if (!(await bridgeExists(br))) throw conflict(`bridge '${br}' of container ${rec.lxcid} does not exist on this host`);
     }
     if (rec.idmap) {
       await this.d.driver.storage.ensureTraversable(this.paths(rec).dir, rec.idmap.uid);
@@ -654,6 +655,8 @@ export class LxcService {
     // Frozen tasks cannot act on the halt signal (or even die): thaw first.
     if (st === 'FROZEN' || st === 'FREEZING') await this.d.driver.tools.unfreeze(name);
     await this.d.driver.tools.stop(name, this.d.settings.stopTimeoutSeconds);
+    // 'stopped' means its disk image is released too (the kernel detaches it a moment later).
+    if (rec.rootfs_kind === 'loop') await this.d.driver.storage.waitImageFree(this.paths(rec).img);
   }
 
   async restart(lxcid: number, ctx: NoteSink): Promise<{ container: ContainerView }> {
@@ -789,7 +792,7 @@ export class LxcService {
       if (a.dns_servers !== undefined && a.dns_servers !== null) net.dns_servers = checkDns(a.dns_servers);
       if (JSON.stringify(net) !== JSON.stringify(cur.network)) {
         if (net.gateway) checkGateway(net.gateway, net.ip_address);
-        this.checkNetwork(net, { typeArg: 'network_type' });
+        await this.checkNetwork(net, { typeArg: 'network_type' });
         changed.push('network');
         needsSync = true;
       }
@@ -1155,7 +1158,12 @@ export class LxcService {
     const entry = entries.find((e) => e.image_id === id);
     if (!entry) throw notFound(`image '${id}' is not in the catalog of ${server}`);
     if (await this.d.driver.images.get(pool, id)) throw conflict(`image '${id}' is on storage '${pool.id}' already`);
-    const url = fileUrl(server, entry.file.path);
+    let url: string;
+    try {
+      url = fileUrl(server, entry.file.path);
+    } catch (err) {
+      throw unavailable(`the image server's index is not usable: ${(err as Error).message}`);
+    }
     const task = this.lockedTask([`img:${pool.id}:${id}`], 'download', this.label, { kind: 'lxc.image.download', title: `Download LXC image ${id} to ${pool.id}`, owner: ctx.owner, resource: `lxc/images/${id}` }, async (t) => {
       return this.stageImage(pool, id, t, async (work) => {
         const file = path.join(work, 'rootfs' + (entry.file.ftype.match(/\.tar(\.\w+)?$/)?.[0] ?? '.tar.xz'));
@@ -1436,9 +1444,22 @@ export class LxcService {
   }
 }
 
-export function bridgeExists(name: string): boolean {
+/**
+ * Whether `name` is a bridge in hostd's network namespace: /sys/class/net says
+ * so at once; when it does not (sysfs mounted for another namespace, as under
+ * nsenter), `ip -d link` asks the kernel of this namespace.
+ */
+export async function bridgeExists(name: string): Promise<boolean> {
   try {
-    return fs.statSync(`/sys/class/net/${name}/bridge`).isDirectory();
+    if (fs.statSync(`/sys/class/net/${name}/bridge`).isDirectory()) return true;
+  } catch {
+    /* ask ip */
+  }
+  try {
+    const r = await run('ip', ['-d', '-j', 'link', 'show', 'dev', name], { timeoutMs: 10_000, okCodes: [0, 1, 255] });
+    if (r.code !== 0) return false;
+    const links = JSON.parse(r.stdout) as Array<{ linkinfo?: { info_kind?: string } }>;
+    return links.some((l) => l.linkinfo?.info_kind === 'bridge');
   } catch {
     return false;
   }

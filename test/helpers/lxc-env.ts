@@ -52,6 +52,8 @@ export interface EnvOptions {
   env?: Record<string, string>;
   dataDir?: string;
   netns?: string;
+  /** Command prefix that launches the daemon (e.g. nsenter into the test's netns). */
+  wrap?: string[];
   /** Import the test image as this id (default 'bb'); null: import nothing. */
   imageId?: string | null;
   /** Reuse pools made earlier (restart tests). */
@@ -70,7 +72,7 @@ export async function lxcEnv(opts: EnvOptions = {}): Promise<LxcEnv> {
   const image = busyboxImage();
   const pools: Record<string, string> = opts.poolDirs ?? {};
   if (!opts.poolDirs) for (const id of opts.pools ?? ['p1']) pools[id] = tempDir(`hostd-lxc-${id}-`);
-  const start: StartOptions = { configYaml: configYaml(pools, opts.lxcYaml), env: opts.env, dataDir: opts.dataDir, netns: opts.netns };
+  const start: StartOptions = { configYaml: configYaml(pools, opts.lxcYaml), env: opts.env, dataDir: opts.dataDir, netns: opts.netns, wrap: opts.wrap };
   const d = await startDaemon(start);
   started.push(d);
   const token = await d.token(`lxc-${Math.random().toString(36).slice(2, 8)}`, [...ALL_SCOPES]);
@@ -94,7 +96,25 @@ export async function waitTask(env: LxcEnv, taskId: string, ms = 60_000): Promis
   }, ms, `task ${taskId}`);
 }
 
-/** Containers of a daemon's lxcpath, stopped at once. */
+/** The pid of the LXC monitor of a container (its command socket lives in the monitor's network namespace). */
+function monitorPid(lxcPath: string, name: string): number | null {
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      if (cmd === `[lxc monitor] ${lxcPath} ${name}`) return Number(d);
+    } catch {
+      /* gone */
+    }
+  }
+  return null;
+}
+
+/**
+ * Containers of a daemon's lxcpath, stopped at once: lxc-stop runs in the
+ * monitor's network namespace (LXC's command socket is an abstract socket,
+ * so a container started in a test's namespace answers only there).
+ */
 export function killContainers(dataDir: string): void {
   const lxcPath = path.join(dataDir, 'lxc');
   let names: string[] = [];
@@ -103,7 +123,11 @@ export function killContainers(dataDir: string): void {
   } catch {
     return;
   }
-  for (const n of names) spawnSync('lxc-stop', ['-P', lxcPath, '-n', n, '-k'], { timeout: 30_000 });
+  for (const n of names) {
+    const pid = monitorPid(lxcPath, n);
+    if (!pid) continue;
+    spawnSync('nsenter', ['-t', String(pid), '-n', 'lxc-stop', '-P', lxcPath, '-n', n, '-k'], { timeout: 30_000 });
+  }
 }
 
 /** Stops every container of every daemon this helper started (call from an after hook). */

@@ -189,13 +189,54 @@ export class Storage implements RootfsStorage {
 
   /** Grows an ext4 image file in place (the container is stopped). */
   async growDiskImage(img: string, bytes: number): Promise<void> {
+    await this.waitImageFree(img);
     const st = await fsp.stat(img);
     if (st.size < bytes) await fsp.truncate(img, bytes);
     await run('e2fsck', ['-f', '-p', img], { timeoutMs: 600_000, okCodes: [0, 1], install: 'the e2fsprogs package' });
     await run('resize2fs', [img], { timeoutMs: 600_000, install: 'the e2fsprogs package' });
   }
 
+  /** Loop devices whose backing file is `img` (read from /sys; no program run). */
+  loopUsers(img: string): string[] {
+    let real = img;
+    try {
+      real = fs.realpathSync(img);
+    } catch {
+      /* compare the path as given */
+    }
+    const out: string[] = [];
+    let devs: string[] = [];
+    try {
+      devs = fs.readdirSync('/sys/block').filter((d) => d.startsWith('loop'));
+    } catch {
+      return out;
+    }
+    for (const d of devs) {
+      try {
+        const b = fs.readFileSync(`/sys/block/${d}/loop/backing_file`, 'utf8').trim();
+        if (b === img || b === real) out.push(`/dev/${d}`);
+      } catch {
+        /* not set up */
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Waits until no loop device is backed by `img`. After a container stops,
+   * the kernel tears its mount namespace down a moment later; mounting,
+   * copying or resizing the image before that would use a live filesystem.
+   */
+  async waitImageFree(img: string, timeoutMs = 15_000): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (this.loopUsers(img).length) {
+      if (Date.now() > end) throw conflict(`the disk image ${img} is still in use by ${this.loopUsers(img).join(', ')}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   async mountImage(img: string, mnt: string, readOnly = false): Promise<void> {
+    await this.waitImageFree(img);
     await fsp.mkdir(mnt, { recursive: true, mode: 0o711 });
     await run('mount', ['-o', readOnly ? 'loop,ro' : 'loop', img, mnt], { timeoutMs: 60_000 });
   }
@@ -219,6 +260,7 @@ export class Storage implements RootfsStorage {
   /** Used bytes of an ext4 image (from its superblock; no mount). */
   async imageUsage(img: string): Promise<{ total_bytes: number; used_bytes: number } | null> {
     try {
+      await this.waitImageFree(img);
       const r = await run('dumpe2fs', ['-h', img], { timeoutMs: 10_000 });
       const p = parseDumpe2fs(r.stdout);
       return p ? { total_bytes: p.total_bytes, used_bytes: p.total_bytes - p.free_bytes } : null;
@@ -241,6 +283,7 @@ export class Storage implements RootfsStorage {
   /** Copies a directory tree or file, keeping owners, modes, links, xattrs and sparseness. */
   async copy(src: string, dst: string, signal?: AbortSignal, onProgress?: (bytes: number) => void): Promise<void> {
     const st = await fsp.lstat(src);
+    if (st.isFile()) await this.waitImageFree(src);
     const args = st.isDirectory() ? ['-a', '--reflink=auto', src, dst] : ['-a', '--reflink=auto', '--sparse=always', src, dst];
     let timer: NodeJS.Timeout | null = null;
     if (onProgress) {

@@ -92,6 +92,12 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(list.body.containers).to.deep.equal([]);
   });
 
+  it('the catalog is 503 while no image server is configured', async () => {
+    const r = await env.req('GET', '/lxc/images/catalog');
+    expect(r.status).to.equal(503);
+    expect(r.body).to.deep.equal({ error: 'no image server is configured (set lxc.image_server to a simplestreams URL)' });
+  });
+
   it('404 for an unknown image, an unknown pool and an unknown container', async () => {
     expect((await env.req('POST', '/lxc', { name: 'x', template: 'nope' })).body).to.deep.equal({ error: "image 'nope' not found (see GET /lxc/images)" });
     const pool = await env.req('POST', '/lxc', { name: 'x', template: 'bb', storage_id: 'nope' });

@@ -135,8 +135,13 @@ export class LxcService {
 
   // ------------------------------------------------------------ host facts
 
+  /**
+   * What the host has. Probed at open and by host-status; a call that finds a
+   * program missing probes again before refusing (so installing it needs no
+   * restart), and nothing on a hot path pays for a probe.
+   */
   async probe(fresh = false): Promise<HostProbe> {
-    if (!fresh && this.probeCache && Date.now() - this.probeCache.at < 10_000) return this.probeCache.value;
+    if (!fresh && this.probeCache) return this.probeCache.value;
     const value = await this.d.driver.probe();
     this.probeCache = { at: Date.now(), value };
     return value;

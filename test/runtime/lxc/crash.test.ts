@@ -79,6 +79,16 @@ describe('lxc runtime: crash safety and restarts', function () {
     void env.req('POST', '/lxc', { name: 'doomed', template: 'bb', lxcid: 500 }).catch(() => undefined);
     await pausedAt('create.before_commit');
     expect(fs.existsSync(path.join(pools.p1, '.hostd-lxc/containers/500/rootfs/bin/busybox'))).to.equal(true);
+    // While a create reads the image, it cannot be deleted or moved.
+    const del = await env.req('DELETE', '/lxc/images/bb?storage_id=p1');
+    expect(del.status).to.equal(409);
+    expect(del.body).to.deep.equal({ error: "image 'bb' on storage 'p1' is in use by a container create in progress" });
+    const mv = await env.req('POST', '/lxc/images/bb/move', { source_storage_id: 'p1', target_storage_id: 'p2' });
+    expect(mv.status).to.equal(409);
+    // The id is taken while its create runs.
+    const dup = await env.req('POST', '/lxc', { name: 'other', template: 'bb', lxcid: 500 });
+    expect(dup.status).to.equal(409);
+    expect(dup.body).to.deep.equal({ error: 'lxcid 500 is taken' });
     await env.d.kill();
     await boot();
     const list = await consistent();
@@ -150,6 +160,10 @@ describe('lxc runtime: crash safety and restarts', function () {
     const r = await env.req('POST', `/lxc/${base}/template`, { image_id: 'half' });
     expect(r.status).to.equal(201);
     await pausedAt('template.packed');
+    // One change at a time per container: a start during the capture is refused, naming it.
+    const busy = await env.req('POST', `/lxc/${base}/start`);
+    expect(busy.status).to.equal(409);
+    expect(busy.body).to.deep.equal({ error: `container ${base} is busy: template capture in progress` });
     await env.d.kill();
     await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'import.copied' });
     void hostctl(dataDir, ['lxc', 'image', 'import', env.image.rootfs, '--id', 'half2', '--no-wait']);

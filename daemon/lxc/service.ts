@@ -33,6 +33,7 @@ export const lxcNameOf = (lxcid: number): string => `${LXC_NAME_PREFIX}${lxcid}`
 /** Smallest disk limit: ext4's own metadata needs a few MiB, and a rootfs more. */
 export const MIN_DISK_BYTES = 32 * 1024 * 1024;
 const SEED_PATH = 'etc/svc/seed';
+const NO_SERVER = 'no image server is configured (set lxc.image_server to a simplestreams URL)';
 
 export type StateName = 'running' | 'stopped' | 'frozen' | 'starting' | 'stopping' | 'aborting';
 
@@ -579,7 +580,9 @@ export class LxcService {
 
   // ------------------------------------------------------------ lifecycle
 
-  private ctLock<T>(lxcid: number, what: string, fn: () => Promise<T>): Promise<T> {
+  /** One change at a time per container; an unknown id is 404 before any lock (never a 409 about nothing). */
+  private async ctLock<T>(lxcid: number, what: string, fn: () => Promise<T>): Promise<T> {
+    await this.record(lxcid);
     return this.locks.exclusive([`ct:${lxcid}`], what, fn, () => `container ${lxcid}`);
   }
 
@@ -1129,7 +1132,7 @@ export class LxcService {
 
   private async catalog(): Promise<{ server: string; entries: CatalogEntry[] }> {
     const server = this.d.settings.imageServer;
-    if (!server) throw unavailable('no image server is configured (set lxc.image_server to a simplestreams URL)');
+    if (!server) throw unavailable(NO_SERVER);
     if (this.catalogCache && this.catalogCache.server === server && Date.now() - this.catalogCache.at < 30_000) return this.catalogCache;
     try {
       const index = await this.fetchJson(fileUrl(server, 'streams/v1/index.json'));
@@ -1144,6 +1147,7 @@ export class LxcService {
   }
 
   async imagesCatalog() {
+    if (!this.d.settings.imageServer) return { server: null, images: [], reason: NO_SERVER };
     const { server, entries } = await this.catalog();
     const cached = await this.d.driver.images.list();
     return {
@@ -1159,6 +1163,7 @@ export class LxcService {
   async imagesDownload(a: Req<'lxc_images_download'>, ctx: NoteSink & { owner: string }): Promise<{ task: TaskRecord }> {
     const id = checkImageId(a.image_id);
     const pool = this.pool(a.storage_id ?? this.d.settings.imageStorage);
+    if (!this.d.settings.imageServer) throw notFound(`image '${id}' is not in the catalog: ${NO_SERVER}`);
     const { server, entries } = await this.catalog();
     const entry = entries.find((e) => e.image_id === id);
     if (!entry) throw notFound(`image '${id}' is not in the catalog of ${server}`);

@@ -92,10 +92,13 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(list.body.containers).to.deep.equal([]);
   });
 
-  it('the catalog is 503 while no image server is configured', async () => {
+  it('the catalog is empty, saying why, while no image server is configured; a download is 404', async () => {
     const r = await env.req('GET', '/lxc/images/catalog');
-    expect(r.status).to.equal(503);
-    expect(r.body).to.deep.equal({ error: 'no image server is configured (set lxc.image_server to a simplestreams URL)' });
+    expect(r.status).to.equal(200);
+    expect(r.body).to.deep.equal({ server: null, images: [], reason: 'no image server is configured (set lxc.image_server to a simplestreams URL)' });
+    const d = await env.req('POST', '/lxc/images/debian-12', {});
+    expect(d.status).to.equal(404);
+    expect(d.body).to.deep.equal({ error: "image 'debian-12' is not in the catalog: no image server is configured (set lxc.image_server to a simplestreams URL)" });
   });
 
   it('404 for an unknown image, an unknown pool and an unknown container', async () => {
@@ -309,6 +312,23 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(m.body.stdout).to.match(/^\s*0\s+0\s+4294967295\s*$/m);
     expect((await env.req('POST', `/lxc/${pid}/stop`)).status).to.equal(200);
     expect((await env.req('DELETE', `/lxc/${pid}`)).status).to.equal(200);
+  });
+
+  it('nesting: the container gets writable proc and sys and uncovered copies for nested containers; PATCH turns it off', async () => {
+    const r = await env.req('POST', '/lxc', { name: 'nest', template: 'bb', nesting: true });
+    expect(r.status).to.equal(201);
+    const nid = r.body.container.lxcid;
+    expect(r.body.container.nesting).to.equal(true);
+    expect((await env.req('POST', `/lxc/${nid}/start`)).status).to.equal(200);
+    const m = await env.req('POST', `/lxc/${nid}/exec`, { command: 'grep -E " /dev/.lxc/(proc|sys) " /proc/mounts | cut -d" " -f2 | sort | tr "\\n" " "' });
+    expect(m.body.stdout).to.equal('/dev/.lxc/proc /dev/.lxc/sys ');
+    const off = await env.req('PATCH', `/lxc/${nid}`, { nesting: false });
+    expect(off.body).to.deep.include({ restart_required: true });
+    expect((await env.req('POST', `/lxc/${nid}/restart`)).status).to.equal(200);
+    const m2 = await env.req('POST', `/lxc/${nid}/exec`, { command: 'grep -c " /dev/.lxc/proc " /proc/mounts; true' });
+    expect(m2.body.stdout).to.equal('0\n');
+    expect((await env.req('POST', `/lxc/${nid}/stop`)).status).to.equal(200);
+    expect((await env.req('DELETE', `/lxc/${nid}`)).status).to.equal(200);
   });
 
   it('delete removes the record, the rootfs and the LXC config', async () => {

@@ -518,7 +518,7 @@ export class LxcService {
         if (n <= 0) this.imageReaders.delete(imgKey);
         else this.imageReaders.set(imgKey, n);
       }
-    });
+    }, this.label);
   }
 
   private networkFromCreate(a: Req<'lxc_create'>): NetworkSettings {
@@ -762,7 +762,7 @@ export class LxcService {
         } finally {
           this.reserved.delete(lxcid);
         }
-      });
+      }, this.label);
     });
   }
 
@@ -824,7 +824,7 @@ export class LxcService {
         await this.locks.exclusive([`name:${rec.name.toLowerCase()}`], 'rename', async () => {
           await this.ensureNameFree(rec.name, rec.lxcid);
           await apply();
-        });
+        }, this.label);
       } else {
         await apply();
       }
@@ -948,6 +948,7 @@ export class LxcService {
     const [kind, a, b] = k.split(':');
     if (kind === 'ct') return `container ${a}`;
     if (kind === 'img') return `image '${b}' on storage '${a}'`;
+    if (kind === 'name') return `the name '${k.slice(5)}'`;
     return k;
   };
 

@@ -6,7 +6,7 @@ import {
 } from '../../daemon/lxc/validate.js';
 import { escapeMountField, hostnameOf, renderConfig } from '../../daemon/lxc/lxc/config.js';
 import { catalogEntries, fileUrl, imageIdOf, productPaths, streamArch } from '../../daemon/lxc/lxc/simplestreams.js';
-import { parseCgroupMounts, parseFibTrieLocal, parseIfInet6, parseKeyValues, parseNetDev, missingControllers } from '../../daemon/lxc/lxc/cgroups.js';
+import { parseCgroupMounts, parseProcCgroup, parseFibTrieLocal, parseIfInet6, parseKeyValues, parseNetDev, missingControllers } from '../../daemon/lxc/lxc/cgroups.js';
 import { compressionOf, mountsBelow, parseDumpe2fs } from '../../daemon/lxc/lxc/storage.js';
 import { idmapStatus, parseSubIds } from '../../daemon/lxc/lxc/host.js';
 import { parseLxcInfo } from '../../daemon/lxc/lxc/tools.js';
@@ -189,7 +189,12 @@ describe('lxc cgroup and proc parsers', () => {
     expect(missingControllers(v2)).to.deep.equal([]);
     expect(parseCgroupMounts('cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n').v1).to.deep.equal({ cpu: '/sys/fs/cgroup/cpu,cpuacct', cpuacct: '/sys/fs/cgroup/cpu,cpuacct' });
   });
-  it('net/dev, fib_trie, if_inet6, key-value files, lxc-info', () => {
+  it("hostd's own cgroups from /proc/self/cgroup", () => {
+    expect(parseProcCgroup('12:cpu,cpuacct:/system.slice/hostd.service\n4:memory:/\n0::/system.slice/hostd.service\n')).to.deep.equal({
+      cpu: '/system.slice/hostd.service', cpuacct: '/system.slice/hostd.service', memory: '/', '': '/system.slice/hostd.service',
+    });
+  });
+    it('net/dev, fib_trie, if_inet6, key-value files, lxc-info', () => {
     const dev = 'Inter-|   Receive |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0\n  eth0:    2000      20    0    0    0     0          0         0     3000      30    0    0    0     0       0          0\n';
     expect(parseNetDev(dev)).to.deep.equal([{ name: 'eth0', rx_bytes: 2000, rx_packets: 20, tx_bytes: 3000, tx_packets: 30 }]);
     const fib = 'Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     +-- 10.77.0.0/24 2 0 2\n        |-- 10.77.0.2\n           /32 host LOCAL\n        |-- 10.77.0.255\n           /32 link BROADCAST\n     |-- 127.0.0.1\n        /32 host LOCAL\n';

@@ -97,14 +97,47 @@ export function parseKeyValues(text: string): Record<string, number> {
   return out;
 }
 
+/** hostd's own cgroup per v1 controller ('' for the unified hierarchy), from /proc/self/cgroup text. */
+export function parseProcCgroup(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const m = /^\d+:([^:]*):(.*)$/.exec(line.trim());
+    if (!m) continue;
+    for (const c of m[1].split(',')) out[c] = m[2];
+  }
+  return out;
+}
+
 export class CgroupReader {
-  /** `payload(lxcName)`: the container's cgroup path relative to each hierarchy's root. */
-  constructor(readonly layout: CgroupLayout, private readonly payload: (lxcName: string) => string) {}
+  private readonly own: Record<string, string>;
+
+  /**
+   * `payload(lxcName)`: the container's cgroup path as its config names it.
+   * LXC (as root) makes it at the root of each hierarchy; where it stays below
+   * hostd's own cgroup instead (lxc.cgroup.relative, some systemd setups), the
+   * reader finds it there.
+   */
+  constructor(readonly layout: CgroupLayout, private readonly payload: (lxcName: string) => string) {
+    let text = '';
+    try {
+      text = fs.readFileSync('/proc/self/cgroup', 'utf8');
+    } catch {
+      /* no /proc */
+    }
+    this.own = parseProcCgroup(text);
+  }
+
+  private pick(mount: string, own: string | undefined, lxcName: string): string {
+    const atRoot = path.join(mount, this.payload(lxcName));
+    if (!own || own === '/' || fs.existsSync(atRoot)) return atRoot;
+    const below = path.join(mount, own, this.payload(lxcName));
+    return fs.existsSync(below) ? below : atRoot;
+  }
 
   private dir(ctrl: string, lxcName: string): string | null {
-    if (this.layout.version === 'v2') return this.layout.unified ? path.join(this.layout.unified, this.payload(lxcName)) : null;
+    if (this.layout.version === 'v2') return this.layout.unified ? this.pick(this.layout.unified, this.own[''], lxcName) : null;
     const mp = this.layout.v1[ctrl];
-    return mp ? path.join(mp, this.payload(lxcName)) : null;
+    return mp ? this.pick(mp, this.own[ctrl], lxcName) : null;
   }
 
   private file(ctrl: string, lxcName: string, v1file: string, v2file: string): string | null {

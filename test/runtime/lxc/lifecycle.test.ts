@@ -180,6 +180,15 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(rd.stderr).to.match(/Permission denied/);
   });
 
+  it('drops capabilities and confines system calls with seccomp', async () => {
+    const st = (await exec('grep -E "^(CapBnd|Seccomp):" /proc/self/status')).stdout;
+    const bnd = BigInt('0x' + /CapBnd:\s+([0-9a-f]+)/.exec(st)![1]);
+    for (const [cap, bit] of [['sys_module', 16n], ['sys_rawio', 17n], ['sys_time', 25n], ['mac_override', 32n], ['mac_admin', 33n]] as const) {
+      expect((bnd >> bit) & 1n, cap).to.equal(0n);
+    }
+    expect(/Seccomp:\s+(\d)/.exec(st)![1]).to.equal('2');
+  });
+
   it('applies CPU and memory limits through cgroups', async () => {
     const mem = fs.readFileSync(path.join(cgroupDir(env.d.dataDir, id, 'memory'), 'memory.limit_in_bytes'), 'utf8').trim();
     expect(Number(mem)).to.equal(96 * 1024 * 1024);

@@ -45,10 +45,10 @@ export const lxcDomain = defineDomain({
       folders: () => deps.ports.all('folders')[0]?.list() ?? [],
       env: deps.env,
     });
+    const probe = await svc.probe(true);
     const settled = await svc.recover();
     if (settled) log.warn({ settled }, 'lxc: settled intents left open by the last run');
     await svc.syncConfigs();
-    const probe = await svc.probe(true);
     const lxc = probe.programs.find((p) => p.name === 'lxc-start');
     if (!lxc?.available) log.warn({ reason: lxc?.reason }, 'lxc: LXC is not available; container operations answer 503');
     else svc.startAutostart(bootId(deps.env));

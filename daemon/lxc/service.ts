@@ -1011,10 +1011,11 @@ export class LxcService {
     }
     if (st === 'frozen') throw conflict(`container ${a.id} is frozen; unfreeze it first`);
     if (st !== 'running') throw conflict(`container ${a.id} is not running (it is ${st})`);
-    const timeout = (a.timeout_seconds || 60) * 1000;
+    // A timer cannot wait longer than 2^31-1 ms (about 24.8 days): longer deadlines are that.
+    const timeout = Math.min((a.timeout_seconds || 60) * 1000, 2 ** 31 - 1);
     const r = await this.d.driver.tools.exec(name, a.command, timeout);
     ctx.note({
-      summary: r.timed_out ? `Command in container ${a.id} '${rec.name}' killed at its ${timeout / 1000} s deadline` : `Ran a command in container ${a.id} '${rec.name}' (exit ${r.exit_code})`,
+      summary: r.timed_out ? `Command in container ${a.id} '${rec.name}' killed at its ${Math.round(timeout / 1000)} s deadline` : `Ran a command in container ${a.id} '${rec.name}' (exit ${r.exit_code})`,
       target: `lxc/${a.id}`,
       metadata: { exit_code: r.exit_code, timed_out: r.timed_out, duration_ms: r.duration_ms },
     });

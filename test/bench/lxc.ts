@@ -13,7 +13,7 @@ import path from 'node:path';
 import { ALL_SCOPES } from '../../api/registry/index.js';
 import { hostctl, startDaemon, tempDir } from '../helpers/daemon.js';
 import { busyboxImage } from '../helpers/lxc-image.js';
-import { killContainers, lxcMissing } from '../helpers/lxc-env.js';
+import { killContainers, lxcMissing, removeCgroupGroup } from '../helpers/lxc-env.js';
 import { median, print } from './lib.js';
 
 function sh(cmd: string, args: string[]): Promise<void> {
@@ -96,5 +96,6 @@ export async function lxcBench(): Promise<void> {
       if (n.startsWith('bench-')) spawn('lxc-stop', ['-P', direct, '-n', n, '-k']);
     }
     await d.stop();
+    removeCgroupGroup(d.dataDir);
   }
 }

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { ALL_SCOPES } from '../../api/registry/index.js';
 import { eventually, hostctl, startDaemon, tempDir, type StartOptions, type TestDaemon, type Reply } from './daemon.js';
 import { busyboxImage, haveBusybox, type TestImage } from './lxc-image.js';
+import { cgroupGroup } from '../../daemon/lxc/lxc/index.js';
 
 export const API = '/api/v1';
 
@@ -130,11 +131,33 @@ export function killContainers(dataDir: string): void {
   }
 }
 
+/** Removes the (empty, once its containers stopped) cgroup group of a daemon's lxcpath from every hierarchy. */
+export function removeCgroupGroup(dataDir: string): void {
+  const group = cgroupGroup(path.join(dataDir, 'lxc'));
+  let roots: string[] = [];
+  try {
+    roots = fs.readdirSync('/sys/fs/cgroup').map((c) => path.join('/sys/fs/cgroup', c));
+  } catch {
+    return;
+  }
+  for (const r of [...roots, '/sys/fs/cgroup']) {
+    const g = path.join(r, group);
+    if (!fs.existsSync(g)) continue;
+    try {
+      for (const sub of fs.readdirSync(g, { withFileTypes: true })) if (sub.isDirectory()) fs.rmdirSync(path.join(g, sub.name));
+      fs.rmdirSync(g);
+    } catch {
+      /* still in use: leave it */
+    }
+  }
+}
+
 /** Stops every container of every daemon this helper started (call from an after hook). */
 export async function cleanupLxc(): Promise<void> {
   for (const d of started.splice(0)) {
     killContainers(d.dataDir);
     await d.stop().catch(() => undefined);
+    removeCgroupGroup(d.dataDir);
   }
 }
 

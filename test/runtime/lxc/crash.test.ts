@@ -12,7 +12,7 @@ import { expect } from 'chai';
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cleanupLxc, initPid, killContainers, lxcEnv, lxcState, skipWithoutLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, initPid, killContainers, removeCgroupGroup, lxcEnv, lxcState, skipWithoutLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually, hostctl, tempDir } from '../../helpers/daemon.js';
 
 describe('lxc runtime: crash safety and restarts', function () {
@@ -35,7 +35,10 @@ describe('lxc runtime: crash safety and restarts', function () {
   });
   after(async () => {
     await cleanupLxc();
-    if (dataDir) killContainers(dataDir);
+    if (dataDir) {
+      killContainers(dataDir);
+      removeCgroupGroup(dataDir);
+    }
     if (p2mnt) spawnSync('umount', ['-l', p2mnt]);
   });
 

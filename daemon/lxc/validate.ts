@@ -120,7 +120,7 @@ export function checkContainerPath(p: string, arg: string): string {
   return '/' + segs.join('/');
 }
 
-/** A locally administered unicast MAC in LXC's usual 00:16:3e range. */
+/** A MAC in the 00:16:3e prefix LXC itself uses for veths (three random bytes). */
 export function randomHwaddr(bytes: Buffer): string {
   return ['00', '16', '3e', ...[...bytes.subarray(0, 3)].map((b) => b.toString(16).padStart(2, '0'))].join(':');
 }

@@ -20,6 +20,7 @@ import { peersDomain } from './peers/index.js';
 import { proxyDomain } from './proxy/index.js';
 import { locationsDomain } from './locations/index.js';
 import { appsDomain } from './apps/index.js';
+import { lxcDomain } from './lxc/index.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -37,9 +38,9 @@ export function domainList(spine: Spine) {
     proxyDomain,
     notBuiltDomain('vms', opsOf('vms', 'templates')),
     notBuiltDomain('sandboxes', opsOf('sandboxes')),
-    notBuiltDomain('lxc', opsOf('lxc')),
     locationsDomain,
     appsDomain,
+    lxcDomain,
   ] as const;
 }
 

@@ -12,12 +12,18 @@ PKGS=(
   smbnetfs        # locations: the FUSE route where the kernel has no CIFS
   fuse3           # smbnetfs's mounts: /dev/fuse and fusermount
   docker.io       # apps: the Docker engine (dockerd, containerd, runc, docker-proxy, docker-init)
-  busybox-static  # apps tests: the rootfs of the test image (no registry is reachable)
-  util-linux      # nsenter/unshare (locations and apps tests), umount, setpriv (proxy: Caddy dies with hostd)
+  busybox-static  # apps and LXC tests: the rootfs of their test images (no registry is reachable)
+  util-linux      # nsenter/unshare (locations, apps, LXC tests), mount/umount/losetup, setpriv (proxy: Caddy dies with hostd)
   caddy           # proxy: the reverse proxy hostd runs on the lease holder (2.6.2 in bookworm)
   iputils-arping  # proxy: duplicate-address probe and gratuitous ARP for the floating address
   bind9-dnsutils  # proxy tests: dig queries the built-in DNS responder
   openssl         # proxy tests: read the certificate Caddy serves
+  lxc             # LXC containers (lxc-start, lxc-attach, lxc-usernsexec, ...): the lxc domain's runtime
+  uidmap          # newuidmap/newgidmap: id maps of unprivileged LXC containers
+  acl             # setfacl: traverse rights for unprivileged containers' root on directories above a rootfs
+  e2fsprogs       # mkfs.ext4, resize2fs, e2fsck, dumpe2fs: LXC disk limits (a loop-mounted ext4 image per container)
+  xz-utils        # xz: LXC image tarballs (root.tar.xz)
+  zstd            # captured LXC templates are zstd-compressed tarballs
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get)" >&2
@@ -51,5 +57,11 @@ if ! "$COMPOSE_PLUGIN" version --short 2>/dev/null | grep -qE '^v?2\.'; then
   dpkg-deb -x "$work"/docker-compose_*.deb "$work/x"
   install -D -m 0755 "$work/x/usr/libexec/docker/cli-plugins/docker-compose" "$COMPOSE_PLUGIN"
   rm -rf "$work"
+fi
+
+# Unprivileged LXC containers: LXC (run as root, with newuidmap on the system) insists that root owns
+# the mapped id range in /etc/subuid and /etc/subgid. Add the usual one when root has none.
+if ! grep -q '^root:' /etc/subuid 2>/dev/null || ! grep -q '^root:' /etc/subgid 2>/dev/null; then
+  usermod --add-subuids 100000-165535 --add-subgids 100000-165535 root
 fi
 echo "install-deps: ok (${PKGS[*]}; compose $("$COMPOSE_PLUGIN" version --short))"

@@ -28,7 +28,7 @@ export const operations = [
     category: 'system',
     params: {},
     args: {
-      name: str('Container name'),
+      name: str('Container name: 1-128 characters; no slashes, newlines, NUL bytes or path traversal; not starting with svc-lxc-', { minLength: 1, maxLength: 128 }),
       template: str('Image ID from the LXC image catalog'),
       cpu_cores: uint32('CPU cores; default the image minimum'),
       memory_mb: uint32('Memory in MiB; default the image minimum'),
@@ -264,7 +264,7 @@ export const operations = [
     params: lxcId,
     args: {
       source_lxcid: int('Numeric container ID of the source container', 0),
-      name: str('Name of the new container'),
+      name: str('Name of the new container (the rules of a container name)', { minLength: 1, maxLength: 128 }),
     },
     required: ['source_lxcid', 'name'],
   },

@@ -5,6 +5,7 @@ import './cluster.js';
 import './locations.js';
 import './apps.js';
 import './proxy.js';
+import './lxc.js';
 
 export { runHostctl, commandGroups } from './hostctl.js';
 

@@ -10,6 +10,7 @@ import { locationListing } from './locations.js';
 import { appsOverhead } from './apps.js';
 import { proxyBench } from './proxy.js';
 import { foldersFs } from './folders.js';
+import { lxcBench } from './lxc.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -20,6 +21,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['apps', appsOverhead],
   ['proxy', proxyBench],
   ['folders', foldersFs],
+  ['lxc', lxcBench],
 ];
 
 async function main(): Promise<void> {

@@ -1,0 +1,219 @@
+/**
+ * The LXC tools (`lxc-start`, `lxc-stop`, `lxc-attach`, ...) for containers
+ * whose configs live under one lxcpath. Every call names the lxcpath (-P), so
+ * hostd's containers never mix with the host's /var/lib/lxc. State is read
+ * from cgroup files when they answer (cgroups.ts) and from `lxc-info`
+ * otherwise; errors carry the tail of the container's LXC log.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { run, ProgramError } from '../../lib/run.js';
+import { ApiError, internal } from '../../lib/errors.js';
+import { CgroupReader, parseFibTrieLocal, parseIfInet6, parseNetDev } from './cgroups.js';
+
+import type { ContainerTools, ExecResult, LxcState } from '../driver.js';
+
+const INSTALL = 'the lxc package';
+/** Output kept per stream of an exec (the rest is cut, and the response says so). */
+export const EXEC_OUTPUT_MAX = 4 * 1024 * 1024;
+
+export function parseLxcInfo(text: string): { state: LxcState | null; pid: number | null; ips: string[] } {
+  let state: LxcState | null = null;
+  let pid: number | null = null;
+  const ips: string[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^([A-Za-z ]+):\s+(.*)$/.exec(line.trim());
+    if (!m) continue;
+    if (m[1] === 'State') state = m[2].trim() as LxcState;
+    else if (m[1] === 'PID') pid = Number(m[2]) || null;
+    else if (m[1] === 'IP') ips.push(m[2].trim());
+  }
+  return { state, pid, ips };
+}
+
+export class LxcTools implements ContainerTools {
+  constructor(readonly lxcPath: string, readonly cgroups: CgroupReader) {}
+
+  confDir(name: string): string {
+    return path.join(this.lxcPath, name);
+  }
+  configFile(name: string): string {
+    return path.join(this.confDir(name), 'config');
+  }
+  logFile(name: string): string {
+    return path.join(this.confDir(name), 'lxc.log');
+  }
+
+  /** Writes the config atomically (temporary file, fsync, rename); 0600: it holds the environment. */
+  async writeConfig(name: string, text: string): Promise<boolean> {
+    const file = this.configFile(name);
+    try {
+      if ((await fsp.readFile(file, 'utf8')) === text) return false;
+    } catch {
+      /* absent */
+    }
+    await fsp.mkdir(this.confDir(name), { recursive: true, mode: 0o711 });
+    const tmp = `${file}.${crypto.randomBytes(4).toString('hex')}.tmp`;
+    const fh = await fsp.open(tmp, 'wx', 0o600);
+    try {
+      await fh.writeFile(text);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await fsp.rename(tmp, file);
+    return true;
+  }
+
+  async removeConfig(name: string): Promise<void> {
+    await fsp.rm(this.confDir(name), { recursive: true, force: true });
+  }
+
+  /** Names of container dirs under the lxcpath. */
+  async listConfigDirs(): Promise<string[]> {
+    try {
+      return (await fsp.readdir(this.lxcPath, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name);
+    } catch {
+      return [];
+    }
+  }
+
+  private base(name: string): string[] {
+    return ['-P', this.lxcPath, '-n', name];
+  }
+
+  /** The last lines of the container's LXC log that say what went wrong. */
+  private logTail(name: string): string {
+    try {
+      const text = fs.readFileSync(this.logFile(name), 'utf8');
+      const lines = text.split('\n').filter((l) => /ERROR|WARN/.test(l)).slice(-4);
+      return lines.map((l) => l.replace(/^\S+ \S+ \S+ +/, '').replace(/ - \.\.\/src\/lxc\/[^ ]+ - /, ' - ')).join('; ');
+    } catch {
+      return '';
+    }
+  }
+
+  private async truncateLog(name: string): Promise<void> {
+    await fsp.truncate(this.logFile(name), 0).catch(() => undefined);
+  }
+
+  async info(name: string): Promise<{ state: LxcState | null; pid: number | null; ips: string[] }> {
+    const r = await run('lxc-info', [...this.base(name), '-s', '-p', '-i'], { timeoutMs: 15_000, okCodes: [0, 1], install: INSTALL });
+    if (r.code !== 0) return { state: null, pid: null, ips: [] };
+    return parseLxcInfo(r.stdout);
+  }
+
+  /** The container's state: cgroup files first (no program run), lxc-info when they say nothing. */
+  async state(name: string): Promise<LxcState> {
+    const fast = this.cgroups.fastState(name);
+    if (fast) return fast;
+    const i = await this.info(name);
+    return i.state ?? 'STOPPED';
+  }
+
+  async start(name: string): Promise<void> {
+    await this.truncateLog(name);
+    try {
+      await run('lxc-start', this.base(name), { timeoutMs: 120_000, install: INSTALL });
+    } catch (err) {
+      const tail = this.logTail(name);
+      if (err instanceof ProgramError) throw internal(`lxc-start failed${tail ? `: ${tail}` : `: ${err.message}`}`);
+      throw err;
+    }
+  }
+
+  /** Clean shutdown (the halt signal to init), hard stop after `timeoutS`; -k kills at once. */
+  async stop(name: string, timeoutS: number): Promise<void> {
+    const args = timeoutS > 0 ? [...this.base(name), '-t', String(timeoutS)] : [...this.base(name), '-k'];
+    const r = await run('lxc-stop', args, { timeoutMs: (timeoutS + 30) * 1000, okCodes: [0, 1, 2], install: INSTALL });
+    if (r.code !== 0 && (await this.state(name)) !== 'STOPPED') throw internal(`lxc-stop failed: ${r.stderr.trim() || `exit ${r.code}`}`);
+  }
+
+  async freeze(name: string): Promise<void> {
+    await run('lxc-freeze', this.base(name), { timeoutMs: 30_000, install: INSTALL });
+  }
+
+  async unfreeze(name: string): Promise<void> {
+    await run('lxc-unfreeze', this.base(name), { timeoutMs: 30_000, install: INSTALL });
+  }
+
+  async setCgroup(name: string, key: string, value: string): Promise<void> {
+    await run('lxc-cgroup', [...this.base(name), key, value], { timeoutMs: 15_000, install: INSTALL });
+  }
+
+  /**
+   * Runs `/bin/sh -c command` in the container with a clean environment (the
+   * container's `lxc.environment` plus a marker). At the deadline every
+   * process that carries the marker (the command and anything it started,
+   * even detached) is killed with SIGKILL, so lxc-attach returns with what
+   * the command printed so far.
+   */
+  async exec(name: string, command: string, timeoutMs: number): Promise<ExecResult> {
+    const marker = crypto.randomBytes(12).toString('hex');
+    const started = performance.now();
+    let timedOut = false;
+    const abort = new AbortController();
+    const killMarked = () => {
+      timedOut = true;
+      for (const pid of this.cgroups.procs(name)) {
+        try {
+          const env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1');
+          if (env.includes(`HOSTD_EXEC=${marker}`)) process.kill(pid, 'SIGKILL');
+        } catch {
+          /* gone meanwhile */
+        }
+      }
+      // If lxc-attach itself does not return soon after, stop waiting for it.
+      setTimeout(() => abort.abort(), 3000).unref();
+    };
+    const timer = setTimeout(killMarked, timeoutMs);
+    try {
+      const r = await run('lxc-attach', [...this.base(name), '--clear-env', '-v', `HOSTD_EXEC=${marker}`, '-v', 'HOME=/root', '--', '/bin/sh', '-c', command], {
+        timeoutMs: 0, signal: abort.signal, okCodes: Array.from({ length: 256 }, (_, i) => i), install: INSTALL, maxBuffer: EXEC_OUTPUT_MAX * 2,
+      });
+      return { exit_code: r.code, stdout: r.stdout, stderr: r.stderr, timed_out: timedOut, duration_ms: Math.round(performance.now() - started) };
+    } catch (err) {
+      if (timedOut && err instanceof ApiError) return { exit_code: null, stdout: '', stderr: '', timed_out: true, duration_ms: Math.round(performance.now() - started) };
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Network counters and addresses, read through any process of the container (its network namespace). */
+  network(name: string): { interfaces: ReturnType<typeof parseNetDev>; addresses: string[] } | null {
+    const pid = this.cgroups.procs(name)[0];
+    if (!pid) return null;
+    try {
+      const dev = fs.readFileSync(`/proc/${pid}/net/dev`, 'utf8');
+      let addrs: string[] = [];
+      try {
+        addrs = parseFibTrieLocal(fs.readFileSync(`/proc/${pid}/net/fib_trie`, 'utf8'));
+      } catch {
+        /* no IPv4 */
+      }
+      try {
+        addrs = addrs.concat(parseIfInet6(fs.readFileSync(`/proc/${pid}/net/if_inet6`, 'utf8')));
+      } catch {
+        /* no IPv6 */
+      }
+      return { interfaces: parseNetDev(dev), addresses: addrs };
+    } catch {
+      return null;
+    }
+  }
+
+  /** statfs of the running container's root filesystem (through /proc/<pid>/root). */
+  async rootStatfs(name: string): Promise<{ total_bytes: number; free_bytes: number } | null> {
+    const pid = this.cgroups.procs(name)[0];
+    if (!pid) return null;
+    try {
+      const s = await fsp.statfs(`/proc/${pid}/root`);
+      return { total_bytes: s.blocks * s.bsize, free_bytes: s.bavail * s.bsize };
+    } catch {
+      return null;
+    }
+  }
+}

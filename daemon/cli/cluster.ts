@@ -9,7 +9,7 @@
  *   cluster status [--json]             members, addresses, reachability
  */
 import { parseArgs } from 'node:util';
-import { commandGroups, type Command } from './hostctl.js';
+import { commandGroups, type Command } from './groups.js';
 
 const USAGE = `usage: hostctl cluster <command>
 

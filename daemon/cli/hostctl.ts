@@ -7,6 +7,8 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { AdminClient } from './client.js';
+import { commandGroups, type Command } from './groups.js';
+import './commands.js';
 import { watchTask } from './watch.js';
 import { buildRequest, parseKeyValues } from './call.js';
 import { operations, getOperation } from '../../api/registry/index.js';
@@ -14,9 +16,8 @@ import { API_PREFIX } from '../../api/catalog.js';
 import { SYSTEM_CONFIG, loadConfig, socketPath } from '../config.js';
 import { servedLines, servedOf, type CatalogRow } from './served.js';
 
-export type Command = (argv: string[], client: AdminClient) => Promise<number>;
 
-const USAGE = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH] <command>
+const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH] <command>
 
   token create --name NAME --scopes a,b,c   create a token; prints the secret once
   token list                                names, scopes, created, last used
@@ -27,15 +28,17 @@ const USAGE = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH] <
   ops                                       what this build serves, and every operation
   call OPERATION [key=value ...] [--json '{...}']
                                             run any operation as the local admin
+  GROUP ...                                 a domain's operator commands (hostctl GROUP --help):
+                                            GROUPS
 
 hostctl reaches the daemon through <data dir>/hostd.sock. The data dir is the one
 the daemon uses: data_dir in its config file (--config, HOSTD_CONFIG, else
 ${SYSTEM_CONFIG} when it exists), HOSTD_DATA_DIR, else ./data, else the data/
 of this hostd checkout (where \`npm start\` keeps it).
 `;
+/** The usage text, with the command groups this build registered. */
+const usage = (): string => USAGE_TEXT.replace('GROUPS', [...commandGroups.keys()].sort().join(', '));
 
-/** Extra command groups (e.g. `cluster`) register here. */
-export const commandGroups = new Map<string, Command>();
 
 function fail(msg: string): never {
   process.stderr.write(`hostctl: ${msg}\n`);
@@ -78,7 +81,7 @@ const token: Command = async (argv, client) => {
     process.stdout.write(`revoked ${r.body.revoked.name}\n`);
     return 0;
   }
-  fail(`unknown token command '${sub ?? ''}'\n${USAGE}`);
+  fail(`unknown token command '${sub ?? ''}'\n${usage()}`);
 };
 
 const task: Command = async (argv, client) => {
@@ -148,7 +151,7 @@ export interface SocketChoice {
 
 /**
  * The admin socket of the daemon this hostctl should talk to, found the way
- * the daemon finds its data dir (see USAGE).
+ * the daemon finds its data dir (see the usage text).
  */
 export function findSocket(opts: { socket?: string; dataDir?: string; config?: string; packageRoot?: string }, env: NodeJS.ProcessEnv = process.env, systemConfig = SYSTEM_CONFIG): SocketChoice {
   if (opts.socket) return { socket: path.resolve(opts.socket), how: 'given by --socket' };
@@ -178,11 +181,11 @@ export async function runHostctl(argv: string[]): Promise<number> {
   });
   const [cmd] = positionals;
   if (values.help) {
-    process.stdout.write(USAGE);
+    process.stdout.write(usage());
     return 0;
   }
   if (!cmd) {
-    process.stderr.write(USAGE);
+    process.stderr.write(usage());
     return 2;
   }
   const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
@@ -199,7 +202,7 @@ export async function runHostctl(argv: string[]): Promise<number> {
   const tail = argv.slice(idx + 1);
   const table: Record<string, Command> = { token, task, ops, call };
   const handler = table[cmd] ?? commandGroups.get(cmd);
-  if (!handler) fail(`unknown command '${cmd}'\n${USAGE}`);
+  if (!handler) fail(`unknown command '${cmd}'\n${usage()}`);
   try {
     return await handler(tail, client);
   } catch (err) {
@@ -219,8 +222,5 @@ export function isEntryPoint(moduleUrl: string): boolean {
   }
 }
 
-// `node dist/daemon/cli/hostctl.js ...` works like the hostctl command: through
-// main.js, which registers the command groups of every domain.
-if (isEntryPoint(import.meta.url)) {
-  void import('./main.js').then((m) => m.runHostctl(process.argv.slice(2))).then((code) => process.exit(code));
-}
+// `node dist/daemon/cli/hostctl.js ...` works like the hostctl command.
+if (isEntryPoint(import.meta.url)) void runHostctl(process.argv.slice(2)).then((code) => process.exit(code));

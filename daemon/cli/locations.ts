@@ -5,7 +5,7 @@
  *
  *   locations host-status [--json]   the mount route (kernel CIFS or FUSE) and the programs behind it
  */
-import { commandGroups, type Command } from './hostctl.js';
+import { commandGroups, type Command } from './groups.js';
 
 const USAGE = `usage: hostctl locations <command>
 

@@ -6,7 +6,7 @@
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { commandGroups, type Command } from './hostctl.js';
+import { commandGroups, type Command } from './groups.js';
 import { watchTask } from './watch.js';
 
 const USAGE = `usage: hostctl lxc image import <rootfs.tar.xz> --id <image_id> [--storage <pool>] [--no-wait]

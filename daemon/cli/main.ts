@@ -1,15 +1,9 @@
 /**
- * hostctl's entry: the base commands plus the command groups other modules add.
+ * hostctl's entry (bin/hostctl.js imports it): the base commands and every
+ * command group. `node dist/daemon/cli/main.js ...` is hostctl too.
  */
-import './cluster.js';
-import './locations.js';
-import './apps.js';
-import './proxy.js';
-import './lxc.js';
+import { isEntryPoint, runHostctl } from './hostctl.js';
 
-export { runHostctl, commandGroups } from './hostctl.js';
+export { runHostctl };
 
-// `node dist/daemon/cli/main.js ...` is hostctl too (imports are hoisted: every command group above is registered first).
-import { isEntryPoint, runHostctl as run } from './hostctl.js';
-
-if (isEntryPoint(import.meta.url)) void run(process.argv.slice(2)).then((code) => process.exit(code));
+if (isEntryPoint(import.meta.url)) void runHostctl(process.argv.slice(2)).then((code) => process.exit(code));

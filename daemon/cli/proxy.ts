@@ -7,7 +7,7 @@
  *   proxy diag                   diagnostics from this node (it must hold the proxy)
  *   proxy incidents [ID]         captured incident bundles (one in full with ID)
  */
-import { commandGroups, type Command } from './hostctl.js';
+import { commandGroups, type Command } from './groups.js';
 
 const USAGE = `usage: hostctl proxy <command>
 

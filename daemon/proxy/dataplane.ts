@@ -379,6 +379,8 @@ export class DataPlane {
       // Lost the lease while waiting for this queue: claim nothing.
       if (!this.serving()) return;
       const cidrs = [cidr4(v), ...(cidr6(v) ? [cidr6(v)!] : [])];
+      // The guard is armed before the address is added: hostd may die the moment it is up.
+      const guard = startGuard(v.vip_iface, cidrs, Math.ceil(this.d.settings.handoffMs / 1000));
       try {
         await this.d.records.journal.run('vip', { kind: 'vip-add', iface: v.vip_iface, cidrs }, async () => {
           await claimVip(v);
@@ -388,6 +390,7 @@ export class DataPlane {
           rollback: () => releaseVip({ vip_iface: v.vip_iface, cidrs }),
         });
       } catch (err) {
+        guard.kill('SIGUSR1');
         const msg = errorBody(err).body.error;
         if (this.vipError !== msg && errorBody(err).status === 409) await this.capture('vip_conflict', msg, { vip: v });
         this.vipError = msg;
@@ -395,7 +398,7 @@ export class DataPlane {
       }
       this.vipError = null;
       this.claimed = { iface: v.vip_iface, cidrs, key: this.vipKey(v) };
-      this.guard = startGuard(v.vip_iface, cidrs, Math.ceil(this.d.settings.handoffMs / 1000));
+      this.guard = guard;
       this.d.log.info({ iface: v.vip_iface, cidrs }, 'floating addresses claimed');
     });
   }

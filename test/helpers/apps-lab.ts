@@ -86,11 +86,20 @@ export function webCompose(image: string, port: number, extra = ''): string {
 ${extra}`;
 }
 
-/** GET a URL from inside the engine's namespace (where published ports live). */
+/**
+ * GET a URL from inside the engine's namespace (where published ports live).
+ * A container that just started may not listen yet: a refused connection
+ * (code 0) is tried again for up to 15 s before it is the answer.
+ */
 export async function fetchInNetns(engine: TestEngine, url: string): Promise<{ code: number; body: string }> {
-  const r = await engine.inNetns(['curl', '-sS', '--max-time', '10', '-o', '-', '-w', '\n%{http_code}', url], 20_000);
-  const i = r.stdout.lastIndexOf('\n');
-  return { code: Number(r.stdout.slice(i + 1)) || 0, body: r.stdout.slice(0, i) };
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const r = await engine.inNetns(['curl', '-sS', '--max-time', '10', '-o', '-', '-w', '\n%{http_code}', url], 20_000);
+    const i = r.stdout.lastIndexOf('\n');
+    const got = { code: Number(r.stdout.slice(i + 1)) || 0, body: r.stdout.slice(0, i) };
+    if (got.code !== 0 || Date.now() > end) return got;
+    await new Promise((res) => setTimeout(res, 200));
+  }
 }
 
 /** Waits for a task to end (bounded) and returns it. */

@@ -61,9 +61,9 @@ describe('folders: names and destinations over HTTP', function () {
   });
 
   it('refuses by schema the empty name, new_name, pattern, names[] and moves[]', async () => {
-    expect((await call('POST', '/folders', { storage_id: 'default', name: '' })).body).to.deep.equal({ error: "argument 'name' must be at least 1 characters" });
-    expect((await call('PATCH', `/folders/${a.folder_id}`, { new_name: '' })).body).to.deep.equal({ error: "argument 'new_name' must be at least 1 characters" });
-    expect((await d.request('GET', `${API}/folders/${a.folder_id}/search?pattern=`, { token })).body).to.deep.equal({ error: "argument 'pattern' must be at least 1 characters" });
+    expect((await call('POST', '/folders', { storage_id: 'default', name: '' })).body).to.deep.equal({ error: "argument 'name' must not be empty" });
+    expect((await call('PATCH', `/folders/${a.folder_id}`, { new_name: '' })).body).to.deep.equal({ error: "argument 'new_name' must not be empty" });
+    expect((await d.request('GET', `${API}/folders/${a.folder_id}/search?pattern=`, { token })).body).to.deep.equal({ error: "argument 'pattern' must not be empty" });
     const names = await call('POST', `/folders/${a.folder_id}/subfolders/batch`, { names: [] });
     expect(names.status).to.equal(400);
     expect(names.body.error).to.match(/^argument 'names' must NOT have fewer than 1 items/);

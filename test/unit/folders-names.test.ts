@@ -52,19 +52,19 @@ describe('folders names: the schema states the server rules', () => {
   });
 
   it('refuses before the service what the service would refuse', () => {
-    expect(valid('folders_create', { storage_id: 'p', name: '' })).to.equal("argument 'name' must be at least 1 characters");
+    expect(valid('folders_create', { storage_id: 'p', name: '' })).to.equal("argument 'name' must not be empty");
     expect(valid('folders_create', { storage_id: 'p', name: 'nl\nname' })).to.equal("argument 'name' has an invalid form");
     expect(valid('folders_create', { storage_id: 'p', name: '.hostd-trash-1' })).to.equal("argument 'name' has an invalid form");
     expect(valid('folders_create', { storage_id: 'p', name: 'x'.repeat(256) })).to.equal("argument 'name' must be at most 255 characters");
-    expect(valid('folders_update', { folder_id: 'f', new_name: '' })).to.equal("argument 'new_name' must be at least 1 characters");
+    expect(valid('folders_update', { folder_id: 'f', new_name: '' })).to.equal("argument 'new_name' must not be empty");
     expect(valid('folders_update', { folder_id: 'f', new_name: '..' })).to.equal("argument 'new_name' has an invalid form");
     expect(valid('folders_subfolders_create', { folder_id: 'f', name: 'a/b' })).to.equal("argument 'name' has an invalid form");
     expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: [] })).to.match(/^argument 'names' must NOT have fewer than 1 items/);
     expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: ['a', 'a'] })).to.match(/^argument 'names' must NOT have duplicate items/);
     expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: ['ok', 'tab\t'] })).to.equal("argument 'names[1]' has an invalid form");
-    expect(valid('folders_search', { folder_id: 'f', pattern: '' })).to.equal("argument 'pattern' must be at least 1 characters");
+    expect(valid('folders_search', { folder_id: 'f', pattern: '' })).to.equal("argument 'pattern' must not be empty");
     expect(valid('folders_entries_batch_move', { folder_id: 'f', moves: [] })).to.match(/^argument 'moves' must NOT have fewer than 1 items/);
-    expect(valid('folders_entries_batch_move', { folder_id: 'f', moves: [{ src_sub_path: '', dst_sub_path: 'x' }] })).to.equal("argument 'moves[0].src_sub_path' must be at least 1 characters");
+    expect(valid('folders_entries_batch_move', { folder_id: 'f', moves: [{ src_sub_path: '', dst_sub_path: 'x' }] })).to.equal("argument 'moves[0].src_sub_path' must not be empty");
     // What the service accepts passes.
     expect(valid('folders_create', { storage_id: 'p', name: 'media' })).to.equal(null);
     expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: ['a', 'b'] })).to.equal(null);

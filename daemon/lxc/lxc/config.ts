@@ -13,7 +13,7 @@
  * - AppArmor: LXC's generated profile where the kernel has AppArmor, else
  *   unconfined (there is nothing to confine with).
  */
-import type { ContainerRecord, MountPoint } from '../records.js';
+import type { ContainerRecord, MountPoint } from '../model.js';
 
 export interface HostFacts {
   /** Which cgroup keys LXC honours: v1 for legacy and hybrid hierarchies. */

@@ -8,7 +8,7 @@
  * LXC also sets a static address on eth0 itself before init runs
  * (lxc.net.0.ipv4.address), so a guest with no network tool still has it.
  */
-import type { NetworkSettings } from '../records.js';
+import type { NetworkSettings } from '../model.js';
 
 export const MANAGED_MARK = '# Managed by hostd (network settings of this container); rewritten when they change.';
 

@@ -158,7 +158,9 @@ export async function dropParked(addrs: string[]): Promise<void> {
   for (const a of addrs) await del('lo', `${a}/32`);
 }
 
-const GUARD = 'cleanup() { kill "$pid" 2>/dev/null; iface="$1"; hold="$2"; shift 2;\n'
+// The parent-death signal can arrive more than once (seen under `ip netns exec`): the first
+// thing the handler does is ignore further signals, so a second one cannot cut the hand-off short.
+const GUARD = 'cleanup() { trap "" TERM INT HUP; kill "$pid" 2>/dev/null; iface="$1"; hold="$2"; shift 2;\n'
   + '  for a in "$@"; do case "$a" in *:*) ;; *) ip addr add "${a%/*}/32" dev lo 2>/dev/null;; esac; ip addr del "$a" dev "$iface" 2>/dev/null; done;\n'
   + '  sleep "$hold"; for a in "$@"; do case "$a" in *:*) ;; *) ip addr del "${a%/*}/32" dev lo 2>/dev/null;; esac; done; exit 0; }\n'
   + 'trap \'cleanup "$@"\' TERM INT HUP\n'

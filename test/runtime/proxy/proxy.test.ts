@@ -326,7 +326,7 @@ describe('proxy crash safety (kill -9 at a step)', function () {
   });
   const addrs = async () => (await lab.exec(lab.nodes[0].ns, ['ip', '-j', 'addr', 'show', 'dev', LAN_DEV])).stdout;
 
-  it('killed after the floating address was added but before it was recorded: the restart removes it, then claims it once', async () => {
+  it('killed after the floating address was added but before it was recorded: the address goes with hostd; the restart settles the intent, then claims it once', async () => {
     const n = lab.nodes[0];
     d = await startDaemon({ netns: n.ns, env: { ...proxyNodeEnv(n.addr, 'px-crash'), HOSTD_TEST_PROXY_PAUSE: 'vip-claimed' }, configYaml: proxyYaml(n.addr) });
     const token = await d.token('px', ['proxy.read', 'proxy.manage']);
@@ -336,9 +336,9 @@ describe('proxy crash safety (kill -9 at a step)', function () {
     expect(await addrs()).to.include(`"${lab.vip}"`);
     const dataDir = d.dataDir;
     await d.kill();
-    // Caddy went with hostd (pdeathsig); the address stays: nothing recorded it yet but the intent.
+    // Caddy went with hostd (pdeathsig), and so did the address: its guard was armed before it was added.
     await eventually(() => caddyOf(dataDir).length === 0, 5000, 'caddy gone with hostd');
-    expect(await addrs()).to.include(`"${lab.vip}"`);
+    await eventually(async () => !(await addrs()).includes(`"${lab.vip}"`), 5000, 'the guard to take the address off');
     d = await startDaemon({ dataDir, netns: n.ns, env: proxyNodeEnv(n.addr, 'px-crash'), configYaml: proxyYaml(n.addr) });
     expect(d.logs.find((l) => l.msg === 'proxy: undid what the last run left on the host')).to.include({ intents: 1, vip: true });
     await eventually(async () => (await d!.request('GET', '/api/v1/proxy/host-status', { token })).body.vip.claimed, 10_000, 'claimed again');

@@ -6,6 +6,15 @@
 import { Level } from 'level';
 import type { AbstractSublevel, AbstractBatchOperation } from 'abstract-level';
 
+/**
+ * Write options: SYNC makes the write wait until LevelDB has synced its log to
+ * the disk (it survives a power loss); LAZY does not (a crash of the process
+ * loses nothing, a power loss may lose the last seconds). The sublevel
+ * option types do not declare classic-level's `sync`, hence the casts.
+ */
+export const SYNC = Object.freeze({ sync: true }) as {};
+export const LAZY = Object.freeze({ sync: false }) as {};
+
 export type Sub<V> = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, V>;
 
 export class Store {

@@ -135,6 +135,8 @@ export class Cluster {
   async close(): Promise<void> {
     this.mesh.closed = true;
     this.probes.stop();
+    // The summary of refused joins not recorded one by one is written now, not lost.
+    this.pairing.guard.close();
     this.mesh.clients.close();
     await this.mesh.server.close();
   }

@@ -52,12 +52,26 @@ export interface LeaseHooks {
   onLeave?(): Promise<void>;
 }
 
-/** An operator-visible cluster event; the daemon's activity recorder writes it. */
+/**
+ * An operator-visible cluster event; the daemon's activity recorder writes it.
+ * Without `actor` it is the local operator's doing (hostctl over the admin
+ * socket). Events caused over the cluster port say who caused them: `actor`
+ * `anonymous` for a client without a certificate, `peer:<node id>` for a
+ * member or a joining node, with `metadata.transport` `cluster`.
+ */
 export interface AuditEvent {
   category: 'auth' | 'system';
   severity: 'info' | 'warning';
   summary: string;
   target: string;
+  actor?: string;
+  metadata?: Record<string, unknown> & { transport: 'cluster' };
+}
+
+/** Who caused an event that came over the cluster port. */
+export interface Cause {
+  actor: string;
+  metadata: Record<string, unknown> & { transport: 'cluster' };
 }
 
 /** The tokens this node holds, as the directory publishes them (never a secret). */
@@ -183,8 +197,14 @@ export class ClusterMesh {
     return parseJsonBytes(r.json) ?? null;
   }
 
-  async audit(category: AuditEvent['category'], severity: AuditEvent['severity'], summary: string, target: string): Promise<void> {
-    await this.options.audit({ category, severity, summary, target }).catch((err) => this.log.error({ err }, 'activity write failed'));
+  /** Records an event; `cause` when it came over the cluster port (else it is the local operator's). */
+  async audit(category: AuditEvent['category'], severity: AuditEvent['severity'], summary: string, target: string, cause?: Cause): Promise<void> {
+    await this.record({ category, severity, summary, target, ...cause });
+  }
+
+  /** Records a complete event; a failed write is logged, never thrown. */
+  async record(e: AuditEvent): Promise<void> {
+    await this.options.audit(e).catch((err) => this.log.error({ err }, 'activity write failed'));
   }
 }
 

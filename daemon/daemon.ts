@@ -74,7 +74,8 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   // (dispatch is built below; no event is recorded before the daemon serves).
   let dispatch: Dispatch | undefined;
   const audit = async (e: AuditEvent) => {
-    await dispatch?.audit({ ...e, actor: ADMIN_ACTOR, metadata: { transport: 'api', via: 'admin-socket' } });
+    // Without an actor the event is the local operator's; events caused over the cluster port name their cause.
+    await dispatch?.audit({ ...e, actor: e.actor ?? ADMIN_ACTOR, metadata: e.metadata ?? { transport: 'api', via: 'admin-socket' } });
   };
   const cluster = await Cluster.start({ config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs });
   const link = cluster.leaseLink();

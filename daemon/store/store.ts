@@ -16,9 +16,13 @@ export const SYNC = Object.freeze({ sync: true }) as {};
 export const LAZY = Object.freeze({ sync: false }) as {};
 
 export type Sub<V> = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, V>;
+/** Any sublevel of the store, whatever its value encoding. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnySub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, any>;
 
 export class Store {
   private readonly subs = new Map<string, Sub<unknown>>();
+  private readonly closing: Array<() => Promise<void> | void> = [];
 
   private constructor(readonly db: Level<string, unknown>) {}
 
@@ -38,17 +42,29 @@ export class Store {
     return s as Sub<V>;
   }
 
-  /** Atomic writes across sublevels: each op names its sublevel. */
-  async batch(ops: Array<{ type: 'put'; sub: Sub<any>; key: string; value: unknown } | { type: 'del'; sub: Sub<any>; key: string }>): Promise<void> {
+  /** Atomic writes across sublevels: each op names its sublevel. `options`: SYNC or LAZY. */
+  async batch(ops: Array<{ type: 'put'; sub: AnySub; key: string; value: unknown } | { type: 'del'; sub: AnySub; key: string }>, options?: {}): Promise<void> {
     const mapped = ops.map((o) =>
       o.type === 'put'
         ? { type: 'put' as const, sublevel: o.sub, key: o.key, value: o.value }
         : { type: 'del' as const, sublevel: o.sub, key: o.key },
     ) as unknown as AbstractBatchOperation<Level<string, unknown>, string, unknown>[];
-    await this.db.batch(mapped);
+    await this.db.batch(mapped, options ?? {});
+  }
+
+  /** Runs `fn` when the store is closing, before the database closes (writers flush their last rows). */
+  beforeClose(fn: () => Promise<void> | void): void {
+    this.closing.push(fn);
   }
 
   async close(): Promise<void> {
+    for (const fn of this.closing.splice(0).reverse()) {
+      try {
+        await fn();
+      } catch {
+        /* a writer's failure to flush must not keep the store open */
+      }
+    }
     await this.db.close();
   }
 }

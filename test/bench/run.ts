@@ -6,12 +6,14 @@
 import { apiOverhead } from './api.js';
 import { mcpOverhead } from './mcp.js';
 import { clusterForwarding } from './cluster.js';
+import { activityQueries } from './activity.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
   ['api', apiOverhead],
   ['mcp', mcpOverhead],
   ['cluster', clusterForwarding],
+  ['activity', activityQueries],
 ];
 
 async function main(): Promise<void> {

@@ -25,6 +25,10 @@ export interface ClientCredentialsPem {
   keyPem: string;
 }
 
+/** How often a member connection is pinged, and how long an unanswered ping may stay so. */
+export const KEEPALIVE_TIME_MS = 2000;
+export const KEEPALIVE_TIMEOUT_MS = 2000;
+
 /** The TLS server name sent by members (certificates are checked by fingerprint, not by name). */
 export const CLUSTER_SNI = 'hostd.cluster';
 
@@ -35,8 +39,12 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.min_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 1000,
-  'grpc.keepalive_time_ms': 10_000,
-  'grpc.keepalive_timeout_ms': 3_000,
+  // A hung member (stopped, or cut off without the connection closing) is
+  // found by an HTTP/2 ping that goes unanswered: every KEEPALIVE_TIME_MS, and
+  // the connection, with every call on it, fails KEEPALIVE_TIMEOUT_MS after an
+  // unanswered one (docs/cluster.md, "A member that hangs").
+  'grpc.keepalive_time_ms': KEEPALIVE_TIME_MS,
+  'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
   'grpc.keepalive_permit_without_calls': 1,
   'grpc.max_receive_message_length': 16 * 1024 * 1024,
   'grpc.enable_retries': 0,

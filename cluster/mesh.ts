@@ -21,6 +21,7 @@ import { Membership, type Member } from './membership.js';
 import { TokenDirectory } from './directory.js';
 import type { ClusterServer } from './server.js';
 import { PeerClients } from './client.js';
+import { Circuits } from './circuit.js';
 import type * as W from './proto.js';
 
 /** Deadlines of the cluster's own traffic (forwarded calls use config.forwardDeadlineMs). */
@@ -119,6 +120,8 @@ export class ClusterMesh {
   readonly clients: PeerClients;
   /** Reachability of the other members, as the probe last saw it. */
   readonly health = new Map<string, PeerHealth>();
+  /** Whether forwarded calls to a member go, or fail fast (circuit.ts). */
+  readonly circuits = new Circuits();
   /** Membership changes made on this node, one at a time. */
   readonly changes = new SerialQueue();
   server!: ClusterServer;

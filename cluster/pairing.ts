@@ -269,6 +269,7 @@ export class Pairing {
       mesh.server.dropFingerprint(m.fingerprint);
       mesh.clients.drop(m.peer_id);
       mesh.health.delete(m.peer_id);
+      mesh.circuits.forget(m.peer_id);
       await mesh.directory.dropOwner(m.peer_id);
     }
   }

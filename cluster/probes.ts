@@ -7,6 +7,7 @@ import type { Member } from './membership.js';
 import { DEADLINES, type ClusterMesh } from './mesh.js';
 import type { TokenSync } from './token-sync.js';
 import type * as W from './proto.js';
+import { grpcDetail } from './forwarding.js';
 
 export class Probes {
   private timer: NodeJS.Timeout | null = null;
@@ -49,12 +50,15 @@ export class Probes {
       const r = await this.mesh.clients.unary<W.HealthReply>(m, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.probe);
       h.reachable = true;
       h.last_seen = new Date().toISOString();
+      this.mesh.circuits.answered(m.peer_id);
       if (Number(r.membership_version) < this.mesh.membership.version) void this.mesh.pushMembership([m]);
       const mine = this.mesh.directory.snapshot(this.mesh.selfId);
       if (mine && Number(r.directory_versions?.[this.mesh.selfId] ?? 0) < mine.version) void this.tokens.push(mine, [m]);
       return true;
-    } catch {
+    } catch (err) {
       h.reachable = false;
+      // Forwarded calls to it fail fast from now until it answers again.
+      this.mesh.circuits.failed(m.peer_id, `health probe failed: ${grpcDetail(err)}`, true);
       return false;
     } finally {
       h.probing = false;

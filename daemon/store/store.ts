@@ -2,6 +2,15 @@
  * The daemon's one LevelDB (classic-level through `level`), split into sublevels
  * per concern. Values are JSON. Multi-key changes go through `batch` so that a
  * crash leaves either all or none of them.
+ *
+ * Durability (docs/durability.md): every write is synced to the disk before
+ * it resolves (LevelDB `sync: true`: its log is fsynced), unless the writer
+ * says LAZY. A synced write survives a power loss; a lazy one survives a crash
+ * of the process (it is in the OS's cache) but may be lost with the power,
+ * with anything else written lazily just before it. Writers choose LAZY only
+ * for what can be lost: a token's last use, task progress and log lines,
+ * pruning, bulk imports. Concurrent synced writes share one fsync (LevelDB
+ * groups them).
  */
 import { Level } from 'level';
 import type { AbstractSublevel, AbstractBatchOperation } from 'abstract-level';
@@ -26,8 +35,15 @@ export class Store {
 
   private constructor(readonly db: Level<string, unknown>) {}
 
-  static async open(dir: string): Promise<Store> {
+  /**
+   * Opens the store. `sync: false` (or HOSTD_STORE_SYNC=0) syncs nothing, not
+   * even SYNC writes: for measuring what syncing costs, never for a real host.
+   * `onWrite` sees every write with the sublevels it touches and whether it
+   * is synced (tests).
+   */
+  static async open(dir: string, opts: { sync?: boolean; onWrite?: (w: WriteSeen) => void } = {}): Promise<Store> {
     const db = new Level<string, unknown>(dir, { valueEncoding: 'json' });
+    syncByDefault(db, opts.sync ?? process.env.HOSTD_STORE_SYNC !== '0', opts.onWrite);
     await db.open();
     return new Store(db);
   }
@@ -72,4 +88,52 @@ export class Store {
 /** All values of a sublevel, in key order. */
 export async function allValues<V>(sub: Sub<V>): Promise<V[]> {
   return sub.values().all();
+}
+
+/** One write as the store passed it to LevelDB. */
+export interface WriteSeen {
+  /** The top-level sublevel of each key written (`tokens`, `activity` ...). */
+  sublevels: string[];
+  sync: boolean;
+}
+
+/**
+ * Makes every write of `db` synced unless its options say `sync: false`
+ * (LAZY). The wrappers sit on classic-level's private write methods, which
+ * every put, del and batch of every sublevel reaches with its options.
+ */
+function syncByDefault(db: Level<string, unknown>, enabled: boolean, onWrite?: (w: WriteSeen) => void): void {
+  type Opts = { sync?: boolean } | undefined;
+  const decide = (o: Opts): { sync: boolean } => ({ ...o, sync: enabled && o?.sync !== false });
+  const sublevel = (key: unknown) => String(key).split('!')[1] ?? '';
+  const target = db as unknown as Record<string, (...args: any[]) => any>;
+  const put = target._put.bind(db);
+  const del = target._del.bind(db);
+  const batch = target._batch.bind(db);
+  const chained = target._chainedBatch.bind(db);
+  target._put = (key: unknown, value: unknown, o: Opts) => {
+    const opts = decide(o);
+    onWrite?.({ sublevels: [sublevel(key)], sync: opts.sync });
+    return put(key, value, opts);
+  };
+  target._del = (key: unknown, o: Opts) => {
+    const opts = decide(o);
+    onWrite?.({ sublevels: [sublevel(key)], sync: opts.sync });
+    return del(key, opts);
+  };
+  target._batch = (ops: Array<{ key: unknown }>, o: Opts) => {
+    const opts = decide(o);
+    onWrite?.({ sublevels: [...new Set(ops.map((op) => sublevel(op.key)))], sync: opts.sync });
+    return batch(ops, opts);
+  };
+  target._chainedBatch = () => {
+    const b = chained() as Record<string, (...args: any[]) => any>;
+    const write = b._write.bind(b);
+    b._write = (o: Opts) => {
+      const opts = decide(o);
+      onWrite?.({ sublevels: ['(chained batch)'], sync: opts.sync });
+      return write(opts);
+    };
+    return b;
+  };
 }

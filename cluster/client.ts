@@ -82,37 +82,37 @@ export class PeerClients {
     }
   }
 
-  private entry(m: Member): Entry {
-    const key = `${m.address}|${m.fingerprint}|${this.generation}`;
-    const cur = this.clients.get(m.peer_id);
+  private entry(member: Member): Entry {
+    const key = `${member.address}|${member.fingerprint}|${this.generation}`;
+    const cur = this.clients.get(member.peer_id);
     if (cur && cur.key === key) return cur;
     if (cur) close(cur);
     const c = this.creds();
     if (!c) throw new Error('this node is not in a cluster');
     const checkServerIdentity = (_host: string, cert: tls.PeerCertificate): Error | undefined => {
       const fp = normalizeFingerprint(cert.fingerprint256 ?? '');
-      return fp === m.fingerprint ? undefined : new Error(`the server at ${m.address} is not member '${m.name}' (${m.peer_id}): certificate fingerprint ${fp.slice(0, 16)}...`);
+      return fp === member.fingerprint ? undefined : new Error(`the server at ${member.address} is not member '${member.name}' (${member.peer_id}): certificate fingerprint ${fp.slice(0, 16)}...`);
     };
     const creds = grpc.credentials.createSsl(Buffer.from(c.caCertPem), Buffer.from(c.keyPem), Buffer.from(c.certPem), { checkServerIdentity });
-    const client = new ClusterClientCtor(m.address, creds, CHANNEL_OPTIONS) as unknown as AnyClient;
+    const client = new ClusterClientCtor(member.address, creds, CHANNEL_OPTIONS) as unknown as AnyClient;
     const calls = new CallStreamClient(() => client.CallStream(new grpc.Metadata()));
     const e = { key, client, calls };
-    this.clients.set(m.peer_id, e);
+    this.clients.set(member.peer_id, e);
     return e;
   }
 
-  private client(m: Member): AnyClient {
-    return this.entry(m).client;
+  private client(member: Member): AnyClient {
+    return this.entry(member).client;
   }
 
   /**
    * The forwarding hot path: one call on the member's shared CallStream
    * (cluster/call-stream.ts). Rejects with a {code, details} error like `unary`.
    */
-  call(m: Member, req: CallRequest, deadlineMs: number): Promise<W.CallOutcome> {
+  call(member: Member, req: CallRequest, deadlineMs: number): Promise<W.CallOutcome> {
     let e: Entry;
     try {
-      e = this.entry(m);
+      e = this.entry(member);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -120,10 +120,10 @@ export class PeerClients {
   }
 
   /** One unary call to a member, with a deadline in milliseconds. Rejects with the grpc ServiceError. */
-  unary<Res>(m: Member, method: Method, req: unknown, deadlineMs: number): Promise<Res> {
+  unary<Res>(member: Member, method: Method, req: unknown, deadlineMs: number): Promise<Res> {
     let client: AnyClient;
     try {
-      client = this.client(m);
+      client = this.client(member);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -138,9 +138,9 @@ export class PeerClients {
   }
 }
 
-function close(c: Entry): void {
-  c.calls.close();
-  c.client.close();
+function close(entry: Entry): void {
+  entry.calls.close();
+  entry.client.close();
 }
 
 /**

@@ -76,7 +76,7 @@ export class JoinGuard {
 
   constructor(
     private readonly log: Logger,
-    private readonly audit: (e: AuditEvent) => Promise<void>,
+    private readonly audit: (event: AuditEvent) => Promise<void>,
     limits: TraceLimits = JOIN_TRACE,
   ) {
     this.trace = new RefusalThrottle<null>(limits, (s) => {

@@ -87,7 +87,7 @@ export interface ClusterOptions {
   store: Store;
   tokens: TokenSource;
   /** Records an event in the activity log (the recorder dispatch owns). */
-  audit(e: AuditEvent): Promise<void>;
+  audit(event: AuditEvent): Promise<void>;
   log: Logger;
   /** Health probe period (default 2000 ms, env HOSTD_CLUSTER_PROBE_MS). */
   probeIntervalMs?: number;
@@ -206,15 +206,15 @@ export class ClusterMesh {
   }
 
   /** Records a complete event; a failed write is logged, never thrown. */
-  async record(e: AuditEvent): Promise<void> {
-    await this.options.audit(e).catch((err) => this.log.error({ err }, 'activity write failed'));
+  async record(event: AuditEvent): Promise<void> {
+    await this.options.audit(event).catch((err) => this.log.error({ err }, 'activity write failed'));
   }
 }
 
-export function parseJsonBytes(b: Buffer | Uint8Array | undefined): unknown {
-  if (!b || b.length === 0) return undefined;
+export function parseJsonBytes(bytes: Buffer | Uint8Array | undefined): unknown {
+  if (!bytes || bytes.length === 0) return undefined;
   try {
-    return JSON.parse(Buffer.from(b).toString('utf8'));
+    return JSON.parse(Buffer.from(bytes).toString('utf8'));
   } catch {
     return undefined;
   }

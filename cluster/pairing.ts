@@ -293,8 +293,8 @@ export class Pairing {
   }
 }
 
-function fromWire(m: W.WireMember): Member {
-  return { peer_id: m.peer_id, name: m.name, address: m.address, fingerprint: m.fingerprint, joined_at: m.joined_at };
+function fromWire(wire: W.WireMember): Member {
+  return { peer_id: wire.peer_id, name: wire.name, address: wire.address, fingerprint: wire.fingerprint, joined_at: wire.joined_at };
 }
 
 function joinError(address: string, err: unknown): ApiError {

@@ -118,10 +118,10 @@ export class ClusterServer {
   }
 
   /** Logs a refused connection, at a bounded rate (the rest are counted). */
-  private refuse(s: tls.TLSSocket, reason: string, fields: Record<string, unknown> = {}): void {
-    const remote = s.remoteAddress ?? 'unknown';
+  private refuse(socket: tls.TLSSocket, reason: string, fields: Record<string, unknown> = {}): void {
+    const remote = socket.remoteAddress ?? 'unknown';
     if (this.refusedTrace.admit(SHARED_KEY, reason, null)) this.log.warn({ remote, ...fields }, `cluster connection refused: ${reason}`);
-    s.destroy();
+    socket.destroy();
   }
 
   async listen(host: string, port: number): Promise<{ host: string; port: number }> {
@@ -137,14 +137,14 @@ export class ClusterServer {
   }
 
   /** Installs (or, with null, withdraws) the node's certificate and the CA it trusts. */
-  setCredentials(c: ServerCredentialsPem | null): void {
-    if (!c) {
+  setCredentials(creds: ServerCredentialsPem | null): void {
+    if (!creds) {
       this.hasCreds = false;
       for (const s of this.rawSockets) s.destroy();
       return;
     }
     // The CA goes after the node certificate so that a joiner can pin it by fingerprint.
-    this.tlsServer.setSecureContext({ ca: c.caCertPem, cert: c.certPem + '\n' + c.caCertPem, key: c.keyPem });
+    this.tlsServer.setSecureContext({ ca: creds.caCertPem, cert: creds.certPem + '\n' + creds.caCertPem, key: creds.keyPem });
     this.hasCreds = true;
   }
 
@@ -156,54 +156,54 @@ export class ClusterServer {
     this.byFp.delete(fp);
   }
 
-  private onSecure(s: tls.TLSSocket): void {
-    if (s.alpnProtocol !== 'h2') {
-      s.destroy();
+  private onSecure(socket: tls.TLSSocket): void {
+    if (socket.alpnProtocol !== 'h2') {
+      socket.destroy();
       return;
     }
-    const cert = s.getPeerCertificate();
+    const cert = socket.getPeerCertificate();
     const presented = cert && Object.keys(cert).length > 0;
     if (!presented) {
-      this.onAnonymous(s);
+      this.onAnonymous(socket);
       return;
     }
-    if (!s.authorized) {
-      this.refuse(s, 'certificate not signed by the cluster CA', { reason: String(s.authorizationError).slice(0, 100) });
+    if (!socket.authorized) {
+      this.refuse(socket, 'certificate not signed by the cluster CA', { reason: String(socket.authorizationError).slice(0, 100) });
       return;
     }
     const fp = normalizeFingerprint(cert.fingerprint256);
     if (!this.memberByFingerprint(fp)) {
-      this.refuse(s, 'certificate is not that of a current member', { cn: String(cert.subject?.CN ?? '').slice(0, 64) });
+      this.refuse(socket, 'certificate is not that of a current member', { cn: String(cert.subject?.CN ?? '').slice(0, 64) });
       return;
     }
     let set = this.byFp.get(fp);
     if (!set) this.byFp.set(fp, (set = new Set()));
-    set.add(s);
-    const key = `${s.remoteAddress}:${s.remotePort}`;
+    set.add(socket);
+    const key = `${socket.remoteAddress}:${socket.remotePort}`;
     this.fpByPeer.set(key, fp);
-    s.once('close', () => {
-      set!.delete(s);
+    socket.once('close', () => {
+      set!.delete(socket);
       if (this.fpByPeer.get(key) === fp) this.fpByPeer.delete(key);
     });
-    s.on('error', () => undefined);
-    this.injector.injectConnection(s);
+    socket.on('error', () => undefined);
+    this.injector.injectConnection(socket);
   }
 
   /** A connection without a certificate: a joining node, or anyone who can reach the port. */
-  private onAnonymous(s: tls.TLSSocket): void {
+  private onAnonymous(socket: tls.TLSSocket): void {
     if (this.anonymous.size >= ANONYMOUS_CONNECTIONS_MAX) {
-      this.refuse(s, 'too many connections without a certificate');
+      this.refuse(socket, 'too many connections without a certificate');
       return;
     }
-    this.anonymous.add(s);
-    const timer = setTimeout(() => s.destroy(), ANONYMOUS_CONNECTION_MS);
+    this.anonymous.add(socket);
+    const timer = setTimeout(() => socket.destroy(), ANONYMOUS_CONNECTION_MS);
     timer.unref();
-    s.once('close', () => {
+    socket.once('close', () => {
       clearTimeout(timer);
-      this.anonymous.delete(s);
+      this.anonymous.delete(socket);
     });
-    s.on('error', () => undefined);
-    this.joinInjector.injectConnection(s);
+    socket.on('error', () => undefined);
+    this.joinInjector.injectConnection(socket);
   }
 
   /** The fingerprint of a call's client certificate, or undefined (no certificate). */

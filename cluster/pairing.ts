@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { badGateway, badRequest, conflict, forbidden, notFound, type ApiError } from '../daemon/lib/errors.js';
 import type { NodeCredentials } from '../certs/files.js';
 import { createCa, createCsr, CsrError, fingerprint, generateKeyPair, issueNodeCert, issuedBy, keyMatchesCert, nodeIdOf, signCsr } from '../certs/pki.js';
-import { DEFAULT_JOIN_TTL_MS, JoinTokenError, parseJoinToken } from '../certs/join-tokens.js';
+import { DEFAULT_JOIN_TTL_MS, parseJoinToken } from '../certs/join-tokens.js';
 import type { Member } from './membership.js';
 import { RpcError } from './server.js';
 import { fetchPinnedCa, grpcCode, joinCall } from './client.js';

@@ -281,7 +281,7 @@ export class ActivityLog {
   /** Several rows in one batch, not synced (imports and benchmarks). */
   async recordMany(rows: NewActivity[]): Promise<void> {
     if (!this.loaded) await this.ready;
-    let ops: Op[] = [];
+    const ops: Op[] = [];
     for (const row of rows) {
       const ts = row.timestamp ? new Date(row.timestamp) : new Date(this.now());
       const key = this.nextKey(ts.getTime());
@@ -297,9 +297,7 @@ export class ActivityLog {
         ops.push(this.blockOp(block));
       }
     }
-    const batch = ops;
-    ops = [];
-    await this.blockWrites.run(() => this.store.batch(batch, LAZY));
+    await this.blockWrites.run(() => this.store.batch(ops, LAZY));
   }
 
   private indexOps(key: string, row: Pick<ActivityRow, 'category' | 'severity' | 'summary' | 'target'>, type: 'put' | 'del'): Op[] {

@@ -394,16 +394,13 @@ export class ActivityLog {
     const stream = new EntryStream(this.ix.iterator({ ...indexRange(prefix, lo, undefined), reverse: true }));
     try {
       let candidates: string[] = [];
-      let scanned = -2; // index of the last span read: the stream stands right below it
-      let i = -1;
-      for (const span of this.spans(lo, hi)) {
-        i++;
-        if (!span.block.bloom.mayContain(grams)) continue;
+      let scanned = -2; // position of the last block read: the stream stands right below it
+      for (const span of this.spans(lo, hi, (block) => block.bloom.mayContain(grams))) {
         const ceiling = prefix + (span.lt ?? TOP);
         const floor = prefix + (span.gte ?? '');
         // Blocks were skipped since the last one read: jump over them.
-        if (scanned !== i - 1) stream.seek(ceiling, span.block.count + 1);
-        scanned = i;
+        if (scanned !== span.index + 1) stream.seek(ceiling, span.block.count + 1);
+        scanned = span.index;
         for (;;) {
           const entry = await stream.next();
           if (!entry) break;
@@ -443,21 +440,36 @@ export class ActivityLog {
   }
 
   /**
-   * The blocks that meet [lo, hi), newest first, each with the part of its
-   * key range inside [lo, hi): `gte` inclusive, `lt` exclusive (undefined:
-   * unbounded).
+   * The blocks that meet [lo, hi) and pass `wanted`, newest first, each with
+   * the part of its key range inside [lo, hi) (`gte` inclusive, `lt`
+   * exclusive, undefined: unbounded) and its position counted from the newest
+   * block (consecutive positions: adjacent blocks).
    */
-  private *spans(lo: string | undefined, hi: string | undefined): Generator<{ block: Block; gte?: string; lt?: string }> {
+  private *spans(lo: string | undefined, hi: string | undefined, wanted: (b: Block) => boolean): Generator<{ block: Block; index: number; gte?: string; lt?: string }> {
     const lastSealed = this.blocks.at(-1);
-    if (this.open.count) {
+    if (this.open.count && wanted(this.open)) {
       const gte = maxKey(lo, lastSealed ? after(lastSealed.last) : undefined);
-      if (hi === undefined || gte === undefined || gte < hi) yield { block: this.open, gte, lt: hi };
+      if (hi === undefined || gte === undefined || gte < hi) yield { block: this.open, index: this.blocks.length, gte, lt: hi };
     }
-    for (let i = this.blocks.length - 1; i >= 0; i--) {
+    // The newest sealed block that starts below `hi` (blocks are in key order).
+    let start = this.blocks.length - 1;
+    if (hi !== undefined) {
+      let low = 0;
+      let high = this.blocks.length - 1;
+      start = -1;
+      while (low <= high) {
+        const mid = (low + high) >> 1;
+        if (this.blocks[mid].first < hi) {
+          start = mid;
+          low = mid + 1;
+        } else high = mid - 1;
+      }
+    }
+    for (let i = start; i >= 0; i--) {
       const b = this.blocks[i];
-      if (lo !== undefined && after(b.last) <= lo) return; // this block and every older one end before `since`
-      if (!b.count || (hi !== undefined && b.first >= hi)) continue;
-      yield { block: b, gte: maxKey(lo, b.first), lt: minKey(hi, after(b.last)) };
+      if (lo !== undefined && b.last < lo) return; // this block and every older one end before `since`
+      if (!b.count || !wanted(b)) continue;
+      yield { block: b, index: i, gte: maxKey(lo, b.first), lt: minKey(hi, after(b.last)) };
     }
   }
 

@@ -9,9 +9,10 @@ import type { ActivityCategory, Operation, Severity } from './registry/types.js'
 import { getOperation } from './registry/index.js';
 import type { HandlerTable } from './handlers.js';
 import { validateArgs } from './validate.js';
-import { conflict, errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
+import { ApiError, conflict, errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
 import type { ActivityNote, Args, CallContext, Caller, Handler } from '../daemon/lib/caller.js';
 import type { ActivityLog } from '../daemon/activity/log.js';
+import { RefusalThrottle, describeDetails, type Suppressed, type TraceLimits } from '../daemon/activity/throttle.js';
 
 /** A member a call can be forwarded to (looked up once, by `Forwarder.resolve`). */
 export interface PeerRoute {
@@ -32,8 +33,34 @@ export interface DispatchDeps {
   log: Logger;
 }
 
+/**
+ * Refused calls recorded one by one per token: 20 at once, then one every
+ * 2 s; the rest are counted into one summary row per token a minute
+ * (docs/api-decisions.md, "Activity").
+ */
+export const REFUSED_CALL_TRACE: TraceLimits = { burst: 20, everyMs: 2000, windowMs: 60_000, maxKeys: 4096 };
+
+/**
+ * A call refused without being run anywhere, though it got past the checks
+ * dispatch makes itself (a forwarder that knows the member cannot answer
+ * now): recorded like a refusal.
+ */
+export class RefusedCall extends ApiError {}
+
+interface FailureContext {
+  tokenName: string;
+  transport: Caller['transport'];
+  origin: string;
+}
+
 export class Dispatch {
-  constructor(private readonly deps: DispatchDeps) {}
+  private readonly refusals: RefusalThrottle<FailureContext>;
+
+  constructor(private readonly deps: DispatchDeps) {
+    this.refusals = new RefusalThrottle<FailureContext>(REFUSED_CALL_TRACE, (s) => void this.recordSuppressed(s));
+    // Counts not yet summarized are written before the log closes.
+    deps.activity.beforeClose(() => this.refusals.flush());
+  }
 
   /** Throws 403 unless the caller holds every scope the operation names. */
   authorize(op: Operation, caller: Caller): void {
@@ -51,6 +78,8 @@ export class Dispatch {
     if (!op) throw notFound(`no operation named '${String(opOrName)}'`);
     let note: ActivityNote = {};
     let forwarded = false;
+    // A refusal until the operation is run, here or on a member.
+    let refused = true;
     let args: Args = {};
     try {
       this.authorize(op, caller);
@@ -69,6 +98,7 @@ export class Dispatch {
           if (!where) throw notFound(`peer '${peer_id}' not found`);
           if (where !== 'self') {
             forwarded = true;
+            refused = false;
             return await where.forward(op, rest, caller, requestId);
           }
         }
@@ -88,6 +118,7 @@ export class Dispatch {
       };
       // The arguments were validated against this operation's schema just above: they are its ArgsOf.
       const handler = this.deps.handlers[op.name as keyof HandlerTable] as Handler;
+      refused = false;
       const result = await handler(local, ctx);
       // A call the handler handed to a member is recorded there.
       if (!op.readOnly && !forwarded) await this.record(op, args, caller, requestId, note, undefined);
@@ -96,7 +127,8 @@ export class Dispatch {
       // A forwarded call is recorded by the member that ran it; the origin
       // records only when the member could not be reached to run it (502).
       const status = errorBody(err).status;
-      if (!op.readOnly && (!forwarded || status === 502)) {
+      const refusal = refused || err instanceof RefusedCall;
+      if (!op.readOnly && (!forwarded || status === 502) && (!refusal || this.admitRefusal(op, caller, status))) {
         await this.record(op, args, caller, requestId, note, err).catch((e) => this.deps.log.error({ err: e }, 'activity write failed'));
       }
       throw err;
@@ -109,6 +141,34 @@ export class Dispatch {
    */
   async audit(e: { category: ActivityCategory; severity: Severity; summary: string; target: string; actor: string; metadata: Record<string, unknown> & { transport: string } }): Promise<void> {
     await this.deps.activity.record(e);
+  }
+
+  /**
+   * Whether a refused call (scope, body, arguments, unknown peer: refused
+   * before it ran) gets its own row. The local administrator's always do; a
+   * token's do while its refusals stay within REFUSED_CALL_TRACE, and the
+   * rest are counted for its summary row. Calls that ran, failed or not,
+   * always get their row.
+   */
+  private admitRefusal(op: Operation, caller: Caller, status: number): boolean {
+    if (caller.tokenId === 'admin' && caller.transport !== 'cluster') return true;
+    const key = caller.transport === 'cluster' ? `${caller.origin}/${caller.tokenId}` : caller.tokenId;
+    return this.refusals.admit(key, `${status} ${op.name}`, { tokenName: caller.tokenName, transport: caller.transport, origin: caller.origin });
+  }
+
+  /** The summary row of one token's refused calls that were only counted. */
+  private async recordSuppressed(s: Suppressed<FailureContext>): Promise<void> {
+    const { tokenName, transport, origin } = s.context;
+    const metadata: Record<string, unknown> & { transport: string } = { transport, suppressed: s.count, since: s.since, until: s.until, details: s.details };
+    if (transport === 'cluster') metadata.origin = origin;
+    await this.deps.activity.record({
+      category: 'auth',
+      severity: 'warning',
+      summary: `${s.count} more refused calls by token '${tokenName}' between ${s.since} and ${s.until}, not recorded one by one (${describeDetails(s.details)})`,
+      target: `tokens/${tokenName}`,
+      actor: tokenName,
+      metadata,
+    }).catch((e) => this.deps.log.error({ err: e }, 'activity write failed'));
   }
 
   private async record(op: Operation, args: Args, caller: Caller, requestId: string, note: ActivityNote, err: unknown): Promise<void> {

@@ -61,9 +61,30 @@ export class ClusterFiles {
   }
 }
 
+/**
+ * Writes a file so that after a crash or a power loss it holds either the old
+ * text or the new, never a torn or empty one: the data is fsynced before the
+ * rename, and the directory after it (so that the rename itself is on disk).
+ */
 function writeAtomic(file: string, text: string, mode: number): void {
   const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, text, { mode });
-  fs.chmodSync(tmp, mode);
+  const fd = fs.openSync(tmp, 'w', mode);
+  try {
+    fs.writeFileSync(fd, text);
+    fs.fchmodSync(fd, mode);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
   fs.renameSync(tmp, file);
+  syncDir(path.dirname(file));
+}
+
+function syncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
 }

@@ -92,7 +92,7 @@ export function signCsr(ca: CaBundle, csrPem: string, nodeId: string): string {
   }
   if (!csr.verify()) throw new CsrError('certificate request signature does not verify');
   const cn = csr.subject.getField('CN')?.value;
-  if (cn !== nodeId) throw new CsrError(`certificate request names '${String(cn)}', not node '${nodeId}'`);
+  if (cn !== nodeId) throw new CsrError(`certificate request names '${String(cn).slice(0, 64)}', not node '${nodeId}'`);
   if (!csr.publicKey) throw new CsrError('certificate request has no public key');
   return issueNodeCert(ca, csr.publicKey as forge.pki.rsa.PublicKey, nodeId);
 }

@@ -43,8 +43,8 @@ export type CallRequest = Omit<W.CallFrame, 'id'>;
 type ClientStream = grpc.ClientDuplexStream<W.CallBatch, W.ReplyBatch>;
 
 interface Pending {
-  resolve(o: W.CallOutcome): void;
-  reject(e: RpcFailure): void;
+  resolve(outcome: W.CallOutcome): void;
+  reject(failure: RpcFailure): void;
   timer: NodeJS.Timeout;
   chunks: Buffer[] | null;
 }
@@ -60,7 +60,7 @@ class OpenStream {
 }
 
 export class CallStreamClient {
-  private s: OpenStream | null = null;
+  private current: OpenStream | null = null;
   private nextId = 0;
   private closed = false;
 
@@ -100,8 +100,8 @@ export class CallStreamClient {
   /** Cancels the stream; calls in flight fail. */
   close(): void {
     this.closed = true;
-    const s = this.s;
-    this.s = null;
+    const s = this.current;
+    this.current = null;
     if (s) {
       this.fail(s, new RpcFailure(grpc.status.CANCELLED, 'the connection to this member was closed'));
       s.call.cancel();
@@ -109,9 +109,9 @@ export class CallStreamClient {
   }
 
   private stream(): OpenStream {
-    if (this.s && !this.s.failed) return this.s;
+    if (this.current && !this.current.failed) return this.current;
     const s = new OpenStream(this.open());
-    this.s = s;
+    this.current = s;
     s.call.on('data', (batch: W.ReplyBatch) => this.onReplies(s, batch));
     s.call.on('error', (err: grpc.ServiceError) => this.fail(s, new RpcFailure(err.code ?? grpc.status.UNAVAILABLE, err.details || err.message)));
     // The member ended the stream without an error (it is shutting down): nothing more will come back.
@@ -120,24 +120,24 @@ export class CallStreamClient {
     return s;
   }
 
-  private flush(s: OpenStream): void {
-    s.scheduled = false;
-    if (!s.queue.length || s.failed) return;
-    const calls = s.queue;
-    s.queue = [];
-    s.bytes = 0;
-    s.call.write({ calls });
+  private flush(stream: OpenStream): void {
+    stream.scheduled = false;
+    if (!stream.queue.length || stream.failed) return;
+    const calls = stream.queue;
+    stream.queue = [];
+    stream.bytes = 0;
+    stream.call.write({ calls });
   }
 
-  private onReplies(s: OpenStream, batch: W.ReplyBatch): void {
+  private onReplies(stream: OpenStream, batch: W.ReplyBatch): void {
     for (const r of batch.replies) {
-      const p = s.pending.get(r.id);
+      const p = stream.pending.get(r.id);
       if (!p) continue; // its deadline passed: nobody waits for it any more
       if (r.more) {
         (p.chunks ??= []).push(r.result_json);
         continue;
       }
-      s.pending.delete(r.id);
+      stream.pending.delete(r.id);
       clearTimeout(p.timer);
       const body = p.chunks ? Buffer.concat([...p.chunks, r.result_json]) : r.result_json;
       p.resolve({ ok: r.ok, result_json: body.length ? body.toString('utf8') : '', status: r.status, error: r.error });
@@ -145,16 +145,16 @@ export class CallStreamClient {
   }
 
   /** The stream is finished: every call in flight on it fails with `err`; the next call opens a new one. */
-  private fail(s: OpenStream, err: RpcFailure): void {
-    if (s.failed) return;
-    s.failed = err;
-    if (this.s === s) this.s = null;
-    s.queue = [];
-    for (const p of s.pending.values()) {
+  private fail(stream: OpenStream, err: RpcFailure): void {
+    if (stream.failed) return;
+    stream.failed = err;
+    if (this.current === stream) this.current = null;
+    stream.queue = [];
+    for (const p of stream.pending.values()) {
       clearTimeout(p.timer);
       p.reject(err);
     }
-    s.pending.clear();
+    stream.pending.clear();
   }
 }
 
@@ -182,7 +182,7 @@ export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.Rep
   let bytes = 0;
   let scheduled = false;
   /** Long results still being sent, served in turn. */
-  const long: Array<{ id: number; o: W.CallOutcome; body: Buffer; at: number }> = [];
+  const long: Array<{ id: number; outcome: W.CallOutcome; body: Buffer; at: number }> = [];
   let pumping = false;
   /** Calls read whose answer is not completely queued yet. */
   let running = 0;
@@ -211,9 +211,9 @@ export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.Rep
       finish();
     }
   };
-  const push = (f: W.ReplyFrame): void => {
-    queue.push(f);
-    bytes += f.result_json.length + f.error.length;
+  const push = (frame: W.ReplyFrame): void => {
+    queue.push(frame);
+    bytes += frame.result_json.length + frame.error.length;
     if (bytes >= BATCH_BYTES) flush();
     else if (!scheduled) {
       scheduled = true;
@@ -232,7 +232,7 @@ export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.Rep
       const l = long.shift()!;
       const end = Math.min(l.at + CHUNK_BYTES, l.body.length);
       const last = end === l.body.length;
-      replies.push({ id: l.id, ok: l.o.ok, result_json: l.body.subarray(l.at, end), status: l.o.status, error: last ? l.o.error : '', more: !last });
+      replies.push({ id: l.id, ok: l.outcome.ok, result_json: l.body.subarray(l.at, end), status: l.outcome.status, error: last ? l.outcome.error : '', more: !last });
       size += end - l.at;
       l.at = end;
       if (last) completed++;
@@ -241,15 +241,15 @@ export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.Rep
     call.write({ replies }, () => pump());
     while (completed--) settled();
   };
-  const answer = (id: number, o: W.CallOutcome): void => {
+  const answer = (id: number, outcome: W.CallOutcome): void => {
     if (done) return;
-    const body = o.ok && o.result_json ? Buffer.from(o.result_json, 'utf8') : EMPTY;
+    const body = outcome.ok && outcome.result_json ? Buffer.from(outcome.result_json, 'utf8') : EMPTY;
     if (body.length <= CHUNK_BYTES) {
-      push({ id, ok: o.ok, result_json: body, status: o.status, error: o.error, more: false });
+      push({ id, ok: outcome.ok, result_json: body, status: outcome.status, error: outcome.error, more: false });
       settled();
       return;
     }
-    long.push({ id, o, body, at: 0 });
+    long.push({ id, outcome, body, at: 0 });
     if (!pumping) {
       pumping = true;
       setImmediate(pump);

@@ -25,6 +25,10 @@ export interface ClientCredentialsPem {
   keyPem: string;
 }
 
+/** How often a member connection is pinged, and how long an unanswered ping may stay so. */
+export const KEEPALIVE_TIME_MS = 2000;
+export const KEEPALIVE_TIMEOUT_MS = 2000;
+
 /** The TLS server name sent by members (certificates are checked by fingerprint, not by name). */
 export const CLUSTER_SNI = 'hostd.cluster';
 
@@ -35,8 +39,12 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.min_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 1000,
-  'grpc.keepalive_time_ms': 10_000,
-  'grpc.keepalive_timeout_ms': 3_000,
+  // A hung member (stopped, or cut off without the connection closing) is
+  // found by an HTTP/2 ping that goes unanswered: every KEEPALIVE_TIME_MS, and
+  // the connection, with every call on it, fails KEEPALIVE_TIMEOUT_MS after an
+  // unanswered one (docs/cluster.md, "A member that hangs").
+  'grpc.keepalive_time_ms': KEEPALIVE_TIME_MS,
+  'grpc.keepalive_timeout_ms': KEEPALIVE_TIMEOUT_MS,
   'grpc.keepalive_permit_without_calls': 1,
   'grpc.max_receive_message_length': 16 * 1024 * 1024,
   'grpc.enable_retries': 0,
@@ -74,37 +82,37 @@ export class PeerClients {
     }
   }
 
-  private entry(m: Member): Entry {
-    const key = `${m.address}|${m.fingerprint}|${this.generation}`;
-    const cur = this.clients.get(m.peer_id);
+  private entry(member: Member): Entry {
+    const key = `${member.address}|${member.fingerprint}|${this.generation}`;
+    const cur = this.clients.get(member.peer_id);
     if (cur && cur.key === key) return cur;
     if (cur) close(cur);
     const c = this.creds();
     if (!c) throw new Error('this node is not in a cluster');
     const checkServerIdentity = (_host: string, cert: tls.PeerCertificate): Error | undefined => {
       const fp = normalizeFingerprint(cert.fingerprint256 ?? '');
-      return fp === m.fingerprint ? undefined : new Error(`the server at ${m.address} is not member '${m.name}' (${m.peer_id}): certificate fingerprint ${fp.slice(0, 16)}...`);
+      return fp === member.fingerprint ? undefined : new Error(`the server at ${member.address} is not member '${member.name}' (${member.peer_id}): certificate fingerprint ${fp.slice(0, 16)}...`);
     };
     const creds = grpc.credentials.createSsl(Buffer.from(c.caCertPem), Buffer.from(c.keyPem), Buffer.from(c.certPem), { checkServerIdentity });
-    const client = new ClusterClientCtor(m.address, creds, CHANNEL_OPTIONS) as unknown as AnyClient;
+    const client = new ClusterClientCtor(member.address, creds, CHANNEL_OPTIONS) as unknown as AnyClient;
     const calls = new CallStreamClient(() => client.CallStream(new grpc.Metadata()));
     const e = { key, client, calls };
-    this.clients.set(m.peer_id, e);
+    this.clients.set(member.peer_id, e);
     return e;
   }
 
-  private client(m: Member): AnyClient {
-    return this.entry(m).client;
+  private client(member: Member): AnyClient {
+    return this.entry(member).client;
   }
 
   /**
    * The forwarding hot path: one call on the member's shared CallStream
    * (cluster/call-stream.ts). Rejects with a {code, details} error like `unary`.
    */
-  call(m: Member, req: CallRequest, deadlineMs: number): Promise<W.CallOutcome> {
+  call(member: Member, req: CallRequest, deadlineMs: number): Promise<W.CallOutcome> {
     let e: Entry;
     try {
-      e = this.entry(m);
+      e = this.entry(member);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -112,10 +120,10 @@ export class PeerClients {
   }
 
   /** One unary call to a member, with a deadline in milliseconds. Rejects with the grpc ServiceError. */
-  unary<Res>(m: Member, method: Method, req: unknown, deadlineMs: number): Promise<Res> {
+  unary<Res>(member: Member, method: Method, req: unknown, deadlineMs: number): Promise<Res> {
     let client: AnyClient;
     try {
-      client = this.client(m);
+      client = this.client(member);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -130,9 +138,9 @@ export class PeerClients {
   }
 }
 
-function close(c: Entry): void {
-  c.calls.close();
-  c.client.close();
+function close(entry: Entry): void {
+  entry.calls.close();
+  entry.client.close();
 }
 
 /**

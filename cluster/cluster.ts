@@ -27,8 +27,8 @@ export class Cluster {
   private readonly probes: Probes;
   private readonly rpc: RpcService;
 
-  private constructor(o: ClusterOptions) {
-    this.mesh = new ClusterMesh(o);
+  private constructor(options: ClusterOptions) {
+    this.mesh = new ClusterMesh(options);
     this.tokens = new TokenSync(this.mesh);
     this.probes = new Probes(this.mesh, this.tokens);
     this.pairing = new Pairing(this.mesh, this.probes, this.tokens);
@@ -37,32 +37,32 @@ export class Cluster {
   }
 
   /** Loads the cluster state, binds the cluster listener, and resumes serving when this node is in a cluster. */
-  static async start(o: ClusterOptions): Promise<Cluster> {
-    const c = new Cluster(o);
-    const mesh = c.mesh;
+  static async start(options: ClusterOptions): Promise<Cluster> {
+    const cluster = new Cluster(options);
+    const mesh = cluster.mesh;
     await mesh.membership.load();
     await mesh.directory.load();
-    mesh.server = new ClusterServer(c.rpc, (fp) => mesh.membership.byFingerprint(fp), o.log.child({ mod: 'cluster' }));
+    mesh.server = new ClusterServer(cluster.rpc, (fp) => mesh.membership.byFingerprint(fp), options.log.child({ mod: 'cluster' }));
     try {
-      mesh.listen = await mesh.server.listen(o.config.cluster.host, o.config.cluster.port);
+      mesh.listen = await mesh.server.listen(options.config.cluster.host, options.config.cluster.port);
     } catch (err) {
       await mesh.server.close().catch(() => undefined);
-      throw new Error(`cannot listen for cluster peers on ${hostPort(o.config.cluster.host, o.config.cluster.port)}: ${(err as Error).message} (set HOSTD_CLUSTER_ADDR)`);
+      throw new Error(`cannot listen for cluster peers on ${hostPort(options.config.cluster.host, options.config.cluster.port)}: ${(err as Error).message} (set HOSTD_CLUSTER_ADDR)`);
     }
-    mesh.advertise = advertiseAddress(o.config, mesh.listen.port, o.log);
-    o.tokens.onChange(() => void c.tokens.publish());
+    mesh.advertise = advertiseAddress(options.config, mesh.listen.port, options.log);
+    options.tokens.onChange(() => void cluster.tokens.publish());
     if (mesh.membership.inCluster) {
       const creds = mesh.files.load();
       const self = mesh.membership.get(mesh.selfId);
       if (!creds || !self || fingerprint(creds.certPem) !== self.fingerprint) {
-        o.log.error({ dir: mesh.files.dir }, 'cluster state is inconsistent (certificates missing or not matching the member list); this node serves no cluster traffic until it is removed and joins again');
+        options.log.error({ dir: mesh.files.dir }, 'cluster state is inconsistent (certificates missing or not matching the member list); this node serves no cluster traffic until it is removed and joins again');
       } else {
         mesh.creds = creds;
         mesh.server.setCredentials(creds);
-        await c.pairing.resume();
+        await cluster.pairing.resume();
       }
     }
-    return c;
+    return cluster;
   }
 
   get selfId(): string {
@@ -82,12 +82,12 @@ export class Cluster {
     return this.mesh.advertise;
   }
 
-  setDispatch(d: Dispatch): void {
-    this.rpc.setDispatch(d);
+  setDispatch(dispatch: Dispatch): void {
+    this.rpc.setDispatch(dispatch);
   }
 
-  setLeaseHooks(h: LeaseHooks): void {
-    this.mesh.hooks = h;
+  setLeaseHooks(hooks: LeaseHooks): void {
+    this.mesh.hooks = hooks;
   }
 
   status(): ClusterStatus {
@@ -135,6 +135,8 @@ export class Cluster {
   async close(): Promise<void> {
     this.mesh.closed = true;
     this.probes.stop();
+    // The summary of refused joins not recorded one by one is written now, not lost.
+    this.pairing.guard.close();
     this.mesh.clients.close();
     await this.mesh.server.close();
   }

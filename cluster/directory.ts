@@ -35,8 +35,8 @@ export class TokenDirectory {
     for (const s of await this.sub.values().all()) this.set(s);
   }
 
-  private set(s: OwnerSnapshot): void {
-    this.owners.set(s.owner, { snap: s, byId: new Map(s.tokens.map((t) => [t.id, t])) });
+  private set(snap: OwnerSnapshot): void {
+    this.owners.set(snap.owner, { snap, byId: new Map(snap.tokens.map((t) => [t.id, t])) });
   }
 
   snapshot(owner: string): OwnerSnapshot | undefined {
@@ -73,11 +73,11 @@ export class TokenDirectory {
   }
 
   /** Stores another member's snapshot when it is newer than ours. */
-  async accept(s: OwnerSnapshot): Promise<boolean> {
-    if (s.owner === this.selfId) return false;
-    const cur = this.snapshot(s.owner);
-    if (cur && cur.version >= s.version) return false;
-    const snap: OwnerSnapshot = { owner: s.owner, version: s.version, tokens: s.tokens.map((t) => ({ id: t.id, name: t.name, scopes: [...t.scopes] })) };
+  async accept(offered: OwnerSnapshot): Promise<boolean> {
+    if (offered.owner === this.selfId) return false;
+    const cur = this.snapshot(offered.owner);
+    if (cur && cur.version >= offered.version) return false;
+    const snap: OwnerSnapshot = { owner: offered.owner, version: offered.version, tokens: offered.tokens.map((t) => ({ id: t.id, name: t.name, scopes: [...t.scopes] })) };
     await this.sub.put(snap.owner, snap);
     this.set(snap);
     return true;

@@ -9,8 +9,8 @@
  *   anything else             -> undefined (dispatch answers 404)
  */
 import * as grpc from '@grpc/grpc-js';
-import type { Forwarder, PeerRoute } from '../api/dispatch.js';
 import { ApiError, badGateway, forbidden } from '../daemon/lib/errors.js';
+import { RefusedCall, type Forwarder, type PeerRoute } from '../api/dispatch.js';
 import type { Caller } from '../daemon/lib/caller.js';
 import type { Member } from './membership.js';
 import { grpcCode } from './client.js';
@@ -24,21 +24,28 @@ export class Forwarding implements Forwarder {
   resolve(peerId: string): 'self' | PeerRoute | undefined {
     if (peerId === this.mesh.selfId) return 'self';
     if (!this.mesh.inCluster) return undefined;
-    const m = this.mesh.membership.get(peerId);
-    return m ? { forward: (op, args, caller, requestId) => this.forward(m, op.name, args, caller, requestId) } : undefined;
+    const member = this.mesh.membership.get(peerId);
+    return member ? { forward: (op, args, caller, requestId) => this.forward(member, op.name, args, caller, requestId) } : undefined;
   }
 
-  private async forward(m: Member, operation: string, args: Record<string, unknown>, caller: Caller, requestId: string): Promise<unknown> {
+  private async forward(member: Member, operation: string, args: Record<string, unknown>, caller: Caller, requestId: string): Promise<unknown> {
     if (caller.tokenId === 'admin') {
-      throw forbidden(`calls made over the local admin socket run only on this node; to reach peer '${m.name}' (${m.peer_id}), use an API token over HTTP or run hostctl on that node`);
+      throw forbidden(`calls made over the local admin socket run only on this node; to reach peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`);
     }
-    const label = `peer '${m.name}' (${m.peer_id})`;
+    const label = `peer '${member.name}' (${member.peer_id})`;
     const deadline = this.mesh.options.config.forwardDeadlineMs;
     const argsJson = JSON.stringify(args);
     if (argsJson.length > MAX_ARGS_BYTES / 3 && Buffer.byteLength(argsJson) > MAX_ARGS_BYTES) throw new ApiError(413, `arguments of ${operation} are too large to forward to ${label}`);
+    const circuits = this.mesh.circuits;
+    const gate = circuits.admit(member.peer_id);
+    if (!gate.go) {
+      // Known unreachable: answer now rather than after the deadline. Not sent, so recorded as a refusal.
+      throw new RefusedCall(502, `${label} is unreachable at ${member.address} (${gate.reason}, since ${gate.since}); the call was not sent${gate.retryInMs < 0 ? ' (the health probe retries)' : `, next try in ${Math.ceil(gate.retryInMs / 1000)} s`}`);
+    }
+    const sentAt = Date.now();
     let reply: W.CallOutcome;
     try {
-      reply = await this.mesh.clients.call(m, {
+      reply = await this.mesh.clients.call(member, {
         operation,
         args_json: argsJson,
         caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
@@ -47,10 +54,21 @@ export class Forwarding implements Forwarder {
       }, deadline);
     } catch (err) {
       const code = grpcCode(err);
-      if (code === grpc.status.DEADLINE_EXCEEDED) throw badGateway(`${label} did not answer within ${deadline} ms`);
-      if (code === grpc.status.UNAUTHENTICATED || code === grpc.status.PERMISSION_DENIED) throw badGateway(`${label} refused this node: ${(err as grpc.ServiceError).details}`);
-      throw badGateway(`${label} is unreachable at ${m.address}: ${grpcDetail(err)}`);
+      if (code === grpc.status.DEADLINE_EXCEEDED) {
+        // Silent since the call left: hung or cut off. Answering other calls meanwhile: this one is just slow.
+        if (!circuits.heardSince(member.peer_id, sentAt)) circuits.failed(member.peer_id, `no answer within ${deadline} ms`);
+        else circuits.trialDone(member.peer_id);
+        throw badGateway(`${label} did not answer within ${deadline} ms`);
+      }
+      if (code === grpc.status.UNAUTHENTICATED || code === grpc.status.PERMISSION_DENIED) {
+        circuits.answered(member.peer_id);
+        throw badGateway(`${label} refused this node: ${(err as grpc.ServiceError).details}`);
+      }
+      if (code === grpc.status.CANCELLED) circuits.trialDone(member.peer_id);
+      else circuits.failed(member.peer_id, grpcDetail(err));
+      throw badGateway(`${label} is unreachable at ${member.address}: ${grpcDetail(err)}`);
     }
+    circuits.answered(member.peer_id);
     if (reply.ok) return reply.result_json ? JSON.parse(reply.result_json) : {};
     const status = Number(reply.status) || 500;
     if (status >= 500) throw badGateway(`${label} failed to run ${operation}: ${reply.error} (${status})`);

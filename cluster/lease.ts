@@ -102,8 +102,8 @@ const MAX_ATTEMPTS = 5;
 const RECORD_KEY = 'record';
 const ACCEPTOR_KEY = 'acceptor';
 
-export function noMajorityMessage(k: number, n: number, epoch: number): string {
-  return `no majority: only ${k} of ${n} members stored epoch ${epoch}`;
+export function noMajorityMessage(stored: number, members: number, epoch: number): string {
+  return `no majority: only ${stored} of ${members} members stored epoch ${epoch}`;
 }
 
 export function holderReachableMessage(holder: string): string {
@@ -113,13 +113,13 @@ export function holderReachableMessage(holder: string): string {
 // ---------------------------------------------------------------------------
 // Shape checks for everything that crosses the wire or the store.
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isId = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 256;
-const isEpoch = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isObj = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isId = (value: unknown): value is string => typeof value === 'string' && value.length > 0 && value.length <= 256;
+const isEpoch = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 
-function parseRecord(v: unknown, what: string): LeaseRecord {
-  if (!isObj(v)) throw badRequest(`${what} must be an object {holder, epoch}`);
-  const { holder, epoch } = v;
+function parseRecord(value: unknown, what: string): LeaseRecord {
+  if (!isObj(value)) throw badRequest(`${what} must be an object {holder, epoch}`);
+  const { holder, epoch } = value;
   if (!isEpoch(epoch)) throw badRequest(`${what}.epoch must be a non-negative integer`);
   if (epoch === 0) {
     if (holder !== null && holder !== undefined) throw badRequest(`${what}.holder must be null at epoch 0`);
@@ -129,12 +129,12 @@ function parseRecord(v: unknown, what: string): LeaseRecord {
   return { holder, epoch };
 }
 
-function parseAccepted(v: unknown, what: string): AcceptedProposal | null {
-  if (v === null || v === undefined) return null;
-  if (!isObj(v) || !isEpoch(v.epoch) || v.epoch < 1 || !isId(v.holder) || !isId(v.by)) {
+function parseAccepted(value: unknown, what: string): AcceptedProposal | null {
+  if (value === null || value === undefined) return null;
+  if (!isObj(value) || !isEpoch(value.epoch) || value.epoch < 1 || !isId(value.holder) || !isId(value.by)) {
     throw badRequest(`${what} must be null or {epoch, holder, by}`);
   }
-  return { epoch: v.epoch, holder: v.holder, by: v.by };
+  return { epoch: value.epoch, holder: value.holder, by: value.by };
 }
 
 /** Validates an incoming protocol message; throws 400 naming what is wrong. */
@@ -165,12 +165,12 @@ export function parseLeaseMessage(msg: unknown): LeaseMessage {
 }
 
 /** Validates a reply from a peer. */
-export function parseLeaseReply(v: unknown): LeaseReply {
-  if (!isObj(v)) throw badRequest('lease reply must be an object');
-  if (typeof v.ok !== 'boolean') throw badRequest('lease reply needs boolean `ok`');
-  if (!isId(v.from)) throw badRequest('lease reply needs `from`');
-  if (!isEpoch(v.promised)) throw badRequest('lease reply needs integer `promised`');
-  return { ok: v.ok, from: v.from, record: parseRecord(v.record, 'reply.record'), promised: v.promised, accepted: parseAccepted(v.accepted, 'reply.accepted') };
+export function parseLeaseReply(value: unknown): LeaseReply {
+  if (!isObj(value)) throw badRequest('lease reply must be an object');
+  if (typeof value.ok !== 'boolean') throw badRequest('lease reply needs boolean `ok`');
+  if (!isId(value.from)) throw badRequest('lease reply needs `from`');
+  if (!isEpoch(value.promised)) throw badRequest('lease reply needs integer `promised`');
+  return { ok: value.ok, from: value.from, record: parseRecord(value.record, 'reply.record'), promised: value.promised, accepted: parseAccepted(value.accepted, 'reply.accepted') };
 }
 
 // ---------------------------------------------------------------------------
@@ -198,7 +198,7 @@ export class LeaseManager {
   private readonly changes = new SerialQueue();
   /** Proposals from this node, one at a time. */
   private readonly proposals = new SerialQueue();
-  private readonly listeners = new Set<(s: LeaseState) => void>();
+  private readonly listeners = new Set<(state: LeaseState) => void>();
   private lastEmitted: LeaseState | null = null;
   private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, 'lease sync failed'));
 

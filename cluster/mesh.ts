@@ -21,6 +21,7 @@ import { Membership, type Member } from './membership.js';
 import { TokenDirectory } from './directory.js';
 import type { ClusterServer } from './server.js';
 import { PeerClients } from './client.js';
+import { Circuits } from './circuit.js';
 import type * as W from './proto.js';
 
 /** Deadlines of the cluster's own traffic (forwarded calls use config.forwardDeadlineMs). */
@@ -52,12 +53,26 @@ export interface LeaseHooks {
   onLeave?(): Promise<void>;
 }
 
-/** An operator-visible cluster event; the daemon's activity recorder writes it. */
+/**
+ * An operator-visible cluster event; the daemon's activity recorder writes it.
+ * Without `actor` it is the local operator's doing (hostctl over the admin
+ * socket). Events caused over the cluster port say who caused them: `actor`
+ * `anonymous` for a client without a certificate, `peer:<node id>` for a
+ * member or a joining node, with `metadata.transport` `cluster`.
+ */
 export interface AuditEvent {
   category: 'auth' | 'system';
   severity: 'info' | 'warning';
   summary: string;
   target: string;
+  actor?: string;
+  metadata?: Record<string, unknown> & { transport: 'cluster' };
+}
+
+/** Who caused an event that came over the cluster port. */
+export interface Cause {
+  actor: string;
+  metadata: Record<string, unknown> & { transport: 'cluster' };
 }
 
 /** The tokens this node holds, as the directory publishes them (never a secret). */
@@ -72,7 +87,7 @@ export interface ClusterOptions {
   store: Store;
   tokens: TokenSource;
   /** Records an event in the activity log (the recorder dispatch owns). */
-  audit(e: AuditEvent): Promise<void>;
+  audit(event: AuditEvent): Promise<void>;
   log: Logger;
   /** Health probe period (default 2000 ms, env HOSTD_CLUSTER_PROBE_MS). */
   probeIntervalMs?: number;
@@ -105,6 +120,8 @@ export class ClusterMesh {
   readonly clients: PeerClients;
   /** Reachability of the other members, as the probe last saw it. */
   readonly health = new Map<string, PeerHealth>();
+  /** Whether forwarded calls to a member go, or fail fast (circuit.ts). */
+  readonly circuits = new Circuits();
   /** Membership changes made on this node, one at a time. */
   readonly changes = new SerialQueue();
   server!: ClusterServer;
@@ -183,15 +200,21 @@ export class ClusterMesh {
     return parseJsonBytes(r.json) ?? null;
   }
 
-  async audit(category: AuditEvent['category'], severity: AuditEvent['severity'], summary: string, target: string): Promise<void> {
-    await this.options.audit({ category, severity, summary, target }).catch((err) => this.log.error({ err }, 'activity write failed'));
+  /** Records an event; `cause` when it came over the cluster port (else it is the local operator's). */
+  async audit(category: AuditEvent['category'], severity: AuditEvent['severity'], summary: string, target: string, cause?: Cause): Promise<void> {
+    await this.record({ category, severity, summary, target, ...cause });
+  }
+
+  /** Records a complete event; a failed write is logged, never thrown. */
+  async record(event: AuditEvent): Promise<void> {
+    await this.options.audit(event).catch((err) => this.log.error({ err }, 'activity write failed'));
   }
 }
 
-export function parseJsonBytes(b: Buffer | Uint8Array | undefined): unknown {
-  if (!b || b.length === 0) return undefined;
+export function parseJsonBytes(bytes: Buffer | Uint8Array | undefined): unknown {
+  if (!bytes || bytes.length === 0) return undefined;
   try {
-    return JSON.parse(Buffer.from(b).toString('utf8'));
+    return JSON.parse(Buffer.from(bytes).toString('utf8'));
   } catch {
     return undefined;
   }

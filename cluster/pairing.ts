@@ -8,21 +8,26 @@ import * as grpc from '@grpc/grpc-js';
 import { badGateway, badRequest, conflict, forbidden, notFound, type ApiError } from '../daemon/lib/errors.js';
 import type { NodeCredentials } from '../certs/files.js';
 import { createCa, createCsr, CsrError, fingerprint, generateKeyPair, issueNodeCert, issuedBy, keyMatchesCert, nodeIdOf, signCsr } from '../certs/pki.js';
-import { DEFAULT_JOIN_TTL_MS, JoinTokenError, parseJoinToken } from '../certs/join-tokens.js';
+import { DEFAULT_JOIN_TTL_MS, parseJoinToken } from '../certs/join-tokens.js';
 import type { Member } from './membership.js';
 import { RpcError } from './server.js';
 import { fetchPinnedCa, grpcCode, joinCall } from './client.js';
-import { DEADLINES, parseJsonBytes, type ClusterMesh, type ClusterStatus } from './mesh.js';
+import { DEADLINES, parseJsonBytes, type Cause, type ClusterMesh, type ClusterStatus } from './mesh.js';
 import type { Probes } from './probes.js';
 import { fromWireSnapshot, type TokenSync } from './token-sync.js';
 import type * as W from './proto.js';
+import { JoinGuard, checkJoinRequest, remoteHost, tokenRefusal } from './join-guard.js';
 
-/** Join requests are checked before anything is written or logged: these bound every field. */
-const NODE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
-const ADDRESS = /^\[?[^\]]*?\]?:\d{1,5}$/;
+/** What the local operator may give as the address of a member to join through. */
+const JOIN_THROUGH = /^\[?[^\]]*?\]?:\d{1,5}$/;
 
 export class Pairing {
-  constructor(private readonly mesh: ClusterMesh, private readonly probes: Probes, private readonly tokens: TokenSync) {}
+  /** Refused joins from the cluster port: bounded work, bounded trace. */
+  readonly guard: JoinGuard;
+
+  constructor(private readonly mesh: ClusterMesh, private readonly probes: Probes, private readonly tokens: TokenSync) {
+    this.guard = new JoinGuard(mesh.log.child({ mod: 'cluster' }), (e) => mesh.record(e));
+  }
 
   init(): Promise<ClusterStatus> {
     const mesh = this.mesh;
@@ -60,7 +65,7 @@ export class Pairing {
       } catch (err) {
         throw badRequest((err as Error).message);
       }
-      if (!ADDRESS.test(address)) throw badRequest(`address must look like host:port, got '${address}'`);
+      if (!JOIN_THROUGH.test(address)) throw badRequest(`address must look like host:port, got '${address}'`);
       let caPem: string;
       try {
         caPem = await fetchPinnedCa(address, parsed.caFingerprint);
@@ -152,31 +157,63 @@ export class Pairing {
 
   // ---------------------------------------------------------------- RPCs
 
-  async rpcJoin(req: W.JoinRequest, remote: string): Promise<W.JoinReply> {
+  /**
+   * A node without a certificate asks to join (the one RPC open to it). Every
+   * field is checked before anything is looked up, written or logged; the
+   * join token is spent outside the membership queue, so refused attempts do
+   * not hold up membership changes. See join-guard.ts for what a refusal
+   * leaves behind.
+   */
+  async rpcJoin(req: W.JoinRequest, peer: string): Promise<W.JoinReply> {
+    const mesh = this.mesh;
+    const remote = remoteHost(peer);
+    if (!this.guard.enter()) {
+      this.guard.refused(remote, 'busy', 'too many joins at once');
+      throw new RpcError(grpc.status.RESOURCE_EXHAUSTED, 'too many joins at once; try again in a few seconds');
+    }
+    try {
+      if (!mesh.inCluster) throw new RpcError(grpc.status.FAILED_PRECONDITION, 'this node is not in a cluster');
+      const bad = checkJoinRequest(req);
+      if (bad) {
+        this.guard.refused(remote, bad.reason, bad.message);
+        throw new RpcError(grpc.status.INVALID_ARGUMENT, bad.message);
+      }
+      // A node id that is already a member is refused before the token is spent.
+      if (mesh.membership.get(req.node_id)) throw new RpcError(grpc.status.ALREADY_EXISTS, `node ${req.node_id} is already a member; remove it first`);
+      let joinTokenId: string;
+      try {
+        joinTokenId = (await mesh.joinTokens.consume(req.token)).id;
+      } catch (err) {
+        const refusal = tokenRefusal(err);
+        this.guard.refused(remote, refusal.reason, refusal.message, req.node_id);
+        throw new RpcError(grpc.status.PERMISSION_DENIED, refusal.message);
+      }
+      return await this.admit(req, remote, joinTokenId);
+    } finally {
+      this.guard.leave();
+    }
+  }
+
+  /** Adds a node whose request and join token were accepted; one membership change at a time. */
+  private admit(req: W.JoinRequest, remote: string, joinTokenId: string): Promise<W.JoinReply> {
     const mesh = this.mesh;
     return mesh.changes.run(async () => {
       if (!mesh.inCluster) throw new RpcError(grpc.status.FAILED_PRECONDITION, 'this node is not in a cluster');
-      try {
-        await mesh.joinTokens.consume(req.token);
-      } catch (err) {
-        mesh.log.warn({ remote, node_id: req.node_id, reason: (err as JoinTokenError).reason }, 'join refused');
-        await mesh.audit('auth', 'warning', `Join by node ${req.node_id || '?'} from ${remote} refused: ${(err as Error).message}`, `cluster/join`);
-        throw new RpcError(grpc.status.PERMISSION_DENIED, (err as Error).message);
-      }
-      if (!NODE_ID.test(req.node_id)) throw new RpcError(grpc.status.INVALID_ARGUMENT, 'node_id is not valid');
       if (mesh.membership.get(req.node_id)) throw new RpcError(grpc.status.ALREADY_EXISTS, `node ${req.node_id} is already a member; remove it first`);
-      if (!ADDRESS.test(req.address)) throw new RpcError(grpc.status.INVALID_ARGUMENT, `address must look like host:port, got '${req.address}'`);
       let certPem: string;
       try {
         certPem = signCsr({ certPem: mesh.creds!.caCertPem, keyPem: mesh.creds!.caKeyPem }, req.csr_pem, req.node_id);
       } catch (err) {
         throw new RpcError(grpc.status.INVALID_ARGUMENT, err instanceof CsrError ? err.message : `cannot sign the request: ${(err as Error).message}`);
       }
-      const member: Member = { peer_id: req.node_id, name: (req.name || req.node_id).slice(0, 128), address: req.address, fingerprint: fingerprint(certPem), joined_at: new Date().toISOString() };
+      const member: Member = { peer_id: req.node_id, name: req.name || req.node_id, address: req.address, fingerprint: fingerprint(certPem), joined_at: new Date().toISOString() };
       await mesh.membership.replace(mesh.membership.clusterId, mesh.membership.version + 1, [...mesh.membership.list(), member]);
       // Everyone else learns of the new member before the joiner hears back.
       await mesh.pushMembership(mesh.others().filter((m) => m.peer_id !== member.peer_id));
-      await mesh.audit('system', 'info', `Node '${member.name}' (${member.peer_id}) joined the cluster from ${member.address}`, `peers/${member.peer_id}`);
+      await mesh.audit('system', 'info', `Node '${member.name}' (${member.peer_id}) joined the cluster from ${member.address}`, `peers/${member.peer_id}`, {
+        actor: `peer:${member.peer_id}`,
+        metadata: { transport: 'cluster', remote, join_token: joinTokenId },
+      });
       mesh.log.info({ peer_id: member.peer_id, name: member.name, address: member.address }, 'member joined');
       this.probes.soon();
       const lease = await mesh.hooks.exportLease?.();
@@ -201,7 +238,7 @@ export class Pairing {
     return mesh.changes.run(async () => {
       if (!mesh.membership.shouldAdopt(version, list)) return { ok: true, detail: 'not newer' };
       if (!list.some((m) => m.peer_id === mesh.selfId)) {
-        await this.leave(`${peer.name} (${peer.peer_id})`);
+        await this.leave(`${peer.name} (${peer.peer_id})`, { actor: `peer:${peer.peer_id}`, metadata: { transport: 'cluster' } });
         return { ok: true, detail: 'left' };
       }
       const gone = mesh.membership.list().filter((m) => !list.some((x) => x.peer_id === m.peer_id && x.fingerprint === m.fingerprint));
@@ -232,12 +269,13 @@ export class Pairing {
       mesh.server.dropFingerprint(m.fingerprint);
       mesh.clients.drop(m.peer_id);
       mesh.health.delete(m.peer_id);
+      mesh.circuits.forget(m.peer_id);
       await mesh.directory.dropOwner(m.peer_id);
     }
   }
 
   /** This node was removed by another member: back to a cluster of one. */
-  private async leave(by: string): Promise<void> {
+  private async leave(by: string, cause?: Cause): Promise<void> {
     const mesh = this.mesh;
     const clusterId = mesh.membership.clusterId;
     this.probes.stop();
@@ -250,13 +288,13 @@ export class Pairing {
     await mesh.joinTokens.clear();
     mesh.files.remove();
     await mesh.hooks.onLeave?.().catch(() => undefined);
-    await mesh.audit('system', 'warning', `This node was removed from cluster ${clusterId} by ${by}`, `cluster/${clusterId}`);
+    await mesh.audit('system', 'warning', `This node was removed from cluster ${clusterId} by ${by}`, `cluster/${clusterId}`, cause);
     mesh.log.warn({ cluster_id: clusterId, by }, 'removed from the cluster');
   }
 }
 
-function fromWire(m: W.WireMember): Member {
-  return { peer_id: m.peer_id, name: m.name, address: m.address, fingerprint: m.fingerprint, joined_at: m.joined_at };
+function fromWire(wire: W.WireMember): Member {
+  return { peer_id: wire.peer_id, name: wire.name, address: wire.address, fingerprint: wire.fingerprint, joined_at: wire.joined_at };
 }
 
 function joinError(address: string, err: unknown): ApiError {

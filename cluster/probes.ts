@@ -7,6 +7,7 @@ import type { Member } from './membership.js';
 import { DEADLINES, type ClusterMesh } from './mesh.js';
 import type { TokenSync } from './token-sync.js';
 import type * as W from './proto.js';
+import { grpcDetail } from './forwarding.js';
 
 export class Probes {
   private timer: NodeJS.Timeout | null = null;
@@ -39,25 +40,27 @@ export class Probes {
   }
 
   /** One health probe; on success also repairs a peer that missed a membership or directory push. */
-  async probe(m: Member): Promise<boolean> {
-    const health = this.mesh.health;
-    let h = health.get(m.peer_id);
-    if (!h) health.set(m.peer_id, (h = { reachable: false, last_seen: null, probing: false }));
-    if (h.probing) return h.reachable;
-    h.probing = true;
+  async probe(member: Member): Promise<boolean> {
+    let health = this.mesh.health.get(member.peer_id);
+    if (!health) this.mesh.health.set(member.peer_id, (health = { reachable: false, last_seen: null, probing: false }));
+    if (health.probing) return health.reachable;
+    health.probing = true;
     try {
-      const r = await this.mesh.clients.unary<W.HealthReply>(m, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.probe);
-      h.reachable = true;
-      h.last_seen = new Date().toISOString();
-      if (Number(r.membership_version) < this.mesh.membership.version) void this.mesh.pushMembership([m]);
+      const reply = await this.mesh.clients.unary<W.HealthReply>(member, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.probe);
+      health.reachable = true;
+      health.last_seen = new Date().toISOString();
+      this.mesh.circuits.answered(member.peer_id);
+      if (Number(reply.membership_version) < this.mesh.membership.version) void this.mesh.pushMembership([member]);
       const mine = this.mesh.directory.snapshot(this.mesh.selfId);
-      if (mine && Number(r.directory_versions?.[this.mesh.selfId] ?? 0) < mine.version) void this.tokens.push(mine, [m]);
+      if (mine && Number(reply.directory_versions?.[this.mesh.selfId] ?? 0) < mine.version) void this.tokens.push(mine, [member]);
       return true;
-    } catch {
-      h.reachable = false;
+    } catch (err) {
+      health.reachable = false;
+      // Forwarded calls to it fail fast from now until it answers again.
+      this.mesh.circuits.failed(member.peer_id, `health probe failed: ${grpcDetail(err)}`, true);
       return false;
     } finally {
-      h.probing = false;
+      health.probing = false;
     }
   }
 

@@ -31,7 +31,7 @@ export interface ReplicatedSpec<T> {
   what: string;
   initial(): T;
   /** Checks a whole document (from an update, a peer or the disk); throws 400; returns a copy. */
-  validate(v: unknown): T;
+  validate(value: unknown): T;
 }
 
 export interface ReplicatedSnapshot<T> {
@@ -71,10 +71,10 @@ export const REPLICATION_SYNC_INTERVAL_MS = 2000;
 const KEY = 'current';
 const MAX_ATTEMPTS = 4;
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObj = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-const isVersion = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-const isId = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 256;
+const isVersion = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+const isId = (value: unknown): value is string => typeof value === 'string' && value.length > 0 && value.length <= 256;
 
 /** Validates an incoming replication message; throws 400. */
 function parseMessage<T>(msg: unknown, spec: ReplicatedSpec<T>): Message<T> {
@@ -98,8 +98,8 @@ function parseReply<T>(v: unknown, spec: ReplicatedSpec<T>): Reply<T> {
 }
 
 /** (version, origin) order. */
-function newer(a: { version: number; origin: string }, b: { version: number; origin: string }): boolean {
-  return a.version > b.version || (a.version === b.version && a.origin > b.origin);
+function newer(candidate: { version: number; origin: string }, current: { version: number; origin: string }): boolean {
+  return candidate.version > current.version || (candidate.version === current.version && candidate.origin > current.origin);
 }
 
 // ---------------------------------------------------------------------------
@@ -110,7 +110,7 @@ export class ReplicatedConfig<T> {
   private current: Versioned<T>;
   private readonly changes = new SerialQueue();
   private readonly updates = new SerialQueue();
-  private readonly listeners = new Set<(s: ReplicatedSnapshot<T>) => void>();
+  private readonly listeners = new Set<(snapshot: ReplicatedSnapshot<T>) => void>();
   private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, `${this.spec.what} sync failed`));
 
   constructor(
@@ -146,7 +146,7 @@ export class ReplicatedConfig<T> {
   }
 
   /** Fires whenever this node's copy changes (local update, push or sync). Returns an unsubscribe function. */
-  onChange(cb: (s: ReplicatedSnapshot<T>) => void): () => void {
+  onChange(cb: (snapshot: ReplicatedSnapshot<T>) => void): () => void {
     this.listeners.add(cb);
     return () => this.listeners.delete(cb);
   }
@@ -156,7 +156,7 @@ export class ReplicatedConfig<T> {
    * it to every member. Errors thrown by the mutator (ApiError 400/404/409 ...) pass through
    * and nothing is stored. 409 when other members kept writing newer versions throughout.
    */
-  async update(mutator: (c: T) => T): Promise<ReplicatedUpdate<T>> {
+  async update(mutator: (config: T) => T): Promise<ReplicatedUpdate<T>> {
     return this.updates.run(async () => {
       for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
         const base = this.current;
@@ -230,10 +230,10 @@ export class ReplicatedConfig<T> {
   }
 
   /** Stores `v` if it is newer than the current copy. Under the serial lock. */
-  private async adoptLocked(v: Versioned<T>): Promise<boolean> {
-    if (!newer(v, this.current)) return false;
-    await this.sub.put(KEY, v);
-    this.current = { version: v.version, origin: v.origin, config: structuredClone(v.config) };
+  private async adoptLocked(copy: Versioned<T>): Promise<boolean> {
+    if (!newer(copy, this.current)) return false;
+    await this.sub.put(KEY, copy);
+    this.current = { version: copy.version, origin: copy.origin, config: structuredClone(copy.config) };
     const snap = this.get();
     for (const cb of this.listeners) {
       try {

@@ -28,8 +28,8 @@ export class RpcService implements ClusterHandlers {
     private readonly tokens: TokenSync,
   ) {}
 
-  setDispatch(d: Dispatch): void {
-    this.dispatch = d;
+  setDispatch(dispatch: Dispatch): void {
+    this.dispatch = dispatch;
   }
 
   /** One forwarded call (a frame of `peer`'s CallStream): origin, token directory and scope checks, then dispatch. */

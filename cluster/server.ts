@@ -7,9 +7,11 @@
  *   have the fingerprint of a current member: anything else that presents a
  *   certificate (another CA, a removed member) is disconnected as soon as the
  *   TLS handshake ends, before a single RPC is read;
- * - a joining node, which has no certificate yet: its connection is kept, but
- *   the only RPC it may call is Join (every other RPC checks the member's
- *   certificate per call and answers UNAUTHENTICATED).
+ * - a joining node, which has no certificate yet: its connection goes to a
+ *   second gRPC server that serves only Join (every other RPC answers
+ *   UNAUTHENTICATED) and reads messages of at most 64 KiB, where members may
+ *   send 16 MiB. At most a few such connections are open at once, each for at
+ *   most 30 seconds; what Join does with its request is in join-guard.ts.
  * Removing a member destroys its open connections at once. The forwarding
  * stream (CallStream) is checked when it opens and again on every batch it
  * reads (cluster/call-stream.ts).
@@ -24,6 +26,8 @@ import { serveCallStream } from './call-stream.js';
 import type { Member } from './membership.js';
 import { normalizeFingerprint } from '../certs/pki.js';
 import { ApiError } from '../daemon/lib/errors.js';
+import { RefusalThrottle, SHARED_KEY, type TraceLimits } from '../daemon/activity/throttle.js';
+import { JOIN_MESSAGE_MAX } from './join-guard.js';
 
 export class RpcError extends Error {
   constructor(readonly code: grpc.status, message: string) {
@@ -51,10 +55,22 @@ export interface ClusterHandlers {
 
 type Unary = (call: grpc.ServerUnaryCall<any, any>, cb: grpc.sendUnaryData<any>) => void;
 
+/** Connections without a client certificate open at once; more are closed after the handshake. */
+export const ANONYMOUS_CONNECTIONS_MAX = 16;
+/** How long a connection without a client certificate may stay open (a join takes well under this). */
+export const ANONYMOUS_CONNECTION_MS = 30_000;
+/** Refused connections logged one by one; the rest are counted in a summary line once a minute. */
+const CONNECTION_TRACE: TraceLimits = { burst: 10, everyMs: 6000, windowMs: 60_000, maxKeys: 1 };
+
 export class ClusterServer {
   private readonly tlsServer: tls.Server;
   private readonly grpcServer: grpc.Server;
   private readonly injector: ReturnType<grpc.Server['createConnectionInjector']>;
+  /** The server for connections without a certificate: Join only, small messages. */
+  private readonly joinServer: grpc.Server;
+  private readonly joinInjector: ReturnType<grpc.Server['createConnectionInjector']>;
+  private readonly anonymous = new Set<tls.TLSSocket>();
+  private readonly refusedTrace: RefusalThrottle<null>;
   private hasCreds = false;
   /** Open member connections by certificate fingerprint. */
   private readonly byFp = new Map<string, Set<tls.TLSSocket>>();
@@ -89,10 +105,23 @@ export class ClusterServer {
       s.once('close', () => this.rawSockets.delete(s));
     });
     this.tlsServer.on('secureConnection', (s) => this.onSecure(s));
-    this.tlsServer.on('tlsClientError', (err) => this.log.debug({ err: err.message }, 'cluster TLS handshake failed'));
+    this.tlsServer.on('tlsClientError', (err) => this.log.debug({ err: String(err.message).slice(0, 200) }, 'cluster TLS handshake failed'));
     this.grpcServer = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.enable_channelz': 0 });
     this.grpcServer.addService(ClusterService, this.implementation());
     this.injector = this.grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    this.joinServer = new grpc.Server({ 'grpc.max_receive_message_length': JOIN_MESSAGE_MAX, 'grpc.enable_channelz': 0 });
+    this.joinServer.addService(ClusterService, this.joinImplementation());
+    this.joinInjector = this.joinServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    this.refusedTrace = new RefusalThrottle<null>(CONNECTION_TRACE, (s) => {
+      this.log.warn({ refused: s.count, since: s.since, until: s.until, reasons: s.details }, 'cluster connections refused (summary of refusals not logged one by one)');
+    });
+  }
+
+  /** Logs a refused connection, at a bounded rate (the rest are counted). */
+  private refuse(socket: tls.TLSSocket, reason: string, fields: Record<string, unknown> = {}): void {
+    const remote = socket.remoteAddress ?? 'unknown';
+    if (this.refusedTrace.admit(SHARED_KEY, reason, null)) this.log.warn({ remote, ...fields }, `cluster connection refused: ${reason}`);
+    socket.destroy();
   }
 
   async listen(host: string, port: number): Promise<{ host: string; port: number }> {
@@ -108,14 +137,14 @@ export class ClusterServer {
   }
 
   /** Installs (or, with null, withdraws) the node's certificate and the CA it trusts. */
-  setCredentials(c: ServerCredentialsPem | null): void {
-    if (!c) {
+  setCredentials(creds: ServerCredentialsPem | null): void {
+    if (!creds) {
       this.hasCreds = false;
       for (const s of this.rawSockets) s.destroy();
       return;
     }
     // The CA goes after the node certificate so that a joiner can pin it by fingerprint.
-    this.tlsServer.setSecureContext({ ca: c.caCertPem, cert: c.certPem + '\n' + c.caCertPem, key: c.keyPem });
+    this.tlsServer.setSecureContext({ ca: creds.caCertPem, cert: creds.certPem + '\n' + creds.caCertPem, key: creds.keyPem });
     this.hasCreds = true;
   }
 
@@ -127,37 +156,54 @@ export class ClusterServer {
     this.byFp.delete(fp);
   }
 
-  private onSecure(s: tls.TLSSocket): void {
-    if (s.alpnProtocol !== 'h2') {
-      s.destroy();
+  private onSecure(socket: tls.TLSSocket): void {
+    if (socket.alpnProtocol !== 'h2') {
+      socket.destroy();
       return;
     }
-    const cert = s.getPeerCertificate();
+    const cert = socket.getPeerCertificate();
     const presented = cert && Object.keys(cert).length > 0;
-    if (presented) {
-      if (!s.authorized) {
-        this.log.warn({ remote: s.remoteAddress, reason: String(s.authorizationError) }, 'cluster connection refused: certificate not signed by the cluster CA');
-        s.destroy();
-        return;
-      }
-      const fp = normalizeFingerprint(cert.fingerprint256);
-      if (!this.memberByFingerprint(fp)) {
-        this.log.warn({ remote: s.remoteAddress, cn: cert.subject?.CN }, 'cluster connection refused: certificate is not that of a current member');
-        s.destroy();
-        return;
-      }
-      let set = this.byFp.get(fp);
-      if (!set) this.byFp.set(fp, (set = new Set()));
-      set.add(s);
-      const key = `${s.remoteAddress}:${s.remotePort}`;
-      this.fpByPeer.set(key, fp);
-      s.once('close', () => {
-        set!.delete(s);
-        if (this.fpByPeer.get(key) === fp) this.fpByPeer.delete(key);
-      });
+    if (!presented) {
+      this.onAnonymous(socket);
+      return;
     }
-    s.on('error', () => undefined);
-    this.injector.injectConnection(s);
+    if (!socket.authorized) {
+      this.refuse(socket, 'certificate not signed by the cluster CA', { reason: String(socket.authorizationError).slice(0, 100) });
+      return;
+    }
+    const fp = normalizeFingerprint(cert.fingerprint256);
+    if (!this.memberByFingerprint(fp)) {
+      this.refuse(socket, 'certificate is not that of a current member', { cn: String(cert.subject?.CN ?? '').slice(0, 64) });
+      return;
+    }
+    let set = this.byFp.get(fp);
+    if (!set) this.byFp.set(fp, (set = new Set()));
+    set.add(socket);
+    const key = `${socket.remoteAddress}:${socket.remotePort}`;
+    this.fpByPeer.set(key, fp);
+    socket.once('close', () => {
+      set!.delete(socket);
+      if (this.fpByPeer.get(key) === fp) this.fpByPeer.delete(key);
+    });
+    socket.on('error', () => undefined);
+    this.injector.injectConnection(socket);
+  }
+
+  /** A connection without a certificate: a joining node, or anyone who can reach the port. */
+  private onAnonymous(socket: tls.TLSSocket): void {
+    if (this.anonymous.size >= ANONYMOUS_CONNECTIONS_MAX) {
+      this.refuse(socket, 'too many connections without a certificate');
+      return;
+    }
+    this.anonymous.add(socket);
+    const timer = setTimeout(() => socket.destroy(), ANONYMOUS_CONNECTION_MS);
+    timer.unref();
+    socket.once('close', () => {
+      clearTimeout(timer);
+      this.anonymous.delete(socket);
+    });
+    socket.on('error', () => undefined);
+    this.joinInjector.injectConnection(socket);
   }
 
   /** The fingerprint of a call's client certificate, or undefined (no certificate). */
@@ -217,7 +263,24 @@ export class ClusterServer {
       TokenDirectoryGet: member((_req: W.Empty, peer) => h.rpcTokenDirectoryGet(peer)),
       Lease: json(h.rpcLease.bind(h)),
       ProxyConfig: json(h.rpcProxyConfig.bind(h)),
-      // Join: the one call open to a node without a certificate.
+      // A member does not join again: Join is served on connections without a certificate.
+      Join: ((_call, cb) => cb({ code: grpc.status.ALREADY_EXISTS, details: 'this connection presents a member certificate; it is already in the cluster' })) as Unary,
+    };
+  }
+
+  /** What a connection without a certificate may call: Join; anything else is UNAUTHENTICATED. */
+  private joinImplementation(): grpc.UntypedServiceImplementation {
+    const h = this.handlers;
+    const refused = { code: grpc.status.UNAUTHENTICATED, details: 'a client certificate of a current cluster member is required' };
+    const unauthenticated: Unary = (_call, cb) => cb(refused);
+    return {
+      CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => call.emit('error', refused)) as grpc.handleBidiStreamingCall<W.CallBatch, W.ReplyBatch>,
+      Health: unauthenticated,
+      Membership: unauthenticated,
+      TokenDirectory: unauthenticated,
+      TokenDirectoryGet: unauthenticated,
+      Lease: unauthenticated,
+      ProxyConfig: unauthenticated,
       Join: ((call, cb) => {
         h.rpcJoin(call.request as W.JoinRequest, call.getPeer()).then((r) => cb(null, r), (err) => cb(toStatus(err)));
       }) as Unary,
@@ -231,7 +294,11 @@ export class ClusterServer {
       for (const s of this.rawSockets) s.destroy();
     });
     this.injector.destroy();
+    this.joinInjector.destroy();
     this.grpcServer.forceShutdown();
+    this.joinServer.forceShutdown();
+    this.refusedTrace.flush();
+    this.refusedTrace.stop();
   }
 }
 

@@ -57,6 +57,6 @@ export class TokenSync {
   }
 }
 
-export function fromWireSnapshot(s: W.DirectorySnapshot): OwnerSnapshot {
-  return { owner: s.owner, version: Number(s.version), tokens: (s.tokens ?? []).map((t) => ({ id: t.id, name: t.name, scopes: [...(t.scopes ?? [])] })) };
+export function fromWireSnapshot(wire: W.DirectorySnapshot): OwnerSnapshot {
+  return { owner: wire.owner, version: Number(wire.version), tokens: (wire.tokens ?? []).map((t) => ({ id: t.id, name: t.name, scopes: [...(t.scopes ?? [])] })) };
 }

@@ -43,27 +43,49 @@ export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze({
   closeLingerMs: 2_000,
 });
 
-/** The config file's `http_limits` keys, by field. */
-const HTTP_LIMIT_KEYS: Record<keyof HttpLimits, string> = {
-  maxConnections: 'max_connections',
-  maxConnectionsPerClient: 'max_connections_per_client',
-  headersTimeoutMs: 'headers_timeout_ms',
-  bodyTimeoutMs: 'body_timeout_ms',
-  closeLingerMs: 'close_linger_ms',
+/** How long activity rows are kept (config `activity`; env HOSTD_ACTIVITY_*). */
+export interface ActivityRetention {
+  /** Rows older than this many days are deleted (0: no age limit). */
+  maxAgeDays: number;
+  /** The oldest rows beyond this many are deleted. */
+  maxRows: number;
+  /** How often the background pruning runs. */
+  pruneEveryMs: number;
+}
+
+export const DEFAULT_ACTIVITY_RETENTION: Readonly<ActivityRetention> = Object.freeze({ maxAgeDays: 90, maxRows: 1_000_000, pruneEveryMs: 60_000 });
+
+/** A section of numbers: each field's file key, its environment variable if any, its least value, and whether fractions are allowed. */
+type NumberSection<T> = Record<keyof T, { key: string; env?: string; min: number; fraction?: boolean }>;
+
+const HTTP_LIMIT_KEYS: NumberSection<HttpLimits> = {
+  maxConnections: { key: 'max_connections', min: 1 },
+  maxConnectionsPerClient: { key: 'max_connections_per_client', min: 1 },
+  headersTimeoutMs: { key: 'headers_timeout_ms', min: 1 },
+  bodyTimeoutMs: { key: 'body_timeout_ms', min: 1 },
+  closeLingerMs: { key: 'close_linger_ms', min: 1 },
 };
 
-function parseHttpLimits(raw: unknown, where: string): HttpLimits {
-  const out: HttpLimits = { ...DEFAULT_HTTP_LIMITS };
-  if (raw === undefined || raw === null) return out;
-  if (typeof raw !== 'object' || Array.isArray(raw)) throw new Error(`${where}: http_limits must be a mapping`);
-  const given = raw as Record<string, unknown>;
-  const known = Object.values(HTTP_LIMIT_KEYS);
-  for (const k of Object.keys(given)) if (!known.includes(k)) throw new Error(`${where}: http_limits.${k} is not a setting (known: ${known.join(', ')})`);
-  for (const [field, key] of Object.entries(HTTP_LIMIT_KEYS) as Array<[keyof HttpLimits, string]>) {
-    const v = given[key];
+const ACTIVITY_KEYS: NumberSection<ActivityRetention> = {
+  maxAgeDays: { key: 'max_age_days', env: 'HOSTD_ACTIVITY_MAX_AGE_DAYS', min: 0, fraction: true },
+  maxRows: { key: 'max_rows', env: 'HOSTD_ACTIVITY_MAX_ROWS', min: 100 },
+  pruneEveryMs: { key: 'prune_ms', env: 'HOSTD_ACTIVITY_PRUNE_MS', min: 10 },
+};
+
+/** Reads a section of numbers: unknown keys and values out of range stop the start, naming them. */
+function parseNumbers<T extends object>(raw: unknown, section: string, spec: NumberSection<T>, defaults: Readonly<T>, where: string, env: NodeJS.ProcessEnv): T {
+  const out = { ...defaults } as T;
+  if (raw !== undefined && raw !== null && (typeof raw !== 'object' || Array.isArray(raw))) throw new Error(`${where}: ${section} must be a mapping`);
+  const given = (raw ?? {}) as Record<string, unknown>;
+  const known = Object.values(spec).map((f) => (f as { key: string }).key);
+  for (const k of Object.keys(given)) if (!known.includes(k)) throw new Error(`${where}: ${section}.${k} is not a setting (known: ${known.join(', ')})`);
+  for (const [field, f] of Object.entries(spec) as Array<[keyof T, NumberSection<T>[keyof T]]>) {
+    const fromEnv = f.env ? env[f.env] : undefined;
+    const v = fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : given[f.key];
     if (v === undefined) continue;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new Error(`${where}: http_limits.${key} must be a positive integer`);
-    out[field] = v;
+    const what = fromEnv !== undefined && fromEnv !== '' ? f.env! : `${where}: ${section}.${f.key}`;
+    if (typeof v !== 'number' || !Number.isFinite(v) || (!f.fraction && !Number.isInteger(v)) || v < f.min) throw new Error(`${what} must be a ${f.fraction ? '' : 'whole '}number >= ${f.min}`);
+    (out as Record<keyof T, number>)[field] = v;
   }
   return out;
 }
@@ -79,6 +101,8 @@ export interface Config {
   logLevel: string;
   /** Connection caps and slow-client timeouts of the API listener (`http_limits`). */
   httpLimits?: HttpLimits;
+  /** Retention of the activity log (`activity`). */
+  activity?: ActivityRetention;
   /** Milliseconds a forwarded call may take before the origin answers 502. */
   forwardDeadlineMs: number;
   /** Milliseconds between health probes of the other members. */
@@ -106,7 +130,7 @@ export function parseAddr(value: string, what: string): HostAddr {
 }
 
 /** Top-level keys of the config file that this module reads; every other key is a domain's section. */
-const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits'];
+const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits', 'activity'];
 
 interface FileConfig {
   node_name?: string;
@@ -119,6 +143,7 @@ interface FileConfig {
   cluster_probe_ms?: number;
   storage_pools?: Array<{ id?: string; path?: string; name?: string }>;
   http_limits?: unknown;
+  activity?: unknown;
 }
 
 /** The system-wide config file, read when HOSTD_CONFIG is not set. */
@@ -180,7 +205,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, systemConfig = 
     nodeName: env.HOSTD_NODE_NAME ?? file.node_name ?? os.hostname(),
     pools,
     logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
-    httpLimits: parseHttpLimits(file.http_limits, configFile ?? 'config'),
+    httpLimits: parseNumbers(file.http_limits, 'http_limits', HTTP_LIMIT_KEYS, DEFAULT_HTTP_LIMITS, configFile ?? 'config', env),
+    activity: parseNumbers(file.activity, 'activity', ACTIVITY_KEYS, DEFAULT_ACTIVITY_RETENTION, configFile ?? 'config', env),
     forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
     clusterProbeMs: Number(env.HOSTD_CLUSTER_PROBE_MS ?? file.cluster_probe_ms ?? 2000),
     sections: Object.fromEntries(Object.entries(file).filter(([k]) => !SPINE_KEYS.includes(k))),

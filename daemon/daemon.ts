@@ -63,7 +63,9 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const identity = await loadIdentity(store, config.nodeName);
   const tokens = new TokenStore(store, ALL_SCOPES);
   await tokens.init();
-  const activity = new ActivityLog(store);
+  const activity = new ActivityLog(store, config.activity);
+  // A log written before the indexes existed is indexed once, here, before the daemon serves.
+  await activity.init();
   const tasks = new TaskRunner(store, identity.id);
   const interrupted = await tasks.init();
   if (interrupted) log.warn({ count: interrupted }, 'marked tasks interrupted by the last shutdown as failed');
@@ -74,7 +76,8 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   // (dispatch is built below; no event is recorded before the daemon serves).
   let dispatch: Dispatch | undefined;
   const audit = async (e: AuditEvent) => {
-    await dispatch?.audit({ ...e, actor: ADMIN_ACTOR, metadata: { transport: 'api', via: 'admin-socket' } });
+    // Without an actor the event is the local operator's; events caused over the cluster port name their cause.
+    await dispatch?.audit({ ...e, actor: e.actor ?? ADMIN_ACTOR, metadata: e.metadata ?? { transport: 'api', via: 'admin-socket' } });
   };
   const cluster = await Cluster.start({ config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs });
   const link = cluster.leaseLink();

@@ -1,12 +1,44 @@
 /**
- * The activity log. Rows are keyed by time (zero-padded epoch milliseconds, a
- * per-process sequence and a random tail for uniqueness across restarts), so
- * since/until/cursor are bounds of one reverse range scan, newest first.
+ * The activity log: rows, their indexes, and their retention.
+ *
+ * Rows (sublevel `activity`) are keyed by time: zero-padded epoch
+ * milliseconds, a per-process sequence and a random tail for uniqueness
+ * across restarts, so since/until/cursor are bounds of one reverse range
+ * scan, newest first.
+ *
+ * Indexes (sublevel `activity_ix`), written in the same batch as their row:
+ *   a|<key>                         every row
+ *   c|<category>|<key>              by category
+ *   s|<severity>|<key>              by severity
+ *   cs|<category>|<severity>|<key>  by both
+ * A filtered query walks the narrowest of them over its time range, so it
+ * reads only matching keys. Each entry's value is the row's search signature
+ * (grams.ts): a search reads the entries of the blocks whose bloom may hold
+ * the needle, fetches only the rows whose signature covers it, and checks the
+ * real text.
+ *
+ * Blocks: consecutive rows, BLOCK_ROWS at a time, each with a bloom of its
+ * rows' grams. Sealed blocks are stored (sublevel `activity_blocks`) in the
+ * batch of the row that fills them; the open block is rebuilt at start from
+ * the rows after the last sealed one. Every block covers a disjoint key range
+ * [first, last]; a row whose key falls in a sealed block's range (a clock that
+ * went back) is added to that block, whose record is rewritten in the row's
+ * batch.
+ *
+ * Retention (docs/api-decisions.md, "Activity"): rows older than
+ * `maxAgeDays` and the oldest rows beyond `maxRows` are deleted, with their
+ * index entries, in the background every `pruneEveryMs` and soon after the
+ * log grows a block past `maxRows`.
  */
 import crypto from 'node:crypto';
-import type { Store, Sub } from '../store/store.js';
+import type { AbstractSublevel } from 'abstract-level';
+import type { Level } from 'level';
+import { LAZY, SYNC, type Store, type Sub } from '../store/store.js';
+import { DEFAULT_ACTIVITY_RETENTION, type ActivityRetention } from '../config.js';
 import type { ActivityCategory, Severity } from '../../api/registry/types.js';
 import { badRequest } from '../lib/errors.js';
+import { SerialQueue } from '../lib/serial.js';
+import { BLOOM_BITS, Bloom, covers, decodeSignature, encodeSignature, needleHashes, needleMask, signatureOf } from './grams.js';
 
 export interface ActivityRow {
   id: string;
@@ -36,16 +68,141 @@ export interface ActivityPage {
   next_cursor: string | null;
 }
 
+export type Retention = ActivityRetention;
+export const DEFAULT_RETENTION: Retention = DEFAULT_ACTIVITY_RETENTION;
+/** Rows per block of the search index. */
+export const BLOCK_ROWS = 64;
+
+/** Bounds on one row, so that no caller can make one row large (what is cut says so). */
+export const ROW_LIMITS = { summary: 1000, target: 500, actor: 128, metadata: 4096, metadataString: 512 };
+
 const pad = (n: number, w: number) => String(n).padStart(w, '0');
-const keyPrefix = (ms: number) => pad(ms, 15);
+const keyPrefix = (ms: number) => pad(Math.max(0, ms), 15);
+/** Above every key that starts with `key` and below every larger key (keys have one length). */
+const after = (key: string) => key + '~';
+const KEY_RE = /^\d{15}\.\d{6}\.[0-9a-f]{6}$/;
+const INDEX_VERSION = 2;
+/** Names the layout of the indexes (a cache of a filled log must match it). */
+export const INDEX_FORMAT = `v${INDEX_VERSION}-rows${BLOCK_ROWS}-bloom${BLOOM_BITS}`;
+const CHUNK = 256;
+
+interface Block {
+  id: string;
+  first: string;
+  last: string;
+  count: number;
+  bloom: Bloom;
+}
+
+interface StoredBlock {
+  id: string;
+  first: string;
+  last: string;
+  count: number;
+  bloom: string;
+}
+
+type Ix = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, string>;
+type Op = { type: 'put'; sub: Sub<any> | Ix; key: string; value: unknown } | { type: 'del'; sub: Sub<any> | Ix; key: string };
 
 export class ActivityLog {
-  private readonly sub: Sub<ActivityRow>;
+  private readonly rows: Sub<ActivityRow>;
+  private readonly ix: Ix;
+  private readonly blockSub: Sub<StoredBlock>;
+  private readonly meta: Sub<unknown>;
   private lastMs = 0;
   private seq = 0;
+  /** Random bytes for the keys' tails, drawn a thousand at a time (one draw per row costs more than the row). */
+  private random: Buffer = Buffer.alloc(0);
+  private randomAt = 0;
+  /** Sealed blocks, oldest first, disjoint ranges. */
+  private blocks: Block[] = [];
+  /** The block being filled: rows with keys above the last sealed block's. */
+  private open: Block = emptyBlock('open');
+  private nextBlockId = 1;
+  private loaded = false;
+  private readonly ready: Promise<void>;
+  /** Writes that rewrite a block record, one at a time, so a record is never overwritten by an older state. */
+  private readonly blockWrites = new SerialQueue();
+  private pruneTimer: NodeJS.Timeout | null = null;
+  private pruning: Promise<void> | null = null;
+  private pruneSoon = false;
+  private closed = false;
+  private readonly closeHooks: Array<() => void | Promise<void>> = [];
 
-  constructor(store: Store) {
-    this.sub = store.sub<ActivityRow>('activity');
+  constructor(
+    private readonly store: Store,
+    readonly retention: Retention = DEFAULT_RETENTION,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.rows = store.sub<ActivityRow>('activity');
+    this.ix = store.db.sublevel<string, string>('activity_ix', { valueEncoding: 'utf8' }) as unknown as Ix;
+    this.blockSub = store.sub<StoredBlock>('activity_blocks');
+    this.meta = store.sub<unknown>('activity_meta');
+    this.ready = this.load();
+    // A failed load is reported by the calls that wait for it.
+    this.ready.catch(() => undefined);
+    store.beforeClose(() => this.close());
+  }
+
+  /** Rows in the log (exact for this process's writes; rebuilt at start). */
+  get size(): number {
+    return this.blocks.reduce((n, b) => n + b.count, this.open.count);
+  }
+
+  /** Runs `fn` before the log closes (writers with pending rows, like summaries of refused calls). */
+  beforeClose(fn: () => void | Promise<void>): void {
+    this.closeHooks.push(fn);
+  }
+
+  /** Waits until the indexes are loaded (or rebuilt from the rows, once, after an upgrade). */
+  async init(): Promise<void> {
+    await this.ready;
+  }
+
+  private async load(): Promise<void> {
+    const format = await this.meta.get('index_format');
+    if (format === INDEX_FORMAT) {
+      for (const b of await this.blockSub.values().all()) {
+        this.blocks.push({ id: b.id, first: b.first, last: b.last, count: b.count, bloom: Bloom.decode(b.bloom) });
+        this.nextBlockId = Math.max(this.nextBlockId, Number(b.id.slice(1)) + 1);
+      }
+      this.blocks.sort((x, y) => (x.first < y.first ? -1 : 1));
+      // The open block: the rows after the last sealed one (fewer than a block, unless a crash came at a seal).
+      const lastSealed = this.blocks.at(-1)?.last;
+      for await (const [key, row] of this.rows.iterator(lastSealed ? { gt: lastSealed } : {})) {
+        this.addToOpen(key, row);
+        if (this.open.count >= BLOCK_ROWS) await this.writeBlock(this.seal());
+      }
+    } else {
+      await this.rebuild();
+    }
+    this.loaded = true;
+    this.schedulePrune(this.retention.pruneEveryMs);
+  }
+
+  /** Writes every index entry and block from the rows (a log written before the indexes existed). */
+  private async rebuild(): Promise<void> {
+    await this.ix.clear();
+    await this.blockSub.clear();
+    this.blocks = [];
+    this.open = emptyBlock(this.newBlockId());
+    let ops: Op[] = [];
+    for await (const [key, row] of this.rows.iterator()) {
+      this.addToOpen(key, row);
+      ops.push(...this.indexOps(key, row, 'put'));
+      if (this.open.count >= BLOCK_ROWS) ops.push(this.blockOp(this.seal()));
+      if (ops.length >= CHUNK * 5) {
+        await this.store.batch(ops, LAZY);
+        ops = [];
+      }
+    }
+    ops.push({ type: 'put', sub: this.meta, key: 'index_format', value: INDEX_FORMAT });
+    await this.store.batch(ops, SYNC);
+  }
+
+  private newBlockId(): string {
+    return 'b' + pad(this.nextBlockId++, 12);
   }
 
   private nextKey(ms: number): string {
@@ -54,43 +211,426 @@ export class ActivityLog {
       this.lastMs = ms;
       this.seq = 0;
     }
-    return `${keyPrefix(ms)}.${pad(this.seq, 6)}.${crypto.randomBytes(3).toString('hex')}`;
+    if (this.randomAt + 3 > this.random.length) {
+      this.random = crypto.randomBytes(3 * 1024);
+      this.randomAt = 0;
+    }
+    const tail = this.random.toString('hex', this.randomAt, (this.randomAt += 3));
+    return `${keyPrefix(ms)}.${pad(this.seq, 6)}.${tail}`;
   }
 
-  async record(row: NewActivity): Promise<ActivityRow> {
-    const ts = row.timestamp ? new Date(row.timestamp) : new Date();
-    const id = this.nextKey(ts.getTime());
-    const full: ActivityRow = { ...row, id, timestamp: ts.toISOString() };
-    await this.sub.put(id, full);
+  /**
+   * Writes one row with its index entries in one batch. `durable` (the
+   * default) waits until it is synced to the disk: an answered call's row
+   * survives a power loss (docs/durability.md).
+   */
+  async record(row: NewActivity, opts: { durable?: boolean } = {}): Promise<ActivityRow> {
+    if (!this.loaded) await this.ready;
+    const ts = row.timestamp ? new Date(row.timestamp) : new Date(this.now());
+    const key = this.nextKey(ts.getTime());
+    const full: ActivityRow = { ...bounded(row), id: key, timestamp: ts.toISOString() };
+    const ops: Op[] = [{ type: 'put', sub: this.rows, key, value: full }, ...this.indexOps(key, full, 'put')];
+    const sync = opts.durable === false ? LAZY : SYNC;
+    const lastSealed = this.blocks.at(-1);
+    if (!lastSealed || key > lastSealed.last) {
+      this.addToOpen(key, full);
+      if (this.open.count < BLOCK_ROWS) {
+        await this.store.batch(ops, sync);
+      } else {
+        const sealed = this.seal();
+        await this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(sealed)], sync));
+      }
+    } else {
+      // A key inside the sealed blocks' range (the clock went back, or a row with an old timestamp).
+      const block = this.sealedBlockFor(key);
+      addRow(block, key, full);
+      await this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(block)], sync));
+    }
+    if (this.size > this.retention.maxRows + BLOCK_ROWS) this.schedulePrune(0);
     return full;
   }
 
+  /** Several rows in one batch, not synced (imports and benchmarks). */
+  async recordMany(rows: NewActivity[]): Promise<void> {
+    if (!this.loaded) await this.ready;
+    const ops: Op[] = [];
+    for (const row of rows) {
+      const ts = row.timestamp ? new Date(row.timestamp) : new Date(this.now());
+      const key = this.nextKey(ts.getTime());
+      const full: ActivityRow = { ...bounded(row), id: key, timestamp: ts.toISOString() };
+      ops.push({ type: 'put', sub: this.rows, key, value: full }, ...this.indexOps(key, full, 'put'));
+      const lastSealed = this.blocks.at(-1);
+      if (!lastSealed || key > lastSealed.last) {
+        this.addToOpen(key, full);
+        if (this.open.count >= BLOCK_ROWS) ops.push(this.blockOp(this.seal()));
+      } else {
+        const block = this.sealedBlockFor(key);
+        addRow(block, key, full);
+        ops.push(this.blockOp(block));
+      }
+    }
+    await this.blockWrites.run(() => this.store.batch(ops, LAZY));
+  }
+
+  private indexOps(key: string, row: Pick<ActivityRow, 'category' | 'severity' | 'summary' | 'target'>, type: 'put' | 'del'): Op[] {
+    const keys = [`a|${key}`, `c|${row.category}|${key}`, `s|${row.severity}|${key}`, `cs|${row.category}|${row.severity}|${key}`];
+    if (type === 'del') return keys.map((k) => ({ type, sub: this.ix, key: k }));
+    const sig = encodeSignature(signatureOf(searchable(row)));
+    return keys.map((k) => ({ type, sub: this.ix, key: k, value: sig }));
+  }
+
+  private addToOpen(key: string, row: ActivityRow): void {
+    if (this.open.count === 0) this.open = { ...emptyBlock(this.open.id === 'open' ? this.newBlockId() : this.open.id), first: key };
+    addRow(this.open, key, row);
+  }
+
+  /** Seals the open block (full); the next row starts a new one. */
+  private seal(): Block {
+    const sealed = this.open;
+    this.blocks.push(sealed);
+    this.open = emptyBlock(this.newBlockId());
+    return sealed;
+  }
+
+  /** The sealed block whose range takes `key` (below the last sealed key). */
+  private sealedBlockFor(key: string): Block {
+    let lo = 0;
+    let hi = this.blocks.length - 1;
+    // The last block whose first key is <= key; keys below every block go to the first one.
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.blocks[mid].first <= key) lo = mid;
+      else hi = mid - 1;
+    }
+    return this.blocks[lo];
+  }
+
+  private blockOp(b: Block): Op {
+    const value: StoredBlock = { id: b.id, first: b.first, last: b.last, count: b.count, bloom: b.bloom.encode() };
+    return { type: 'put', sub: this.blockSub, key: b.id, value };
+  }
+
+  private async writeBlock(b: Block): Promise<void> {
+    await this.blockWrites.run(() => this.store.batch([this.blockOp(b)], LAZY));
+  }
+
+  // ---------------------------------------------------------------- queries
+
   async query(q: ActivityQuery): Promise<ActivityPage> {
+    if (!this.loaded) await this.ready;
     const limit = q.limit ?? 50;
-    const range: { lt?: string; gte?: string; reverse: true } = { reverse: true };
-    if (q.until) range.lt = keyPrefix(parseTime(q.until, 'until') + 1);
-    if (q.since) range.gte = keyPrefix(parseTime(q.since, 'since'));
+    let lo: string | undefined;
+    let hi: string | undefined;
+    if (q.until) hi = keyPrefix(parseTime(q.until, 'until') + 1);
+    if (q.since) lo = keyPrefix(parseTime(q.since, 'since'));
     if (q.cursor) {
       const c = decodeCursor(q.cursor);
-      if (range.lt === undefined || c < range.lt) range.lt = c;
+      if (hi === undefined || c < hi) hi = c;
     }
-    const needle = q.search?.toLowerCase();
-    const events: ActivityRow[] = [];
-    let next: string | null = null;
-    for await (const [key, row] of this.sub.iterator(range)) {
-      if (q.category && row.category !== q.category) continue;
-      if (q.severity && row.severity !== q.severity) continue;
-      if (needle && !row.summary.toLowerCase().includes(needle) && !row.target.toLowerCase().includes(needle)) continue;
-      if (events.length === limit) {
-        // One more match exists beyond this page: the cursor resumes after the page's last row.
-        next = encodeCursor(events[events.length - 1].id);
-        break;
-      }
-      events.push(row);
-      void key;
-    }
-    return { events, next_cursor: next };
+    const needle = q.search ? q.search.toLowerCase() : '';
+    const prefix = q.category && q.severity ? `cs|${q.category}|${q.severity}|` : q.category ? `c|${q.category}|` : q.severity ? `s|${q.severity}|` : needle ? 'a|' : '';
+    const found = !prefix
+      ? await this.rowsIn(lo, hi, limit + 1)
+      : !needle
+        ? await this.indexedIn(prefix, lo, hi, limit + 1)
+        : await this.searchIn(prefix, needle, lo, hi, limit + 1);
+    const events = found.slice(0, limit);
+    // One more match exists beyond this page: the cursor resumes after the page's last row.
+    return { events, next_cursor: found.length > limit ? encodeCursor(events[events.length - 1].id) : null };
   }
+
+  /** Newest rows in [lo, hi), no filter. */
+  private async rowsIn(lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
+    return this.rows.values({ ...range(lo, hi), reverse: true, limit: n }).all();
+  }
+
+  /** Newest rows of an index in [lo, hi). */
+  private async indexedIn(prefix: string, lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
+    const keys = await this.ix.keys({ ...indexRange(prefix, lo, hi), reverse: true, limit: n }).all();
+    return this.fetch(keys.map((k) => k.slice(prefix.length)));
+  }
+
+  /**
+   * Newest rows of an index in [lo, hi) whose summary or target contains
+   * `needle`. Only the blocks whose bloom may hold the needle are read: one
+   * iterator seeks from one such block to the next, newest first; of their
+   * entries, only those whose signature covers the needle's are fetched and
+   * checked against the real text.
+   */
+  private async searchIn(prefix: string, needle: string, lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
+    const mask = needleMask(needle);
+    const grams = needleHashes(needle);
+    const out: ActivityRow[] = [];
+    // The iterator's range must hold every seek target (a target outside it ends the iterator): its
+    // upper end is the index's, and `until`/the cursor are applied entry by entry.
+    const stream = new EntryStream(this.ix.iterator({ ...indexRange(prefix, lo, undefined), reverse: true }));
+    try {
+      let candidates: string[] = [];
+      let scanned = -2; // position of the last block read: the stream stands right below it
+      for (const span of this.spans(lo, hi, (block) => block.bloom.mayContain(grams))) {
+        const ceiling = prefix + (span.lt ?? TOP);
+        const floor = prefix + (span.gte ?? '');
+        // Blocks were skipped since the last one read: jump over them.
+        if (scanned !== span.index + 1) stream.seek(ceiling, span.block.count + 1);
+        scanned = span.index;
+        for (;;) {
+          const entry = await stream.next();
+          if (!entry) break;
+          const [k, sig] = entry;
+          if (k < floor) {
+            stream.unread();
+            break;
+          }
+          if (k >= ceiling) continue; // the exclusive upper end itself (a cursor's row)
+          if (covers(decodeSignature(sig), mask)) candidates.push(k.slice(prefix.length));
+          if (candidates.length >= CHUNK) {
+            if (await this.check(candidates, needle, out, n)) return out;
+            candidates = [];
+          }
+        }
+        // Rows are checked a block at a time once there are enough candidates to fill the page.
+        if (candidates.length >= n - out.length) {
+          if (await this.check(candidates, needle, out, n)) return out;
+          candidates = [];
+        }
+      }
+      await this.check(candidates, needle, out, n);
+      return out;
+    } finally {
+      await stream.close();
+    }
+  }
+
+  /** Fetches candidate rows, keeps those that contain `needle`; true once `out` holds `n`. */
+  private async check(keys: string[], needle: string, out: ActivityRow[], n: number): Promise<boolean> {
+    for (const row of await this.fetch(keys)) {
+      if (!row.summary.toLowerCase().includes(needle) && !row.target.toLowerCase().includes(needle)) continue;
+      out.push(row);
+      if (out.length >= n) return true;
+    }
+    return false;
+  }
+
+  /**
+   * The blocks that meet [lo, hi) and pass `wanted`, newest first, each with
+   * the part of its key range inside [lo, hi) (`gte` inclusive, `lt`
+   * exclusive, undefined: unbounded) and its position counted from the newest
+   * block (consecutive positions: adjacent blocks).
+   */
+  private *spans(lo: string | undefined, hi: string | undefined, wanted: (b: Block) => boolean): Generator<{ block: Block; index: number; gte?: string; lt?: string }> {
+    const lastSealed = this.blocks.at(-1);
+    if (this.open.count && wanted(this.open)) {
+      const gte = maxKey(lo, lastSealed ? after(lastSealed.last) : undefined);
+      if (hi === undefined || gte === undefined || gte < hi) yield { block: this.open, index: this.blocks.length, gte, lt: hi };
+    }
+    // The newest sealed block that starts below `hi` (blocks are in key order).
+    let start = this.blocks.length - 1;
+    if (hi !== undefined) {
+      let low = 0;
+      let high = this.blocks.length - 1;
+      start = -1;
+      while (low <= high) {
+        const mid = (low + high) >> 1;
+        if (this.blocks[mid].first < hi) {
+          start = mid;
+          low = mid + 1;
+        } else high = mid - 1;
+      }
+    }
+    for (let i = start; i >= 0; i--) {
+      const b = this.blocks[i];
+      if (lo !== undefined && b.last < lo) return; // this block and every older one end before `since`
+      if (!b.count || !wanted(b)) continue;
+      yield { block: b, index: i, gte: maxKey(lo, b.first), lt: minKey(hi, after(b.last)) };
+    }
+  }
+
+  /** The rows of these keys, in this order (a key pruned meanwhile is skipped). */
+  private async fetch(keys: string[]): Promise<ActivityRow[]> {
+    if (!keys.length) return [];
+    const rows = await this.rows.getMany(keys);
+    return rows.filter((r): r is ActivityRow => r !== undefined);
+  }
+
+  // ---------------------------------------------------------------- retention
+
+  private schedulePrune(ms: number): void {
+    if (this.closed) return;
+    if (ms === 0) {
+      if (this.pruneSoon) return;
+      this.pruneSoon = true;
+    }
+    if (this.pruneTimer) clearTimeout(this.pruneTimer);
+    this.pruneTimer = setTimeout(() => {
+      this.pruneTimer = null;
+      this.pruneSoon = false;
+      void this.prune().catch(() => undefined).finally(() => this.schedulePrune(this.retention.pruneEveryMs));
+    }, ms);
+    this.pruneTimer.unref();
+  }
+
+  /**
+   * Deletes rows older than the maximum age and the oldest rows beyond the
+   * maximum count, with their index entries, a chunk at a time (the writes of
+   * API calls go between chunks). Returns the number of rows deleted.
+   */
+  prune(): Promise<number> {
+    const run = (this.pruning ?? Promise.resolve()).then(() => this.pruneNow());
+    this.pruning = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  private async pruneNow(): Promise<number> {
+    if (!this.loaded) await this.ready;
+    const cutoff = this.retention.maxAgeDays > 0 ? keyPrefix(this.now() - this.retention.maxAgeDays * 86_400_000) : undefined;
+    let deleted = 0;
+    while (!this.closed) {
+      const excess = this.size - this.retention.maxRows;
+      const oldest = await this.rows.iterator({ limit: CHUNK }).all();
+      const doomed = oldest.filter(([key], i) => i < excess || (cutoff !== undefined && key < cutoff));
+      if (!doomed.length) break;
+      deleted += await this.blockWrites.run(async () => {
+        const ops: Op[] = [];
+        const touched = new Set<Block>();
+        for (const [key, row] of doomed) {
+          ops.push({ type: 'del', sub: this.rows, key }, ...this.indexOps(key, row, 'del'));
+          const block = this.blocks.length && key <= this.blocks[this.blocks.length - 1].last ? this.sealedBlockFor(key) : this.open;
+          block.count = Math.max(0, block.count - 1);
+          touched.add(block);
+        }
+        for (const b of touched) {
+          if (b === this.open) continue;
+          if (b.count === 0) {
+            ops.push({ type: 'del', sub: this.blockSub, key: b.id });
+            this.blocks = this.blocks.filter((x) => x !== b);
+          } else ops.push(this.blockOp(b));
+        }
+        // Not synced: a pruning lost to a power loss is done again.
+        await this.store.batch(ops, LAZY);
+        return doomed.length;
+      });
+      if (doomed.length < oldest.length) break;
+      await new Promise((r) => setImmediate(r));
+    }
+    return deleted;
+  }
+
+  /** Stops pruning and lets the writers that asked for it write their last rows. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    for (const fn of this.closeHooks) {
+      try {
+        await fn();
+      } catch {
+        /* a writer's failure is its own */
+      }
+    }
+    this.closed = true;
+    if (this.pruneTimer) clearTimeout(this.pruneTimer);
+    this.pruneTimer = null;
+    await this.pruning;
+    await this.blockWrites.run(async () => undefined);
+  }
+}
+
+/**
+ * Index entries read ahead in growing batches, newest first, with one entry
+ * of look-back (the first entry of the next block, read to see the end of
+ * this one) and seeks that drop what was read ahead.
+ */
+class EntryStream {
+  private buf: Array<[string, string]> = [];
+  private at = 0;
+  private size = 16;
+  private done = false;
+
+  constructor(private readonly it: { nextv(n: number): Promise<unknown>; seek(target: string): void; close(): Promise<void> }) {}
+
+  async next(): Promise<[string, string] | undefined> {
+    if (this.at < this.buf.length) return this.buf[this.at++];
+    if (this.done) return undefined;
+    this.buf = (await this.it.nextv(this.size)) as Array<[string, string]>;
+    this.at = 0;
+    this.size = Math.min(CHUNK, this.size * 4);
+    if (!this.buf.length) {
+      this.done = true;
+      return undefined;
+    }
+    return this.buf[this.at++];
+  }
+
+  unread(): void {
+    this.at--;
+  }
+
+  /** Jumps to `target`; the first read takes `expected` entries (a block's worth: one read per block). */
+  seek(target: string, expected: number): void {
+    this.it.seek(target);
+    this.buf = [];
+    this.at = 0;
+    this.size = Math.max(2, Math.min(CHUNK, expected));
+    this.done = false;
+  }
+
+  close(): Promise<void> {
+    return this.it.close();
+  }
+}
+
+function emptyBlock(id: string): Block {
+  return { id, first: '', last: '', count: 0, bloom: new Bloom() };
+}
+
+function addRow(b: Block, key: string, row: Pick<ActivityRow, 'summary' | 'target'>): void {
+  if (!b.first || key < b.first) b.first = key;
+  if (key > b.last) b.last = key;
+  b.count++;
+  for (const t of searchable(row)) b.bloom.add(t);
+}
+
+function searchable(row: Pick<ActivityRow, 'summary' | 'target'>): string[] {
+  return [row.summary.toLowerCase(), row.target.toLowerCase()];
+}
+
+function range(lo: string | undefined, hi: string | undefined): { gte?: string; lt?: string } {
+  const r: { gte?: string; lt?: string } = {};
+  if (lo !== undefined) r.gte = lo;
+  if (hi !== undefined) r.lt = hi;
+  return r;
+}
+
+/** Above every key and below '~', the end of an index prefix's range: a seek target inside it. */
+const TOP = '}';
+
+function indexRange(prefix: string, lo: string | undefined, hi: string | undefined): { gte: string; lt: string } {
+  return { gte: prefix + (lo ?? ''), lt: prefix + (hi ?? '~') };
+}
+
+const maxKey = (a: string | undefined, b: string | undefined) => (a === undefined ? b : b === undefined ? a : a > b ? a : b);
+const minKey = (a: string | undefined, b: string | undefined) => (a === undefined ? b : b === undefined ? a : a < b ? a : b);
+
+/** A row within ROW_LIMITS: long text is cut (and says so), oversized metadata is reduced. */
+function bounded(row: NewActivity): Omit<ActivityRow, 'id' | 'timestamp'> {
+  const { timestamp: _ignored, ...rest } = row;
+  void _ignored;
+  const out = { ...rest, summary: cut(row.summary, ROW_LIMITS.summary), target: cut(row.target, ROW_LIMITS.target), actor: cut(row.actor, ROW_LIMITS.actor) };
+  let metadata = row.metadata;
+  if (JSON.stringify(metadata).length > ROW_LIMITS.metadata) {
+    const small: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(metadata)) small[k] = typeof v === 'string' ? cut(v, ROW_LIMITS.metadataString) : v;
+    metadata = small as ActivityRow['metadata'];
+    if (JSON.stringify(metadata).length > ROW_LIMITS.metadata) {
+      const keep: Record<string, unknown> = { transport: row.metadata.transport, truncated: true };
+      for (const k of ['operation', 'request_id', 'status', 'origin', 'peer_id', 'error']) if (small[k] !== undefined) keep[k] = small[k];
+      metadata = keep as ActivityRow['metadata'];
+    }
+  }
+  return { ...out, metadata };
+}
+
+function cut(s: string, max: number): string {
+  const text = String(s ?? '');
+  return text.length <= max ? text : `${text.slice(0, max - 7)}… (cut)`;
 }
 
 function parseTime(v: string, name: string): number {
@@ -102,6 +642,6 @@ function parseTime(v: string, name: string): number {
 const encodeCursor = (key: string) => Buffer.from(key, 'utf8').toString('base64url');
 function decodeCursor(c: string): string {
   const key = Buffer.from(c, 'base64url').toString('utf8');
-  if (!/^\d{15}\.\d{6}\.[0-9a-f]{6}$/.test(key)) throw badRequest("argument 'cursor' is not a cursor this server issued");
+  if (!KEY_RE.test(key)) throw badRequest("argument 'cursor' is not a cursor this server issued");
   return key;
 }

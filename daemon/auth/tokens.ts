@@ -4,10 +4,20 @@
  * time. A hash-keyed in-memory index keeps authentication off the disk on the
  * hot path; last-used times are written back lazily so that a read-only call
  * costs no write.
+ *
+ * Every write of the token table (create, revoke, the last-used flush) runs
+ * through one serial queue, in call order, so that no write can overtake
+ * another: a flush computed before a revoke is stored before the revoke's
+ * delete, and a flush computed after it no longer sees the token. Revocation
+ * takes effect in memory before anything is awaited (the secret stops working
+ * at once) and its delete is synced to disk before the call answers, so a
+ * revoked token never comes back after a restart or a power loss
+ * (docs/durability.md).
  */
 import crypto from 'node:crypto';
-import type { Store, Sub } from '../store/store.js';
-import { conflict, notFound, badRequest } from '../lib/errors.js';
+import { LAZY, SYNC, type Store, type Sub } from '../store/store.js';
+import { SerialQueue } from '../lib/serial.js';
+import { conflict, notFound, badRequest, internal } from '../lib/errors.js';
 
 export interface TokenRecord {
   id: string;
@@ -42,7 +52,11 @@ export const hashSecret = (secret: string): string => crypto.createHash('sha256'
 export class TokenStore {
   private readonly sub: Sub<TokenRecord>;
   private readonly byHash = new Map<string, TokenRecord>();
+  private readonly byId = new Map<string, TokenRecord>();
+  /** Use times not yet stored, by token id (the latest one noted). */
   private readonly lastUsed = new Map<string, number>();
+  /** Every write of the token table, one at a time, in call order. */
+  private readonly writes = new SerialQueue();
   /** Secrets verified since start, to their records (cleared on revoke of that token). */
   private readonly verified = new Map<string, TokenRecord>();
   private flushTimer: NodeJS.Timeout | null = null;
@@ -73,7 +87,7 @@ export class TokenStore {
   }
 
   async init(): Promise<void> {
-    for (const rec of await this.sub.values().all()) this.byHash.set(rec.hash, rec);
+    for (const rec of await this.sub.values().all()) this.index(rec);
     this.flushTimer = setInterval(() => void this.flush(), LAST_USED_FLUSH_MS);
     this.flushTimer.unref();
   }
@@ -92,38 +106,51 @@ export class TokenStore {
       created_at: new Date().toISOString(),
       last_used_at: null,
     };
-    await this.sub.put(rec.id, rec);
-    this.byHash.set(rec.hash, rec);
+    // Synced: a token whose secret was shown must exist after a power loss.
+    await this.writes.run(() => this.sub.put(rec.id, rec, SYNC));
+    this.index(rec);
     this.emit({ type: 'create', token: info(rec) });
     return { token: info(rec), secret };
   }
 
+  /**
+   * Every token, with its latest use. Reading leaves the pending use times in
+   * place: they are stored by the next flush, whoever listed the tokens since.
+   */
   list(): TokenInfo[] {
-    this.applyLastUsed();
-    return [...this.byHash.values()].map(info).sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.byHash.values()].map((r) => this.infoWithUse(r)).sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** Moves noted use times into the records; returns the ids that changed. */
-  private applyLastUsed(): string[] {
-    const ids = [...this.lastUsed.keys()];
-    for (const r of this.byHash.values()) {
-      const t = this.lastUsed.get(r.id);
-      if (t !== undefined) r.last_used_at = new Date(t).toISOString();
-    }
-    this.lastUsed.clear();
-    return ids;
+  private infoWithUse(r: TokenRecord): TokenInfo {
+    const t = this.lastUsed.get(r.id);
+    return info(t === undefined ? r : { ...r, last_used_at: new Date(t).toISOString() });
   }
 
   async revoke(nameOrId: string): Promise<TokenInfo> {
-    const rec = this.findByName(nameOrId) ?? [...this.byHash.values()].find((r) => r.id === nameOrId);
+    const rec = this.findByName(nameOrId) ?? this.byId.get(nameOrId);
     if (!rec) throw notFound(`no token named '${nameOrId}'`);
-    await this.sub.del(rec.id);
+    // Final at once: from here on the secret authenticates nothing, and a
+    // flush that runs later no longer finds the record to write back.
+    const shown = this.infoWithUse(rec);
     this.byHash.delete(rec.hash);
+    this.byId.delete(rec.id);
     for (const [secret, r] of this.verified) if (r.id === rec.id) this.verified.delete(secret);
     this.lastUsed.delete(rec.id);
     // Listeners (the cluster's token directory) must hear of every revoke.
-    this.emit({ type: 'revoke', token: info(rec) });
-    return info(rec);
+    this.emit({ type: 'revoke', token: shown });
+    try {
+      // Behind any flush already queued (which may hold this record), and synced.
+      await this.writes.run(() => this.sub.del(rec.id, SYNC));
+    } catch (err) {
+      // The token stays revoked in this process; say that the disk may still hold it.
+      throw internal(`token '${rec.name}' is revoked until the daemon restarts, but its deletion could not be stored: ${(err as Error).message}; revoke it again`);
+    }
+    return shown;
+  }
+
+  private index(rec: TokenRecord): void {
+    this.byHash.set(rec.hash, rec);
+    this.byId.set(rec.id, rec);
   }
 
   /** The token a presented secret belongs to, or undefined. Marks it used. */
@@ -152,11 +179,33 @@ export class TokenStore {
     return undefined;
   }
 
-  async flush(): Promise<void> {
-    if (!this.lastUsed.size) return;
-    const ids = this.applyLastUsed();
-    const recs = [...this.byHash.values()].filter((r) => ids.includes(r.id));
-    if (recs.length) await this.sub.batch(recs.map((r) => ({ type: 'put' as const, key: r.id, value: r }))).catch(() => undefined);
+  /**
+   * Stores the noted use times. Runs in the write queue: the records are
+   * looked up when it is this flush's turn, so a token revoked before then is
+   * not written back. Not synced: after a power loss a token's last use may be
+   * a few seconds older than it was.
+   */
+  flush(): Promise<void> {
+    if (!this.lastUsed.size) return Promise.resolve();
+    return this.writes.run(async () => {
+      const taken = [...this.lastUsed];
+      const recs: TokenRecord[] = [];
+      for (const [id, t] of taken) {
+        const r = this.byId.get(id);
+        if (!r) continue;
+        r.last_used_at = new Date(t).toISOString();
+        recs.push(r);
+      }
+      if (recs.length) {
+        try {
+          await this.sub.batch(recs.map((r) => ({ type: 'put' as const, key: r.id, value: r })), LAZY);
+        } catch {
+          return; // kept pending: the next flush tries again
+        }
+      }
+      // Uses noted while this batch was written stay pending for the next flush.
+      for (const [id, t] of taken) if (this.lastUsed.get(id) === t) this.lastUsed.delete(id);
+    });
   }
 
   async close(): Promise<void> {

@@ -6,7 +6,7 @@
  * work is expected to stop and clean up.
  */
 import crypto from 'node:crypto';
-import type { Store, Sub } from '../store/store.js';
+import { LAZY, SYNC, type Store, type Sub } from '../store/store.js';
 import { notFound } from '../lib/errors.js';
 import type { TaskHandle, TaskRecord, TaskStart, TaskWork, Tasks } from '../lib/tasks.js';
 
@@ -68,16 +68,21 @@ export class TaskRunner implements Tasks {
     let ended!: () => void;
     const entry: Live = { rec, chain: this.tasks.put(rec.task_id, { ...rec }), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
     this.live.set(rec.task_id, entry);
+    // Progress and log lines are written lazily (a power loss may lose the last
+    // seconds of them; a restart marks the task interrupted anyway); the record
+    // of a task that ended is synced: a result the caller may have read must
+    // still be there after a power loss (docs/durability.md).
     const persist = () => {
       const snapshot = { ...entry.rec };
-      entry.chain = entry.chain.then(() => this.tasks.put(snapshot.task_id, snapshot)).catch(() => undefined);
+      const ended = snapshot.state === 'succeeded' || snapshot.state === 'failed';
+      entry.chain = entry.chain.then(() => this.tasks.put(snapshot.task_id, snapshot, ended ? SYNC : LAZY)).catch(() => undefined);
     };
     const handle: TaskHandle = {
       id: rec.task_id,
       signal: entry.abort.signal,
       log: (text) => {
         const line: TaskLogLine = { line: ++entry.rec.log_lines, time: new Date().toISOString(), text };
-        entry.chain = entry.chain.then(() => this.logs.put(lineKey(rec.task_id, line.line), line)).catch(() => undefined);
+        entry.chain = entry.chain.then(() => this.logs.put(lineKey(rec.task_id, line.line), line, LAZY)).catch(() => undefined);
         persist();
       },
       progress: (p) => {

@@ -11,6 +11,7 @@ import { appsOverhead } from './apps.js';
 import { proxyBench } from './proxy.js';
 import { foldersFs } from './folders.js';
 import { lxcBench } from './lxc.js';
+import { activityQueries } from './activity.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -22,6 +23,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['proxy', proxyBench],
   ['folders', foldersFs],
   ['lxc', lxcBench],
+  ['activity', activityQueries],
 ];
 
 async function main(): Promise<void> {

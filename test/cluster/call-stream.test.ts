@@ -280,7 +280,7 @@ describe('CallStream between daemons', function () {
     }
   });
 
-  it('a member that stops answering: 502 at the deadline naming it; once it answers again the stream carries on', async () => {
+  it('a member that stops answering: 502 at the deadline naming it; once it answers again calls go through', async () => {
     expect((await fwd()).status).to.equal(200);
     process.kill(b.proc.pid!, 'SIGSTOP');
     try {
@@ -293,8 +293,8 @@ describe('CallStream between daemons', function () {
     } finally {
       process.kill(b.proc.pid!, 'SIGCONT');
     }
-    const again = await fwd();
-    expect(again.status, again.text).to.equal(200);
+    // The silent deadline opened B's circuit (hardening-hung.test.ts): it closes at B's next answer to the probe.
+    await eventually(async () => (await fwd()).status === 200, 10_000, 'forwarding to B once it answers again');
   });
 
   it('a member that dies mid-call: 502 naming it at once, not at the deadline', async () => {

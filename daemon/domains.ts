@@ -18,6 +18,7 @@ import { tasksDomain } from './tasks/index.js';
 import { activityDomain } from './activity/index.js';
 import { peersDomain } from './peers/index.js';
 import { proxyDomain } from './proxy/index.js';
+import { vmsDomain } from './vms/index.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -33,7 +34,7 @@ export function domainList(spine: Spine) {
     activityDomain(spine.activity),
     peersDomain,
     proxyDomain,
-    notBuiltDomain('vms', opsOf('vms', 'templates')),
+    vmsDomain,
     notBuiltDomain('sandboxes', opsOf('sandboxes')),
     notBuiltDomain('lxc', opsOf('lxc')),
     notBuiltDomain('apps', opsOf('apps')),

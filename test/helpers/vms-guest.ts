@@ -185,3 +185,42 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     process.exit(1);
   });
 }
+
+/**
+ * Reads a file of the guest's root filesystem (first partition at 1 MiB, as
+ * built here) from a qcow2 without booting it: a read-only FUSE export by
+ * qemu-storage-daemon, then debugfs. Works on a disk a running VM uses as a
+ * backing file. null when the file does not exist.
+ */
+export async function readGuestFile(qcow2: string, guestPath: string): Promise<string | null> {
+  const dir = fs.mkdtempSync('/tmp/hostd-vms-read-');
+  const raw = path.join(dir, 'disk.raw');
+  const pidfile = path.join(dir, 'qsd.pid');
+  fs.writeFileSync(raw, '');
+  try {
+    await run('qemu-storage-daemon', [
+      '--blockdev', `driver=file,node-name=f,filename=${qcow2},read-only=on`,
+      '--blockdev', 'driver=qcow2,node-name=d,file=f,read-only=on',
+      '--export', `type=fuse,id=e,node-name=d,mountpoint=${raw},writable=off`,
+      '--pidfile', pidfile, '--daemonize',
+    ], { timeoutMs: 30_000 });
+    const pid = Number(fs.readFileSync(pidfile, 'utf8').trim());
+    try {
+      const r = await run('debugfs', ['-R', `cat ${guestPath}`, `${raw}?offset=${PART_OFFSET}`], { timeoutMs: 60_000 });
+      if (/File not found/.test(r.stderr)) return null;
+      return r.stdout;
+    } finally {
+      process.kill(pid, 'SIGTERM');
+      for (let i = 0; i < 2000; i++) {
+        try {
+          if (/\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'))) break;
+        } catch {
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -133,7 +133,7 @@ export type VmIntent =
   | { op: 'delete'; vmid: number; dir: string }
   | { op: 'suspend'; vmid: number; file: string }
   | { op: 'resume'; vmid: number; file: string }
-  | { op: 'warm-save'; vmid: number; id: string; dir: string; new_layer: string }
+  | { op: 'warm-save'; vmid: number; id: string; name: string; dir: string; new_layer: string }
   | { op: 'warm-restore'; vmid: number; id: string; dir: string }
   | { op: 'warm-delete'; id: string; dir: string }
   | { op: 'template'; image_id: string; file: string }

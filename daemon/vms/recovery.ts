@@ -146,7 +146,7 @@ async function settle(svc: VmService, i: VmIntent): Promise<JournalOp[]> {
         const st1 = await fs.stat(memory);
         const st2 = await fs.stat(disk);
         const w: WarmStateRecord = {
-          id: i.id, name: rec.name, vmid: rec.vmid, owner: rec.owner, image_id: rec.image_id, storage_id: rec.storage_id, dir: i.dir,
+          id: i.id, name: i.name ?? rec.name, vmid: rec.vmid, owner: rec.owner, image_id: rec.image_id, storage_id: rec.storage_id, dir: i.dir,
           memory_file: memory, disk_file: disk, base_image_id: rec.base_image_id, base_warm_state_id: rec.base_warm_state_id,
           cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_size_gb: rec.disk_size_gb, network_type: rec.cloud_init.network_type,
           cloud_init: { ...rec.cloud_init }, size_bytes: st1.size + st2.size, created_at: new Date().toISOString(),
@@ -169,6 +169,10 @@ async function settle(svc: VmService, i: VmIntent): Promise<JournalOp[]> {
       return [r.delWarm(i.id)];
     case 'template':
     case 'image-add': {
+      // Work files of captures, imports, builds and conversions (never a resumable download's .part).
+      const partial = path.join(path.dirname(i.file), '.partial');
+      for (const kind of ['template', 'import', 'build']) await fs.rm(path.join(partial, `${i.image_id}.${kind}.qcow2`), { force: true });
+      await fs.rm(path.join(partial, `${i.image_id}.qcow2`), { force: true });
       if (await r.image(i.image_id)) return [];
       await fs.rm(i.file, { force: true });
       return [];

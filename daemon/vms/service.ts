@@ -87,6 +87,8 @@ export interface VmView {
   cpu_cores: number;
   memory_mb: number;
   disk_size_gb: number;
+  /** The root disk's qcow2 layers in the VM's directory, oldest first; the last is the one the VM writes. */
+  root_layers: string[];
   autostart: boolean;
   disks: Array<{ disk_id: string; size_gb: number }>;
   network: { type: NetworkType; bridge: string | null; mac: string | null; ssh_port: number | null };
@@ -258,6 +260,7 @@ export class VmService {
       cpu_cores: rec.cpu_cores,
       memory_mb: rec.memory_mb,
       disk_size_gb: rec.disk_size_gb,
+      root_layers: [...rec.root_layers],
       autostart: rec.autostart,
       disks: rec.disks.map((d) => ({ disk_id: d.disk_id, size_gb: d.size_gb })),
       network: {
@@ -1188,7 +1191,7 @@ export class VmService {
   private async doWarmSave(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
     const ref = this.ref(rec.vmid);
     const key = VmRecords.intentKey(`warm-save-${w.id}`);
-    await this.records.journal.begin(key, { op: 'warm-save', vmid: rec.vmid, id: w.id, dir: w.dir, new_layer: newLayer });
+    await this.records.journal.begin(key, { op: 'warm-save', vmid: rec.vmid, id: w.id, name: w.name, dir: w.dir, new_layer: newLayer });
     let snapped = false;
     try {
       await fs.mkdir(w.dir, { recursive: true, mode: 0o700 });
@@ -1281,9 +1284,9 @@ export class VmService {
   /** Hostname, machine-id, clock, seed and (in the background) SSH host keys of a resumed clone, through the agent. */
   private async agentIdentity(rec: VmRecord, seed: string | null, rekey: boolean): Promise<{ applied: boolean; reason: string | null }> {
     const ref = this.ref(rec.vmid);
-    const end = Date.now() + 30_000;
+    const end = Date.now() + 15_000;
     while (!(await this.driver.ping(ref, 1000))) {
-      if (Date.now() > end) return { applied: false, reason: 'the guest agent did not answer within 30 s after the resume' };
+      if (Date.now() > end) return { applied: false, reason: 'the guest agent did not answer within 15 s after the resume' };
       await sleep(100);
     }
     try {

@@ -106,10 +106,14 @@ describe('vms runtime (QEMU)', function () {
     expect(img.linked_clones).to.deep.equal([200]);
     await fails(e, 'DELETE', '/vms/images/deb12', undefined, 409, "image 'deb12' cannot be deleted: linked clones VM 200 depend on it");
     await fails(e, 'POST', '/vms/images/deb12/move', { source_storage_id: 'p1', target_storage_id: 'p2' }, 409, "image 'deb12' cannot be moved: linked clones VM 200 depend on it");
-    // Omitted vmid: the first free one from vmid_min (100).
+    // Omitted vmid: the first free one from vmid_min (100). Without linked_clone: a full copy, as a task.
     const b = await ok(e, 'POST', '/vms', { name: 'beta', image_id: 'deb12' }, 201);
-    expect(b.vm.vmid).to.equal(100);
-    expect(b.vm.disk_size_gb).to.equal(img.min_disk_gb);
+    expect(b.vm).to.include({ vmid: 100, state: 'creating', linked_clone: false, disk_size_gb: img.min_disk_gb });
+    expect(b.task).to.include({ kind: 'vms.create', resource: 'vms/100' });
+    await fails(e, 'POST', '/vms/100/start', {}, 409, /^VM 100 is (still being created \(task task_[0-9a-f]+\)|busy: create in progress)$/);
+    await succeeded(e, b.task.task_id);
+    expect((await ok(e, 'GET', '/vms/100')).vm).to.include({ state: 'stopped', task_id: null });
+    expect((await ok(e, 'GET', '/vms/images')).images.find((i: any) => i.image_id === 'deb12').linked_clones).to.deep.equal([200]);
     await fails(e, 'POST', '/vms/100/exec', { command: 'true' }, 409, 'VM 100 is stopped: exec needs a running VM');
     await fails(e, 'POST', '/vms/100/resume', {}, 409, 'VM 100 is stopped, not suspended: start it instead');
     await fails(e, 'POST', '/vms/100/suspend', {}, 409, 'VM 100 is stopped: only a running VM can be suspended');
@@ -304,7 +308,7 @@ describe('vms runtime (QEMU)', function () {
     expect(fs.existsSync(path.join(e.d.dataDir, 'secrets/vms-cloudinit/password-200'))).to.equal(false);
     const rows = await api(e, 'GET', '/activity?limit=200');
     expect(rows.text).to.not.include(secret);
-    expect(rows.body.events.some((x: any) => x.summary === "VM 200 'Alpha One' cloud-init settings updated: ip_address, gateway, dns_servers, ssh_password_auth, password")).to.equal(true);
+    expect(rows.body.events.some((x: any) => x.summary === "VM 200 'Alpha One' cloud-init settings updated: ssh_password_auth, dns_servers, ip_address, gateway, password")).to.equal(true);
     expect(JSON.stringify(e.d.logs)).to.not.include(secret);
   });
 

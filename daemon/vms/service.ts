@@ -874,10 +874,7 @@ export class VmService {
       if (ci.network_type === 'bridged' && !ci.network_bridge && !this.e.settings.bridge) {
         throw badRequest("argument 'network_bridge' is needed for network_type 'bridged' (no default bridge is configured)");
       }
-      const running = (await this.state(rec)) !== 'stopped';
-      if (running && a.network_type != null && (a.network_type === 'none') !== (rec.cloud_init.network_type === 'none') && rec.state !== 'stopped') {
-        throw conflict(`VM ${vmid} is ${rec.state}: adding or removing its network card needs a stopped VM`);
-      }
+      // A resume needs the devices the memory was saved with.
       if (rec.state === 'suspended' && a.network_type != null && (a.network_type === 'none') !== (rec.cloud_init.network_type === 'none')) {
         throw conflict(`VM ${vmid} is suspended: adding or removing its network card needs a stopped VM`);
       }

@@ -6,12 +6,14 @@
 import { apiOverhead } from './api.js';
 import { mcpOverhead } from './mcp.js';
 import { clusterForwarding } from './cluster.js';
+import { vmsBench } from './vms.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
   ['api', apiOverhead],
   ['mcp', mcpOverhead],
   ['cluster', clusterForwarding],
+  ['vms', vmsBench],
 ];
 
 async function main(): Promise<void> {

@@ -67,7 +67,7 @@ interface ProgramCheck {
 export const PROGRAMS: ProgramCheck[] = [
   { name: 'qemu-system-x86_64', versionArgs: ['--version'], install: 'qemu-system-x86', use: 'runs the VMs' },
   { name: 'qemu-img', versionArgs: ['--version'], install: 'qemu-utils', use: 'disk images' },
-  { name: 'qemu-storage-daemon', versionArgs: ['--version'], install: 'qemu-utils', use: 'writes a new VM identity (seed, machine-id, SSH keys) before first boot' },
+  { name: 'qemu-storage-daemon', versionArgs: ['--version'], install: 'qemu-system-x86', use: 'writes a new VM identity (seed, machine-id, SSH keys) before first boot' },
   { name: 'debugfs', versionArgs: ['-V'], install: 'e2fsprogs', use: 'writes a new VM identity into ext4 root filesystems' },
   { name: 'genisoimage', versionArgs: ['--version'], install: 'genisoimage', use: 'builds the cloud-init NoCloud seed' },
   { name: 'openssl', versionArgs: ['version'], install: 'openssl', use: 'hashes cloud-init passwords' },

@@ -142,7 +142,7 @@ export async function withRawExport<T>(disk: string, workDir: string, fn: (raw: 
     '--export', `type=fuse,id=e,node-name=d,mountpoint=${raw.replace(/,/g, ',,')},writable=on`,
     '--pidfile', pidfile,
     '--daemonize',
-  ], { install: 'the qemu-utils package (qemu-storage-daemon, with /dev/fuse)', timeoutMs: 30_000 });
+  ], { install: 'the qemu-system-common package (qemu-storage-daemon, with /dev/fuse)', timeoutMs: 30_000 });
   const pid = Number((await fs.readFile(pidfile, 'utf8')).trim());
   try {
     return await fn(raw);

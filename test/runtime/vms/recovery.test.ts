@@ -130,6 +130,12 @@ describe('vms crash recovery (QEMU)', function () {
       expect(pid).to.be.a('number');
     });
 
+    it('answers 503 for exec when the guest agent is silent, and wait-ready says so', async function () {
+      await fails(e, 'POST', '/vms/120/exec', { command: 'true' }, 503, 'the guest agent of VM 120 does not answer (is qemu-guest-agent installed and running in the guest?)');
+      const w = await ok(e, 'POST', '/vms/120/wait-ready', { timeout_seconds: 2 });
+      expect(w).to.include({ ready: false, timed_out: true, state: 'running', reason: 'the guest agent did not answer' });
+    });
+
     for (const step of ['warm:saved', 'warm:snapshot']) {
       it(`rolls back a warm-state save killed at ${step}; the VM runs on, on the layer the record names`, async function () {
         await crashAt(step, () => api(e, 'POST', '/vms/120/warm-states', {}));

@@ -7,26 +7,32 @@
  * ## Service API for other domains (sandboxes)
  *
  * Another domain that runs VMs (the sandboxes domain) uses this class, never
- * a second driver. It gets the instance from `vmsService()` (index.ts) and
- * calls, with `ctx` a NoteSink (`noNotes` outside a request) and `owner` its
- * own marker (e.g. `'sandbox'`):
+ * a second driver. It gets the instance from `vmsService()` (index.ts). `ctx`
+ * is a NoteSink (`noNotes` outside a request); `o = { owner }` is the calling
+ * domain's marker (e.g. `{ owner: 'sandbox' }`) and must be passed on every
+ * call for its VMs:
  *
- *   create(input, ctx, { owner, labels, seed_data, skip_rekey, linked_clone })
- *                                      VM from an image (linked clone by default for owners);
- *                                      identity (hostname, machine-id, SSH keys, /etc/svc/seed)
- *                                      written before first boot. Returns { vm, task }.
- *   restoreWarmState(id, { name, vmid?, owner, labels, seed_data, skip_rekey }, ctx)
- *                                      new VM on a linked clone of the warm state's disk,
- *                                      resumed from its memory: running when it returns; own
- *                                      identity (hostname, machine-id, seed, SSH keys) set
- *                                      through the guest agent right after the resume.
- *   start / stop / suspend / resume / remove (vmid, ctx, { owner })
- *   exec(vmid, command, timeoutSeconds, { owner })     through the guest agent
- *   waitReady(vmid, timeoutSeconds, { owner })         running and the agent answers
- *   saveWarmState(vmid, name, ctx, { owner, wait })    `wait: true` resolves when saved
- *   warmStates({ image_id?, owner? })                  warm states per image
- *   get(vmid, { owner }) / listOwned(owner)            views of the VM records
- *   guestInfo(vmid)                                    what GET /system/allocation counts
+ *   create(input, ctx, { owner, labels })      VM from an image; input is POST /vms's
+ *                                              arguments (seed_data, skip_rekey, cpu_cores,
+ *                                              memory_mb, disk_size_gb...); owners get a linked
+ *                                              clone unless input.linked_clone is false. The
+ *                                              identity (hostname, machine-id, SSH host keys,
+ *                                              /etc/svc/seed) is written by the first start,
+ *                                              before the guest boots. Returns { vm, task }.
+ *   restoreWarmState(id, { name, vmid?, seed_data?, skip_rekey?, labels? }, ctx, o)
+ *                                              new VM on a linked clone of the warm state's
+ *                                              disk, resumed from its memory: running when it
+ *                                              returns; its own hostname, machine-id, seed and
+ *                                              SSH host keys are set through the guest agent
+ *                                              right after the resume. { vm, resume_ms, identity }
+ *   start / stop / suspend / resume / remove (vmid, ctx, o)
+ *   exec(vmid, command, timeoutSeconds, ctx, o)          through the guest agent
+ *   waitReady(vmid, timeoutSeconds, o)                   running and the agent answers
+ *   saveWarmState(vmid, name, ctx, { owner, wait: true }) resolves when saved
+ *   warmStates({ owner, image_id })                      warm states per image
+ *   deleteWarmState(id, ctx, o)
+ *   get(vmid, o) / listOwned(owner)                      views of the VMs
+ *   guestInfo(vmid)                                      what GET /system/allocation counts
  *
  * `owner` marks VMs (and warm states) as belonging to that domain: the /vms
  * endpoints neither list nor act on them (404, as if absent), and the vms
@@ -1288,20 +1294,18 @@ export class VmService {
     }
     try {
       await this.driver.agent(ref, 'guest-set-time', { time: Date.now() * 1_000_000 }, 5000).catch(() => undefined);
+      // One shell in the guest for all of it: each agent round trip costs a guest context switch under TCG.
+      const q = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;
       const host = hostnameOf(rec.name, rec.vmid);
-      const steps = [`hostname '${host}'`, `printf '%s\\n' '${host}' > /etc/hostname`];
-      if (rekey) steps.push(`printf '%s\\n' '${randomHex(16)}' > /etc/machine-id`);
-      if (seed !== null) steps.push('mkdir -p /etc/svc');
-      const r = await this.driver.exec(ref, steps.join(' && '), 20_000);
-      if (r.exit_code !== 0) return { applied: false, reason: `setting the identity failed in the guest: ${r.stderr.trim().slice(0, 200)}` };
-      if (seed !== null) await this.driver.writeGuestFile(ref, '/etc/svc/seed', seed, '0600');
-      if (rekey) {
-        // New host keys take a few seconds of guest CPU: done in the background, sshd restarted after.
-        await this.driver.agent(ref, 'guest-exec', {
-          path: '/bin/sh',
-          arg: ['-c', 'setsid sh -c "rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh" >/dev/null 2>&1 </dev/null &'],
-        }, 5000);
+      const steps = ['set -e', `hostname ${q(host)}`, `printf '%s\\n' ${q(host)} > /etc/hostname`];
+      if (rekey) steps.push(`printf '%s\\n' ${randomHex(16)} > /etc/machine-id`);
+      if (seed !== null) {
+        steps.push('mkdir -p /etc/svc', `(umask 077; printf '%s' ${q(Buffer.from(seed).toString('base64'))} | base64 -d > /etc/svc/seed)`, 'chmod 600 /etc/svc/seed');
       }
+      // New SSH host keys take seconds of guest CPU: in the background, sshd restarted after.
+      if (rekey) steps.push(`setsid sh -c 'rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh' >/dev/null 2>&1 </dev/null &`);
+      const r = await this.driver.exec(ref, steps.join('\n'), 20_000);
+      if (r.exit_code !== 0) return { applied: false, reason: `setting the identity failed in the guest: ${(r.stderr.trim() || `exit ${r.exit_code}`).slice(0, 200)}` };
       return { applied: true, reason: null };
     } catch (err) {
       return { applied: false, reason: agentFailure(rec.vmid, err).message };

@@ -640,6 +640,7 @@ export class VmService {
 
   /** POST /vms/{id}/stop (idempotent): ACPI power-down, hard stop after the grace period. A suspended VM's saved memory is dropped. */
   async stop(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; stopped_by: 'acpi' | 'forced' | 'already-stopped' | 'discarded-suspend' }> {
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'stop', async () => {
       const rec = await this.vm(vmid, o);
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
@@ -664,6 +665,7 @@ export class VmService {
 
   /** POST /vms/{id}/suspend (idempotent): memory to `<dir>/suspend.state`, the process ends. */
   async suspend(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; already_suspended: boolean; saved_bytes: number }> {
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'suspend', async () => {
       const rec = await this.vm(vmid, o);
       const st = await this.driver.status(this.ref(vmid));
@@ -699,6 +701,7 @@ export class VmService {
 
   /** POST /vms/{id}/resume: from the suspend file (idempotent for a running VM; 409 for a stopped one). */
   async resume(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; already_running: boolean }> {
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'resume', async () => {
       const rec = await this.vm(vmid, o);
       const st = await this.driver.status(this.ref(vmid));
@@ -739,6 +742,7 @@ export class VmService {
 
   /** DELETE /vms/{id}: a running VM is hard-stopped first (no graceful shutdown), then its files go. */
   async remove(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ deleted: VmView; was_running: boolean }> {
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'delete', async () => {
       const rec = await this.vm(vmid, o);
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
@@ -757,6 +761,7 @@ export class VmService {
 
   /** PATCH /vms/{id}: CPU, memory, autostart of a stopped VM. */
   async update(vmid: number, a: { cpu_cores?: number | null; memory_mb?: number | null; autostart?: boolean | null }, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView }> {
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'update', async () => {
       const rec = await this.vm(vmid, o);
       const state = await this.state(rec);
@@ -853,6 +858,7 @@ export class VmService {
 
   /** POST /vms/{id}/cloud-init: omitted/null keeps; empty string or array clears; the seed is rebuilt. */
   async cloudInit(vmid: number, a: CloudInitUpdate, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; applies: 'next boot' }> {
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'cloud-init update', async () => {
       const rec = await this.vm(vmid, o);
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
@@ -1040,6 +1046,7 @@ export class VmService {
     if (sizeGb < 1) throw badRequest("argument 'size_gb' must be at least 1");
     if (sizeGb > 65536) throw badRequest("argument 'size_gb' must be at most 65536");
     await this.requirePrograms('qemu-img');
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'disk attach', async () => {
       const rec = await this.vm(vmid, o);
       const state = await this.state(rec);
@@ -1073,6 +1080,7 @@ export class VmService {
   async diskGrow(vmid: number, diskId: string, sizeGb: number, ctx: NoteSink, o: OwnerOpts = {}) {
     if (sizeGb < 1) throw badRequest("argument 'size_gb' must be at least 1");
     if (sizeGb > 65536) throw badRequest("argument 'size_gb' must be at most 65536");
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'disk grow', async () => {
       const rec = await this.vm(vmid, o);
       const disk = rec.disks.find((d) => d.disk_id === diskId);
@@ -1098,6 +1106,7 @@ export class VmService {
   }
 
   async diskDelete(vmid: number, diskId: string, ctx: NoteSink, o: OwnerOpts = {}) {
+    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'disk delete', async () => {
       const rec = await this.vm(vmid, o);
       const disk = rec.disks.find((d) => d.disk_id === diskId);

@@ -46,7 +46,8 @@ export interface VmDriver {
   ping(m: MachineRef, timeoutMs?: number): Promise<boolean>;
   /** Raw agent command; throws AgentTimeout (no answer) or AgentError. */
   agent<T = any>(m: MachineRef, command: string, args?: Record<string, unknown>, timeoutMs?: number): Promise<T>;
-  exec(m: MachineRef, command: string, timeoutMs: number): Promise<ExecResult>;
+  /** `/bin/sh -c command`; `input` goes to its stdin. */
+  exec(m: MachineRef, command: string, timeoutMs: number, input?: string): Promise<ExecResult>;
   addresses(m: MachineRef, timeoutMs?: number): Promise<GuestAddress[]>;
   writeGuestFile(m: MachineRef, file: string, content: string, mode?: string): Promise<void>;
 

@@ -341,7 +341,7 @@ export class VmService {
    */
   async create(a: CreateInput, ctx: NoteSink, o: OwnerOpts & { labels?: Record<string, string>; catalogHint?: (id: string) => boolean; seedUserData?: string } = {}): Promise<{ vm: VmView; task: TaskRecord | null }> {
     if (this.closed) throw unavailable('the VM domain is shutting down');
-    await this.requirePrograms('qemu-img', 'genisoimage');
+    await this.requirePrograms('qemu-img');
     const name = checkName(a.name);
     const img = await this.image(a.image_id, o.catalogHint);
     const pool = this.pool(a.storage_id ?? this.e.settings.defaultStorage);
@@ -709,7 +709,10 @@ export class VmService {
         if (st.status === 'paused') await this.driver.cont(this.ref(vmid));
         return { vm: await this.viewOf(rec), already_running: true };
       }
-      if (rec.state !== 'suspended' || !rec.resume_file) throw conflict(`VM ${vmid} is ${rec.state}, not suspended: start it instead`);
+      if (rec.state !== 'suspended') throw conflict(`VM ${vmid} is ${rec.state}, not suspended: start it instead`);
+      if (!rec.resume_file || !(await fs.stat(rec.resume_file).catch(() => null))) {
+        throw conflict(`VM ${vmid} is suspended but its saved memory is gone: stop it to drop the suspend, then start it`);
+      }
       const file = rec.resume_file;
       const key = VmRecords.intentKey(`resume-${vmid}`);
       await this.records.journal.begin(key, { op: 'resume', vmid, file });
@@ -1308,12 +1311,11 @@ export class VmService {
       const host = hostnameOf(rec.name, rec.vmid);
       const steps = ['set -e', `hostname ${q(host)}`, `printf '%s\\n' ${q(host)} > /etc/hostname`];
       if (rekey) steps.push(`printf '%s\\n' ${randomHex(16)} > /etc/machine-id`);
-      if (seed !== null) {
-        steps.push('mkdir -p /etc/svc', `(umask 077; printf '%s' ${q(Buffer.from(seed).toString('base64'))} | base64 -d > /etc/svc/seed)`, 'chmod 600 /etc/svc/seed');
-      }
+      // The seed arrives on stdin, never in an argument list.
+      if (seed !== null) steps.push('mkdir -p /etc/svc', '(umask 077; cat > /etc/svc/seed)', 'chmod 600 /etc/svc/seed');
       // New SSH host keys take seconds of guest CPU: in the background, sshd restarted after.
       if (rekey) steps.push(`setsid sh -c 'rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh' >/dev/null 2>&1 </dev/null &`);
-      const r = await this.driver.exec(ref, steps.join('\n'), 20_000);
+      const r = await this.driver.exec(ref, steps.join('\n'), 20_000, seed ?? undefined);
       if (r.exit_code !== 0) return { applied: false, reason: `setting the identity failed in the guest: ${(r.stderr.trim() || `exit ${r.exit_code}`).slice(0, 200)}` };
       return { applied: true, reason: null };
     } catch (err) {

@@ -27,7 +27,7 @@ export function qemuDriver(): VmDriver {
     growDisk: (r, id, size) => m.growDisk(r, id, size),
     ping: (r, t) => m.ping(r, t),
     agent: (r, c, a, t) => m.agent(r, c, a, t),
-    exec: (r, c, t) => m.exec(r, c, t),
+    exec: (r, c, t, input) => m.exec(r, c, t, input),
     addresses: (r, t) => m.addresses(r, t),
     writeGuestFile: (r, f, c, mode) => m.writeGuestFile(r, f, c, mode),
     imageInfo: (f) => imageInfo(f),

@@ -333,9 +333,14 @@ export class Machines {
     }
   }
 
-  /** `/bin/sh -c command` in the guest; stops waiting (and kills it) after `timeoutMs`. */
-  async exec(ref: MachineRef, command: string, timeoutMs: number): Promise<ExecResult> {
-    const { pid } = await this.agent<{ pid: number }>(ref, 'guest-exec', { path: '/bin/sh', arg: ['-c', command], 'capture-output': true });
+  /**
+   * `/bin/sh -c command` in the guest, `input` on its stdin (so that data never
+   * shows in the guest's process list); stops waiting (and kills it) after `timeoutMs`.
+   */
+  async exec(ref: MachineRef, command: string, timeoutMs: number, input?: string): Promise<ExecResult> {
+    const args: Record<string, unknown> = { path: '/bin/sh', arg: ['-c', command], 'capture-output': true };
+    if (input !== undefined) args['input-data'] = Buffer.from(input).toString('base64');
+    const { pid } = await this.agent<{ pid: number }>(ref, 'guest-exec', args);
     const end = Date.now() + timeoutMs;
     let wait = 5;
     for (;;) {

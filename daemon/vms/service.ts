@@ -398,7 +398,11 @@ export class VmService {
       const releaseImg = releaseImage;
       let task!: TaskRecord;
       await this.records.journal.begin(key, { op: 'create', vmid, dir: rec.dir });
+      // The task's work waits until the `creating` record is written, so its commit comes after it.
+      let recorded!: () => void;
+      const written = new Promise<void>((r) => (recorded = r));
       task = this.e.tasks.start({ kind: 'vms.create', title: `Create VM ${vmid} '${name}' (full copy of ${img.image_id})`, owner: (ctx as { caller?: { tokenName: string } }).caller?.tokenName ?? 'hostd', resource: `vms/${vmid}` }, async (th) => {
+        await written;
         try {
           th.log(`copying image ${img.image_id} (${Math.round(img.virtual_size_bytes / GiB)} GiB virtual)`);
           await this.buildDisk(rec, img, a.seed_data ?? null, th, o.seedUserData);
@@ -420,7 +424,11 @@ export class VmService {
         }
       });
       rec.task_id = task.task_id;
-      await this.records.vms.put(vmKey(vmid), rec);
+      try {
+        await this.records.vms.put(vmKey(vmid), structuredClone(rec));
+      } finally {
+        recorded();
+      }
       ctx.note({ summary: `VM ${vmid} '${name}' being created (full copy of '${img.image_id}')`, target: `vms/${vmid}`, metadata: { vmid, image_id: img.image_id, linked_clone: false, task_id: task.task_id } });
       return { vm: this.view(rec, 'creating'), task };
     } finally {
@@ -822,7 +830,10 @@ export class VmService {
       await this.records.journal.begin(key, { op: 'create', vmid, dir: rec.dir });
       const release = releaseAll;
       releaseAll = null;
+      let recorded!: () => void;
+      const written = new Promise<void>((r) => (recorded = r));
       const task = this.e.tasks.start({ kind: 'vms.clone', title: `Clone VM ${sourceId} to VM ${vmid} '${nm}'`, owner: ctx.caller?.tokenName ?? 'hostd', resource: `vms/${vmid}` }, async (th) => {
+        await written;
         try {
           await fs.mkdir(rec.dir, { recursive: true, mode: 0o700 });
           await this.step('clone:dir');
@@ -846,7 +857,11 @@ export class VmService {
         }
       });
       rec.task_id = task.task_id;
-      await this.records.vms.put(vmKey(vmid), rec);
+      try {
+        await this.records.vms.put(vmKey(vmid), structuredClone(rec));
+      } finally {
+        recorded();
+      }
       ctx.note({ summary: `VM ${sourceId} being cloned to VM ${vmid} '${nm}'`, target: `vms/${vmid}`, metadata: { vmid, source_vmid: sourceId, task_id: task.task_id } });
       return { vm: this.view(rec, 'creating'), task };
     } finally {

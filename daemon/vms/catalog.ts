@@ -4,8 +4,9 @@
  * the same URL continues with an HTTP Range request), verified against the
  * checksum the catalog gives or the publisher's SHA256SUMS/SHA512SUMS file.
  *
- * The bundled catalog lists Debian 12 and Ubuntu 24.04; `vms.catalog_file`
- * (a JSON array of the same entries) replaces it.
+ * The bundled catalog (`catalog.json`) lists Debian 12 and Ubuntu 24.04 with
+ * their publishers' checksum lists; `vms.catalog_file` (a JSON array of the
+ * same entries) replaces it.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -15,6 +16,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { badRequest } from '../lib/errors.js';
 import { IMAGE_ID } from './common.js';
+import bundled from './catalog.json' with { type: 'json' };
 
 export interface CatalogEntry {
   id: string;
@@ -33,32 +35,8 @@ export interface CatalogEntry {
   labels?: Record<string, string>;
 }
 
-export const BUNDLED_CATALOG: CatalogEntry[] = [
-  {
-    id: 'debian-12',
-    name: 'Debian 12 (bookworm) generic cloud image',
-    url: 'https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2',
-    checksum_url: 'https://cloud.debian.org/images/cloud/bookworm/latest/SHA512SUMS',
-    format: 'qcow2',
-    min_cpu_cores: 1,
-    min_memory_mb: 512,
-    min_disk_gb: 3,
-    default_user: 'debian',
-    labels: { os: 'debian', release: '12' },
-  },
-  {
-    id: 'ubuntu-24.04',
-    name: 'Ubuntu 24.04 LTS (noble) cloud image',
-    url: 'https://cloud-images.ubuntu.com/noble/current/noble-server-cloudimg-amd64.img',
-    checksum_url: 'https://cloud-images.ubuntu.com/noble/current/SHA256SUMS',
-    format: 'qcow2',
-    min_cpu_cores: 1,
-    min_memory_mb: 1024,
-    min_disk_gb: 4,
-    default_user: 'ubuntu',
-    labels: { os: 'ubuntu', release: '24.04' },
-  },
-];
+/** The bundled catalog (catalog.json next to this file), validated like a replacement. */
+export const BUNDLED_CATALOG: CatalogEntry[] = parseCatalog(bundled, 'daemon/vms/catalog.json');
 
 /** Validates a catalog (the bundled one or a replacement file's JSON). */
 export function parseCatalog(json: unknown, where: string): CatalogEntry[] {

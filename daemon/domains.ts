@@ -21,6 +21,7 @@ import { proxyDomain } from './proxy/index.js';
 import { locationsDomain } from './locations/index.js';
 import { appsDomain } from './apps/index.js';
 import { lxcDomain } from './lxc/index.js';
+import { vmsDomain } from './vms/index.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -36,7 +37,7 @@ export function domainList(spine: Spine) {
     activityDomain(spine.activity),
     peersDomain,
     proxyDomain,
-    notBuiltDomain('vms', opsOf('vms', 'templates')),
+    vmsDomain,
     notBuiltDomain('sandboxes', opsOf('sandboxes')),
     locationsDomain,
     appsDomain,

@@ -17,13 +17,17 @@ PKGS=(
   caddy           # proxy: the reverse proxy hostd runs on the lease holder (2.6.2 in bookworm)
   iputils-arping  # proxy: duplicate-address probe and gratuitous ARP for the floating address
   bind9-dnsutils  # proxy tests: dig queries the built-in DNS responder
-  openssl         # proxy tests: read the certificate Caddy serves
+  openssl         # proxy tests: read the certificate Caddy serves; VMs: SHA-512 crypt of cloud-init passwords (stdin)
   lxc             # LXC containers (lxc-start, lxc-attach, lxc-usernsexec, ...): the lxc domain's runtime
   uidmap          # newuidmap/newgidmap: id maps of unprivileged LXC containers
   acl             # setfacl: traverse rights for unprivileged containers' root on directories above a rootfs
-  e2fsprogs       # mkfs.ext4, resize2fs, e2fsck, dumpe2fs: LXC disk limits (a loop-mounted ext4 image per container)
+  e2fsprogs       # LXC disk limits (mkfs.ext4, resize2fs, e2fsck: a loop-mounted ext4 image per container); VMs: debugfs (identity into ext4 roots, no loop device)
   xz-utils        # xz: LXC image tarballs (root.tar.xz)
   zstd            # captured LXC templates are zstd-compressed tarballs
+  qemu-system-x86 # VMs: qemu-system-x86_64, and qemu-storage-daemon (writes a new VM's identity before first boot)
+  qemu-utils      # VMs: qemu-img (disks, linked clones, copies, templates)
+  genisoimage     # VMs: the cloud-init NoCloud seed ISO
+  debootstrap     # VM tests: builds the Debian test guest (cached in /var/cache/hostd-test/vms)
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get)" >&2

@@ -8,3 +8,4 @@ import './locations.js';
 import './apps.js';
 import './proxy.js';
 import './lxc.js';
+import './vms.js';

@@ -12,6 +12,7 @@ import { proxyBench } from './proxy.js';
 import { foldersFs } from './folders.js';
 import { lxcBench } from './lxc.js';
 import { activityQueries } from './activity.js';
+import { vmsBench } from './vms.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -24,6 +25,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['folders', foldersFs],
   ['lxc', lxcBench],
   ['activity', activityQueries],
+  ['vms', vmsBench],
 ];
 
 async function main(): Promise<void> {

@@ -49,7 +49,8 @@ describe('tokens through hostctl', function () {
     secret = lines[0];
     expect(secret).to.match(/^[A-Za-z0-9_.~-]{32,}$/);
     expect((await d.request('GET', `${API}/folders`, { token: secret })).status).to.equal(200);
-    expect((await d.request('GET', `${API}/vms`, { token: secret })).status).to.equal(501);
+    // vm.read lets it list VMs (503 only where this host has no QEMU).
+    expect((await d.request('GET', `${API}/vms`, { token: secret })).status).to.be.oneOf([200, 503]);
     const mk = await d.request('POST', `${API}/folders`, { token: secret, body: { storage_id: 'default', name: 'made-by-ci-bot' } });
     expect(mk.status).to.equal(201);
     const no = await raw(d.url, 'GET', `${API}/system/health`, { token: secret });

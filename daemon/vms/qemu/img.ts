@@ -1,0 +1,106 @@
+/**
+ * qemu-img: disk files (create, linked clones, copies, growth) and their
+ * metadata. `info` runs with -U (force-share) so that it can read the chain of
+ * a disk a running VM holds.
+ */
+import fs from 'node:fs/promises';
+import { run } from '../../lib/run.js';
+import { badRequest } from '../../lib/errors.js';
+
+const INSTALL = 'the qemu-utils package';
+
+export interface ImageInfo {
+  format: string;
+  virtualSize: number;
+  /** Bytes the file takes on disk. */
+  actualSize: number;
+  /** Absolute path of the backing file, if any. */
+  backingFile: string | null;
+  /** Whether qemu-img found the image dirty/corrupt flags set (qcow2 only). */
+  corrupt: boolean;
+}
+
+/** Parses `qemu-img info --output=json` (one image). */
+export function parseImageInfo(json: string): ImageInfo {
+  const j = JSON.parse(json) as Record<string, any>;
+  if (typeof j.format !== 'string' || typeof j['virtual-size'] !== 'number') throw new Error('qemu-img info gave no format or virtual-size');
+  const backing = (j['full-backing-filename'] ?? j['backing-filename'] ?? null) as string | null;
+  return {
+    format: j.format,
+    virtualSize: j['virtual-size'],
+    actualSize: typeof j['actual-size'] === 'number' ? j['actual-size'] : 0,
+    backingFile: backing,
+    corrupt: Boolean(j['format-specific']?.data?.corrupt),
+  };
+}
+
+/** Parses `qemu-img info --backing-chain --output=json`: the image first, its base last. */
+export function parseBackingChain(json: string): ImageInfo[] {
+  const arr = JSON.parse(json) as unknown[];
+  if (!Array.isArray(arr)) throw new Error('qemu-img info --backing-chain did not give a list');
+  return arr.map((x) => parseImageInfo(JSON.stringify(x)));
+}
+
+export async function imageInfo(file: string, signal?: AbortSignal): Promise<ImageInfo> {
+  const r = await run('qemu-img', ['info', '-U', '--output=json', file], { install: INSTALL, timeoutMs: 30_000, signal });
+  return parseImageInfo(r.stdout);
+}
+
+export async function backingChain(file: string): Promise<ImageInfo[]> {
+  const r = await run('qemu-img', ['info', '-U', '--backing-chain', '--output=json', file], { install: INSTALL, timeoutMs: 30_000 });
+  return parseBackingChain(r.stdout);
+}
+
+/** A new qcow2: empty, or a copy-on-write overlay on `backing` (absolute path, qcow2). */
+export async function createQcow2(file: string, sizeBytes: number | null, backing?: string): Promise<void> {
+  const args = ['create', '-q', '-f', 'qcow2'];
+  if (backing) args.push('-F', 'qcow2', '-b', backing);
+  args.push(file);
+  if (sizeBytes !== null) args.push(String(sizeBytes));
+  await run('qemu-img', args, { install: INSTALL, timeoutMs: 30_000 });
+}
+
+/** Grows a disk file that no running QEMU holds. */
+export async function resizeImage(file: string, sizeBytes: number): Promise<void> {
+  await run('qemu-img', ['resize', '-q', file, String(sizeBytes)], { install: INSTALL, timeoutMs: 60_000 });
+}
+
+/**
+ * Copies `src` (its whole backing chain, flattened) into a new standalone
+ * qcow2 `dst`. Progress is estimated from the bytes written against the
+ * bytes the source chain holds (qemu-img writes the output in order).
+ */
+export async function convertToQcow2(src: string, dst: string, opts: { signal?: AbortSignal; onProgress?: (pct: number) => void; sourceFormat?: string } = {}): Promise<void> {
+  let total = 0;
+  if (opts.onProgress) {
+    try {
+      const chain = await backingChain(src);
+      total = chain.reduce((s, i) => s + i.actualSize, 0);
+    } catch {
+      total = 0;
+    }
+  }
+  const args = ['convert', '-U', '-O', 'qcow2'];
+  if (opts.sourceFormat) args.push('-f', opts.sourceFormat);
+  args.push(src, dst);
+  let timer: NodeJS.Timeout | null = null;
+  if (opts.onProgress && total > 0) {
+    timer = setInterval(() => {
+      fs.stat(dst).then((st) => opts.onProgress!(Math.min(99, Math.floor(((st.blocks * 512) / total) * 100))), () => undefined);
+    }, 500);
+  }
+  try {
+    await run('qemu-img', args, { install: INSTALL, timeoutMs: 0, signal: opts.signal });
+  } finally {
+    if (timer) clearInterval(timer);
+  }
+}
+
+export const GiB = 1024 ** 3;
+
+/** A size in GiB as bytes, refusing values QEMU cannot address. */
+export function gib(n: number, arg: string): number {
+  if (!Number.isInteger(n) || n < 1) throw badRequest(`argument '${arg}' must be at least 1 (GiB)`);
+  if (n > 65536) throw badRequest(`argument '${arg}' must be at most 65536 (GiB)`);
+  return n * GiB;
+}

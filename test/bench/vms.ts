@@ -1,0 +1,81 @@
+/**
+ * VM figures, on the test guest under whatever accelerator the host has:
+ *   vm_linked_clone_create_ms          p50 of POST /vms with linked_clone (target < 100), against
+ *   vm_linked_clone_baseline_ms        p50 of the bare `qemu-img create -b` it wraps (same run)
+ *   vm_cold_boot_to_agent_ms           start of a new linked clone until wait-ready (the agent answers)
+ *   vm_warm_state_resume_to_agent_ms   POST /vms/warm-states/{id} (resume and the clone's own identity)
+ *                                      until wait-ready, median of 5
+ *   warm_vs_cold_ratio                 cold over warm (target >= 5)
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { run } from '../../daemon/lib/run.js';
+import { tempDir } from '../helpers/daemon.js';
+import { guestImage } from '../helpers/vms-guest.js';
+import { killGuests, missingRuntime, ok, startVmsDaemon, succeeded, type VmsEnv } from '../helpers/vms-fixture.js';
+import { latencies, median, pct, print } from './lib.js';
+
+export async function vmsBench(): Promise<void> {
+  const why = await missingRuntime();
+  if (why) {
+    process.stdout.write(`# vms skipped: ${why}\n`);
+    return;
+  }
+  const image = await guestImage();
+  let e: VmsEnv | null = null;
+  try {
+    e = await startVmsDaemon();
+    const env = e;
+    const imp = await env.d.admin.request('POST', '/admin/vms/images/import', { file: image, image_id: 'bench', default_user: 'debian' });
+    await succeeded(env, imp.body.task.task_id);
+
+    const base = path.join(env.pools.p1, '.vms/images/bench.qcow2');
+    const scratch = tempDir('hostd-vms-bench-');
+    let n = 0;
+    const baseline = await latencies(15, () => run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', base, path.join(scratch, `c${n++}.qcow2`), '4G']));
+    const made: number[] = [];
+    const creates = await latencies(15, async () => {
+      const r = await ok(env, 'POST', '/vms', { name: 'bench', image_id: 'bench', linked_clone: true }, 201);
+      made.push(r.vm.vmid);
+    });
+    for (const id of made) await ok(env, 'DELETE', `/vms/${id}`);
+    fs.rmSync(scratch, { recursive: true, force: true });
+    const createP50 = pct(creates, 0.5);
+    const baseP50 = pct(baseline, 0.5);
+    print('vm_linked_clone_create_ms', createP50);
+    print('vm_linked_clone_baseline_ms', baseP50);
+    print('vm_linked_clone_create_vs_baseline_ratio', createP50 / baseP50);
+
+    const { vm } = await ok(env, 'POST', '/vms', { name: 'cold', image_id: 'bench', linked_clone: true }, 201);
+    const t0 = performance.now();
+    await ok(env, 'POST', `/vms/${vm.vmid}/start`, {});
+    const ready = await ok(env, 'POST', `/vms/${vm.vmid}/wait-ready`, { timeout_seconds: 1200 });
+    if (!ready.ready) throw new Error(`the cold guest did not answer: ${ready.reason}`);
+    const cold = performance.now() - t0;
+    print('vm_cold_boot_to_agent_ms', cold, 0);
+
+    // A warm state holds a settled guest (cloud-init done), as one made for reuse would.
+    await ok(env, 'POST', `/vms/${vm.vmid}/exec`, { command: 'cloud-init status --wait >/dev/null; true', timeout_seconds: 1200 });
+    const ws = await ok(env, 'POST', `/vms/${vm.vmid}/warm-states`, {}, 201);
+    await succeeded(env, ws.task.task_id);
+    await ok(env, 'DELETE', `/vms/${vm.vmid}`);
+    const warm: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t1 = performance.now();
+      const r = await ok(env, 'POST', `/vms/warm-states/${ws.warm_state_id}`, { name: `warm-${i}` });
+      const w = await ok(env, 'POST', `/vms/${r.vm.vmid}/wait-ready`, { timeout_seconds: 120 });
+      if (!w.ready) throw new Error(`the resumed guest did not answer: ${w.reason}`);
+      warm.push(performance.now() - t1);
+      await ok(env, 'DELETE', `/vms/${r.vm.vmid}`);
+    }
+    const warmMs = median(warm);
+    print('vm_warm_state_resume_to_agent_ms', warmMs, 0);
+    print('warm_vs_cold_ratio', cold / warmMs, 1);
+    await ok(env, 'DELETE', `/vms/warm-states/${ws.warm_state_id}`);
+  } finally {
+    if (e) {
+      await killGuests(e.root);
+      await e.d.stop();
+    }
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * An in-memory VM driver for unit tests of the service's rules (states, 409s,
+ * minimums, clear rules, ownership). It never replaces the runtime tests
+ * against QEMU: disks are empty files, machines are entries in a map.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { GuestAddress, HostProbe, ImageInfo, MachineRef, MachineSpec, MachineStatus, SeedFiles, VmDriver } from '../../daemon/vms/driver.js';
+
+export class FakeDriver implements VmDriver {
+  readonly machines = new Map<string, { spec: MachineSpec; status: string }>();
+  readonly seeds = new Map<string, SeedFiles>();
+  readonly identities: Array<{ disk: string; seed: string | null; rekey: boolean; hostname: string }> = [];
+  readonly sizes = new Map<string, number>();
+  /** Milliseconds a stop takes (to hold a VM's lock). */
+  stopDelayMs = 0;
+
+  async host(): Promise<HostProbe> {
+    const ok = (name: string) => ({ name, version: '7.2.0', available: true, reason: null });
+    return {
+      accel: { accel: 'tcg', reason: 'fake' },
+      programs: ['qemu-system-x86_64', 'qemu-img', 'qemu-storage-daemon', 'debugfs', 'genisoimage', 'openssl'].map(ok),
+      fuse: ok('/dev/fuse'),
+    };
+  }
+
+  async start(spec: MachineSpec): Promise<{ pid: number }> {
+    this.machines.set(spec.runDir, { spec, status: 'running' });
+    return { pid: 4242 };
+  }
+
+  async status(m: MachineRef): Promise<MachineStatus> {
+    const x = this.machines.get(m.runDir);
+    return x ? { running: true, pid: 4242, status: x.status } : { running: false };
+  }
+
+  async stop(m: MachineRef): Promise<'acpi' | 'forced' | 'not-running'> {
+    if (!this.machines.has(m.runDir)) return 'not-running';
+    await new Promise((r) => setTimeout(r, this.stopDelayMs));
+    this.machines.delete(m.runDir);
+    return 'acpi';
+  }
+
+  async kill(m: MachineRef): Promise<void> {
+    this.machines.delete(m.runDir);
+  }
+
+  async saveMemory(m: MachineRef, file: string): Promise<{ ms: number; bytes: number }> {
+    await fs.writeFile(file, 'memory');
+    this.machines.get(m.runDir)!.status = 'postmigrate';
+    return { ms: 1, bytes: 6 };
+  }
+
+  async snapshotRoot(m: MachineRef, newTop: string): Promise<string> {
+    const x = this.machines.get(m.runDir)!;
+    const old = x.spec.rootFile;
+    await fs.writeFile(newTop, '');
+    x.spec = { ...x.spec, rootFile: newTop };
+    return old;
+  }
+
+  async activeRoot(m: MachineRef): Promise<{ node: string; file: string }> {
+    return { node: 'root', file: this.machines.get(m.runDir)!.spec.rootFile };
+  }
+
+  async cont(m: MachineRef): Promise<void> {
+    this.machines.get(m.runDir)!.status = 'running';
+  }
+
+  async attachDisk(): Promise<void> {}
+  async detachDisk(): Promise<void> {}
+  async growDisk(_m: MachineRef, _id: string, size: number): Promise<void> {
+    void size;
+  }
+
+  async ping(m: MachineRef): Promise<boolean> {
+    return this.machines.get(m.runDir)?.status === 'running';
+  }
+
+  async agent<T>(): Promise<T> {
+    return {} as T;
+  }
+
+  async exec(_m: MachineRef, command: string) {
+    return { exit_code: 0, stdout: command, stderr: '', timed_out: false, truncated: false };
+  }
+
+  async addresses(): Promise<GuestAddress[]> {
+    return [{ iface: 'eth0', address: '10.0.2.15', prefix: 24, family: 'ipv4' }];
+  }
+
+  async writeGuestFile(): Promise<void> {}
+
+  async imageInfo(file: string): Promise<ImageInfo> {
+    return { format: 'qcow2', virtualSize: this.sizes.get(file) ?? 2 * 1024 ** 3, actualSize: 0, backingFile: null, corrupt: false };
+  }
+
+  async backingChain(file: string): Promise<ImageInfo[]> {
+    return [await this.imageInfo(file)];
+  }
+
+  async createDisk(file: string, size: number | null): Promise<void> {
+    await fs.mkdir(path.dirname(file), { recursive: true });
+    await fs.writeFile(file, '');
+    if (size !== null) this.sizes.set(file, size);
+  }
+
+  async resizeDisk(file: string, size: number): Promise<void> {
+    this.sizes.set(file, size);
+  }
+
+  async copyDisk(src: string, dst: string): Promise<void> {
+    await fs.mkdir(path.dirname(dst), { recursive: true });
+    await fs.copyFile(src, dst);
+  }
+
+  async writeIdentity(disk: string, _dir: string, plan: { seed: string | null; rekey: boolean; hostname: string }) {
+    this.identities.push({ disk, ...plan });
+    return { rootOffset: 1048576 };
+  }
+
+  async writeSeed(file: string, files: SeedFiles): Promise<void> {
+    this.seeds.set(file, files);
+    await fs.writeFile(file, JSON.stringify(files));
+  }
+
+  async hashPassword(pw: string): Promise<string> {
+    return `$6$fake$${crypto.createHash('sha256').update(pw).digest('hex')}`;
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * What the VM runtime tests share: a daemon with two pools and a restricted
+ * user network (guests reach nothing but the host's forwarded ports), a token,
+ * JSON calls, task waits, and cleanup of every QEMU process a test's data dir
+ * started (by pidfile, checked against the process's command line), also when
+ * hostd itself was killed.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { expect } from 'chai';
+import { eventually, startDaemon, tempDir, type TestDaemon } from './daemon.js';
+import { run, which } from '../../daemon/lib/run.js';
+
+export const SCOPES = ['vm.read', 'vm.manage', 'vm.exec', 'sandbox.read', 'sandbox.manage', 'system.read'];
+
+/** Why the VM runtime tests cannot run here, or null. */
+export async function missingRuntime(): Promise<string | null> {
+  for (const p of ['qemu-system-x86_64', 'qemu-img', 'qemu-storage-daemon', 'debugfs', 'genisoimage', 'debootstrap']) {
+    if (!(await which(p))) return `${p} is not installed (deploy/install-deps.sh installs it)`;
+  }
+  if (!fs.existsSync('/dev/fuse')) return '/dev/fuse is missing';
+  return null;
+}
+
+export interface VmsEnv {
+  d: TestDaemon;
+  token: string;
+  root: string;
+  pools: { p1: string; p2: string };
+  extraYaml: string;
+}
+
+export function configYaml(root: string, extra = ''): string {
+  return [
+    'storage_pools:',
+    `  - id: p1`,
+    `    path: ${path.join(root, 'pool1')}`,
+    `  - id: p2`,
+    `    path: ${path.join(root, 'pool2')}`,
+    'vms:',
+    '  user_net_restrict: true',
+    '  stop_grace_seconds: 90',
+    '  default_memory_mb: 512',
+    '  default_disk_gb: 4',
+    extra,
+    '',
+  ].join('\n');
+}
+
+/** A daemon for VM tests; `dataDir` reuses one (restart after a kill). */
+export async function startVmsDaemon(opts: { root?: string; extraYaml?: string; env?: Record<string, string> } = {}): Promise<VmsEnv> {
+  const root = opts.root ?? tempDir('hostd-vms-');
+  const dataDir = path.join(root, 'data');
+  fs.mkdirSync(path.join(root, 'pool1'), { recursive: true });
+  fs.mkdirSync(path.join(root, 'pool2'), { recursive: true });
+  const d = await startDaemon({ dataDir, configYaml: configYaml(root, opts.extraYaml ?? ''), env: opts.env });
+  const token = await d.token(`t-${crypto.randomBytes(3).toString('hex')}`, SCOPES);
+  return { d, token, root, pools: { p1: path.join(root, 'pool1'), p2: path.join(root, 'pool2') }, extraYaml: opts.extraYaml ?? '' };
+}
+
+export async function api(e: VmsEnv, method: string, p: string, body?: unknown, token = e.token) {
+  return e.d.request(method, `/api/v1${p}`, { token, body });
+}
+
+/** The call succeeds with `status`; its body. */
+export async function ok(e: VmsEnv, method: string, p: string, body?: unknown, status = 200): Promise<any> {
+  const r = await api(e, method, p, body);
+  expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
+  return r.body;
+}
+
+/** The call fails with exactly this status and error message. */
+export async function fails(e: VmsEnv, method: string, p: string, body: unknown, status: number, error: string | RegExp): Promise<void> {
+  const r = await api(e, method, p, body);
+  expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
+  if (typeof error === 'string') expect(r.body).to.deep.equal({ error });
+  else {
+    expect(Object.keys(r.body)).to.deep.equal(['error']);
+    expect(r.body.error).to.match(error);
+  }
+}
+
+/** Waits for a task to end; its record. */
+export async function settle(e: VmsEnv, taskId: string, ms = 600_000): Promise<any> {
+  return eventually(async () => {
+    const r = await api(e, 'GET', `/tasks/${taskId}`);
+    const t = r.body?.task;
+    return t && (t.state === 'succeeded' || t.state === 'failed') ? t : undefined;
+  }, ms, `task ${taskId}`);
+}
+
+export async function succeeded(e: VmsEnv, taskId: string, ms?: number): Promise<any> {
+  const t = await settle(e, taskId, ms);
+  expect(t.state, `task ${taskId}: ${t.error}`).to.equal('succeeded');
+  return t;
+}
+
+/** Waits until hostd logged that it paused at `step` (HOSTD_VMS_PAUSE_AT). */
+export async function pausedAt(e: VmsEnv, step: string, ms = 120_000): Promise<void> {
+  await eventually(() => e.d.logs.some((l) => l.msg === 'vms paused at step' && l.step === step), ms, `hostd to pause at ${step}`);
+}
+
+/** QEMU processes started from this data dir (any hostd incarnation). */
+export function qemuPids(root: string): number[] {
+  const runDir = path.join(root, 'data', 'run');
+  const out: number[] = [];
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(runDir);
+  } catch {
+    return out;
+  }
+  for (const n of names) {
+    try {
+      const pid = Number(fs.readFileSync(path.join(runDir, n, 'qemu.pid'), 'utf8').trim());
+      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (cmd.includes(`process=hostd-${n}`) && cmd.includes(runDir) && !/\) Z /.test(stat)) out.push(pid);
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+/** Kills every QEMU of the test's data dir and waits for them to end. */
+export async function killGuests(root: string): Promise<void> {
+  for (const pid of qemuPids(root)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  await eventually(() => qemuPids(root).length === 0, 20_000, 'test guests to end');
+}
+
+/** Runs a command in a VM and returns stdout, asserting exit 0. */
+export async function sh(e: VmsEnv, vmid: number, command: string, timeout = 120): Promise<string> {
+  const r = await ok(e, 'POST', `/vms/${vmid}/exec`, { command, timeout_seconds: timeout });
+  expect(r.exit_code, `${command}: ${r.stderr}`).to.equal(0);
+  return r.stdout;
+}
+
+/** A loopback HTTP server for catalog downloads: files by path, Range support, and a switch to cut a response short. */
+export class FileServer {
+  private srv!: http.Server;
+  port = 0;
+  readonly files = new Map<string, string>();
+  /** Bytes after which the next response of this path is cut (once). */
+  cutAfter = new Map<string, number>();
+  readonly requests: Array<{ path: string; range: string | undefined }> = [];
+
+  async start(): Promise<void> {
+    this.srv = http.createServer((req, res) => {
+      const p = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
+      this.requests.push({ path: p, range: req.headers.range });
+      const file = this.files.get(p);
+      if (!file) {
+        res.writeHead(404).end();
+        return;
+      }
+      const size = fs.statSync(file).size;
+      let start = 0;
+      const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+      if (m) {
+        start = Number(m[1]);
+        if (start >= size) {
+          res.writeHead(416, { 'content-range': `bytes */${size}` }).end();
+          return;
+        }
+        res.writeHead(206, { 'content-length': size - start, 'content-range': `bytes ${start}-${size - 1}/${size}` });
+      } else res.writeHead(200, { 'content-length': size });
+      const cut = this.cutAfter.get(p);
+      if (cut !== undefined) {
+        this.cutAfter.delete(p);
+        const s = fs.createReadStream(file, { start, end: start + cut - 1 });
+        s.pipe(res, { end: false });
+        s.on('end', () => setTimeout(() => res.destroy(), 50));
+        return;
+      }
+      fs.createReadStream(file, { start }).pipe(res);
+    });
+    await new Promise<void>((r) => this.srv.listen(0, '127.0.0.1', () => r()));
+    this.port = (this.srv.address() as { port: number }).port;
+  }
+
+  url(p: string): string {
+    return `http://127.0.0.1:${this.port}${p}`;
+  }
+
+  async stop(): Promise<void> {
+    this.srv.closeAllConnections();
+    await new Promise<void>((r) => this.srv.close(() => r()));
+  }
+}
+
+export async function sha256(file: string): Promise<string> {
+  const r = await run('sha256sum', [file], { timeoutMs: 300_000 });
+  return r.stdout.split(/\s+/)[0];
+}
+
+/** The cached sha256 of a (cached, immutable) file, computed once. */
+export async function cachedSha256(file: string): Promise<string> {
+  const side = `${file}.sha256`;
+  if (fs.existsSync(side) && fs.statSync(side).mtimeMs >= fs.statSync(file).mtimeMs) return fs.readFileSync(side, 'utf8').trim();
+  const h = await sha256(file);
+  fs.writeFileSync(side, h + '\n');
+  return h;
+}

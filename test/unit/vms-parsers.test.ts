@@ -1,0 +1,273 @@
+/** Pure parts of the VM domain: command line, seed, partition tables, qemu-img output, catalog, settings, validation. */
+import { expect } from 'chai';
+import YAML from 'yaml';
+import { machineArgs, macFor, shellSafePath, type MachineSpec } from '../../daemon/vms/qemu/args.js';
+import { renderSeed, type CloudInitSettings } from '../../daemon/vms/qemu/seed.js';
+import { needsRecovery, parsePartitions } from '../../daemon/vms/qemu/identity.js';
+import { parseBackingChain, parseImageInfo } from '../../daemon/vms/qemu/img.js';
+import { chooseAccel, parseMeminfo, versionOf } from '../../daemon/vms/qemu/host.js';
+import { BUNDLED_CATALOG, checksumFromSums, parseCatalog } from '../../daemon/vms/catalog.js';
+import { parseVmSettings } from '../../daemon/vms/settings.js';
+import { checkCidr, checkDns, checkSshKey, checkUsername, hostnameOf, slug } from '../../daemon/vms/common.js';
+import { ApiError } from '../../daemon/lib/errors.js';
+
+const spec = (over: Partial<MachineSpec> = {}): MachineSpec => ({
+  name: 'vm-101',
+  uuid: '00000000-0000-4000-8000-000000000001',
+  accel: 'tcg',
+  cpuCores: 2,
+  memoryMb: 768,
+  runDir: '/run/h/vm-101',
+  rootFile: '/pool/.vms/vm-101/root.qcow2',
+  disks: [],
+  seedIso: '/pool/.vms/vm-101/seed.iso',
+  net: { type: 'user', mac: '52:54:00:00:00:01', sshPort: 2222, restrict: true },
+  ...over,
+});
+
+const valueAfter = (args: string[], flag: string): string[] => args.flatMap((a, i) => (args[i - 1] === flag ? [a] : []));
+
+describe('vms: QEMU command line', () => {
+  it('uses TCG with the max CPU, or KVM with the host CPU', () => {
+    const t = machineArgs(spec());
+    expect(valueAfter(t, '-accel')).to.deep.equal(['tcg']);
+    expect(valueAfter(t, '-cpu')).to.deep.equal(['max']);
+    const k = machineArgs(spec({ accel: 'kvm' }));
+    expect(valueAfter(k, '-accel')).to.deep.equal(['kvm']);
+    expect(valueAfter(k, '-cpu')).to.deep.equal(['host']);
+    expect(valueAfter(machineArgs(spec({ tcgTbSizeMb: 256 })), '-accel')).to.deep.equal(['tcg,tb-size=256']);
+  });
+
+  it('puts every PCI device at a fixed slot, additional disks at their own', () => {
+    const a = machineArgs(spec({ disks: [{ id: 'd1', file: '/p/disk-d1.qcow2', slot: 8 }, { id: 'd3', file: '/p/disk-d3.qcow2', slot: 10 }] }));
+    const devices = valueAfter(a, '-device');
+    expect(devices).to.include('virtio-blk-pci,drive=root,id=dev-root,bus=pci.0,addr=0x4,bootindex=1');
+    expect(devices).to.include('virtio-blk-pci,drive=disk-d1,id=dev-disk-d1,bus=pci.0,addr=0x8');
+    expect(devices).to.include('virtio-blk-pci,drive=disk-d3,id=dev-disk-d3,bus=pci.0,addr=0xa');
+    expect(devices).to.include('virtio-net-pci,netdev=net0,mac=52:54:00:00:00:01,id=dev-net0,bus=pci.0,addr=0x3');
+    expect(devices).to.include('virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0');
+  });
+
+  it('forwards SSH on loopback only, restricted when asked; a bridge uses a tap script; none has no NIC', () => {
+    expect(valueAfter(machineArgs(spec()), '-netdev')).to.deep.equal(['user,id=net0,hostfwd=tcp:127.0.0.1:2222-:22,restrict=on']);
+    const b = machineArgs(spec({ net: { type: 'bridged', mac: '52:54:00:00:00:02', bridge: 'br0', ifupScript: '/d/ifup-br0' } }));
+    expect(valueAfter(b, '-netdev')).to.deep.equal(['tap,id=net0,script=/d/ifup-br0,downscript=no']);
+    const n = machineArgs(spec({ net: { type: 'none' } }));
+    expect(valueAfter(n, '-netdev')).to.deep.equal([]);
+    expect(valueAfter(n, '-device').some((d) => d.startsWith('virtio-net'))).to.equal(false);
+  });
+
+  it('keeps an empty CD-ROM without a seed, doubles commas in paths, daemonizes with a pidfile', () => {
+    const a = machineArgs(spec({ seedIso: null, rootFile: '/p/a,b/root.qcow2' }));
+    expect(valueAfter(a, '-drive')).to.deep.equal(['if=none,id=seed,media=cdrom']);
+    expect(valueAfter(a, '-blockdev')[0]).to.equal('driver=qcow2,node-name=root,file.driver=file,file.filename=/p/a,,b/root.qcow2,discard=unmap');
+    expect(a).to.include('-daemonize');
+    expect(valueAfter(a, '-pidfile')).to.deep.equal(['/run/h/vm-101/qemu.pid']);
+    expect(valueAfter(a, '-qmp')).to.deep.equal(['unix:/run/h/vm-101/qmp.sock,server=on,wait=off']);
+  });
+
+  it('resumes from a state file through exec:cat, refusing paths a shell would split', () => {
+    expect(valueAfter(machineArgs(spec({ incoming: '/p/ws-1/memory.state' })), '-incoming')).to.deep.equal(['exec:cat /p/ws-1/memory.state']);
+    expect(() => shellSafePath('/p/a b')).to.throw(/cannot be used/);
+    expect(() => shellSafePath('/p/$(x)')).to.throw(/cannot be used/);
+    expect(() => shellSafePath('relative')).to.throw(/cannot be used/);
+  });
+
+  it('gives locally administered MACs in the 52:54:00 range', () => {
+    expect(macFor(101)).to.match(/^52:54:00:[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$/);
+    expect(macFor(101)).to.not.equal(macFor(102));
+  });
+});
+
+const settings = (over: Partial<CloudInitSettings> = {}): CloudInitSettings => ({
+  enabled: true,
+  username: 'alice',
+  ssh_public_key: 'ssh-ed25519 AAAAC3Nza alice@x',
+  ssh_enabled: true,
+  ssh_password_auth: false,
+  dns_servers: [],
+  ip_address: null,
+  gateway: null,
+  package_upgrade: false,
+  network_type: 'user',
+  network_bridge: null,
+  ...over,
+});
+
+describe('vms: cloud-init seed', () => {
+  it('creates the user with passwordless sudo and the key, and keeps SSH host keys (hostd re-keys)', () => {
+    const f = renderSeed({ settings: settings(), instanceId: 'i-1', hostname: 'web', mac: '52:54:00:00:00:01', passwordHash: null });
+    expect(f['user-data'].startsWith('#cloud-config\n')).to.equal(true);
+    const u = YAML.parse(f['user-data']);
+    expect(u.users).to.deep.equal([{ name: 'alice', shell: '/bin/bash', sudo: 'ALL=(ALL) NOPASSWD:ALL', lock_passwd: true, ssh_authorized_keys: ['ssh-ed25519 AAAAC3Nza alice@x'] }]);
+    expect(u.ssh_deletekeys).to.equal(false);
+    expect(u.ssh_pwauth).to.equal(false);
+    expect(u.hostname).to.equal('web');
+    expect(YAML.parse(f['meta-data'])).to.deep.equal({ 'instance-id': 'i-1', 'local-hostname': 'web' });
+    expect(YAML.parse(f['network-config']!)).to.deep.equal({ version: 2, ethernets: { nic0: { match: { macaddress: '52:54:00:00:00:01' }, dhcp4: true } } });
+  });
+
+  it('carries a password only as a hash, a static address with gateway and DNS, and package upgrade', () => {
+    const f = renderSeed({
+      settings: settings({ ip_address: '10.0.0.5/24', gateway: '10.0.0.1', dns_servers: ['1.1.1.1'], package_upgrade: true, ssh_password_auth: true }),
+      instanceId: 'i', hostname: 'h', mac: '52:54:00:00:00:09', passwordHash: '$6$salt$hash',
+    });
+    const u = YAML.parse(f['user-data']);
+    expect(u.users[0].passwd).to.equal('$6$salt$hash');
+    expect(u.users[0].lock_passwd).to.equal(false);
+    expect(u.package_upgrade).to.equal(true);
+    expect(u.ssh_pwauth).to.equal(true);
+    expect(YAML.parse(f['network-config']!).ethernets.nic0).to.deep.equal({
+      match: { macaddress: '52:54:00:00:00:09' }, addresses: ['10.0.0.5/24'], routes: [{ to: '0.0.0.0/0', via: '10.0.0.1' }], nameservers: { addresses: ['1.1.1.1'] },
+    });
+  });
+
+  it('disables SSH when asked, has no network config without a NIC, and can carry the seed file', () => {
+    const f = renderSeed({ settings: settings({ ssh_enabled: false, network_type: 'none' }), instanceId: 'i', hostname: 'h', mac: null, passwordHash: null, seedFallback: 'S' });
+    const u = YAML.parse(f['user-data']);
+    expect(u.runcmd).to.deep.equal([['systemctl', 'disable', '--now', 'ssh']]);
+    expect(u.write_files).to.deep.equal([{ path: '/etc/svc/seed', content: 'S', permissions: '0600', owner: 'root:root' }]);
+    expect(f['network-config']).to.equal(undefined);
+  });
+});
+
+function mbrDisk(parts: Array<[number, number, number]>): Buffer {
+  const b = Buffer.alloc(34 * 512);
+  parts.forEach(([type, start, count], i) => {
+    const e = 446 + i * 16;
+    b[e + 4] = type;
+    b.writeUInt32LE(start, e + 8);
+    b.writeUInt32LE(count, e + 12);
+  });
+  b.writeUInt16LE(0xaa55, 510);
+  return b;
+}
+
+describe('vms: partition tables and ext superblocks', () => {
+  it('reads MBR partitions, skipping empty and extended entries', () => {
+    const b = mbrDisk([[0x83, 2048, 4096], [0x05, 8192, 100], [0x82, 10000, 50]]);
+    expect(parsePartitions(b)).to.deep.equal([{ offset: 2048 * 512, size: 4096 * 512 }, { offset: 10000 * 512, size: 50 * 512 }]);
+  });
+
+  it('reads GPT partitions behind a protective MBR', () => {
+    const b = mbrDisk([[0xee, 1, 0xffffffff]]);
+    b.write('EFI PART', 512, 'latin1');
+    b.writeBigUInt64LE(2n, 512 + 72);
+    b.writeUInt32LE(128, 512 + 80);
+    b.writeUInt32LE(128, 512 + 84);
+    const entry = (i: number, first: bigint, last: bigint) => {
+      const e = 1024 + i * 128;
+      b[e] = 0xaf; // a non-zero type GUID
+      b.writeBigUInt64LE(first, e + 32);
+      b.writeBigUInt64LE(last, e + 40);
+    };
+    entry(0, 262144n, 6291422n);
+    entry(13, 2048n, 8191n);
+    expect(parsePartitions(b)).to.deep.equal([
+      { offset: 262144 * 512, size: (6291422 - 262144 + 1) * 512 },
+      { offset: 2048 * 512, size: (8191 - 2048 + 1) * 512 },
+    ]);
+  });
+
+  it('finds no partitions without the boot signature', () => {
+    expect(parsePartitions(Buffer.alloc(4096))).to.deep.equal([]);
+  });
+
+  it('sees the journal-recovery flag in an ext superblock', () => {
+    const sb = Buffer.alloc(1024);
+    expect(needsRecovery(sb)).to.equal(false);
+    sb.writeUInt32LE(0x2 | 0x4 | 0x40, 0x60);
+    expect(needsRecovery(sb)).to.equal(true);
+  });
+});
+
+describe('vms: qemu-img output', () => {
+  it('parses info with a backing file, and a backing chain', () => {
+    const one = { filename: '/a/clone.qcow2', format: 'qcow2', 'virtual-size': 4294967296, 'actual-size': 200704, 'backing-filename': '/a/base.qcow2', 'full-backing-filename': '/a/base.qcow2', 'format-specific': { type: 'qcow2', data: { corrupt: false } } };
+    expect(parseImageInfo(JSON.stringify(one))).to.deep.equal({ format: 'qcow2', virtualSize: 4294967296, actualSize: 200704, backingFile: '/a/base.qcow2', corrupt: false });
+    const base = { filename: '/a/base.qcow2', format: 'raw', 'virtual-size': 1024, 'actual-size': 4096 };
+    const chain = parseBackingChain(JSON.stringify([one, base]));
+    expect(chain.map((c) => [c.format, c.backingFile])).to.deep.equal([['qcow2', '/a/base.qcow2'], ['raw', null]]);
+    expect(() => parseImageInfo('{"format":"qcow2"}')).to.throw(/virtual-size/);
+  });
+});
+
+describe('vms: host facts', () => {
+  it('uses KVM only with vmx/svm, a usable /dev/kvm and no PVM', () => {
+    const intel = 'processor\t: 0\nflags\t\t: fpu vme vmx sse2\n';
+    expect(chooseAccel(intel, true, false)).to.deep.equal({ accel: 'kvm', reason: null });
+    expect(chooseAccel(intel, true, true).accel).to.equal('tcg');
+    expect(chooseAccel(intel, true, true).reason).to.match(/PVM/);
+    expect(chooseAccel('flags\t\t: fpu sse2\n', true, false).reason).to.match(/no vmx or svm/);
+    expect(chooseAccel('flags\t\t: fpu svm\n', false, false).reason).to.match(/\/dev\/kvm is missing/);
+  });
+
+  it('reads MemTotal and MemAvailable in MiB, and version numbers', () => {
+    expect(parseMeminfo('MemTotal:       24683520 kB\nMemFree:  100 kB\nMemAvailable:   21651456 kB\n')).to.deep.equal({ totalMb: 24105, availableMb: 21144 });
+    expect(versionOf('QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7)')).to.equal('7.2.22');
+  });
+});
+
+describe('vms: catalog', () => {
+  it('bundles Debian 12 and Ubuntu 24.04 with checksum lists', () => {
+    expect(parseCatalog(BUNDLED_CATALOG, 'bundled').map((c) => c.id)).to.deep.equal(['debian-12', 'ubuntu-24.04']);
+    expect(BUNDLED_CATALOG.every((c) => c.checksum_url?.startsWith('https://'))).to.equal(true);
+  });
+
+  it('refuses entries without a checksum, with bad ids or duplicates', () => {
+    expect(() => parseCatalog([{ id: 'a', url: 'http://x/a' }], 'f')).to.throw('f[0] needs checksum or checksum_url');
+    expect(() => parseCatalog([{ id: '../a', url: 'http://x/a', checksum_url: 'http://x/s' }], 'f')).to.throw(/id must be/);
+    const e = { id: 'a', url: 'http://x/a', checksum: 'sha256:' + 'a'.repeat(64) };
+    expect(() => parseCatalog([e, e], 'f')).to.throw(/appears twice/);
+    expect(() => parseCatalog({}, 'f')).to.throw(/JSON array/);
+  });
+
+  it('finds a file in SHA256SUMS and SHA512SUMS lists', () => {
+    const h256 = 'ab'.repeat(32);
+    const h512 = 'cd'.repeat(64);
+    expect(checksumFromSums(`${h256}  other.img\n${h256.replace('ab', 'ef')} *noble.img\n`, 'noble.img')).to.equal(`sha256:${h256.replace('ab', 'ef')}`);
+    expect(checksumFromSums(`${h512}  debian-12-genericcloud-amd64.qcow2\n`, 'debian-12-genericcloud-amd64.qcow2')).to.equal(`sha512:${h512}`);
+    expect(checksumFromSums('garbage\n', 'x')).to.equal(null);
+  });
+});
+
+describe('vms: settings and argument checks', () => {
+  const pools = [{ id: 'p1', path: '/p1' }, { id: 'p2', path: '/p2' }];
+
+  it('defaults to user networking without a bridge, bridged with one', () => {
+    expect(parseVmSettings(undefined, pools).network).to.equal('user');
+    const s = parseVmSettings({ bridge: 'vmbr0', default_storage: 'p2' }, pools);
+    expect([s.network, s.bridge, s.defaultStorage]).to.deep.equal(['bridged', 'vmbr0', 'p2']);
+    expect(() => parseVmSettings({ nope: 1 }, pools)).to.throw(/vms.nope is not a known setting/);
+    expect(() => parseVmSettings({ default_storage: 'p9' }, pools)).to.throw(/not a storage pool/);
+    expect(() => parseVmSettings({ network: 'bridged' }, pools)).to.throw(/needs vms.bridge/);
+  });
+
+  const status = (f: () => unknown) => {
+    try {
+      f();
+    } catch (err) {
+      return [(err as ApiError).status, (err as ApiError).message];
+    }
+    return null;
+  };
+
+  it('checks addresses, DNS, user names and SSH keys with 400s naming the argument', () => {
+    expect(checkCidr('10.0.0.5')).to.equal('10.0.0.5/24');
+    expect(checkCidr('fd00::5/48')).to.equal('fd00::5/48');
+    expect(status(() => checkCidr('10.0.0.300/24'))).to.deep.equal([400, "argument 'ip_address' must be an IP address with an optional /prefix, got '10.0.0.300/24'"]);
+    expect(status(() => checkCidr('10.0.0.3/33'))).to.deep.equal([400, "argument 'ip_address' has a prefix outside 1-32"]);
+    expect(status(() => checkDns(['1.1.1.1', 'dns.example']))).to.deep.equal([400, "argument 'dns_servers[1]' must be an IPv4 or IPv6 address, got 'dns.example'"]);
+    expect(status(() => checkUsername('Bob'))).to.deep.equal([400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])"]);
+    expect(status(() => checkUsername('root'))?.[0]).to.equal(400);
+    expect(checkSshKey(' ssh-ed25519 AAAAC3NzaC1 me@host \n')).to.equal('ssh-ed25519 AAAAC3NzaC1 me@host');
+    expect(status(() => checkSshKey('ssh-ed25519 AAAA\nssh-rsa BBBB'))?.[0]).to.equal(400);
+  });
+
+  it('derives hostnames and image ids from free-form names', () => {
+    expect(hostnameOf('My Web Server!', 7)).to.equal('my-web-server');
+    expect(hostnameOf('***', 7)).to.equal('vm-7');
+    expect(slug('Base Image 2.0 (web)')).to.equal('base-image-2.0-web');
+    expect(slug('../..')).to.equal('');
+  });
+});

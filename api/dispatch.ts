@@ -12,7 +12,7 @@ import { validateArgs } from './validate.js';
 import { ApiError, conflict, errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
 import type { ActivityNote, Args, CallContext, Caller, Handler } from '../daemon/lib/caller.js';
 import type { ActivityLog } from '../daemon/activity/log.js';
-import { RefusalThrottle, describeDetails, type Suppressed, type TraceLimits } from '../daemon/activity/throttle.js';
+import { RefusalThrottle, describeDetails, type Suppressed, type TraceLimits } from '../daemon/lib/throttle.js';
 
 /** A member a call can be forwarded to (looked up once, by `Forwarder.resolve`). */
 export interface PeerRoute {

@@ -7,16 +7,16 @@
  * the message itself is capped far below the members' limit (server.ts).
  * Refusals leave a bounded trace: the first ones are recorded one by one (an
  * activity row and a warn line), then at most one every few seconds, and the
- * rest are counted and summarized once a minute (daemon/activity/throttle.ts).
+ * rest are counted and summarized once a minute (daemon/lib/throttle.ts).
  * Only text this node wrote goes into a row or a log line: the remote
  * address, a reason code, and the node id only once it passed its pattern.
  * At most a few joins are handled at once; more get RESOURCE_EXHAUSTED.
  */
 import net from 'node:net';
 import type { Logger } from 'pino';
-import { RefusalThrottle, SHARED_KEY, describeDetails, type TraceLimits } from '../daemon/activity/throttle.js';
+import { RefusalThrottle, SHARED_KEY, describeDetails, type TraceLimits } from '../daemon/lib/throttle.js';
 import { JoinTokenError, parseJoinToken } from '../certs/join-tokens.js';
-import type { AuditEvent } from './mesh.js';
+import type { AuditEvent } from './audit.js';
 import type * as W from './proto.js';
 
 /** A node id: what certificates carry as CN and members are keyed by. */

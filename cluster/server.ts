@@ -26,7 +26,7 @@ import { serveCallStream } from './call-stream.js';
 import type { Member } from './membership.js';
 import { normalizeFingerprint } from '../certs/pki.js';
 import { ApiError } from '../daemon/lib/errors.js';
-import { RefusalThrottle, SHARED_KEY, type TraceLimits } from '../daemon/activity/throttle.js';
+import { RefusalThrottle, SHARED_KEY, type TraceLimits } from '../daemon/lib/throttle.js';
 import { JOIN_MESSAGE_MAX } from './join-guard.js';
 
 export class RpcError extends Error {

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { Store } from '../../daemon/store/store.js';
 import { ActivityLog, BLOCK_ROWS, DEFAULT_RETENTION, ROW_LIMITS, type ActivityRow, type NewActivity } from '../../daemon/activity/log.js';
-import { RefusalThrottle } from '../../daemon/activity/throttle.js';
+import { RefusalThrottle } from '../../daemon/lib/throttle.js';
 import { REFUSED_CALL_TRACE } from '../../api/dispatch.js';
 import { startDaemon, tempDir } from '../helpers/daemon.js';
 

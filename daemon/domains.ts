@@ -5,10 +5,9 @@
  * (daemon/<name>/), and one line here.
  */
 import type { OperationName } from '../api/registry/index.js';
-import { opsOf } from '../api/registry/index.js';
 import type { HandlerTable } from '../api/handlers.js';
 import { catalogEntries } from '../api/catalog.js';
-import { notBuiltDomain, PortRegistry, type AdminCommand, type DomainDef, type DomainDeps, type DomainInfo, type DomainModule } from './domain.js';
+import { PortRegistry, type AdminCommand, type DomainDef, type DomainDeps, type DomainInfo, type DomainModule } from './domain.js';
 import type { Handler } from './lib/caller.js';
 import type { ActivityLog } from './activity/log.js';
 import type { TaskRunner } from './tasks/runner.js';
@@ -22,6 +21,7 @@ import { locationsDomain } from './locations/index.js';
 import { appsDomain } from './apps/index.js';
 import { lxcDomain } from './lxc/index.js';
 import { vmsDomain } from './vms/index.js';
+import { sandboxesDomain } from './sandboxes/index.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -30,6 +30,8 @@ export interface Spine {
 }
 
 export function domainList(spine: Spine) {
+  // The sandboxes domain runs its VMs through this instance's VM service.
+  const vms = vmsDomain();
   return [
     foldersDomain,
     systemDomain,
@@ -37,8 +39,8 @@ export function domainList(spine: Spine) {
     activityDomain(spine.activity),
     peersDomain,
     proxyDomain,
-    vmsDomain,
-    notBuiltDomain('sandboxes', opsOf('sandboxes')),
+    vms,
+    sandboxesDomain(vms),
     locationsDomain,
     appsDomain,
     lxcDomain,

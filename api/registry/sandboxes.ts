@@ -30,12 +30,14 @@ export const operations = [
     category: 'agent',
     params: {},
     args: {
-      image_id: str('Image to boot from'),
-      name: str('Sandbox name; a friendly two-word name when omitted'),
+      image_id: str('Image to boot from', { minLength: 1 }),
+      name: str("Sandbox name, unique on the host and the guest's hostname: 1-63 of [a-z0-9-], starting and ending with a letter or digit; a friendly two-word name when omitted", {
+        minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$',
+      }),
       seed_data: str('Written at /etc/svc/seed before first boot'),
       resources: nullable({ ...sandboxResources(), description: 'CPU, memory and disk; the host default applies for an omitted value' }),
       labels: strMap('Labels'),
-      idempotency_key: str('Replaying a create with the same key returns the sandbox the first call made'),
+      idempotency_key: str('Replaying a create with the same key (same token) returns the sandbox the first call made; 1-256 characters', { minLength: 1, maxLength: 256 }),
       autostart: bool('Restart on host boot; default off'),
     },
     required: ['image_id'],

@@ -9,3 +9,4 @@ import './apps.js';
 import './proxy.js';
 import './lxc.js';
 import './vms.js';
+import './sandboxes.js';

@@ -4,13 +4,16 @@
  * and /templates. Ports: `guests` (GET /system/allocation, the proxy).
  * Operator commands (hostctl vm ...): image import and fetch.
  *
- * Other domains that run VMs (sandboxes) call the service API documented at
- * the top of service.ts through `vmsService()`, once this domain is open.
+ * `vmsDomain()` makes one instance of the domain. Other domains that run VMs
+ * (sandboxes) receive that instance in the domain list (daemon/domains.ts)
+ * and call the service API documented at the top of service.ts through its
+ * `service()` once it is open: no module-level state, so two daemons in one
+ * process keep their VMs apart.
  */
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { opsOf } from '../../api/registry/index.js';
-import { defineDomain, type AdminCommand } from '../domain.js';
+import { defineDomain, type AdminCommand, type DomainDef } from '../domain.js';
 import { badRequest, unavailable } from '../lib/errors.js';
 import { qemuDriver } from './qemu/index.js';
 import { VmRecords } from './records.js';
@@ -25,20 +28,6 @@ import type { VmDriver } from './driver.js';
 export type { VmService } from './service.js';
 export type { ImageService } from './images.js';
 
-let open: { vms: VmService; images: ImageService } | null = null;
-
-/** The open VM service (503 when the vms domain is not open): the entry point for other domains. */
-export function vmsService(): VmService {
-  if (!open) throw unavailable('the vms domain is not open');
-  return open.vms;
-}
-
-/** The open image service (listing images a VM or sandbox can boot from). */
-export function vmImages(): ImageService {
-  if (!open) throw unavailable('the vms domain is not open');
-  return open.images;
-}
-
 /** Socket paths must fit in 108 bytes: a long data dir moves the run directory to /run. */
 function runBaseFor(dataDir: string): string {
   const base = path.join(dataDir, 'run');
@@ -46,72 +35,93 @@ function runBaseFor(dataDir: string): string {
   return `/run/hostd-vms-${crypto.createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
 }
 
-/** For tests: a driver other than QEMU (service rules only; runtime tests use the real one). */
-export const driverFactory: { make: () => VmDriver } = { make: qemuDriver };
+const VM_OPS = opsOf('vms', 'templates');
 
-export const vmsDomain = defineDomain({
-  name: 'vms',
-  ops: opsOf('vms', 'templates'),
-  async open(deps) {
-    const settings = parseVmSettings(deps.settings, deps.config.pools);
-    const records = new VmRecords(deps.store);
-    const driver = driverFactory.make();
-    const log = deps.log.child({ domain: 'vms' });
-    const vms = new VmService({
-      records, driver, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,
-      runBase: runBaseFor(deps.config.dataDir), log, env: deps.env,
-    });
-    const images = new ImageService(vms);
-    const templates = new TemplateBuilder(vms, images);
-    const recovered = await recover(vms);
-    if (recovered) log.warn({ count: recovered }, 'vms: finished or rolled back interrupted changes');
-    await images.catalog().catch((err) => log.error({ err }, 'vms: the image catalog could not be read'));
-    // Autostart after a host boot runs in the background: hostd must not wait for guests.
-    void vms.autostart(deps.env.HOSTD_VMS_BOOT_ID_FILE).then((ids) => ids.length && log.info({ vmids: ids }, 'vms: autostarted after host boot'), (err) => log.error({ err }, 'vms: autostart failed'));
-    open = { vms, images };
-    const admin = (ctxName = 'local-admin') => ({ note() {}, caller: { tokenName: ctxName } });
-    const commands: Record<string, AdminCommand> = {
-      'POST /admin/vms/images/import': async (body) => {
-        const str = (k: string, req = false) => {
-          const v = body[k];
-          if (v === undefined || v === null) {
-            if (req) throw badRequest(`argument '${k}' is required`);
-            return undefined;
+/** One instance of the VM domain, and what other domains reach of it once it is open. */
+export type VmsDomain = DomainDef<(typeof VM_OPS)[number]> & {
+  /** The open VM service (503 while this instance is not open): the entry point for other domains. */
+  service(): VmService;
+  /** The open image service (listing images a VM or sandbox can boot from). */
+  images(): ImageService;
+};
+
+/** `makeDriver`: a driver other than QEMU, for tests of service rules (runtime tests use the real one). */
+export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain {
+  let open: { vms: VmService; images: ImageService } | null = null;
+  const def = defineDomain({
+    name: 'vms',
+    ops: VM_OPS,
+    async open(deps) {
+      const settings = parseVmSettings(deps.settings, deps.config.pools);
+      const records = new VmRecords(deps.store);
+      const driver = (opts.makeDriver ?? qemuDriver)();
+      const log = deps.log.child({ domain: 'vms' });
+      const vms = new VmService({
+        records, driver, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,
+        runBase: runBaseFor(deps.config.dataDir), log, env: deps.env,
+      });
+      const images = new ImageService(vms);
+      const templates = new TemplateBuilder(vms, images);
+      const recovered = await recover(vms);
+      if (recovered) log.warn({ count: recovered }, 'vms: finished or rolled back interrupted changes');
+      await images.catalog().catch((err) => log.error({ err }, 'vms: the image catalog could not be read'));
+      // Autostart after a host boot runs in the background: hostd must not wait for guests.
+      void vms.autostart(deps.env.HOSTD_VMS_BOOT_ID_FILE).then((ids) => ids.length && log.info({ vmids: ids }, 'vms: autostarted after host boot'), (err) => log.error({ err }, 'vms: autostart failed'));
+      open = { vms, images };
+      const admin = (ctxName = 'local-admin') => ({ note() {}, caller: { tokenName: ctxName } });
+      const commands: Record<string, AdminCommand> = {
+        'POST /admin/vms/images/import': async (body) => {
+          const str = (k: string, req = false) => {
+            const v = body[k];
+            if (v === undefined || v === null) {
+              if (req) throw badRequest(`argument '${k}' is required`);
+              return undefined;
+            }
+            if (typeof v !== 'string') throw badRequest(`argument '${k}' must be a string`);
+            return v;
+          };
+          const input: ImportInput = { file: str('file', true)!, image_id: str('image_id', true)!, storage_id: str('storage_id'), name: str('name'), default_user: str('default_user') ?? null };
+          for (const k of ['min_cpu_cores', 'min_memory_mb', 'min_disk_gb'] as const) {
+            const v = body[k];
+            if (v === undefined || v === null) continue;
+            if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`argument '${k}' must be a non-negative integer`);
+            input[k] = v;
           }
-          if (typeof v !== 'string') throw badRequest(`argument '${k}' must be a string`);
-          return v;
-        };
-        const input: ImportInput = { file: str('file', true)!, image_id: str('image_id', true)!, storage_id: str('storage_id'), name: str('name'), default_user: str('default_user') ?? null };
-        for (const k of ['min_cpu_cores', 'min_memory_mb', 'min_disk_gb'] as const) {
-          const v = body[k];
-          if (v === undefined || v === null) continue;
-          if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`argument '${k}' must be a non-negative integer`);
-          input[k] = v;
-        }
-        return [201, await images.import(input, admin())];
-      },
-      'POST /admin/vms/images/fetch': async (body) => {
-        const id = body.image_id;
-        if (typeof id !== 'string') throw badRequest("argument 'image_id' must be a string");
-        const st = body.storage_id;
-        if (st !== undefined && typeof st !== 'string') throw badRequest("argument 'storage_id' must be a string");
-        return [201, await images.fetch(id, st as string | undefined, admin())];
-      },
-      'GET /admin/vms/images': async () => [200, await images.list()],
-    };
-    return {
-      handlers: vmHandlers(vms, images, templates),
-      info: async () => {
-        const h = await driver.host();
-        return { name: 'vms', built: true, runtimes: [...h.programs, h.fuse] };
-      },
-      close: async () => {
-        vms.close();
-        open = null;
-      },
-      provides: { guests: { guests: () => vms.guests() } },
-      admin: commands,
-    };
-  },
-});
+          return [201, await images.import(input, admin())];
+        },
+        'POST /admin/vms/images/fetch': async (body) => {
+          const id = body.image_id;
+          if (typeof id !== 'string') throw badRequest("argument 'image_id' must be a string");
+          const st = body.storage_id;
+          if (st !== undefined && typeof st !== 'string') throw badRequest("argument 'storage_id' must be a string");
+          return [201, await images.fetch(id, st as string | undefined, admin())];
+        },
+        'GET /admin/vms/images': async () => [200, await images.list()],
+      };
+      return {
+        handlers: vmHandlers(vms, images, templates),
+        info: async () => {
+          const h = await driver.host();
+          return { name: 'vms', built: true, runtimes: [...h.programs, h.fuse] };
+        },
+        close: async () => {
+          vms.close();
+          open = null;
+        },
+        provides: { guests: { guests: () => vms.guests() } },
+        admin: commands,
+      };
+    },
+  });
+  return Object.assign(def, {
+    service(): VmService {
+      if (!open) throw unavailable('the vms domain is not open');
+      return open.vms;
+    },
+    images(): ImageService {
+      if (!open) throw unavailable('the vms domain is not open');
+      return open.images;
+    },
+  });
+}
 

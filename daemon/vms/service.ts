@@ -7,7 +7,8 @@
  * ## Service API for other domains (sandboxes)
  *
  * Another domain that runs VMs (the sandboxes domain) uses this class, never
- * a second driver. It gets the instance from `vmsService()` (index.ts). `ctx`
+ * a second driver. It receives this domain's instance in the domain list
+ * (daemon/domains.ts) and calls `service()` on it (index.ts). `ctx`
  * is a NoteSink (`noNotes` outside a request); `o = { owner }` is the calling
  * domain's marker (e.g. `{ owner: 'sandbox' }`) and must be passed on every
  * call for its VMs:
@@ -19,7 +20,7 @@
  *                                              identity (hostname, machine-id, SSH host keys,
  *                                              /etc/svc/seed) is written by the first start,
  *                                              before the guest boots. Returns { vm, task }.
- *   restoreWarmState(id, { name, vmid?, seed_data?, skip_rekey?, labels? }, ctx, o)
+ *   restoreWarmState(id, { name, vmid?, seed_data?, skip_rekey?, labels?, autostart? }, ctx, o)
  *                                              new VM on a linked clone of the warm state's
  *                                              disk, resumed from its memory: running when it
  *                                              returns; its own hostname, machine-id, seed and
@@ -193,6 +194,8 @@ export class VmService {
   private readonly reserved = new Set<number>();
   /** Image ids a create in progress is cloning from (move/delete wait for them). */
   readonly imageUsers = new Map<string, number>();
+  /** Warm states restores are resuming from (several at once; a delete waits for none). */
+  private readonly warmUsers = new Map<string, number>();
   private readonly addrCache = new Map<number, { at: number; addresses: string[] }>();
   private closed = false;
 
@@ -1262,21 +1265,38 @@ export class VmService {
    * disk, resumed from its memory. It runs when this returns; its own
    * hostname, machine-id, seed and SSH host keys are set through the agent.
    */
-  async restoreWarmState(id: string, a: { name: string; vmid?: number; seed_data?: string; skip_rekey?: boolean; labels?: Record<string, string> }, ctx: NoteSink, o: OwnerOpts = {}) {
+  async restoreWarmState(id: string, a: { name: string; vmid?: number; seed_data?: string; skip_rekey?: boolean; labels?: Record<string, string>; autostart?: boolean }, ctx: NoteSink, o: OwnerOpts = {}) {
     await this.requirePrograms('qemu-system-x86_64', 'qemu-img', 'genisoimage');
     const nm = checkName(a.name);
-    const w = await this.warmState(id, o);
     if (a.seed_data !== undefined && Buffer.byteLength(a.seed_data) > SEED_MAX) throw badRequest(`argument 'seed_data' must be at most ${SEED_MAX} bytes`);
-    const vmid = await this.allocVmid(a.vmid);
+    // Restores of one warm state run side by side (sandboxes start many); a use count, registered
+    // under the warm state's lock, keeps a delete from removing its files meanwhile.
+    const w = await this.lock.run([`ws:${id}`], async () => {
+      const found = await this.warmState(id, o);
+      this.warmUsers.set(id, (this.warmUsers.get(id) ?? 0) + 1);
+      return found;
+    }, 'warm-state restore');
+    const unuse = () => {
+      const n = (this.warmUsers.get(id) ?? 1) - 1;
+      if (n <= 0) this.warmUsers.delete(id);
+      else this.warmUsers.set(id, n);
+    };
+    let vmid: number;
+    try {
+      vmid = await this.allocVmid(a.vmid);
+    } catch (err) {
+      unuse();
+      throw err;
+    }
     let release: (() => void) | null = null;
     try {
-      release = await hold(this.lock, [`vm:${vmid}`, `ws:${id}`], 'warm-state restore');
+      release = await hold(this.lock, [`vm:${vmid}`], 'warm-state restore');
       const pool = this.pool(w.storage_id);
       const t = now();
       const rec: VmRecord = {
         vmid, name: nm, owner: o.owner ?? null, labels: a.labels ?? {}, storage_id: pool.id, dir: vmDir(pool, vmid), image_id: w.image_id,
         linked_clone: true, base_image_id: w.base_image_id, base_warm_state_id: w.id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb,
-        disk_size_gb: w.disk_size_gb, autostart: false, state: 'stopped', root_layers: ['root.qcow2'], disks: [],
+        disk_size_gb: w.disk_size_gb, autostart: a.autostart ?? false, state: 'stopped', root_layers: ['root.qcow2'], disks: [],
         cloud_init: { ...w.cloud_init, password_set: false, generation: w.cloud_init.generation + 1 }, mac: macFor(vmid, Date.now() % 9973),
         uuid: newUuid(), ssh_port: null, identity: { method: 'agent', pending: false, skip_rekey: a.skip_rekey ?? false, seed_written: false }, seed_generation: null,
         resume_file: null, task_id: null, created_at: t, updated_at: t,
@@ -1308,6 +1328,7 @@ export class VmService {
     } finally {
       this.reserved.delete(vmid);
       release?.();
+      unuse();
     }
   }
 
@@ -1343,6 +1364,7 @@ export class VmService {
     return this.lock.exclusive([`ws:${id}`], 'warm-state delete', async () => {
       const deps = (await this.records.allVms()).filter((v) => v.base_warm_state_id === id);
       if (deps.length) throw conflict(`warm state '${id}' is the base of VMs ${deps.map((v) => v.vmid).join(', ')}: delete them first`);
+      if (this.warmUsers.get(id)) throw conflict(`warm state '${id}' is busy: warm-state restore in progress`);
       const key = VmRecords.intentKey(`warm-delete-${id}`);
       await this.records.journal.begin(key, { op: 'warm-delete', id, dir: w.dir });
       await fs.rm(w.dir, { recursive: true, force: true });

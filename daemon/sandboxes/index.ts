@@ -1,0 +1,76 @@
+/**
+ * The sandboxes domain: disposable VMs owned by the token that made them,
+ * started from warm states where one fits. It runs no VM driver of its own:
+ * it receives the vms domain's instance in the domain list and uses its VM
+ * service (daemon/vms/service.ts, "Service API for other domains").
+ * Operations: /sandboxes. Ports: `guests` (kind `sandbox`). Operator commands
+ * (hostctl sandbox ...): warm states, exec, the list of every token's sandboxes.
+ */
+import { opsOf } from '../../api/registry/index.js';
+import { defineDomain, type AdminCommand } from '../domain.js';
+import { badRequest } from '../lib/errors.js';
+import { Periodic } from '../lib/periodic.js';
+import type { VmsDomain } from '../vms/index.js';
+import { sandboxHandlers } from './handlers.js';
+import { SandboxRecords } from './records.js';
+import { SandboxService } from './service.js';
+import { parseSandboxSettings } from './settings.js';
+
+export function sandboxesDomain(vms: VmsDomain) {
+  return defineDomain({
+    name: 'sandboxes',
+    ops: opsOf('sandboxes'),
+    async open(deps) {
+      const settings = parseSandboxSettings(deps.settings);
+      const log = deps.log.child({ domain: 'sandboxes' });
+      const vmService = vms.service();
+      const svc = new SandboxService({ records: new SandboxRecords(deps.store), vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env });
+      const r = await svc.recover();
+      if (r.destroys || r.boots || r.orphans || r.lost) log.warn(r, 'sandboxes: finished interrupted changes');
+      const prune = new Periodic(() => svc.prune(), (err) => log.error({ err }, 'sandboxes: pruning tombstones failed'));
+      prune.start(3_600_000);
+      const warm = new Periodic(() => svc.keepWarm(), (err) => log.error({ err }, 'sandboxes: keeping warm states failed'));
+      if (settings.warmScanMs > 0) warm.start(settings.warmScanMs);
+
+      const str = (body: Record<string, unknown>, k: string, req = false): string | undefined => {
+        const v = body[k];
+        if (v === undefined || v === null) {
+          if (req) throw badRequest(`argument '${k}' is required`);
+          return undefined;
+        }
+        if (typeof v !== 'string') throw badRequest(`argument '${k}' must be a string`);
+        return v;
+      };
+      const uint = (body: Record<string, unknown>, k: string): number | undefined => {
+        const v = body[k];
+        if (v === undefined || v === null) return undefined;
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`argument '${k}' must be a non-negative integer`);
+        return v;
+      };
+      const admin: Record<string, AdminCommand> = {
+        'GET /admin/sandboxes': async (body) => [200, await svc.listAll(body.include_destroyed === true)],
+        'POST /admin/sandboxes/exec': async (body) => [200, await svc.exec(str(body, 'id', true)!, str(body, 'command', true)!, uint(body, 'timeout_seconds'))],
+        'POST /admin/sandboxes/warm': async (body) => [
+          201,
+          await svc.saveWarm({ image_id: str(body, 'image_id', true)!, cpu_cores: uint(body, 'cpu_cores'), memory_mb: uint(body, 'memory_mb'), disk_gb: uint(body, 'disk_gb') }, 'local-admin'),
+        ],
+        'GET /admin/sandboxes/warm-states': async () => [200, await svc.warmStates()],
+        'DELETE /admin/sandboxes/warm-states': async (body) => [200, await svc.deleteWarm(str(body, 'warm_state_id', true)!)],
+      };
+      return {
+        handlers: sandboxHandlers(svc),
+        info: async () => {
+          const h = await vmService.hostStatus();
+          return { name: 'sandboxes', built: true, runtimes: h.programs };
+        },
+        close: async () => {
+          prune.stop();
+          warm.stop();
+          await svc.close();
+        },
+        provides: { guests: { guests: () => svc.guests() } },
+        admin,
+      };
+    },
+  });
+}

@@ -7,6 +7,7 @@
  *                                      runs COMMAND with /bin/sh -c in a running sandbox (its guest agent)
  *   sandbox warm IMAGE_ID [--cpu N] [--memory MB] [--disk GB] [--no-wait]
  *                                      saves a warm state of the image for sandboxes (a task with a progress bar)
+ *   sandbox destroy ID                 destroys any token's sandbox (a revoked token's, say)
  *   sandbox warm-states [--json]       the warm states sandboxes start from
  *   sandbox warm-delete WARM_STATE_ID
  */
@@ -19,6 +20,7 @@ const USAGE = `usage: hostctl sandbox <command>
   list [--all] [--json]       sandboxes of every token (--all: with tombstones)
   exec ID [--timeout S] -- COMMAND...
                               run a shell command in a running sandbox
+  destroy ID                  destroy any token's sandbox
   warm IMAGE_ID [--cpu N] [--memory MB] [--disk GB] [--no-wait]
                               save a warm state of an image: sandboxes of that shape resume it
   warm-states [--json]        warm states sandboxes start from
@@ -71,6 +73,16 @@ export const sandboxCommand: Command = async (argv, client) => {
         process.stderr.write(r.body.stderr);
         if (r.body.timed_out) process.stderr.write('hostctl: the command timed out\n');
         return r.body.exit_code ?? 124;
+      }
+      case 'destroy': {
+        if (rest.length !== 1) {
+          process.stderr.write('hostctl: sandbox destroy needs exactly one ID\n');
+          return 2;
+        }
+        const r = await client.request('POST', '/admin/sandboxes/destroy', { id: rest[0] });
+        if (r.status !== 200) return errorOut(r);
+        process.stdout.write(`${rest[0]} ${r.body.already_destroyed ? 'was destroyed already' : 'destroyed'}\n`);
+        return 0;
       }
       case 'warm': {
         const { values, positionals } = parseArgs({

@@ -49,6 +49,11 @@ export function sandboxesDomain(vms: VmsDomain) {
       };
       const admin: Record<string, AdminCommand> = {
         'GET /admin/sandboxes': async (body) => [200, await svc.listAll(body.include_destroyed === true)],
+        // The operator can destroy any token's sandbox (a revoked token's are otherwise unreachable).
+        'POST /admin/sandboxes/destroy': async (body) => [
+          200,
+          await svc.destroy(str(body, 'id', true)!, { note() {}, caller: { tokenId: 'admin', tokenName: 'local-admin', scopes: [], transport: 'api', origin: deps.node.id } }, { anyOwner: true }),
+        ],
         'POST /admin/sandboxes/exec': async (body) => [200, await svc.exec(str(body, 'id', true)!, str(body, 'command', true)!, uint(body, 'timeout_seconds'))],
         'POST /admin/sandboxes/warm': async (body) => [
           201,

@@ -1,0 +1,91 @@
+/**
+ * What the sandbox runtime tests and the bench share: a VM test daemon
+ * (test/helpers/vms-fixture.ts) with a `sandboxes:` section, the cached test
+ * guest imported as an image, a blank image that never boots (for rules that
+ * need a sandbox but not a guest), exec through the admin socket, waits.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect } from 'chai';
+import { eventually, runCommand, HOSTCTL } from './daemon.js';
+import { run } from '../../daemon/lib/run.js';
+import { guestImage } from './vms-guest.js';
+import { api, qemuPids, settle, startVmsDaemon, succeeded, type VmsEnv } from './vms-fixture.js';
+
+export const SANDBOX_YAML = (extra = '') => ['sandboxes:', '  default_memory_mb: 512', '  warm_scan_seconds: 0', extra].filter(Boolean).join('\n');
+
+export async function startSandboxDaemon(opts: { root?: string; sandboxes?: string; env?: Record<string, string> } = {}): Promise<VmsEnv> {
+  return startVmsDaemon({ root: opts.root, extraYaml: SANDBOX_YAML(opts.sandboxes ?? ''), env: opts.env });
+}
+
+/** Imports the cached test guest as `id` (and a blank disk as `blank`, which boots nothing). */
+export async function importImages(e: VmsEnv, id = 'deb12', blank = true): Promise<void> {
+  const image = await guestImage();
+  const imp = await e.d.admin.request('POST', '/admin/vms/images/import', { file: image, image_id: id, default_user: 'debian' });
+  expect(imp.status, JSON.stringify(imp.body)).to.equal(201);
+  await succeeded(e, imp.body.task.task_id);
+  if (!blank) return;
+  await importBlank(e);
+}
+
+export async function importBlank(e: VmsEnv): Promise<void> {
+  const file = path.join(e.root, 'blank.qcow2');
+  if (!fs.existsSync(file)) await run('qemu-img', ['create', '-q', '-f', 'qcow2', file, '1G'], { timeoutMs: 30_000 });
+  const imp = await e.d.admin.request('POST', '/admin/vms/images/import', { file, image_id: 'blank' });
+  expect(imp.status, JSON.stringify(imp.body)).to.equal(201);
+  await succeeded(e, imp.body.task.task_id);
+}
+
+/** Starts `hostctl sandbox warm IMAGE --no-wait` as an operator would; the task id. */
+export async function startWarm(e: VmsEnv, image = 'deb12'): Promise<string> {
+  const r = await runCommand(process.execPath, [HOSTCTL, '--data-dir', e.d.dataDir, 'sandbox', 'warm', image, '--no-wait']);
+  expect(r.code, r.stderr).to.equal(0);
+  const id = r.stdout.trim();
+  expect(id).to.match(/^task_[0-9a-f]+$/);
+  return id;
+}
+
+export async function warmDone(e: VmsEnv, taskId: string): Promise<string> {
+  const t = await settle(e, taskId, 900_000);
+  expect(t.state, `warm task: ${t.error}`).to.equal('succeeded');
+  return t.result.warm_state_id;
+}
+
+/** A call as `token`; the reply. */
+export function call(e: VmsEnv, token: string, method: string, p: string, body?: unknown) {
+  return api(e, method, p, body, token);
+}
+
+/** A command in a sandbox through the admin socket (hostctl sandbox exec); stdout, exit 0 asserted. */
+export async function sbxSh(e: VmsEnv, id: string, command: string, timeout = 60): Promise<string> {
+  const r = await e.d.admin.request('POST', '/admin/sandboxes/exec', { id, command, timeout_seconds: timeout });
+  expect(r.status, JSON.stringify(r.body)).to.equal(200);
+  expect(r.body.exit_code, `${command}: ${r.body.stderr}`).to.equal(0);
+  return r.body.stdout;
+}
+
+/** Waits (bounded) until the sandbox runs; its record. */
+export async function untilRunning(e: VmsEnv, token: string, id: string, seconds = 600): Promise<any> {
+  const r = await call(e, token, 'POST', `/sandboxes/${id}/wait`, { timeout_seconds: seconds });
+  expect(r.status, r.text).to.equal(200);
+  expect(r.body.running, `sandbox ${id}: ${r.body.reason}`).to.equal(true);
+  return r.body.sandbox;
+}
+
+/** The VM directories in the pools (what disks exist). */
+export function vmDirs(e: VmsEnv): string[] {
+  const out: string[] = [];
+  for (const p of [e.pools.p1, e.pools.p2]) {
+    const d = path.join(p, '.vms');
+    if (!fs.existsSync(d)) continue;
+    for (const n of fs.readdirSync(d)) if (n.startsWith('vm-')) out.push(n);
+  }
+  return out.sort();
+}
+
+/** VM directories match the live sandboxes' VMs exactly, and `running` QEMU processes run (no orphan, none missing). */
+export async function onlyTheseVms(e: VmsEnv, vmids: number[], running = vmids.length): Promise<void> {
+  const want = [...vmids].sort((a, b) => a - b);
+  await eventually(() => vmDirs(e).join() === want.map((v) => `vm-${v}`).sort().join(), 20_000, `VM dirs ${want.join(',')} (have ${vmDirs(e).join(',')})`);
+  expect(qemuPids(e.root).length, 'QEMU processes').to.equal(running);
+}

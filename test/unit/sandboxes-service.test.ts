@@ -1,0 +1,316 @@
+/**
+ * The sandbox service's rules over the real VM service on a fake VM driver
+ * (test/helpers/vms-fake-driver.ts): ownership, idempotency, caps, labels,
+ * tombstones, warm-or-cold, recovery. The runtime tests hold the same against
+ * QEMU (test/runtime/sandboxes/).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import pino from 'pino';
+import { Store } from '../../daemon/store/store.js';
+import { TaskRunner } from '../../daemon/tasks/runner.js';
+import { FileSecretStore } from '../../daemon/lib/secrets.js';
+import { noNotes, type Caller } from '../../daemon/lib/caller.js';
+import { VmRecords, type ImageRecord } from '../../daemon/vms/records.js';
+import { VmService } from '../../daemon/vms/service.js';
+import { parseVmSettings } from '../../daemon/vms/settings.js';
+import { SandboxRecords } from '../../daemon/sandboxes/records.js';
+import { SandboxService } from '../../daemon/sandboxes/service.js';
+import { parseSandboxSettings } from '../../daemon/sandboxes/settings.js';
+import { checkSandboxName, friendlyName } from '../../daemon/sandboxes/names.js';
+import { eventually } from '../helpers/daemon.js';
+import { rejectsApi } from '../helpers/expect.js';
+import { FakeDriver } from '../helpers/vms-fake-driver.js';
+
+const caller = (id: string, name = id): Caller => ({ tokenId: id, tokenName: name, scopes: ['sandbox.read', 'sandbox.manage'], transport: 'api', origin: 'n1' });
+
+describe('sandboxes service rules (VM service on a fake driver)', () => {
+  let dir: string;
+  let store: Store;
+  let tasks: TaskRunner;
+  let drv: FakeDriver;
+  let vms: VmService;
+  let svc: SandboxService;
+  const alice = { caller: caller('tok_a', 'alice'), note() {} };
+  const bob = { caller: caller('tok_b', 'bob'), note() {} };
+
+  const open = async (settings: Record<string, unknown> = {}) => {
+    const secrets = new FileSecretStore(dir);
+    const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
+    vms = new VmService({
+      records: new VmRecords(store), driver: drv, tasks, secrets, settings: parseVmSettings({ default_memory_mb: 768 }, pools),
+      pools, dataDir: dir, runBase: path.join(dir, 'run'), log: pino({ level: 'silent' }), env: {},
+    });
+    svc = new SandboxService({
+      records: new SandboxRecords(store), vms, tasks, secrets, log: pino({ level: 'silent' }), env: {},
+      settings: parseSandboxSettings({ default_memory_mb: 512, warm_scan_seconds: 0, ...settings }),
+    });
+    return svc;
+  };
+
+  const running = (id: string, who = alice) => eventually(async () => {
+    const w = await svc.wait(id, 0, who);
+    return w.running ? w.sandbox : undefined;
+  }, 10_000, `sandbox ${id} running`);
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-sbx-unit-'));
+    fs.mkdirSync(path.join(dir, 'pool'));
+    store = await Store.open(path.join(dir, 'db'));
+    tasks = new TaskRunner(store, 'n1');
+    drv = new FakeDriver();
+    await open();
+    const file = path.join(dir, 'pool/.vms/images/base.qcow2');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, '');
+    const img: ImageRecord = {
+      image_id: 'base', storage_id: 'p', name: 'base', kind: 'image', file, size_bytes: 0, virtual_size_bytes: 3 * 1024 ** 3,
+      min_cpu_cores: 1, min_memory_mb: 256, min_disk_gb: 0, default_user: 'debian', labels: {}, source: { type: 'import', file }, created_at: '',
+    };
+    await vms.records.images.put('base', img);
+  });
+
+  afterEach(async () => {
+    await svc.close();
+    await tasks.shutdown();
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('names: given ones are DNS labels; friendly ones are two words, never a taken one', () => {
+    expect(checkSandboxName('build-7')).to.equal('build-7');
+    for (const bad of ['-x', 'x-', 'Upper', 'a_b', 'a'.repeat(64), '']) {
+      expect(() => checkSandboxName(bad), bad).to.throw("argument 'name' must be 1-63 of [a-z0-9-], starting and ending with a letter or digit (it is the guest's hostname)");
+    }
+    const seen = new Set<string>();
+    for (let i = 0; i < 200; i++) {
+      const n = friendlyName((x) => seen.has(x));
+      expect(n).to.match(/^[a-z]+-[a-z]+(-\d+)?$/);
+      expect(seen.has(n)).to.equal(false);
+      seen.add(n);
+    }
+  });
+
+  it('creates booting at once, boots cold without a warm state (and says why), then runs; host defaults fill omitted resources', async () => {
+    const { sandbox, replayed } = await svc.create({ image_id: 'base', labels: { team: 'x' } }, alice);
+    expect(replayed).to.equal(false);
+    expect(sandbox).to.include({ state: 'booting', image_id: 'base', owner: 'alice', vmid: null, error: null });
+    expect(sandbox.id).to.match(/^sbx-[0-9a-f]{12}$/);
+    expect(sandbox.resources).to.deep.equal({ cpu_cores: 1, memory_mb: 512, disk_gb: 3 });
+    const s = await running(sandbox.id);
+    expect(s.start).to.include({ method: 'cold', warm_state_id: null, reason: "image 'base' has no warm state (hostctl sandbox warm base)", attempts: 1 });
+    expect(s.start.ms).to.be.a('number');
+    const vm = await vms.get(s.vmid!, { owner: 'sandbox' });
+    expect(vm).to.include({ name: sandbox.name, memory_mb: 512, linked_clone: true });
+    expect(vm.labels).to.deep.equal({ sandbox_id: sandbox.id });
+    // Its VM is not one of /vms.
+    expect(await vms.list()).to.deep.equal([]);
+    await rejectsApi(svc.create({ image_id: 'nope' }, alice), 404, "image 'nope' not found");
+    await rejectsApi(svc.create({ image_id: 'base', resources: { memory_mb: 128 } }, alice), 400, "argument 'resources.memory_mb' (128) is below image 'base''s minimum of 256");
+    await rejectsApi(svc.create({ image_id: 'base', resources: { disk_gb: 2 } }, alice), 400, "argument 'resources.disk_gb' (2) is below image 'base''s 3 GiB (disks cannot shrink)");
+    await rejectsApi(svc.create({ image_id: 'base', name: sandbox.name }, bob), 409, `a sandbox named '${sandbox.name}' already exists on this host`);
+  });
+
+  it("belongs to the token id that made it: another token (or a re-created one of the same name) gets 404 and an empty list", async () => {
+    const { sandbox } = await svc.create({ image_id: 'base' }, alice);
+    const again = { caller: caller('tok_a2', 'alice'), note() {} };
+    for (const who of [bob, again]) {
+      const msg = `sandbox '${sandbox.id}' not found`;
+      await rejectsApi(svc.get(sandbox.id, who), 404, msg);
+      await rejectsApi(svc.wait(sandbox.id, 0, who), 404, msg);
+      await rejectsApi(svc.suspend(sandbox.id, who), 404, msg);
+      await rejectsApi(svc.resume(sandbox.id, who), 404, msg);
+      await rejectsApi(svc.destroy(sandbox.id, who), 404, msg);
+      expect((await svc.list({ include_destroyed: true }, who)).sandboxes).to.deep.equal([]);
+    }
+    expect((await svc.list({}, alice)).sandboxes.map((s) => s.id)).to.deep.equal([sandbox.id]);
+    await rejectsApi(svc.get('sbx-000000000000', alice), 404, "sandbox 'sbx-000000000000' not found");
+    await rejectsApi(svc.get('../etc', alice), 404, "sandbox '../etc' not found");
+  });
+
+  it('idempotency: concurrent creates with one key make one sandbox; a replay after a restart returns it; keys are per token', async () => {
+    const all = await Promise.all(Array.from({ length: 6 }, () => svc.create({ image_id: 'base', idempotency_key: 'k1' }, alice)));
+    const ids = new Set(all.map((r) => r.sandbox.id));
+    expect(ids.size).to.equal(1);
+    expect(all.filter((r) => !r.replayed)).to.have.length(1);
+    const [id] = ids;
+    // Another token's same key is its own.
+    const other = await svc.create({ image_id: 'base', idempotency_key: 'k1' }, bob);
+    expect(other.sandbox.id).to.not.equal(id);
+    expect(other.replayed).to.equal(false);
+    await running(id);
+    await svc.close();
+    await open();
+    await svc.recover();
+    const replay = await svc.create({ image_id: 'base', idempotency_key: 'k1', name: 'ignored' }, alice);
+    expect(replay).to.deep.include({ replayed: true });
+    expect(replay.sandbox.id).to.equal(id);
+    expect((await svc.list({}, alice)).sandboxes).to.have.length(1);
+    expect(drv.machines.size).to.equal(2);
+  });
+
+  it('lists by labels (every pair must match) and keeps destroyed ones as tombstones with when and by whom', async () => {
+    const a = (await svc.create({ image_id: 'base', labels: { env: 'ci', team: 'x' } }, alice)).sandbox;
+    const b = (await svc.create({ image_id: 'base', labels: { env: 'ci' } }, alice)).sandbox;
+    await running(a.id);
+    await running(b.id);
+    const ids = async (q: Parameters<SandboxService['list']>[0]) => (await svc.list(q, alice)).sandboxes.map((s) => s.id);
+    expect(await ids({ labels: { env: 'ci' } })).to.deep.equal([a.id, b.id]);
+    expect(await ids({ labels: { env: 'ci', team: 'x' } })).to.deep.equal([a.id]);
+    expect(await ids({ labels: { team: 'y' } })).to.deep.equal([]);
+    const vmid = (await svc.get(a.id, alice)).sandbox.vmid!;
+    const d = await svc.destroy(a.id, alice);
+    expect(d.already_destroyed).to.equal(false);
+    expect(d.sandbox).to.include({ state: 'destroyed', destroyed_by: 'alice', vmid: null });
+    expect(d.sandbox.destroyed_at).to.be.a('string');
+    await rejectsApi(vms.get(vmid, { owner: 'sandbox' }), 404, `VM ${vmid} not found`);
+    expect(fs.existsSync(path.join(dir, `pool/.vms/vm-${vmid}`))).to.equal(false);
+    expect(await ids({ labels: { env: 'ci' } })).to.deep.equal([b.id]);
+    expect(await ids({ labels: { env: 'ci' }, include_destroyed: true })).to.deep.equal([a.id, b.id]);
+    expect((await svc.destroy(a.id, alice)).already_destroyed).to.equal(true);
+    await rejectsApi(svc.suspend(a.id, alice), 409, `sandbox '${a.id}' is destroyed`);
+    const w = await svc.wait(a.id, 5, alice);
+    expect(w).to.include({ running: false, timed_out: false, reason: 'the sandbox is destroyed' });
+  });
+
+  it('suspends and resumes idempotently; a booting sandbox answers 409', async () => {
+    const { sandbox } = await svc.create({ image_id: 'base' }, alice);
+    await rejectsApi(svc.suspend(sandbox.id, alice), 409, `sandbox '${sandbox.id}' is booting: suspend it once it runs (POST /sandboxes/${sandbox.id}/wait)`);
+    await running(sandbox.id);
+    const s1 = await svc.suspend(sandbox.id, alice);
+    expect(s1.already_suspended).to.equal(false);
+    expect(s1.sandbox.state).to.equal('suspended');
+    expect((await svc.suspend(sandbox.id, alice)).already_suspended).to.equal(true);
+    const w = await svc.wait(sandbox.id, 60, alice);
+    expect(w).to.include({ running: false, timed_out: false, reason: `the sandbox is suspended: resume it (POST /sandboxes/${sandbox.id}/resume)` });
+    const r1 = await svc.resume(sandbox.id, alice);
+    expect(r1).to.deep.include({ already_running: false });
+    expect(r1.sandbox.state).to.equal('running');
+    expect((await svc.resume(sandbox.id, alice)).already_running).to.equal(true);
+  });
+
+  it('starts from a fitting warm state (resume on a linked clone); other shapes boot cold and say why', async () => {
+    const build = await svc.saveWarm({ image_id: 'base' }, 'op');
+    const t = await tasks.settled(build.task.task_id);
+    expect(t.state, t.error ?? '').to.equal('succeeded');
+    const ws = (t.result as { warm_state_id: string }).warm_state_id;
+    // The build VM is gone; the warm state stays.
+    expect(await vms.listOwned('sandbox')).to.deep.equal([]);
+    const img = (await svc.images()).images[0];
+    expect(img).to.deep.include({ image_id: 'base', default_start: 'warm', default_resources: { cpu_cores: 1, memory_mb: 512, disk_gb: 3 } });
+    expect(img.warm_states.map((w) => w.warm_state_id)).to.deep.equal([ws]);
+    const warm = (await svc.create({ image_id: 'base', seed_data: 'S' }, alice)).sandbox;
+    const w = await running(warm.id);
+    expect(w.start).to.include({ method: 'warm', warm_state_id: ws, reason: null });
+    expect((await vms.get(w.vmid!, { owner: 'sandbox' })).warm_state_id).to.equal(ws);
+    const cold = (await svc.create({ image_id: 'base', resources: { memory_mb: 1024 } }, alice)).sandbox;
+    const c = await running(cold.id);
+    expect(c.start).to.include({ method: 'cold', reason: "no warm state of image 'base' has 1 CPU, 1024 MiB and at least 3 GiB of disk (there are: 1 CPU/512 MiB/3 GiB)" });
+    // A warm state in use cannot go.
+    await rejectsApi(svc.deleteWarm(ws), 409, `warm state '${ws}' is the base of VMs ${w.vmid}: delete them first`);
+  });
+
+  it('caps: live sandboxes and their memory per token (409 saying which), then the host capacity (409, nothing made)', async () => {
+    await svc.close();
+    await open({ max_per_token: 2, max_memory_mb_per_token: 1536 });
+    const a = (await svc.create({ image_id: 'base' }, alice)).sandbox;
+    await rejectsApi(svc.create({ image_id: 'base', resources: { memory_mb: 1100 } }, alice), 409,
+      "token 'alice' holds 512 MiB in live sandboxes; 1100 MiB more would pass the per-token limit of 1536 MiB (sandboxes.max_memory_mb_per_token): destroy one first");
+    await svc.create({ image_id: 'base' }, alice);
+    await rejectsApi(svc.create({ image_id: 'base' }, alice), 409, "token 'alice' already has 2 live sandboxes, the per-token limit (sandboxes.max_per_token is 2): destroy one first");
+    // Another token has its own allowance; a destroyed sandbox frees one.
+    await svc.create({ image_id: 'base' }, bob);
+    await running(a.id);
+    await svc.destroy(a.id, alice);
+    await svc.create({ image_id: 'base' }, alice);
+    // More memory than the host has free: 409 before anything is made.
+    const total = Math.floor(os.totalmem() / 1024 / 1024);
+    const before = (await svc.list({ include_destroyed: true }, bob)).sandboxes.length;
+    let caught: any;
+    try {
+      await svc.create({ image_id: 'base', resources: { memory_mb: total - 1 } }, { caller: caller('tok_c', 'carol'), note() {} });
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught?.status).to.equal(409);
+    expect(caught.message).to.match(/^the host cannot fit this sandbox now: it needs about \d+ MiB \(\d+ MiB of memory and \d+ MiB of QEMU overhead\) and the host has \d+ MiB free after 1024 MiB kept for itself \(sandboxes\.host_reserve_mb\)/);
+    expect((await svc.list({ include_destroyed: true }, { caller: caller('tok_c') })).sandboxes).to.deep.equal([]);
+    expect((await svc.list({ include_destroyed: true }, bob)).sandboxes.length).to.equal(before);
+  });
+
+  it('a failed boot keeps no VM, says why, and can be destroyed', async () => {
+    drv.createDisk = async () => {
+      throw new Error('no space left on device');
+    };
+    const { sandbox } = await svc.create({ image_id: 'base', seed_data: 'S' }, alice);
+    const f = await eventually(async () => {
+      const s = (await svc.get(sandbox.id, alice)).sandbox;
+      return s.state === 'booting' ? undefined : s;
+    }, 10_000, 'the boot to end');
+    expect(f).to.include({ state: 'failed', error: 'boot failed: no space left on device', vmid: null });
+    expect(await vms.listOwned('sandbox')).to.deep.equal([]);
+    expect(await vms.e.secrets.list('sandboxes-seed')).to.deep.equal([]);
+    const w = await svc.wait(sandbox.id, 60, alice);
+    expect(w).to.include({ running: false, timed_out: false, reason: 'the sandbox did not start: boot failed: no space left on device' });
+    await rejectsApi(svc.resume(sandbox.id, alice), 409, `sandbox '${sandbox.id}' failed to start (boot failed: no space left on device): destroy it`);
+    expect((await svc.destroy(sandbox.id, alice)).sandbox.state).to.equal('destroyed');
+  });
+
+  it('recovery: continues an interrupted boot, finishes an interrupted destroy, removes VMs no sandbox owns', async () => {
+    const keep = (await svc.create({ image_id: 'base' }, alice)).sandbox;
+    await running(keep.id);
+    // A booting record whose boot never ran (hostd died right after admitting it).
+    const recs = new SandboxRecords(store);
+    const t = new Date().toISOString();
+    await recs.boxes.put('sbx-00000000000b', {
+      id: 'sbx-00000000000b', name: 'left-booting', token_id: 'tok_a', token_name: 'alice', image_id: 'base', cpu_cores: 1, memory_mb: 512, disk_gb: 3,
+      labels: {}, autostart: false, phase: 'booting', vmid: null, start: { method: null, warm_state_id: null, reason: null, ms: null, attempts: 1 }, error: null,
+      idempotency: null, created_at: t, running_at: null, updated_at: t, destroyed_at: null, destroyed_by: null,
+    });
+    // A destroy that died after marking the sandbox.
+    const doomed = (await svc.create({ image_id: 'base' }, alice)).sandbox;
+    const dvm = (await running(doomed.id)).vmid!;
+    const r = (await recs.get(doomed.id))!;
+    await recs.write([recs.intentPut(SandboxRecords.intentKey('destroy'), { op: 'destroy', id: doomed.id, by: 'alice', at: t }), recs.put({ ...r, phase: 'destroying' })]);
+    // A VM labelled for a sandbox that does not exist, and a warm build VM whose task died.
+    const orphan = await vms.create({ name: 'orphan', image_id: 'base' }, noNotes, { owner: 'sandbox', labels: { sandbox_id: 'sbx-0000000000ff' } });
+    const build = await vms.create({ name: 'warm-base', image_id: 'base' }, noNotes, { owner: 'sandbox', labels: { sandbox_warm_build: 'base' } });
+    await svc.close();
+    await open();
+    const out = await svc.recover();
+    expect(out).to.deep.equal({ destroys: 1, boots: 1, orphans: 2, lost: 0 });
+    const owned = (await vms.listOwned('sandbox')).map((v) => v.vmid);
+    expect(owned).to.not.include.members([orphan.vm.vmid, build.vm.vmid, dvm]);
+    expect((await svc.get(doomed.id, alice)).sandbox).to.include({ state: 'destroyed', destroyed_by: 'alice', destroyed_at: t });
+    const b = await running('sbx-00000000000b');
+    expect(b.start.attempts).to.equal(2);
+    expect((await svc.get(keep.id, alice)).sandbox.state).to.equal('running');
+    expect((await svc.list({}, alice)).sandboxes.map((s) => s.id).sort()).to.deep.equal([keep.id, 'sbx-00000000000b'].sort());
+  });
+
+  it('reports live sandboxes through the guests port, and a destroy during the boot leaves nothing', async () => {
+    const { sandbox } = await svc.create({ image_id: 'base' }, alice);
+    const d = await svc.destroy(sandbox.id, alice);
+    expect(d.sandbox.state).to.equal('destroyed');
+    expect(await vms.listOwned('sandbox')).to.deep.equal([]);
+    const live = (await svc.create({ image_id: 'base' }, alice)).sandbox;
+    await running(live.id);
+    const g = await svc.guests();
+    expect(g).to.have.length(1);
+    expect(g[0]).to.include({ kind: 'sandbox', id: live.id, name: live.name, state: 'running', running: true, cpu_cores: 1, memory_mb: 512 });
+  });
+
+  it('keeps images labelled for warmth warm (a template build labels its image)', async () => {
+    await svc.close();
+    await open({ warm_label: 'warm' });
+    expect(await svc.keepWarm()).to.deep.equal([]);
+    const img = (await vms.records.image('base'))!;
+    await vms.records.images.put('base', { ...img, labels: { warm: 'true' } });
+    const [taskId] = await svc.keepWarm();
+    expect((await tasks.settled(taskId)).state).to.equal('succeeded');
+    expect((await svc.images()).images[0].default_start).to.equal('warm');
+    expect(await svc.keepWarm()).to.deep.equal([]);
+  });
+});

@@ -13,6 +13,7 @@ import { foldersFs } from './folders.js';
 import { lxcBench } from './lxc.js';
 import { activityQueries } from './activity.js';
 import { vmsBench } from './vms.js';
+import { sandboxesBench } from './sandboxes.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -26,6 +27,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['lxc', lxcBench],
   ['activity', activityQueries],
   ['vms', vmsBench],
+  ['sandboxes', sandboxesBench],
 ];
 
 async function main(): Promise<void> {

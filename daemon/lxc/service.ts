@@ -14,6 +14,7 @@ import type { NoteSink } from '../lib/caller.js';
 import { ApiError, badRequest, conflict, errnoCode, notFound, unavailable } from '../lib/errors.js';
 import type { JournalOp } from '../lib/journal.js';
 import { KeyedLock } from '../lib/lock.js';
+import { nextDocs } from '../lib/docs.js';
 import { run } from '../lib/run.js';
 import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import type { ArgsOf, OperationName } from '../../api/registry/index.js';
@@ -1088,9 +1089,8 @@ export class LxcService {
   async docsSet(a: Req<'lxc_docs_set'>, ctx: NoteSink) {
     return this.locks.run([`docs:${a.id}`], async () => {
       await this.record(a.id);
-      const cur = await this.d.records.docs.get(ctKey(a.id));
       const t = now();
-      const content = a.append_entry ? `${cur?.content ? cur.content.replace(/\n*$/, '\n\n') : ''}## ${t}\n\n${a.content}\n` : a.content;
+      const content = nextDocs((await this.d.records.docs.get(ctKey(a.id)))?.content ?? '', a.content, a.append_entry ?? false, t);
       await this.d.records.docs.put(ctKey(a.id), { content, updated_at: t });
       ctx.note({ summary: `${a.append_entry ? 'Appended to' : 'Set'} the documentation of container ${a.id}`, target: `lxc/${a.id}` });
       return { lxcid: a.id, content, updated_at: t };

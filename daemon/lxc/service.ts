@@ -723,17 +723,17 @@ export class LxcService {
 
   // ------------------------------------------------------------ clone
 
+  /** `POST /lxc/{id}/clone`: `{id}` is the new container's id (as for VMs), `source_lxcid` the stopped source. */
   async clone(a: Req<'lxc_clone'>, ctx: NoteSink): Promise<{ container: ContainerView }> {
     await this.require([...LxcService.LIFECYCLE, 'setfacl']);
-    if (a.source_lxcid !== a.id) throw badRequest(`argument 'source_lxcid' (${a.source_lxcid}) must equal the container id in the path (${a.id})`);
     const name = checkName(a.name, 'name');
-    return this.ctLock(a.id, 'clone', async () => {
-      const src = await this.record(a.id);
+    return this.ctLock(a.source_lxcid, 'clone', async () => {
+      const src = await this.record(a.source_lxcid);
       const st = await this.state(src);
-      if (st !== 'stopped') throw conflict(`container ${a.id} is ${st}; a clone needs the source stopped`);
+      if (st !== 'stopped') throw conflict(`container ${a.source_lxcid} is ${st}; a clone needs the source stopped`);
       return this.locks.exclusive([`name:${name.toLowerCase()}`], 'clone', async () => {
         await this.ensureNameFree(name);
-        const lxcid = await this.allocateId(undefined);
+        const lxcid = await this.allocateId(a.id);
         this.reserved.add(lxcid);
         try {
           const pool = this.pool(src.storage_id);
@@ -758,7 +758,7 @@ export class LxcService {
             commit: () => [this.d.records.putOp(rec)],
             rollback: async () => this.removeContainerFiles(np.dir, confDir),
           });
-          ctx.note({ summary: `Cloned container ${a.id} '${src.name}' to ${lxcid} '${name}'`, target: `lxc/${lxcid}`, metadata: { source_lxcid: a.id, lxcid } });
+          ctx.note({ summary: `Cloned container ${src.lxcid} '${src.name}' to ${lxcid} '${name}'`, target: `lxc/${lxcid}`, metadata: { source_lxcid: src.lxcid, lxcid } });
           return { container: this.view(rec, 'stopped') };
         } finally {
           this.reserved.delete(lxcid);

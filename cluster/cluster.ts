@@ -5,6 +5,7 @@
  * origin side (forwarding.ts) and the RPC service on the peer side
  * (rpc-service.ts). The composition root sees only this class.
  */
+import crypto from 'node:crypto';
 import type { Dispatch, Forwarder } from '../api/dispatch.js';
 import type { PeerInfo } from '../daemon/domain.js';
 import { fingerprint } from '../certs/pki.js';
@@ -130,6 +131,16 @@ export class Cluster {
       // A fresh Health call with a short deadline, not the cached probe result.
       isReachable: (peerId) => this.probes.isReachable(peerId),
     };
+  }
+
+  /**
+   * Key material every member derives alike: HKDF over the cluster CA's
+   * private key, which every member holds since it joined. Null outside a cluster.
+   */
+  sharedSecret(purpose: string): Buffer | null {
+    const key = this.mesh.creds?.caKeyPem;
+    if (!key || !this.mesh.inCluster) return null;
+    return Buffer.from(crypto.hkdfSync('sha256', Buffer.from(key), Buffer.from(this.mesh.membership.clusterId), Buffer.from(purpose), 32));
   }
 
   async close(): Promise<void> {

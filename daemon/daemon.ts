@@ -96,7 +96,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   lease.start();
   proxyConfig.start();
 
-  const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers() };
+  const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers(), sharedSecret: (purpose) => cluster.sharedSecret(purpose) };
   const secrets = new FileSecretStore(config.dataDir);
   const domains = await openDomains(domainList({ tasks, activity }), { node: identity, config, env: process.env, store, tasks, secrets, log, cluster: clusterPorts }, config.sections);
   const handlers = domains.handlers;

@@ -200,6 +200,12 @@ export interface ClusterPorts {
   members(): string[];
   /** Members with address and reachability, as GET /peers shows them. */
   peers(): Promise<PeerInfo[]>;
+  /**
+   * 32 bytes every member derives alike for `purpose` (from the cluster's own
+   * secret), so that members can agree on key material without sending it;
+   * null outside a cluster.
+   */
+  sharedSecret(purpose: string): Buffer | null;
 }
 
 export interface PeerInfo {

@@ -4,6 +4,7 @@
  * touch the engine or the disk. Records are kept in memory as well (the list
  * answers without reading the store).
  */
+import type { DocsRecord } from '../lib/docs.js';
 import type { FolderAssignment } from '../../api/registry/schema.js';
 import { IntentJournal, type JournalOp } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
@@ -44,10 +45,6 @@ export interface AppContent {
   sha256: string;
 }
 
-export interface AppDocs {
-  content: string;
-  updated_at: string;
-}
 
 export interface Definition {
   record: AppRecord;
@@ -64,7 +61,7 @@ export type AppIntent =
 export class AppRecords {
   readonly apps: Sub<AppRecord>;
   readonly content: Sub<AppContent>;
-  readonly docs: Sub<AppDocs>;
+  readonly docs: Sub<DocsRecord>;
   readonly intents: Sub<AppIntent>;
   readonly journal: IntentJournal<AppIntent>;
   private readonly cache = new Map<string, AppRecord>();
@@ -72,7 +69,7 @@ export class AppRecords {
   constructor(private readonly store: Store) {
     this.apps = store.sub<AppRecord>('apps');
     this.content = store.sub<AppContent>('apps_content');
-    this.docs = store.sub<AppDocs>('apps_docs');
+    this.docs = store.sub<DocsRecord>('apps_docs');
     this.intents = store.sub<AppIntent>('apps_intents');
     this.journal = new IntentJournal<AppIntent>(store, this.intents);
   }

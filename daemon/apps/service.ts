@@ -21,6 +21,7 @@ import type { NoteSink } from '../lib/caller.js';
 import { ApiError, badRequest, conflict, errnoCode, notFound } from '../lib/errors.js';
 import type { JournalOp } from '../lib/journal.js';
 import { KeyedLock } from '../lib/lock.js';
+import { nextDocs } from '../lib/docs.js';
 import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import { parseCompose, type AppCompose } from './compose/model.js';
 import { isInside, renderCompose, type ResolvedMount } from './compose/render.js';
@@ -31,7 +32,6 @@ import { copyTree, totalBytes, verifyTree, walk } from './tree.js';
 
 export const DEFAULT_LOG_TAIL = 100;
 export const MAX_LOG_TAIL = 10_000;
-export const MAX_DOCS_BYTES = 1024 * 1024;
 const APP_DIR = '.hostd-apps';
 
 export interface AppsSettings {
@@ -507,10 +507,7 @@ export class AppsService {
     return this.lock.run([`docs:${r.app_id}`], async () => {
       if (!this.d.records.get(r.app_id)) throw notFound(`app '${args.app_id}' not found`);
       const at = now();
-      const cur = (await this.d.records.docs.get(r.app_id))?.content ?? '';
-      const entry = `## ${at}\n\n${args.content}`;
-      const content = args.append_entry ? (cur ? `${cur.replace(/\n+$/, '')}\n\n${entry}\n` : `${entry}\n`) : args.content;
-      if (Buffer.byteLength(content) > MAX_DOCS_BYTES) throw badRequest(`documentation of app '${r.app_id}' would be over 1 MiB`);
+      const content = nextDocs((await this.d.records.docs.get(r.app_id))?.content ?? '', args.content, args.append_entry ?? false, at);
       await this.d.records.docs.put(r.app_id, { content, updated_at: at });
       ctx.note({ summary: `${args.append_entry ? 'Appended to' : 'Set'} the documentation of app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, bytes: Buffer.byteLength(content), append: Boolean(args.append_entry) } });
       return { app_id: r.app_id, content, updated_at: at };

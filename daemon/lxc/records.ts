@@ -3,16 +3,13 @@
  * file is rendered from its record), documentation, the intent journal and a
  * little state (the boot id of the last start).
  */
+import type { DocsRecord } from '../lib/docs.js';
 import { IntentJournal } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
 
 export type { NetworkType, NetworkSettings, MountPoint, RootfsKind, ContainerRecord } from './model.js';
 import type { ContainerRecord, RootfsKind } from './model.js';
 
-export interface DocsRecord {
-  content: string;
-  updated_at: string | null;
-}
 
 /** What an open intent says was under way when the daemon stopped. */
 export type Intent =

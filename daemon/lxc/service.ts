@@ -14,6 +14,7 @@ import type { NoteSink } from '../lib/caller.js';
 import { ApiError, badRequest, conflict, errnoCode, notFound, unavailable } from '../lib/errors.js';
 import type { JournalOp } from '../lib/journal.js';
 import { KeyedLock } from '../lib/lock.js';
+import { nextDocs } from '../lib/docs.js';
 import { run } from '../lib/run.js';
 import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import type { ArgsOf, OperationName } from '../../api/registry/index.js';
@@ -722,17 +723,17 @@ export class LxcService {
 
   // ------------------------------------------------------------ clone
 
+  /** `POST /lxc/{id}/clone`: `{id}` is the new container's id (as for VMs), `source_lxcid` the stopped source. */
   async clone(a: Req<'lxc_clone'>, ctx: NoteSink): Promise<{ container: ContainerView }> {
     await this.require([...LxcService.LIFECYCLE, 'setfacl']);
-    if (a.source_lxcid !== a.id) throw badRequest(`argument 'source_lxcid' (${a.source_lxcid}) must equal the container id in the path (${a.id})`);
     const name = checkName(a.name, 'name');
-    return this.ctLock(a.id, 'clone', async () => {
-      const src = await this.record(a.id);
+    return this.ctLock(a.source_lxcid, 'clone', async () => {
+      const src = await this.record(a.source_lxcid);
       const st = await this.state(src);
-      if (st !== 'stopped') throw conflict(`container ${a.id} is ${st}; a clone needs the source stopped`);
+      if (st !== 'stopped') throw conflict(`container ${a.source_lxcid} is ${st}; a clone needs the source stopped`);
       return this.locks.exclusive([`name:${name.toLowerCase()}`], 'clone', async () => {
         await this.ensureNameFree(name);
-        const lxcid = await this.allocateId(undefined);
+        const lxcid = await this.allocateId(a.id);
         this.reserved.add(lxcid);
         try {
           const pool = this.pool(src.storage_id);
@@ -757,7 +758,7 @@ export class LxcService {
             commit: () => [this.d.records.putOp(rec)],
             rollback: async () => this.removeContainerFiles(np.dir, confDir),
           });
-          ctx.note({ summary: `Cloned container ${a.id} '${src.name}' to ${lxcid} '${name}'`, target: `lxc/${lxcid}`, metadata: { source_lxcid: a.id, lxcid } });
+          ctx.note({ summary: `Cloned container ${src.lxcid} '${src.name}' to ${lxcid} '${name}'`, target: `lxc/${lxcid}`, metadata: { source_lxcid: src.lxcid, lxcid } });
           return { container: this.view(rec, 'stopped') };
         } finally {
           this.reserved.delete(lxcid);
@@ -1088,9 +1089,8 @@ export class LxcService {
   async docsSet(a: Req<'lxc_docs_set'>, ctx: NoteSink) {
     return this.locks.run([`docs:${a.id}`], async () => {
       await this.record(a.id);
-      const cur = await this.d.records.docs.get(ctKey(a.id));
       const t = now();
-      const content = a.append_entry ? `${cur?.content ? cur.content.replace(/\n*$/, '\n\n') : ''}## ${t}\n\n${a.content}\n` : a.content;
+      const content = nextDocs((await this.d.records.docs.get(ctKey(a.id)))?.content ?? '', a.content, a.append_entry ?? false, t);
       await this.d.records.docs.put(ctKey(a.id), { content, updated_at: t });
       ctx.note({ summary: `${a.append_entry ? 'Appended to' : 'Set'} the documentation of container ${a.id}`, target: `lxc/${a.id}` });
       return { lxcid: a.id, content, updated_at: t };

@@ -18,6 +18,7 @@
  * staggered by member rank, so that members do not duel for it).
  */
 import type { ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -33,6 +34,7 @@ import { CaddyRefused } from './caddy/admin.js';
 import { CaddyProcess, probeCaddy, type CaddyProbe } from './caddy/process.js';
 import { claimVip, cidr4, cidr6, dropParked, handoffVip, parkable, probeVip, releaseVip, startGuard, type VipProbe } from './net/vip.js';
 import { bootConfig } from './caddy/build.js';
+import { proxyRoot, type ProxyRoot } from './caddy/ca.js';
 import { DnsResponder } from './dns/responder.js';
 import { dialFor, findTarget, listTargets } from './targets.js';
 import type { Incident, IncidentKind, ProxyRecords } from './records.js';
@@ -89,7 +91,12 @@ async function testPause(step: string, log: Logger): Promise<void> {
   await new Promise(() => undefined);
 }
 
+/** What the members' shared secret is used for here (changing it changes every root). */
+const CA_PURPOSE = 'hostd proxy internal CA root v1';
+
 export class DataPlane {
+  /** The internal CA root being made or made, for the seed with this hash. */
+  private root: { key: string; made: Promise<ProxyRoot> } | null = null;
   readonly caddy: CaddyProcess;
   caddyProbe: CaddyProbe = { caddy: { name: 'caddy', version: null, available: false, reason: 'not probed yet' }, setpriv: { name: 'setpriv', version: null, available: false, reason: 'not probed yet' }, modules: new Set() };
   vipProbe: VipProbe = { ip: { name: 'ip', version: null, available: false, reason: 'not probed yet' }, arping: { name: 'arping', version: null, available: false, reason: 'not probed yet' } };
@@ -289,7 +296,7 @@ export class DataPlane {
     // Only this Caddy uses this storage: a lock left by one that was stopped mid-issuance is stale.
     fs.rmSync(path.join(this.caddy.storage, 'locks'), { recursive: true, force: true });
     await this.d.records.journal.run('caddy', { kind: 'caddy-start', boot }, async () => {
-      await this.caddy.start();
+      await this.caddy.start(await this.caRoot());
       await testPause('caddy-started', this.d.log);
       return this.caddy.pid ?? 0;
     }, {
@@ -309,6 +316,31 @@ export class DataPlane {
   }
 
   /** The Caddy JSON for `cfg`: targets resolved, credentials from the secret store. */
+  /**
+   * The internal CA's root, the same on every member: derived from the
+   * cluster's shared secret, or (outside a cluster) from a seed this node keeps
+   * in its secret store. Joining or leaving a cluster changes it.
+   */
+  async caRoot(): Promise<ProxyRoot> {
+    const seed = this.d.cluster.sharedSecret(CA_PURPOSE) ?? (await this.localCaSeed());
+    const key = crypto.createHash('sha256').update(seed).digest('hex');
+    if (this.root?.key !== key) {
+      const made = proxyRoot(seed, path.join(this.d.dir, 'ca'));
+      this.root = { key, made };
+      made.catch(() => { if (this.root?.made === made) this.root = null; });
+    }
+    return this.root.made;
+  }
+
+  private async localCaSeed(): Promise<Buffer> {
+    let hex = await this.d.secrets.get('proxy', 'ca-seed');
+    if (!hex) {
+      hex = crypto.randomBytes(32).toString('hex');
+      await this.d.secrets.put('proxy', 'ca-seed', hex);
+    }
+    return Buffer.from(hex, 'hex');
+  }
+
   async build(cfg: ProxyConfig): Promise<Record<string, unknown>> {
     const upstreams = new Map<string, { dial: string } | { error: string }>();
     const needTargets = cfg.domains.some((d) => d.entries.some((e) => e.target_id !== null));
@@ -330,6 +362,8 @@ export class DataPlane {
       }
     }
     const skip = new Set(cfg.domains.filter((d) => d.cert_source !== 'internal' && !this.caddyProbe.modules.has(`dns.providers.${d.cert_source}`)).map((d) => d.name));
+    const root = await this.caRoot();
+    this.caddy.useRoot(root);
     return buildCaddyConfig(cfg, {
       adminSocket: this.caddy.adminSocket,
       storageRoot: this.caddy.storage,
@@ -337,6 +371,7 @@ export class DataPlane {
       upstreams,
       credentials: this.credentials,
       skipDomains: skip,
+      caRoot: root,
     });
   }
 
@@ -413,7 +448,7 @@ export class DataPlane {
     // No longer the holder: Caddy's servers go before the address is parked on lo, so that
     // clients still sent here are refused at once, never served by two nodes.
     if (!this.serving() && this.caddy.running) {
-      await this.caddy.admin.load(bootConfig({ adminSocket: this.caddy.adminSocket, storageRoot: this.caddy.storage })).catch(() => this.caddy.stop());
+      await this.caddy.admin.load(bootConfig({ adminSocket: this.caddy.adminSocket, storageRoot: this.caddy.storage, caRoot: await this.caRoot() })).catch(() => this.caddy.stop());
       this.lastLoadedText = null;
       this.lastLoadedObj = null;
     }

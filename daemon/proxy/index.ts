@@ -24,6 +24,8 @@ export const proxyDomain = defineDomain({
       node: deps.node, cluster: deps.cluster, ports: deps.ports, secrets: deps.secrets, records, log, settings,
       dir: path.join(deps.config.dataDir, 'proxy'),
     });
+    // The shared CA root takes a second or two to make the first time: start it now, in the background.
+    void plane.caRoot().catch((err) => log.warn({ err }, 'proxy: the internal CA root could not be made yet'));
     await plane.open();
     const svc = new ProxyService({ node: deps.node, cluster: deps.cluster, ports: deps.ports, secrets: deps.secrets, records, settings, plane });
     return {

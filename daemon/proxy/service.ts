@@ -471,7 +471,9 @@ export class ProxyService {
   async certs(ctx: CallContext) {
     return this.onHolder(ctx, async () => {
       const cfg = this.current();
-      return { node_id: this.d.node.id, certs: cfg.domains.map((d) => this.certOf(d)) };
+      const root = await this.plane.caRoot();
+      // The internal CA's root is the same on every member: trusting it once covers moves and takeovers.
+      return { node_id: this.d.node.id, internal_ca: { root_pem: root.certPem, sha256: root.fingerprint }, certs: cfg.domains.map((d) => this.certOf(d)) };
     });
   }
 

@@ -3,6 +3,7 @@
  * `vms_warm`, `vms_docs`, `vms_intents`, `vms_meta`) and the intent types of
  * its crash-safe changes. Recovery of open intents is in recovery.ts.
  */
+import type { DocsRecord } from '../lib/docs.js';
 import { IntentJournal, type JournalOp } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
 import type { CloudInitSettings } from './qemu/seed.js';
@@ -122,10 +123,6 @@ export interface WarmStateRecord {
   created_at: string;
 }
 
-export interface DocsRecord {
-  content: string;
-  updated_at: string;
-}
 
 /** Every crash-safe change: what recovery needs to finish or undo it. */
 export type VmIntent =

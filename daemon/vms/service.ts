@@ -47,6 +47,7 @@ import type { PoolConfig } from '../config.js';
 import type { GuestInfo } from '../domain.js';
 import { ApiError, badRequest, conflict, internal, notFound, unavailable } from '../lib/errors.js';
 import { KeyedLock } from '../lib/lock.js';
+import { nextDocs } from '../lib/docs.js';
 import type { NoteSink } from '../lib/caller.js';
 import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
@@ -1392,13 +1393,10 @@ export class VmService {
   }
 
   async docsSet(vmid: number, content: string, append: boolean, ctx: NoteSink, o: OwnerOpts = {}) {
-    if (Buffer.byteLength(content) > 512 * 1024) throw badRequest("argument 'content' must be at most 512 KiB");
     return this.lock.run([`docs:${vmid}`], async () => {
       const rec = await this.vm(vmid, o);
-      const cur = (await this.records.docs.get(vmKey(vmid)))?.content ?? '';
       const t = now();
-      const next = append ? `${cur}${cur ? '\n\n' : ''}### ${t}\n\n${content}` : content;
-      if (Buffer.byteLength(next) > 1024 * 1024) throw badRequest('the documentation would exceed 1 MiB: replace it instead of appending');
+      const next = nextDocs((await this.records.docs.get(vmKey(vmid)))?.content ?? '', content, append, t);
       await this.records.docs.put(vmKey(vmid), { content: next, updated_at: t });
       ctx.note({ summary: `Documentation of VM ${vmid} '${rec.name}' ${append ? 'appended to' : 'replaced'}`, target: `vms/${vmid}/docs`, metadata: { vmid, append, bytes: Buffer.byteLength(content) } });
       return { vmid, content: next, updated_at: t };

@@ -60,7 +60,7 @@ async function loopbackFigures(): Promise<void> {
     await api('POST', '/proxy/domains', { name: 'bench.test', cert_source: 'internal' });
     const e = await api('POST', '/proxy/domains/bench.test/entries', { subdomain: 'web', host: '127.0.0.1', port: upPort, listen_port: listen });
     if (e.status !== 201) throw new Error(`entry: ${e.status} ${e.text}`);
-    const ca = fs.readFileSync(path.join(d.dataDir, 'proxy/caddy/storage/pki/authorities/local/root.crt'));
+    const ca = Buffer.from((await api('GET', '/proxy/certs')).body.internal_ca.root_pem);
     const via = `https://127.0.0.1:${listen}/`;
     await eventually(async () => (await get(via, 'web.bench.test', ca)) === 200, 20_000, 'caddy serving');
 
@@ -157,7 +157,8 @@ async function gapFigures(): Promise<void> {
       await eventually(() => serving(i), 20_000, `node ${i + 1} serving`);
     }
     const bundle = path.join(tempDir('hostd-bench-ca-'), 'roots.pem');
-    fs.writeFileSync(bundle, nodes.map((d) => fs.readFileSync(path.join(d.dataDir, 'proxy/caddy/storage/pki/authorities/local/root.crt'), 'utf8')).join('\n'));
+    // One root for the whole cluster (the internal CA's root is derived alike on every member).
+    fs.writeFileSync(bundle, (await api(0, 'GET', '/proxy/certs')).body.internal_ca.root_pem);
     const client = lab.startClient({ url: 'https://web.lab.test/', resolve: lab.vip, ca: bundle, intervalMs });
     await client.okAfter(Date.now());
     const moves: number[] = [];

@@ -31,6 +31,15 @@ export interface BuildOptions {
   credentials: Map<string, Record<string, string>>;
   /** Domains left out of the configuration, with the reason (reported, not loaded). */
   skipDomains?: Set<string>;
+  /** The internal CA's root, the same on every member (caddy/ca.ts); Caddy's own when absent. */
+  caRoot?: { certFile: string; keyFile: string };
+}
+
+/** The `local` CA: never in the system trust store; the members' shared root when given. */
+function pkiApp(root?: { certFile: string; keyFile: string }): Record<string, unknown> {
+  const local: Record<string, unknown> = { install_trust: false };
+  if (root) local.root = { certificate: root.certFile, private_key: root.keyFile, format: 'pem_file' };
+  return { certificate_authorities: { local } };
 }
 
 export const entryKey = (domain: string, e: Pick<ProxyEntry, 'subdomain' | 'listen_port'>): string => `${e.subdomain}.${domain}:${e.listen_port}`;
@@ -98,9 +107,7 @@ export function buildCaddyConfig(cfg: ProxyConfig, o: BuildOptions): Record<stri
     acme.challenges = { http: { disabled: true }, 'tls-alpn': { disabled: true }, dns };
     return { subjects, issuers: [acme] };
   });
-  const apps: Record<string, unknown> = {
-    pki: { certificate_authorities: { local: { install_trust: false } } },
-  };
+  const apps: Record<string, unknown> = { pki: pkiApp(o.caRoot) };
   if (domains.length) {
     apps.tls = { certificates: { automate: domains.map((d) => `*.${d.name}`) }, automation: { policies } };
   }
@@ -113,11 +120,11 @@ export function buildCaddyConfig(cfg: ProxyConfig, o: BuildOptions): Record<stri
 }
 
 /** The bootstrap configuration Caddy starts with: admin socket and storage only. */
-export function bootConfig(o: Pick<BuildOptions, 'adminSocket' | 'storageRoot'>): Record<string, unknown> {
+export function bootConfig(o: Pick<BuildOptions, 'adminSocket' | 'storageRoot' | 'caRoot'>): Record<string, unknown> {
   return {
     admin: { listen: `unix/${o.adminSocket}`, config: { persist: false } },
     storage: { module: 'file_system', root: o.storageRoot },
-    apps: { pki: { certificate_authorities: { local: { install_trust: false } } } },
+    apps: { pki: pkiApp(o.caRoot) },
   };
 }
 

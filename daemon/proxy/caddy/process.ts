@@ -90,16 +90,39 @@ export class CaddyProcess {
     return () => this.exitListeners.delete(cb);
   }
 
+  /**
+   * Caddy keeps the local CA's intermediate in its storage and reuses it
+   * whatever root it is given (2.6): when the root changes (the node joined or
+   * left a cluster), the old intermediate goes, so that Caddy signs a new one
+   * with the new root. A marker file names the root the stored one belongs to.
+   */
+  useRoot(caRoot: { fingerprint: string }): void {
+    const dir = path.join(this.storage, 'pki', 'authorities', 'local');
+    const marker = path.join(dir, 'hostd-root.sha256');
+    let had = '';
+    try {
+      had = fs.readFileSync(marker, 'utf8').trim();
+    } catch {
+      /* no marker: whatever is stored is not ours */
+    }
+    if (had === caRoot.fingerprint) return;
+    for (const f of ['intermediate.crt', 'intermediate.key', 'root.crt', 'root.key']) fs.rmSync(path.join(dir, f), { force: true });
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    fs.writeFileSync(marker, caRoot.fingerprint + '\n');
+  }
+
   /** Caddy's recent log lines, oldest first. */
   recent(n = 100): CaddyLogLine[] {
     return this.ring.slice(-n);
   }
 
-  async start(): Promise<void> {
+  /** Starts Caddy with the admin socket, the storage and the internal CA's root. */
+  async start(caRoot: { certFile: string; keyFile: string; fingerprint: string }): Promise<void> {
     if (this.running) return;
     for (const d of [this.home, this.storage, path.dirname(this.adminSocket)]) fs.mkdirSync(d, { recursive: true, mode: 0o700 });
     fs.rmSync(this.adminSocket, { force: true });
-    fs.writeFileSync(this.bootFile, JSON.stringify(bootConfig({ adminSocket: this.adminSocket, storageRoot: this.storage })), { mode: 0o600 });
+    this.useRoot(caRoot);
+    fs.writeFileSync(this.bootFile, JSON.stringify(bootConfig({ adminSocket: this.adminSocket, storageRoot: this.storage, caRoot })), { mode: 0o600 });
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
       HOME: this.home,

@@ -102,7 +102,7 @@ describe('lxc runtime: crash safety and restarts', function () {
   it('killed during clone: the source is intact, the clone is gone', async () => {
     await env.d.stop();
     await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'clone.before_commit' });
-    void env.req('POST', `/lxc/${base}/clone`, { source_lxcid: base, name: 'doomed clone' }).catch(() => undefined);
+    void env.req('POST', `/lxc/${base + 1}/clone`, { source_lxcid: base, name: 'doomed clone' }).catch(() => undefined);
     await pausedAt('clone.before_commit');
     await env.d.kill();
     await boot();

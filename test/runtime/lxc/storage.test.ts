@@ -101,27 +101,28 @@ describe('lxc runtime: disk limits, clones, moves, templates, images', function 
     let src: number;
     let clone: number;
 
-    it('clone needs the source stopped and a matching source_lxcid', async () => {
+    it('clone needs the source stopped, a free id in the path and a free name', async () => {
       const c = await created({ name: 'origin', environment: { ROLE: 'origin' } });
       src = c.lxcid;
       await ok('POST', `/lxc/${src}/start`);
       await exec(src, 'echo made-in-origin > /root/marker');
-      const running = await env.req('POST', `/lxc/${src}/clone`, { source_lxcid: src, name: 'copy' });
+      const running = await env.req('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src, name: 'copy' });
       expect(running.status).to.equal(409);
       expect(running.body).to.deep.equal({ error: `container ${src} is running; a clone needs the source stopped` });
       await ok('POST', `/lxc/${src}/stop`);
-      const mismatch = await env.req('POST', `/lxc/${src}/clone`, { source_lxcid: src + 1, name: 'copy' });
-      expect(mismatch.status).to.equal(400);
-      expect(mismatch.body).to.deep.equal({ error: `argument 'source_lxcid' (${src + 1}) must equal the container id in the path (${src})` });
-      const taken = await env.req('POST', `/lxc/${src}/clone`, { source_lxcid: src, name: 'ORIGIN' });
+      const idTaken = await env.req('POST', `/lxc/${src}/clone`, { source_lxcid: src, name: 'copy' });
+      expect({ status: idTaken.status, body: idTaken.body }).to.deep.equal({ status: 409, body: { error: `lxcid ${src} is taken` } });
+      const noSource = await env.req('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src + 99, name: 'copy' });
+      expect(noSource.status).to.equal(404);
+      const taken = await env.req('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src, name: 'ORIGIN' });
       expect(taken.status).to.equal(409);
     });
 
-    it('clones to a new name: same files and settings, new id, hostname and MAC', async () => {
-      const r = await ok('POST', `/lxc/${src}/clone`, { source_lxcid: src, name: 'copy' });
+    it('clones to a new name and the id in the path: same files and settings, new hostname and MAC', async () => {
+      const r = await ok('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src, name: 'copy' });
       const c = r.container;
       clone = c.lxcid;
-      expect(clone).to.not.equal(src);
+      expect(clone).to.equal(src + 100);
       const s = (await ok('GET', `/lxc/${src}`)).container;
       expect(c).to.include({ name: 'copy', hostname: 'copy', state: 'stopped', storage_id: 'p1', template: 'bb' });
       expect(c.environment).to.deep.equal({ ROLE: 'origin' });

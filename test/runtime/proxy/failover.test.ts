@@ -49,14 +49,18 @@ describe('proxy failover across three nodes (network namespaces)', function () {
     expect((await req(0, 'POST', `/proxy/domains/${DOMAIN}/entries`, { subdomain: 'web', host: uh, port: Number(up) })).status).to.equal(201);
     const vip = await req(0, 'PUT', '/proxy/vip', { vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24 });
     expect(vip.status, vip.text).to.equal(200);
-    // Each node's Caddy has its own internal CA (docs/proxy.md): serve once on each so the client can trust all three.
+    // Serve once on each node first (each issues its certificates), as a cluster that has run a while has.
     for (const i of [1, 2, 0]) {
       const mv = await req(0, 'POST', '/proxy/move', { peer_id: nodes[i].nodeId });
       expect(mv.status, mv.text).to.equal(200);
       await eventually(async () => (await status(i)).vip.claimed && (await status(i)).applied_version !== null, 20_000, `node ${i + 1} serving`);
     }
+    // The internal CA's root is the same on every member: the client trusts only the root the
+    // first holder reports, and every move and takeover below must still be answered over TLS.
+    const certs = await req(0, 'GET', '/proxy/certs');
+    expect(certs.status, certs.text).to.equal(200);
     const bundle = path.join(tempDir('hostd-proxy-ca-'), 'roots.pem');
-    fs.writeFileSync(bundle, nodes.map((d) => fs.readFileSync(path.join(d.dataDir, 'proxy/caddy/storage/pki/authorities/local/root.crt'), 'utf8')).join('\n'));
+    fs.writeFileSync(bundle, certs.body.internal_ca.root_pem);
     watch = lab.watchVip(nodes.map((d) => d.nodeId));
     client = lab.startClient({ url: `https://web.${DOMAIN}/`, resolve: lab.vip, ca: bundle, intervalMs: 20 });
     await client.okAfter(Date.now());

@@ -27,7 +27,13 @@ describe('proxy on one node (Caddy, namespaces)', function () {
   const expectError = (r: Reply, status: number, error: string) => {
     expect({ status: r.status, body: r.body }).to.deep.equal({ status, body: { error } });
   };
-  const ca = () => path.join(d.dataDir, 'proxy/caddy/storage/pki/authorities/local/root.crt');
+  /** The internal CA's root this node made (one per seed: a node outside a cluster has one). */
+  const ca = () => {
+    const dir = path.join(d.dataDir, 'proxy/ca');
+    const roots = fs.readdirSync(dir).filter((f) => f.endsWith('.crt'));
+    expect(roots, 'one internal CA root').to.have.length(1);
+    return path.join(dir, roots[0]);
+  };
   /** curl from the client namespace to https://<name>:<port>/ resolved to `addr`. */
   const fetchVia = async (name: string, port = 443, addr = lab.nodes[0].addr, extra: string[] = []) => {
     const r = await lab.exec(lab.client.ns, ['curl', '-sS', '--max-time', '5', '--cacert', ca(), '--resolve', `${name}:${port}:${addr}`, ...extra, '-w', '\n%{http_code}', `https://${name}:${port}/`]);

@@ -316,7 +316,7 @@ describe('vms runtime (QEMU)', function () {
     expect(await ok(e, 'GET', '/vms/200/docs')).to.deep.equal({ vmid: 200, content: '', updated_at: null });
     await ok(e, 'PUT', '/vms/200/docs', { content: '# Alpha' });
     const a = await ok(e, 'PUT', '/vms/200/docs', { content: 'rebooted', append_entry: true });
-    expect(a.content).to.match(/^# Alpha\n\n### \d{4}-\d\d-\d\dT[\d:.]+Z\n\nrebooted$/);
+    expect(a.content).to.match(/^# Alpha\n\n## \d{4}-\d\d-\d\dT[\d:.]+Z\n\nrebooted\n$/);
     expect((await ok(e, 'GET', '/vms/200/docs')).content).to.equal(a.content);
   });
 

@@ -13,6 +13,7 @@ import type * as W from './proto.js';
 
 export class TokenSync {
   private readonly pulls = new Map<string, number>();
+  private readonly inFlight = new Map<string, Promise<void>>();
   private publishChain: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly mesh: ClusterMesh) {}
@@ -33,17 +34,32 @@ export class TokenSync {
     })));
   }
 
-  /** Fetches a member's own token snapshot after a directory miss (at most once a second per member). */
-  async pull(peer: Member): Promise<void> {
-    const last = this.pulls.get(peer.peer_id) ?? 0;
-    if (Date.now() - last < 1000) return;
-    this.pulls.set(peer.peer_id, Date.now());
-    try {
-      const snap = await this.mesh.clients.unary<W.DirectorySnapshot>(peer, 'TokenDirectoryGet', {}, DEADLINES.push);
-      if (snap.owner === peer.peer_id) await this.mesh.directory.accept(fromWireSnapshot(snap));
-    } catch (err) {
-      this.mesh.log.debug({ peer_id: peer.peer_id, err: (err as Error).message }, 'token directory pull failed');
-    }
+  /**
+   * Fetches a member's own token snapshot after a directory miss, at most once
+   * a second per member. Misses that arrive while a pull is in flight or
+   * scheduled share it, and a miss within a second of the last pull waits for
+   * the next one instead of failing: a call made right after its token was
+   * created (before the push arrived) must not 403 because an earlier miss
+   * used up the second.
+   */
+  pull(peer: Member): Promise<void> {
+    const pending = this.inFlight.get(peer.peer_id);
+    if (pending) return pending;
+    const wait = Math.max(0, (this.pulls.get(peer.peer_id) ?? 0) + 1000 - Date.now());
+    const run = (async () => {
+      try {
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        this.pulls.set(peer.peer_id, Date.now());
+        const snap = await this.mesh.clients.unary<W.DirectorySnapshot>(peer, 'TokenDirectoryGet', {}, DEADLINES.push);
+        if (snap.owner === peer.peer_id) await this.mesh.directory.accept(fromWireSnapshot(snap));
+      } catch (err) {
+        this.mesh.log.debug({ peer_id: peer.peer_id, err: (err as Error).message }, 'token directory pull failed');
+      } finally {
+        this.inFlight.delete(peer.peer_id);
+      }
+    })();
+    this.inFlight.set(peer.peer_id, run);
+    return run;
   }
 
   async rpcTokenDirectory(req: W.DirectorySnapshot, peer: Member): Promise<W.Ack> {

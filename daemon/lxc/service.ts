@@ -332,16 +332,30 @@ export class LxcService {
     }
   }
 
-  private async allocateId(wanted: number | undefined): Promise<number> {
-    const taken = new Set((await this.d.records.all()).map((r) => r.lxcid));
-    const configDirs = new Set(await this.d.driver.tools.listConfigDirs());
-    const free = (id: number) => !taken.has(id) && !this.reserved.has(id) && !configDirs.has(lxcNameOf(id));
-    if (wanted !== undefined) {
-      if (!free(wanted)) throw conflict(`lxcid ${wanted} is taken`);
-      return wanted;
-    }
-    for (let id = this.d.settings.firstLxcid; id < 1_000_000_000; id++) if (free(id)) return id;
-    throw conflict('no free lxcid left');
+  /**
+   * Picks a free lxcid and reserves it (the caller drops the reservation once
+   * the record is written or the create failed). Allocations run one at a
+   * time and copy the reservations before reading the records: a create that
+   * commits (and drops its reservation) during the reads would otherwise be in
+   * neither, and its lxcid handed out twice.
+   */
+  private allocateId(wanted: number | undefined): Promise<number> {
+    return this.locks.run(['lxcid-alloc'], async () => {
+      const held = new Set(this.reserved);
+      const taken = new Set((await this.d.records.all()).map((r) => r.lxcid));
+      const configDirs = new Set(await this.d.driver.tools.listConfigDirs());
+      const free = (id: number) => !taken.has(id) && !held.has(id) && !this.reserved.has(id) && !configDirs.has(lxcNameOf(id));
+      let id: number | undefined;
+      if (wanted !== undefined) {
+        if (!free(wanted)) throw conflict(`lxcid ${wanted} is taken`);
+        id = wanted;
+      } else {
+        for (let i = this.d.settings.firstLxcid; i < 1_000_000_000 && id === undefined; i++) if (free(i)) id = i;
+        if (id === undefined) throw conflict('no free lxcid left');
+      }
+      this.reserved.add(id);
+      return id;
+    });
   }
 
   /** Allowed roots for mount points: pools, managed folders, lxc.mount_roots (real paths). */
@@ -480,7 +494,6 @@ export class LxcService {
     return this.locks.exclusive([`name:${name.toLowerCase()}`], 'create', async () => {
       await this.ensureNameFree(name);
       const lxcid = await this.allocateId(a.lxcid);
-      this.reserved.add(lxcid);
       this.imageReaders.set(imgKey, (this.imageReaders.get(imgKey) ?? 0) + 1);
       try {
         return await this.locks.exclusive([`ct:${lxcid}`], 'create', async () => {
@@ -734,7 +747,6 @@ export class LxcService {
       return this.locks.exclusive([`name:${name.toLowerCase()}`], 'clone', async () => {
         await this.ensureNameFree(name);
         const lxcid = await this.allocateId(a.id);
-        this.reserved.add(lxcid);
         try {
           const pool = this.pool(src.storage_id);
           const sp = rootfsPaths(pool.path, src.lxcid);

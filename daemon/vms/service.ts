@@ -298,16 +298,27 @@ export class VmService {
     await this.records.vms.put(vmKey(rec.vmid), rec);
   }
 
-  private async allocVmid(wanted: number | undefined): Promise<number> {
+  /**
+   * Reserves a vmid until its record is written. Allocations run one at a
+   * time, and the reservations are copied before the records are read: a
+   * create that commits its record (and drops its reservation) while this one
+   * reads would otherwise be in neither, and its vmid handed out twice.
+   */
+  private allocVmid(wanted: number | undefined): Promise<number> {
+    return this.lock.run(['vmid-alloc'], () => this.allocVmidNow(wanted));
+  }
+
+  private async allocVmidNow(wanted: number | undefined): Promise<number> {
     if (wanted !== undefined) {
       if (!Number.isInteger(wanted) || wanted < 1 || wanted > 999_999_999) throw badRequest("argument 'vmid' must be 1-999999999");
       if (this.reserved.has(wanted) || (await this.records.vm(wanted))) throw conflict(`vmid ${wanted} is taken`);
       this.reserved.add(wanted);
       return wanted;
     }
+    const held = new Set(this.reserved);
     const used = new Set((await this.records.allVms()).map((v) => v.vmid));
     let id = this.e.settings.vmidMin;
-    while (used.has(id) || this.reserved.has(id)) id++;
+    while (used.has(id) || held.has(id) || this.reserved.has(id)) id++;
     this.reserved.add(id);
     return id;
   }

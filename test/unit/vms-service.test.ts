@@ -60,6 +60,26 @@ describe('vms service rules (fake driver)', () => {
     expect(next.vm.vmid).to.equal(101);
   });
 
+  it('concurrent creates get distinct vmids, each its own VM, and each can start at once', async () => {
+    // Reading the records is made slow, and the creates staggered, so that some commit their record
+    // (and drop their reservation) while others are still reading the records to pick a vmid.
+    const records = svc.records;
+    const read = records.allVms.bind(records);
+    records.allVms = async () => {
+      const all = await read();
+      await new Promise((r) => setTimeout(r, 25));
+      return all;
+    };
+    const made = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
+      await new Promise((r) => setTimeout(r, i * 5));
+      return svc.create({ name: `c${i}`, image_id: 'base', linked_clone: true }, noNotes);
+    }));
+    const ids = made.map((m) => m.vm.vmid);
+    expect(new Set(ids).size).to.equal(8);
+    for (const id of ids) expect((await svc.start(id, noNotes)).vm.state).to.equal('running');
+    expect((await svc.list()).map((v) => v.name).sort()).to.deep.equal(['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7']);
+  });
+
   it('writes the identity and the seed at the first start only, then clears the pending seed', async () => {
     const { vm } = await svc.create({ name: 'My Box', image_id: 'base', linked_clone: true, seed_data: 'S1', skip_rekey: true }, noNotes);
     expect(drv.identities).to.deep.equal([]);

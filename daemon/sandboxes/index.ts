@@ -8,7 +8,7 @@
  */
 import { opsOf } from '../../api/registry/index.js';
 import { defineDomain, type AdminCommand } from '../domain.js';
-import { badRequest } from '../lib/errors.js';
+import { adminArgs } from '../lib/admin-args.js';
 import { Periodic } from '../lib/periodic.js';
 import type { VmsDomain } from '../vms/index.js';
 import { sandboxHandlers } from './handlers.js';
@@ -32,35 +32,21 @@ export function sandboxesDomain(vms: VmsDomain) {
       const warm = new Periodic(() => svc.keepWarm(), (err) => log.error({ err }, 'sandboxes: keeping warm states failed'));
       if (settings.warmScanMs > 0) warm.start(settings.warmScanMs);
 
-      const str = (body: Record<string, unknown>, k: string, req = false): string | undefined => {
-        const v = body[k];
-        if (v === undefined || v === null) {
-          if (req) throw badRequest(`argument '${k}' is required`);
-          return undefined;
-        }
-        if (typeof v !== 'string') throw badRequest(`argument '${k}' must be a string`);
-        return v;
-      };
-      const uint = (body: Record<string, unknown>, k: string): number | undefined => {
-        const v = body[k];
-        if (v === undefined || v === null) return undefined;
-        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`argument '${k}' must be a non-negative integer`);
-        return v;
-      };
+      const operator = { note() {}, caller: { tokenId: 'admin', tokenName: 'local-admin', scopes: [], transport: 'api' as const, origin: deps.node.id } };
       const admin: Record<string, AdminCommand> = {
         'GET /admin/sandboxes': async (body) => [200, await svc.listAll(body.include_destroyed === true)],
         // The operator can destroy any token's sandbox (a revoked token's are otherwise unreachable).
-        'POST /admin/sandboxes/destroy': async (body) => [
-          200,
-          await svc.destroy(str(body, 'id', true)!, { note() {}, caller: { tokenId: 'admin', tokenName: 'local-admin', scopes: [], transport: 'api', origin: deps.node.id } }, { anyOwner: true }),
-        ],
-        'POST /admin/sandboxes/exec': async (body) => [200, await svc.exec(str(body, 'id', true)!, str(body, 'command', true)!, uint(body, 'timeout_seconds'))],
-        'POST /admin/sandboxes/warm': async (body) => [
-          201,
-          await svc.saveWarm({ image_id: str(body, 'image_id', true)!, cpu_cores: uint(body, 'cpu_cores'), memory_mb: uint(body, 'memory_mb'), disk_gb: uint(body, 'disk_gb') }, 'local-admin'),
-        ],
+        'POST /admin/sandboxes/destroy': async (body) => [200, await svc.destroy(adminArgs(body).str('id', true), operator, { anyOwner: true })],
+        'POST /admin/sandboxes/exec': async (body) => {
+          const { str, uint } = adminArgs(body);
+          return [200, await svc.exec(str('id', true), str('command', true), uint('timeout_seconds'))];
+        },
+        'POST /admin/sandboxes/warm': async (body) => {
+          const { str, uint } = adminArgs(body);
+          return [201, await svc.saveWarm({ image_id: str('image_id', true), cpu_cores: uint('cpu_cores'), memory_mb: uint('memory_mb'), disk_gb: uint('disk_gb') }, 'local-admin')];
+        },
         'GET /admin/sandboxes/warm-states': async () => [200, await svc.warmStates()],
-        'DELETE /admin/sandboxes/warm-states': async (body) => [200, await svc.deleteWarm(str(body, 'warm_state_id', true)!)],
+        'DELETE /admin/sandboxes/warm-states': async (body) => [200, await svc.deleteWarm(adminArgs(body).str('warm_state_id', true))],
       };
       return {
         handlers: sandboxHandlers(svc),

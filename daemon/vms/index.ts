@@ -14,7 +14,8 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import { opsOf } from '../../api/registry/index.js';
 import { defineDomain, type AdminCommand, type DomainDef } from '../domain.js';
-import { badRequest, unavailable } from '../lib/errors.js';
+import { unavailable } from '../lib/errors.js';
+import { adminArgs } from '../lib/admin-args.js';
 import { qemuDriver } from './qemu/index.js';
 import { VmRecords } from './records.js';
 import { parseVmSettings } from './settings.js';
@@ -71,30 +72,17 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
       const admin = (ctxName = 'local-admin') => ({ note() {}, caller: { tokenName: ctxName } });
       const commands: Record<string, AdminCommand> = {
         'POST /admin/vms/images/import': async (body) => {
-          const str = (k: string, req = false) => {
-            const v = body[k];
-            if (v === undefined || v === null) {
-              if (req) throw badRequest(`argument '${k}' is required`);
-              return undefined;
-            }
-            if (typeof v !== 'string') throw badRequest(`argument '${k}' must be a string`);
-            return v;
-          };
-          const input: ImportInput = { file: str('file', true)!, image_id: str('image_id', true)!, storage_id: str('storage_id'), name: str('name'), default_user: str('default_user') ?? null };
+          const { str, uint } = adminArgs(body);
+          const input: ImportInput = { file: str('file', true), image_id: str('image_id', true), storage_id: str('storage_id'), name: str('name'), default_user: str('default_user') ?? null };
           for (const k of ['min_cpu_cores', 'min_memory_mb', 'min_disk_gb'] as const) {
-            const v = body[k];
-            if (v === undefined || v === null) continue;
-            if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`argument '${k}' must be a non-negative integer`);
-            input[k] = v;
+            const v = uint(k);
+            if (v !== undefined) input[k] = v;
           }
           return [201, await images.import(input, admin())];
         },
         'POST /admin/vms/images/fetch': async (body) => {
-          const id = body.image_id;
-          if (typeof id !== 'string') throw badRequest("argument 'image_id' must be a string");
-          const st = body.storage_id;
-          if (st !== undefined && typeof st !== 'string') throw badRequest("argument 'storage_id' must be a string");
-          return [201, await images.fetch(id, st as string | undefined, admin())];
+          const { str } = adminArgs(body);
+          return [201, await images.fetch(str('image_id', true), str('storage_id'), admin())];
         },
         'GET /admin/vms/images': async () => [200, await images.list()],
       };

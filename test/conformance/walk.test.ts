@@ -314,18 +314,8 @@ describe('conformance walk over every registry operation', function () {
   });
 
   describe('not-implemented and implemented operations', () => {
-    it('501 {"error":"<op> is not implemented yet"} for every operation the catalog marks unimplemented, after auth and validation', async function () {
-      const p = new Problems();
-      const todo = operations.filter((o) => implemented.get(o.name) === false);
-      // Domains land one by one; once all are built there is nothing left to answer 501.
-      if (todo.length === 0) this.skip();
-      await pool(todo, 8, async (op) => {
-        const r = await send(valid(op));
-        p.add(where(op), errorProblem(r, 501));
-        if (r.status === 501 && r.body.error !== `${op.name} is not implemented yet`) p.add(where(op), `message '${r.body.error}'`);
-      });
-      p.check(0);
-      expect(p.checked).to.equal(todo.length);
+    it('every operation is built: the catalog marks none unimplemented (the 501 of an unbuilt one: test/unit/mcp-tools.test.ts)', () => {
+      expect(operations.filter((o) => implemented.get(o.name) !== true).map((o) => o.name)).to.deep.equal([]);
     });
 
     it('implemented operations never answer 501 nor 5xx to a valid call', async () => {

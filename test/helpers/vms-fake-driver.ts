@@ -5,7 +5,15 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
+import fsSync from 'node:fs';
 import path from 'node:path';
+import pino from 'pino';
+import type { Store } from '../../daemon/store/store.js';
+import type { TaskRunner } from '../../daemon/tasks/runner.js';
+import { FileSecretStore } from '../../daemon/lib/secrets.js';
+import { VmRecords, type ImageRecord } from '../../daemon/vms/records.js';
+import { VmService } from '../../daemon/vms/service.js';
+import { parseVmSettings } from '../../daemon/vms/settings.js';
 import type { GuestAddress, HostProbe, ImageInfo, MachineRef, MachineSpec, MachineStatus, SeedFiles, VmDriver } from '../../daemon/vms/driver.js';
 
 export class FakeDriver implements VmDriver {
@@ -128,4 +136,29 @@ export class FakeDriver implements VmDriver {
   async hashPassword(pw: string): Promise<string> {
     return `$6$fake$${crypto.createHash('sha256').update(pw).digest('hex')}`;
   }
+}
+
+/** A VM service over this driver in `dir` (pool `p`), with the image `base` of the given minimums imported. */
+export async function fakeVmService(
+  dir: string,
+  store: Store,
+  tasks: TaskRunner,
+  drv: FakeDriver,
+  mins: Pick<ImageRecord, 'min_cpu_cores' | 'min_memory_mb' | 'min_disk_gb'>,
+): Promise<VmService> {
+  fsSync.mkdirSync(path.join(dir, 'pool'), { recursive: true });
+  const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
+  const svc = new VmService({
+    records: new VmRecords(store), driver: drv, tasks, secrets: new FileSecretStore(dir), settings: parseVmSettings({ default_memory_mb: 768 }, pools),
+    pools, dataDir: dir, runBase: path.join(dir, 'run'), log: pino({ level: 'silent' }), env: {},
+  });
+  const file = path.join(dir, 'pool/.vms/images/base.qcow2');
+  fsSync.mkdirSync(path.dirname(file), { recursive: true });
+  fsSync.writeFileSync(file, '');
+  const img: ImageRecord = {
+    image_id: 'base', storage_id: 'p', name: 'base', kind: 'image', file, size_bytes: 0, virtual_size_bytes: 3 * 1024 ** 3,
+    ...mins, default_user: 'debian', labels: {}, source: { type: 'import', file }, created_at: '',
+  };
+  await svc.records.images.put('base', img);
+  return svc;
 }

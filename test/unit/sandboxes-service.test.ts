@@ -11,18 +11,15 @@ import { expect } from 'chai';
 import pino from 'pino';
 import { Store } from '../../daemon/store/store.js';
 import { TaskRunner } from '../../daemon/tasks/runner.js';
-import { FileSecretStore } from '../../daemon/lib/secrets.js';
 import { noNotes, type Caller } from '../../daemon/lib/caller.js';
-import { VmRecords, type ImageRecord } from '../../daemon/vms/records.js';
-import { VmService } from '../../daemon/vms/service.js';
-import { parseVmSettings } from '../../daemon/vms/settings.js';
+import type { VmService } from '../../daemon/vms/service.js';
 import { SandboxRecords } from '../../daemon/sandboxes/records.js';
 import { SandboxService } from '../../daemon/sandboxes/service.js';
 import { parseSandboxSettings } from '../../daemon/sandboxes/settings.js';
 import { checkSandboxName, friendlyName } from '../../daemon/sandboxes/names.js';
 import { eventually } from '../helpers/daemon.js';
 import { rejectsApi } from '../helpers/expect.js';
-import { FakeDriver } from '../helpers/vms-fake-driver.js';
+import { FakeDriver, fakeVmService } from '../helpers/vms-fake-driver.js';
 
 const caller = (id: string, name = id): Caller => ({ tokenId: id, tokenName: name, scopes: ['sandbox.read', 'sandbox.manage'], transport: 'api', origin: 'n1' });
 
@@ -37,14 +34,9 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
   const bob = { caller: caller('tok_b', 'bob'), note() {} };
 
   const open = async (settings: Record<string, unknown> = {}) => {
-    const secrets = new FileSecretStore(dir);
-    const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
-    vms = new VmService({
-      records: new VmRecords(store), driver: drv, tasks, secrets, settings: parseVmSettings({ default_memory_mb: 768 }, pools),
-      pools, dataDir: dir, runBase: path.join(dir, 'run'), log: pino({ level: 'silent' }), env: {},
-    });
+    vms = await fakeVmService(dir, store, tasks, drv, { min_cpu_cores: 1, min_memory_mb: 256, min_disk_gb: 0 });
     svc = new SandboxService({
-      records: new SandboxRecords(store), vms, tasks, secrets, log: pino({ level: 'silent' }), env: {},
+      records: new SandboxRecords(store), vms, tasks, secrets: vms.e.secrets, log: pino({ level: 'silent' }), env: {},
       settings: parseSandboxSettings({ default_memory_mb: 512, warm_scan_seconds: 0, ...settings }),
     });
     return svc;
@@ -57,19 +49,10 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
 
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-sbx-unit-'));
-    fs.mkdirSync(path.join(dir, 'pool'));
     store = await Store.open(path.join(dir, 'db'));
     tasks = new TaskRunner(store, 'n1');
     drv = new FakeDriver();
     await open();
-    const file = path.join(dir, 'pool/.vms/images/base.qcow2');
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, '');
-    const img: ImageRecord = {
-      image_id: 'base', storage_id: 'p', name: 'base', kind: 'image', file, size_bytes: 0, virtual_size_bytes: 3 * 1024 ** 3,
-      min_cpu_cores: 1, min_memory_mb: 256, min_disk_gb: 0, default_user: 'debian', labels: {}, source: { type: 'import', file }, created_at: '',
-    };
-    await vms.records.images.put('base', img);
   });
 
   afterEach(async () => {

@@ -3,16 +3,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import pino from 'pino';
 import { Store } from '../../daemon/store/store.js';
 import { TaskRunner } from '../../daemon/tasks/runner.js';
-import { FileSecretStore } from '../../daemon/lib/secrets.js';
 import { noNotes } from '../../daemon/lib/caller.js';
-import { VmRecords, type ImageRecord } from '../../daemon/vms/records.js';
-import { VmService } from '../../daemon/vms/service.js';
-import { parseVmSettings } from '../../daemon/vms/settings.js';
+import type { VmService } from '../../daemon/vms/service.js';
 import { rejectsApi } from '../helpers/expect.js';
-import { FakeDriver } from '../helpers/vms-fake-driver.js';
+import { FakeDriver, fakeVmService } from '../helpers/vms-fake-driver.js';
 
 describe('vms service rules (fake driver)', () => {
   let dir: string;
@@ -24,23 +20,10 @@ describe('vms service rules (fake driver)', () => {
 
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-vms-unit-'));
-    fs.mkdirSync(path.join(dir, 'pool'));
     store = await Store.open(path.join(dir, 'db'));
     tasks = new TaskRunner(store, 'n1');
     drv = new FakeDriver();
-    const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
-    svc = new VmService({
-      records: new VmRecords(store), driver: drv, tasks, secrets: new FileSecretStore(dir), settings: parseVmSettings({ default_memory_mb: 768 }, pools),
-      pools, dataDir: dir, runBase: path.join(dir, 'run'), log: pino({ level: 'silent' }), env: {},
-    });
-    const file = path.join(dir, 'pool/.vms/images/base.qcow2');
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, '');
-    const img: ImageRecord = {
-      image_id: 'base', storage_id: 'p', name: 'base', kind: 'image', file, size_bytes: 0, virtual_size_bytes: 3 * 1024 ** 3,
-      min_cpu_cores: 2, min_memory_mb: 0, min_disk_gb: 5, default_user: 'debian', labels: {}, source: { type: 'import', file }, created_at: '',
-    };
-    await svc.records.images.put('base', img);
+    svc = await fakeVmService(dir, store, tasks, drv, { min_cpu_cores: 2, min_memory_mb: 0, min_disk_gb: 5 });
   });
 
   afterEach(async () => {

@@ -5,16 +5,25 @@
  * node that runs it).
  */
 import type { Logger } from 'pino';
-import type { ActivityCategory, Operation, Severity } from './registry/types.js';
+import type { ActivityCategory, NewActivity, Operation, Severity } from './registry/types.js';
 import { getOperation } from './registry/index.js';
 import type { HandlerTable } from './handlers.js';
 import { validateArgs } from './validate.js';
 import { ApiError, conflict, errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
 import type { ActivityNote, Args, CallContext, Caller, Handler } from '../daemon/lib/caller.js';
-import type { ActivityLog } from '../daemon/activity/log.js';
 import { RefusalThrottle, describeDetails, type Suppressed, type TraceLimits } from '../daemon/lib/throttle.js';
 
 /** A member a call can be forwarded to (looked up once, by `Forwarder.resolve`). */
+/**
+ * What dispatch needs of the activity log (daemon/activity/log.ts implements
+ * it): a place for the one row of each mutating call, and a hook to flush its
+ * own buffered rows before the log closes.
+ */
+export interface ActivitySink {
+  record(row: NewActivity, opts?: { durable?: boolean }): Promise<unknown>;
+  beforeClose(fn: () => void | Promise<void>): void;
+}
+
 export interface PeerRoute {
   /** Runs the call on that member; rejects with ApiError (its 4xx, or 502 naming it). */
   forward(op: Operation, args: Args, caller: Caller, requestId: string): Promise<unknown>;
@@ -28,7 +37,7 @@ export interface Forwarder {
 
 export interface DispatchDeps {
   handlers: HandlerTable;
-  activity: ActivityLog;
+  activity: ActivitySink;
   forwarder: Forwarder;
   log: Logger;
 }

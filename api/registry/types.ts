@@ -13,6 +13,20 @@ export type ActivityCategory = (typeof ACTIVITY_CATEGORIES)[number];
 export const SEVERITIES = ['info', 'warning', 'critical'] as const;
 export type Severity = (typeof SEVERITIES)[number];
 
+/** A row of `GET /activity` (written by dispatch, one per mutating call). */
+export interface ActivityRow {
+  id: string;
+  timestamp: string;
+  category: ActivityCategory;
+  severity: Severity;
+  summary: string;
+  target: string;
+  actor: string;
+  metadata: Record<string, unknown> & { transport: string };
+}
+
+export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: string };
+
 /** Domains as the registry groups them (one registry file each). */
 export type Domain =
   | 'catalog' | 'vms' | 'templates' | 'tasks' | 'system' | 'apps' | 'lxc'

@@ -35,23 +35,12 @@ import type { AbstractSublevel } from 'abstract-level';
 import type { Level } from 'level';
 import { LAZY, SYNC, type Store, type Sub } from '../store/store.js';
 import { DEFAULT_ACTIVITY_RETENTION, type ActivityRetention } from '../config.js';
-import type { ActivityCategory, Severity } from '../../api/registry/types.js';
+import type { ActivityRow, NewActivity } from '../../api/registry/types.js';
 import { badRequest } from '../lib/errors.js';
 import { SerialQueue } from '../lib/serial.js';
 import { BLOOM_BITS, Bloom, covers, decodeSignature, encodeSignature, needleHashes, needleMask, signatureOf } from './grams.js';
 
-export interface ActivityRow {
-  id: string;
-  timestamp: string;
-  category: ActivityCategory;
-  severity: Severity;
-  summary: string;
-  target: string;
-  actor: string;
-  metadata: Record<string, unknown> & { transport: string };
-}
-
-export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: string };
+export type { ActivityRow, NewActivity } from '../../api/registry/types.js';
 
 export interface ActivityQuery {
   category?: string;

@@ -147,10 +147,16 @@ describe('proxy on one node (Caddy, namespaces)', function () {
   it('a configuration Caddy refuses is a 400 naming its reason; the last good one keeps serving; an incident is captured', async () => {
     await lab.helper(lab.nodes[0].ns, 'proxy-occupy.js', '9099');
     const before = (await api('GET', '/proxy/config')).body.version;
-    const r = await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'taken', host: upHost, port: upPort, listen_port: 9099 });
-    expectError(r, 400, 'Caddy refused the configuration: loading config: loading new config: http app module: start: listening on :9099: listen tcp :9099: bind: address already in use');
-    expect((await api('GET', '/proxy/config')).body.version).to.equal(before);
-    expect((await fetchVia(`web.${D}`)).status).to.equal(200);
+    // Several refusals, each followed by several handshakes: Caddy 2.6 can leave a refused configuration's
+    // sockets listening beside the good ones (hostd restarts it on the last good one; docs/proxy.md).
+    for (let round = 0; round < 3; round++) {
+      const r = await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'taken', host: upHost, port: upPort, listen_port: 9099 });
+      expectError(r, 400, 'Caddy refused the configuration: loading config: loading new config: http app module: start: listening on :9099: listen tcp :9099: bind: address already in use');
+      expect((await api('GET', '/proxy/config')).body.version).to.equal(before);
+      const listening = (await nsExec(['ss', '-Hltn', 'sport', '= :443'])).stdout.trim().split('\n');
+      expect(listening, 'sockets listening on :443').to.have.length(1);
+      for (let i = 0; i < 8; i++) expect((await fetchVia(`web.${D}`)).status, `round ${round}, request ${i}`).to.equal(200);
+    }
     const list = await api('GET', '/proxy/incidents');
     const inc = list.body.incidents.find((i: any) => i.kind === 'config_refused');
     expect(inc.summary).to.include('address already in use');

@@ -12,35 +12,24 @@
  * a node had the floating address.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import crypto from 'node:crypto';
 import path from 'node:path';
 import readline from 'node:readline';
-import { ip } from '../cluster/netns.js';
+import { NetnsHub, type LabHost } from './netns-hub.js';
 import { ROOT } from './daemon.js';
 
 /** The lab interface's name inside every namespace. */
 export const LAN_DEV = 'lan0';
 
-export interface LabHost {
-  ns: string;
-  dev: string;
-  hubDev: string;
-  addr: string;
-}
+export type { LabHost };
 
-export class ProxyLab {
-  readonly tag = crypto.randomBytes(3).toString('hex');
-  readonly hub = `hdp-${this.tag}-hub`;
-  readonly subnet: string;
+export class ProxyLab extends NetnsHub {
   readonly nodes: LabHost[] = [];
   client!: LabHost;
   upstream!: LabHost;
-  private created: string[] = [];
   private procs: ChildProcess[] = [];
 
   constructor(readonly size: number) {
-    const b = crypto.randomBytes(2);
-    this.subnet = `10.${150 + (b[0] % 40)}.${b[1] % 250}`;
+    super('p', { from: 150, spread: 40 });
   }
 
   /** The floating address the tests use. */
@@ -48,56 +37,19 @@ export class ProxyLab {
     return `${this.subnet}.50`;
   }
 
-  static async available(): Promise<boolean> {
-    if (process.getuid?.() !== 0) return false;
-    try {
-      await ip('netns', 'list');
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
-  private async host(name: string, last: number): Promise<LabHost> {
-    const h: LabHost = { ns: `hdp-${this.tag}-${name}`, dev: `pv${this.tag}${name}`.slice(0, 15), hubDev: `ph${this.tag}${name}`.slice(0, 15), addr: `${this.subnet}.${last}` };
-    await ip('netns', 'add', h.ns);
-    this.created.push(h.ns);
-    await ip('link', 'add', h.dev, 'type', 'veth', 'peer', 'name', h.hubDev);
-    await ip('link', 'set', h.dev, 'netns', h.ns);
-    // The same name in every namespace: the floating address names one interface for all nodes.
-    await ip('-n', h.ns, 'link', 'set', h.dev, 'name', LAN_DEV);
-    h.dev = LAN_DEV;
-    await ip('link', 'set', h.hubDev, 'netns', this.hub);
-    await ip('-n', this.hub, 'link', 'set', h.hubDev, 'master', 'br0');
-    await ip('-n', this.hub, 'link', 'set', h.hubDev, 'up');
-    await ip('-n', h.ns, 'link', 'set', 'lo', 'up');
-    await ip('-n', h.ns, 'addr', 'add', `${h.addr}/24`, 'dev', h.dev);
-    await ip('-n', h.ns, 'link', 'set', h.dev, 'up');
-    return h;
+  // The same interface name in every namespace: the floating address names one interface for all nodes.
+  private host(name: string, last: number): Promise<LabHost> {
+    return this.addHost(name, last, LAN_DEV);
   }
 
   async setup(): Promise<void> {
-    try {
-      await ip('netns', 'add', this.hub);
-      this.created.push(this.hub);
-      await ip('-n', this.hub, 'link', 'set', 'lo', 'up');
-      await ip('-n', this.hub, 'link', 'add', 'br0', 'type', 'bridge');
-      await ip('-n', this.hub, 'link', 'set', 'br0', 'up');
+    await this.building(async () => {
+      await this.makeHub();
       for (let i = 0; i < this.size; i++) this.nodes.push(await this.host(`n${i + 1}`, i + 1));
       this.client = await this.host('cl', 100);
       this.upstream = await this.host('up', 200);
-      const all = [...this.nodes, this.client, this.upstream];
-      for (const from of all) {
-        for (const to of [...all.map((h) => h.addr), this.vip]) {
-          const route = await ip('-n', from.ns, 'route', 'get', to);
-          const ok = to === from.addr ? /\blocal\b/.test(route) : route.includes(`dev ${from.dev}`) && !/\bvia\b/.test(route);
-          if (!ok) throw new Error(`unexpected route in ${from.ns} to ${to}: ${route.trim()}`);
-        }
-      }
-    } catch (err) {
-      await this.cleanup();
-      throw err;
-    }
+      await this.checkRoutes([...this.nodes, this.client, this.upstream], [this.vip]);
+    });
   }
 
   /** Starts the upstream HTTP server in its namespace; resolves once it listens. */
@@ -165,11 +117,10 @@ export class ProxyLab {
     return w;
   }
 
-  async cleanup(): Promise<void> {
+  override async cleanup(): Promise<void> {
     for (const p of this.procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
     this.procs = [];
-    for (const ns of this.created.reverse()) await ip('netns', 'del', ns).catch(() => undefined);
-    this.created = [];
+    await super.cleanup();
   }
 }
 

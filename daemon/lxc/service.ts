@@ -341,10 +341,11 @@ export class LxcService {
    */
   private allocateId(wanted: number | undefined): Promise<number> {
     return this.locks.run(['lxcid-alloc'], async () => {
+      // Only allocation adds reservations, so the copy covers every one that can exist until this returns.
       const held = new Set(this.reserved);
       const taken = new Set((await this.d.records.all()).map((r) => r.lxcid));
       const configDirs = new Set(await this.d.driver.tools.listConfigDirs());
-      const free = (id: number) => !taken.has(id) && !held.has(id) && !this.reserved.has(id) && !configDirs.has(lxcNameOf(id));
+      const free = (id: number) => !taken.has(id) && !held.has(id) && !configDirs.has(lxcNameOf(id));
       let id: number | undefined;
       if (wanted !== undefined) {
         if (!free(wanted)) throw conflict(`lxcid ${wanted} is taken`);

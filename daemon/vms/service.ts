@@ -315,10 +315,11 @@ export class VmService {
       this.reserved.add(wanted);
       return wanted;
     }
+    // Only allocation adds reservations, so the copy covers every one that can exist until this returns.
     const held = new Set(this.reserved);
     const used = new Set((await this.records.allVms()).map((v) => v.vmid));
     let id = this.e.settings.vmidMin;
-    while (used.has(id) || held.has(id) || this.reserved.has(id)) id++;
+    while (used.has(id) || held.has(id)) id++;
     this.reserved.add(id);
     return id;
   }

@@ -1,11 +1,11 @@
 /**
  * Env files (`env_file:`), read by hostd rather than by compose. Compose
  * resolves a name without a value, and every `${VAR}` in a value, from its
- * own environment, and lets that environment override the file: with compose
- * reading the file, an app could print hostd's engine address, PATH or HOME,
- * and an app setting PATH or HOME in its file would get hostd's instead. So
- * hostd parses the file with compose's dotenv rules and hands compose plain
- * `environment` entries (escaped like the rest of the rendering).
+ * own environment, which is hostd's (the engine address, DOCKER_CONFIG,
+ * HOME, PATH): with compose reading the file, an app could copy them into
+ * its containers. So hostd parses the file with compose's dotenv rules and
+ * hands compose plain `environment` entries (escaped like the rest of the
+ * rendering).
  *
  * The rules (compose 2.x): blank lines and `#` comments are skipped; an
  * optional `export ` prefix; `KEY=VALUE` or `KEY: VALUE`; a key alone is

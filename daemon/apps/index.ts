@@ -75,6 +75,8 @@ export const appsDomain = defineDomain({
     });
     // Interrupted changes are settled as soon as the engine answers (now, or at the first call that finds it).
     void svc.ready().catch((err) => log.warn({ err: (err as Error).message }, 'apps: the Docker engine is not reachable yet'));
+    // Apps installed before a rule that now refuses their compose file are named in the log (and in GET /apps).
+    void svc.audit().catch((err) => log.warn({ err: (err as Error).message }, 'apps: could not check the stored compose files'));
     return {
       handlers: appsHandlers(svc),
       info: async () => ({ name: 'apps', built: true, runtimes: await driver.availability() }),

@@ -93,6 +93,12 @@ export interface AppView {
   compose_sha256: string;
   generation: number;
   task_id: string | null;
+  /**
+   * Null, or why hostd refuses to start or apply the stored compose file: a
+   * rule added after the app was installed (nothing is removed; PATCH
+   * /apps/{id}/compose with accepted content clears it).
+   */
+  refused: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -132,6 +138,8 @@ export class AppsService {
   private lastRecovery = 0;
   /** Apps whose interrupted change could not be settled yet, with why. */
   private readonly pending = new Map<string, string>();
+  /** Whether each app's stored compose file passes today's rules, by the input it was checked with. */
+  private readonly refusals = new Map<string, { key: string; why: string | null }>();
 
   constructor(private readonly d: AppsServiceDeps) {}
 
@@ -199,6 +207,43 @@ export class AppsService {
 
   private contentLabel(r: AppRecord): string {
     return r.template_id === CUSTOM ? 'compose_content' : `template '${r.template_id}'`;
+  }
+
+  /**
+   * Why the stored compose file of `r` breaks today's rules, or null. A file
+   * accepted by an older version may hold a key refused since (a log driver,
+   * a sysctl): it is kept, listed (`refused` in the app's view), and refused
+   * with 409 whenever hostd would start or apply it.
+   */
+  private async refusalOf(r: AppRecord, content?: AppContent): Promise<string | null> {
+    const key = `${r.compose_sha256}\0${JSON.stringify(this.env(r))}`;
+    const known = this.refusals.get(r.app_id);
+    if (known && known.key === key) return known.why;
+    let why: string | null = null;
+    try {
+      const c = content ?? (await this.d.records.contentOf(r.app_id));
+      parseCompose(c.content, this.env(r), this.contentLabel(r));
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status !== 400) throw err;
+      why = err.message;
+    }
+    this.refusals.set(r.app_id, { key, why });
+    return why;
+  }
+
+  /** 409 when the stored definition breaks a rule added since it was accepted. */
+  private async requireAccepted(r: AppRecord, content?: AppContent): Promise<void> {
+    const why = await this.refusalOf(r, content);
+    if (why) throw storedRefused(r.app_id, why);
+  }
+
+  /** Logs every app whose stored compose file breaks today's rules (at start; they stay listed in GET /apps). */
+  async audit(): Promise<void> {
+    for (const r of this.d.records.all()) {
+      if (r.status !== 'installed') continue;
+      const why = await this.refusalOf(r).catch((err) => (err as Error).message);
+      if (why) this.d.log.warn({ app_id: r.app_id, refused: why }, 'apps: the stored compose file breaks a rule added since it was installed; the app is refused at its next start or change');
+    }
   }
 
   private async template(r: AppRecord): Promise<AppTemplate | null> {
@@ -270,7 +315,7 @@ export class AppsService {
     const app = parseCompose(def.content.content, this.env(r), label);
     const mounts = await this.resolveMounts(r.folder_assignments, app, await this.template(r));
     await fs.mkdir(r.data_dir, { recursive: true, mode: 0o755 });
-    const out = await renderCompose({ app, appId: r.app_id, generation: r.generation, dataDir: r.data_dir, mounts, label }, this.files(r.app_id).files);
+    const out = await renderCompose({ app, appId: r.app_id, generation: r.generation, dataDir: r.data_dir, mounts, label, env: this.env(r) }, this.files(r.app_id).files);
     return { app, ...out };
   }
 
@@ -406,12 +451,14 @@ export class AppsService {
       compose_sha256: r.compose_sha256,
       generation: r.generation,
       task_id: r.task_id,
+      refused: this.refusals.get(r.app_id)?.why ?? null,
       created_at: r.created_at,
       updated_at: r.updated_at,
     };
   }
 
   private async viewOf(r: AppRecord): Promise<AppView> {
+    if (r.status === 'installed') await this.refusalOf(r).catch(() => null);
     return this.view(r, await this.d.driver.containers({ project: r.project }));
   }
 
@@ -420,7 +467,9 @@ export class AppsService {
   async list(): Promise<{ apps: AppView[] }> {
     await this.ready();
     const cs = await this.d.driver.containers({});
-    return { apps: this.d.records.all().map((r) => this.view(r, cs)) };
+    const all = this.d.records.all();
+    await Promise.all(all.filter((r) => r.status === 'installed').map((r) => this.refusalOf(r).catch(() => null)));
+    return { apps: all.map((r) => this.view(r, cs)) };
   }
 
   async templates(): Promise<{ templates: Array<Omit<AppTemplate, 'compose'> & { compose: string }>; invalid: Array<{ file: string; error: string }> }> {
@@ -696,6 +745,8 @@ export class AppsService {
     if (r.status === 'installing') throw conflict(`app '${r.app_id}' is still installing`);
     const action = args.action;
     return this.exclusive(r.app_id, action, async () => {
+      // Stopping is always possible; starting runs the stored definition, which must pass today's rules.
+      if (action !== 'stop') await this.requireAccepted(r);
       const after: AppRecord = { ...r, desired_state: action === 'stop' ? 'stopped' : 'running', updated_at: now() };
       await this.d.records.begin(r.app_id, { op: 'action', app_id: r.app_id, action, after });
       await this.runAction(action, after);
@@ -709,7 +760,9 @@ export class AppsService {
     if (action === 'stop') return this.d.driver.stop(this.ref(after));
     if (action === 'start') {
       // `up` (after a fresh rendering, so confinement is checked again) creates what is missing and starts the rest.
-      await this.apply({ record: after, content: await this.d.records.contentOf(after.app_id) });
+      await this.apply({ record: after, content: await this.d.records.contentOf(after.app_id) }).catch((err) => {
+        throw storedError(after.app_id, err);
+      });
       return;
     }
     // Restart: one `compose restart` when every service has its container of this generation;
@@ -719,7 +772,11 @@ export class AppsService {
     if (cs.length) await this.d.driver.restart(this.ref(after));
     const services = parseCompose(def.content.content, this.env(after), this.contentLabel(after)).services;
     const current = new Set(cs.filter((c) => c.generation === after.generation).map((c) => c.service));
-    if (!services.every((s) => current.has(s))) await this.apply(def);
+    if (!services.every((s) => current.has(s))) {
+      await this.apply(def).catch((err) => {
+        throw storedError(after.app_id, err);
+      });
+    }
   }
 
   // ------------------------------------------------------------ updates
@@ -740,6 +797,7 @@ export class AppsService {
     const r = this.record(args.app_id);
     if (args.folder_assignments === undefined || args.folder_assignments === null) return { app: await this.viewOf(r), task: null };
     const list = args.folder_assignments;
+    await this.requireAccepted(r);
     const res = await this.update(r, 'folders', (cur, content) => ({ record: { ...cur, folder_assignments: list }, content }), ctx);
     ctx.note({ summary: `Updated the folder mounts of app ${r.name} (${list.length})`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, folder_assignments: list, generation: res.app.generation } });
     return res;
@@ -818,6 +876,7 @@ export class AppsService {
     const pool = this.pool(args.storage_id);
     if (r.status === 'installing') throw conflict(`app '${r.app_id}' is still installing`);
     if (pool.id === r.storage_id) throw conflict(`app '${r.app_id}' is already in storage pool '${pool.id}'`);
+    await this.requireAccepted(r);
     const target = path.join(pool.path, APP_DIR, r.app_id);
     if (await exists(target)) throw conflict(`the target directory ${target} already exists; move it away first`);
     const release = this.hold(r.app_id, 'move');
@@ -967,6 +1026,17 @@ export class AppsService {
       }
     }
   }
+}
+
+/** The 409 of an app whose stored compose file breaks a rule added since it was accepted. */
+function storedRefused(appId: string, why: string): ApiError {
+  return conflict(`app '${appId}' is refused: its stored compose file breaks a rule added since it was installed (${why}); nothing was changed or removed: replace the file with PATCH /apps/${appId}/compose`);
+}
+
+/** Starting from the stored definition, a 400 is the definition's (the caller sent nothing): 409. */
+function storedError(appId: string, err: unknown): unknown {
+  if (err instanceof ApiError && err.status === 400) return conflict(`app '${appId}' cannot start from its stored definition: ${err.message}`);
+  return err;
 }
 
 function pullError(image: string, err: unknown): string {

@@ -16,7 +16,7 @@ import type { SecretStore } from '../lib/secrets.js';
 import type { MountDriver, MountRoute, SmbProbe } from './driver.js';
 import { alive, findProcesses, mountAt, releaseMount } from './mounts.js';
 import type { Intent, LocationRecord, LocationRecords } from './records.js';
-import { parseCredentials, parseHost, parseIp, parseRemote, remoteText, userText, type Credentials, type MaybeCredentials, type Remote } from './smb/remote.js';
+import { parseCredentials, parseHost, parseIp, parseRemote, remoteRuleProblem, remoteText, userText, type Credentials, type MaybeCredentials, type Remote } from './smb/remote.js';
 import { scrub } from './smb/status.js';
 import type { Discovery, DiscoveredHost } from './discovery/index.js';
 
@@ -49,6 +49,13 @@ export interface HostStatus {
   /** Why that route (or why none). */
   route_reason: string;
   runtimes: Availability[];
+}
+
+/** A location kept from before a rule that its stored address now breaks: never mounted again until replaced. */
+export interface RefusedLocation {
+  location_id: string;
+  name: string;
+  reason: string;
 }
 
 export interface LocationsSettings {
@@ -148,10 +155,10 @@ export class LocationsService {
 
   // ----- operations -------------------------------------------------------
 
-  async list(): Promise<{ locations: LocationView[]; host: HostStatus }> {
+  async list(): Promise<{ locations: LocationView[]; host: HostStatus & { refused: RefusedLocation[] } }> {
     await Promise.all([...this.cache.keys()].map((id) => this.refresh(id)));
     const locations = [...this.cache.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((r) => this.view(r));
-    return { locations, host: await this.d.hostStatus() };
+    return { locations, host: await this.hostStatus() };
   }
 
   async get(id: string): Promise<{ location: LocationView }> {
@@ -240,6 +247,11 @@ export class LocationsService {
     const driver = await this.requireDriver();
     const out = await this.userLock(id, 'reconnect', async () => {
       const rec = this.rec(id);
+      const refused = this.refusal(rec);
+      if (refused) {
+        if (rec.last_error !== refused) await this.save({ ...rec, last_error: refused, last_error_at: now() });
+        throw conflict(refused);
+      }
       // Idempotent: a mount that works is left as it is.
       if (rec.mounted && (await this.health(rec)) === null) {
         if (!rec.wanted) return this.save({ ...rec, wanted: true });
@@ -303,8 +315,25 @@ export class LocationsService {
     return this.shareRoot(rec);
   }
 
-  async hostStatus(): Promise<HostStatus> {
-    return this.d.hostStatus();
+  async hostStatus(): Promise<HostStatus & { refused: RefusedLocation[] }> {
+    return { ...(await this.d.hostStatus()), refused: this.refusedList() };
+  }
+
+  /** Locations whose stored address breaks a rule added since they were created (they stay, unmounted). */
+  private refusedList(): RefusedLocation[] {
+    const out: RefusedLocation[] = [];
+    for (const r of this.cache.values()) {
+      const why = this.refusal(r);
+      if (why) out.push({ location_id: r.location_id, name: r.name, reason: why });
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** The 409 message for a stored location whose address the share-name rule now refuses, or null. */
+  private refusal(r: LocationRecord): string | null {
+    const problem = remoteRuleProblem(r.host, r.share, r.user, r.domain);
+    if (!problem) return null;
+    return `location '${r.name}' is refused: its stored address breaks a rule added since it was created (${problem}); it is not mounted again, and nothing was removed: delete it and add the share again`;
   }
 
   // ----- internals --------------------------------------------------------
@@ -465,6 +494,8 @@ export class LocationsService {
    * unmounted with the error, and `rethrow` gives the caller the error too.
    */
   private async mountAgain(rec: LocationRecord, driver: MountDriver, rethrow: boolean): Promise<LocationRecord> {
+    const refused = this.refusal(rec);
+    if (refused) throw conflict(refused);
     let failure: ApiError | null = null;
     const out = await this.sync(rec, true, async () => {
       await this.unmountDir(rec);
@@ -554,7 +585,15 @@ export class LocationsService {
             return;
           }
         }
-        // Wanted but not mounted (or broken at start): try to mount it again.
+        // Wanted but not mounted (or broken at start): try to mount it again, unless today's rules refuse its address.
+        const refused = this.refusal(rec);
+        if (refused) {
+          if (rec.last_error !== refused) {
+            this.d.log.warn({ location_id: id, reason: refused }, 'locations: not mounting a location whose stored address a rule now refuses');
+            await this.save({ ...rec, mounted: false, last_error: refused, last_error_at: now() });
+          }
+          return;
+        }
         const driver = this.d.driver;
         if (!driver) {
           const st = await this.d.hostStatus();

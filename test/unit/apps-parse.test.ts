@@ -72,6 +72,13 @@ describe('apps: engine output parsers', () => {
     const run = composeError(new ProgramError('x', 'docker-compose', 1, 'Error response from daemon: driver failed programming external connectivity\n'), 'up') as ApiError;
     expect([run.status, run.message]).to.deep.equal([500, 'docker compose up failed: Error response from daemon: driver failed programming external connectivity']);
   });
+
+  it("maps runc's refusal of a sysctl to 400 naming it (the caller's input, not an internal error)", () => {
+    const notNs = composeError(new ProgramError('x', 'docker-compose', 1, 'Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: sysctl "kernel.core_pattern" is not in a separate kernel namespace: unknown\n'), 'up') as ApiError;
+    expect([notNs.status, notNs.message]).to.deep.equal([400, "sysctl 'kernel.core_pattern' is refused by the container runtime: it is not in a separate kernel namespace"]);
+    const global = composeError(new ProgramError('x', 'docker-compose', 1, 'Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: open /proc/sys/net/core/bpf_jit_enable: no such file or directory: unknown\n'), 'up') as ApiError;
+    expect([global.status, global.message]).to.deep.equal([400, "sysctl 'net.core.bpf_jit_enable' cannot be set in the container (no such file or directory): the engine's kernel does not namespace it, so it is the host's own setting"]);
+  });
 });
 
 describe('apps: settings, names and paths', () => {

@@ -23,7 +23,7 @@ describe('apps: rendering the compose file (host paths confined)', () => {
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   const render = (text: string, mounts: ResolvedMount[] = []) =>
-    renderCompose({ app: parseCompose(text, { HOSTD_APP_DATA: data }), appId: 'a1', generation: 3, dataDir: data, mounts, label: 'compose_content' }, files);
+    renderCompose({ app: parseCompose(text, { HOSTD_APP_DATA: data }), appId: 'a1', generation: 3, dataDir: data, mounts, label: 'compose_content', env: { HOSTD_APP_ID: 'a1', HOSTD_APP_DATA: data } }, files);
 
   it('resolves relative binds into the data directory (created), stores named volumes there, labels everything, escapes $', async () => {
     const out = await render(`services:
@@ -69,16 +69,22 @@ networks:
     await rejectsApi(render('services:\n  a:\n    image: x\n    volumes: ["./m:/media"]\n', mounts), 400, "folder_assignments[0]: container_path '/media' is already a mount of service 'a'");
   });
 
-  it('copies env files out of the data directory through the opened file, and refuses one that is a link out', async () => {
-    fs.writeFileSync(path.join(data, 'app.env'), 'A=1\n');
-    const out = await render('services:\n  a:\n    image: x\n    env_file: [app.env, {path: missing.env, required: false}]\n');
+  it('reads env files through the opened file into plain environment entries, and refuses one that is a link out', async () => {
+    fs.writeFileSync(path.join(data, 'app.env'), 'A=1\nB=${HOSTD_APP_ID}-$$x\nPATH=/app/bin\nINHERIT\n');
+    fs.writeFileSync(path.join(data, 'later.env'), 'A=2\nC=3\n');
+    const out = await render('services:\n  a:\n    image: x\n    env_file: [app.env, {path: missing.env, required: false}, later.env]\n    environment: [C=env, "INHERIT", D]\n');
     const doc = JSON.parse(out.text);
-    expect(doc.services.a.env_file).to.have.length(1);
-    const copy = doc.services.a.env_file[0] as string;
-    expect(path.dirname(copy)).to.equal(files);
-    expect(out.files.get(path.basename(copy))).to.equal('A=1\n');
+    // compose reads no env file (it would fill names and ${VAR} from hostd's environment); later files win, environment wins over files.
+    expect(doc.services.a.env_file).to.equal(undefined);
+    expect(doc.services.a.environment).to.deep.equal({ A: '2', B: 'a1-$$x', PATH: '/app/bin', C: 'env' });
+    expect([...out.files.keys()]).to.deep.equal([]);
     fs.symlinkSync('/etc/hostname', path.join(data, 'evil.env'));
     await rejectsApi(render('services:\n  a:\n    image: x\n    env_file: evil.env\n'), 400, "compose_content: services.a.env_file[0] is refused: 'evil.env' leads outside the app's data directory through a symbolic link");
     await rejectsApi(render('services:\n  a:\n    image: x\n    env_file: gone.env\n'), 400, "compose_content: services.a.env_file[0]: 'gone.env' does not exist in the app's data directory");
+  });
+
+  it("drops environment names without a value (compose would take them from hostd's environment)", async () => {
+    const doc = JSON.parse((await render('services:\n  a:\n    image: x\n    environment: {DOCKER_HOST: null, PATH: null, KEEP: "1", N: 2}\n')).text);
+    expect(doc.services.a.environment).to.deep.equal({ KEEP: '1', N: 2 });
   });
 });

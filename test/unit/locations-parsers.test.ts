@@ -1,6 +1,6 @@
 /** Pure parts of the locations domain: addresses, credentials, SMB failures, mount table, discovery packets. */
 import { expect } from 'chai';
-import { parseCredentials, parseRemote, smbnetfsQuote, cifsCredentialsFile } from '../../daemon/locations/smb/remote.js';
+import { nameRule, parseCredentials, parseHost, parseRemote, remoteRuleProblem, smbnetfsQuote, cifsCredentialsFile } from '../../daemon/locations/smb/remote.js';
 import { classifySmbclient, parseShareList, scrub, smbError } from '../../daemon/locations/smb/status.js';
 import { parseMountinfo } from '../../daemon/locations/mounts.js';
 import { smbnetfsConfig } from '../../daemon/locations/fuse/smbnetfs.js';
@@ -26,10 +26,57 @@ describe('locations: remote addresses and credentials', () => {
       ['//nas', "argument 'remote' must be //<host>/<share> or <host>/<share> (exactly one host and one share name)"],
       ['//nas/a/b', "argument 'remote' must be //<host>/<share> or <host>/<share> (exactly one host and one share name)"],
       ['//na s/a', "argument 'remote' has an invalid host name 'na s' (a DNS or NetBIOS name, or an IPv4 address)"],
-      ['//nas/a:b', `argument 'remote' has an invalid share name (1-80 characters, none of \\ / : * ? " < > | or control characters)`],
-      ['//nas/..', `argument 'remote' has an invalid share name (1-80 characters, none of \\ / : * ? " < > | or control characters)`],
+      ['//nas/a:b', `argument 'remote' has an invalid share name (it holds ':'; share names are ${nameRule(80)})`],
+      ['//nas/..', `argument 'remote' has an invalid share name (it is '..'; share names are ${nameRule(80)})`],
     ];
     for (const [input, msg] of cases) await rejectsApi((async () => parseRemote(input))(), 400, msg);
+  });
+
+  it('refuses in share names what mount.cifs, smbclient or smbnetfs read as syntax (issue 19, item 6)', async () => {
+    const bad = (share: string, why: string) => rejectsApi((async () => parseRemote(`//127.0.0.9/${share}`))(), 400, `argument 'remote' has an invalid share name (${why}; share names are ${nameRule(80)})`);
+    // mount.cifs copies the share into the kernel's comma-separated options (unc=\\host\share,...).
+    await bad('s,uid=0,password=x', "it holds ','");
+    await bad('s,noperm', "it holds ','");
+    await bad('s=x', "it holds '='");
+    // libsmbclient decodes %XX in smb:// paths; smbnetfs reads user:password@computer in path names.
+    await bad('a%2f..', "it holds '%'");
+    await bad('u@host', "it holds '@'");
+    await bad('d;u', "it holds ';'");
+    await bad('a+b', "it holds '+'");
+    await bad('[x]', "it holds '['");
+    await bad('tab\there', 'it holds a control character');
+    await bad('line\nbreak', 'it holds a control character');
+    await bad(' lead', 'it has a space at one end');
+    await bad('-o', "it starts with '-'");
+    await bad('x'.repeat(81), 'it is over 80 characters');
+    // What Windows shares are called stays accepted: spaces inside, hidden shares.
+    expect(parseRemote('//nas/My Files')).to.deep.equal({ host: 'nas', share: 'My Files' });
+    expect(parseRemote('//nas/C$')).to.deep.equal({ host: 'nas', share: 'C$' });
+    await rejectsApi((async () => parseRemote('//127.0.0.9,ip=10.0.0.1/s'))(), 400, "argument 'remote' has an invalid host name '127.0.0.9,ip=10.0.0.1' (a DNS or NetBIOS name, or an IPv4 address)");
+    await rejectsApi((async () => parseHost('nas,port=1'))(), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
+    await rejectsApi((async () => parseHost('-nas'))(), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
+  });
+
+  it('refuses in user names and domains what becomes a mount option or a password', async () => {
+    const user = (u: string, why: string) => rejectsApi((async () => parseCredentials(u, 'pw'))(), 400, `argument 'username' has an invalid user name (${why}; user names are ${nameRule(256)})`);
+    await user('bob,uid=0', "it holds ','");
+    await user('bob%secret', "it holds '%'");
+    await user('bob=x', "it holds '='");
+    await user('-bob', "it starts with '-'");
+    await rejectsApi((async () => parseCredentials('CORP,sec=none\\bob', 'pw'))(), 400, `argument 'username' has an invalid domain (it holds ','; domains are ${nameRule(256)})`);
+    await rejectsApi((async () => parseCredentials('bob@corp%x', 'pw'))(), 400, `argument 'username' has an invalid domain (it holds '%'; domains are ${nameRule(256)})`);
+    await rejectsApi((async () => parseCredentials('bob\nauth "x"', 'pw'))(), 400, "argument 'username' must be at most 256 characters without control characters");
+    // A comma in a password is fine: mount.cifs doubles it, smbnetfs gets it quoted, smbclient on stdin.
+    expect(parseCredentials('John Smith', 'a,uid=0')).to.deep.equal({ user: 'John Smith', domain: null, password: 'a,uid=0' });
+  });
+
+  it('checks a stored address against the same rule (records made before it)', () => {
+    expect(remoteRuleProblem('127.0.0.1', 'guest', null, null)).to.equal(null);
+    expect(remoteRuleProblem('nas', 'My Files', 'bob', 'CORP')).to.equal(null);
+    expect(remoteRuleProblem('127.0.0.9', 's,uid=0,password=x', null, null)).to.equal(`share name 's,uid=0,password=x' is refused (it holds ','; share names are ${nameRule(80)})`);
+    expect(remoteRuleProblem('127.0.0.9', 's', 'bob,uid=0', null)).to.equal(`user name 'bob,uid=0' is refused (it holds ','; user names are ${nameRule(256)})`);
+    expect(remoteRuleProblem('127.0.0.9', 's', 'bob', 'C,D')).to.equal(`domain 'C,D' is refused (it holds ','; domains are ${nameRule(256)})`);
+    expect(remoteRuleProblem('a,b', 's', null, null)).to.equal("host name 'a,b' is refused (a DNS or NetBIOS name, or an IPv4 address)");
   });
 
   it('reads credentials: guest, user, DOMAIN\\user, user@DOMAIN', async () => {

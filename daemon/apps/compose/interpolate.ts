@@ -16,15 +16,29 @@ const NAME = /^[_A-Za-z][_A-Za-z0-9]*/;
 
 export type Env = Readonly<Record<string, string>>;
 
+/**
+ * How an env file is read (compose's dotenv rules): a variable that is not set
+ * is empty, and a `$` that starts no reference is kept as it is.
+ */
+export interface Leniency {
+  unsetIsEmpty: boolean;
+  strayDollar: boolean;
+}
+
+const STRICT: Leniency = { unsetIsEmpty: false, strayDollar: false };
+
 class Scanner {
   i = 0;
-  constructor(readonly s: string) {}
+  constructor(
+    readonly s: string,
+    readonly mode: Leniency,
+  ) {}
 }
 
 /** Interpolates one string; `where` names it in errors (e.g. `compose_content: services.web.image`). */
-export function interpolateString(s: string, env: Env, where: string): string {
+export function interpolateString(s: string, env: Env, where: string, mode: Leniency = STRICT): string {
   if (!s.includes('$')) return s;
-  const sc = new Scanner(s);
+  const sc = new Scanner(s, mode);
   const out = readUntil(sc, env, where, null);
   return out;
 }
@@ -52,17 +66,23 @@ function readUntil(sc: Scanner, env: Env, where: string, stop: '}' | null): stri
       continue;
     }
     const m = NAME.exec(sc.s.slice(sc.i + 1));
+    if (!m && sc.mode.strayDollar) {
+      out += '$';
+      sc.i++;
+      continue;
+    }
     // The value is not quoted: it may be a password.
     if (!m) throw badRequest(`${where}: invalid interpolation: a $ not followed by a variable name or { (write $$ for a literal $)`);
     sc.i += 1 + m[0].length;
-    out += lookup(env, m[0], where);
+    out += lookup(env, m[0], where, sc.mode);
   }
   if (stop) throw badRequest(`${where}: unterminated \${ in interpolation`);
   return out;
 }
 
-function lookup(env: Env, name: string, where: string): string {
+function lookup(env: Env, name: string, where: string, mode: Leniency): string {
   const v = env[name];
+  if (v === undefined && mode.unsetIsEmpty) return '';
   if (v === undefined) {
     throw badRequest(`${where}: variable '${name}' is not set (hostd interpolates with the app's own variables only; give a default with \${${name}:-value} or write the value)`);
   }
@@ -77,7 +97,7 @@ function braced(sc: Scanner, env: Env, where: string): string {
   const rest = sc.s.slice(sc.i);
   if (rest.startsWith('}')) {
     sc.i++;
-    return lookup(env, name, where);
+    return lookup(env, name, where, sc.mode);
   }
   const op = /^(:-|-|:\?|\?|:\+|\+)/.exec(rest)?.[0];
   if (!op) throw badRequest(`${where}: invalid interpolation after \${${name}`);

@@ -8,6 +8,7 @@
  */
 import YAML from 'yaml';
 import { badRequest } from '../../lib/errors.js';
+import * as checks from './checks.js';
 import { childPath, interpolateTree, type Env } from './interpolate.js';
 
 /** A service volume in compose's long syntax, after hostd's checks. */
@@ -54,7 +55,7 @@ export const DEFAULT_CAPS = new Set([
 /** Label prefixes hostd and compose own: an app may not set them. */
 const RESERVED_LABELS = ['org.hostd.', 'com.docker.compose.'];
 
-type Check = (v: unknown, where: string) => unknown;
+type Check = checks.Check;
 
 const pass: Check = (v) => v;
 
@@ -111,16 +112,6 @@ function labels(v: unknown, where: string): unknown {
   return v;
 }
 
-/** `host` and `container:<x>` join namespaces outside the app. */
-function namespaceMode(what: string): Check {
-  return (v, where) => {
-    const s = str(v, where);
-    if (s === 'host') throw badRequest(`${where} is refused: '${what}: host' shares the host's ${what === 'network_mode' ? 'network' : what} namespace`);
-    if (s.startsWith('container:')) throw badRequest(`${where} is refused: '${s}' joins a container outside the app (use service:<name>)`);
-    return s;
-  };
-}
-
 function capAdd(v: unknown, where: string): unknown {
   for (const [i, e] of list(v, where).entries()) {
     const cap = str(e, `${where}[${i}]`).toUpperCase().replace(/^CAP_/, '');
@@ -163,6 +154,7 @@ function extendsCheck(v: unknown, where: string): unknown {
 
 function deployCheck(v: unknown, where: string): unknown {
   const m = mapping(v, where);
+  if (m.labels !== undefined) labels(m.labels, `${where}.labels`);
   const res = m.resources;
   if (isMapping(res) && isMapping(res.reservations)) {
     if (res.reservations.devices !== undefined) throw badRequest(`${where}.resources.reservations.devices is refused: host devices are not given to apps`);
@@ -186,49 +178,64 @@ function userns(v: unknown, where: string): unknown {
 /**
  * Service keys hostd accepts, with the check each gets. A key not listed here
  * is refused: a compose key added later is not let through by default.
+ * docs/apps.md has a line for every key: refused, checked, or why it is safe.
  */
-const SERVICE_KEYS: Record<string, Check> = {
-  annotations: pass, attach: pass, command: pass, container_name: pass, cpu_count: pass, cpu_percent: pass,
-  cpu_shares: pass, cpu_period: pass, cpu_quota: pass, cpu_rt_runtime: pass, cpu_rt_period: pass, cpus: pass,
-  cpuset: pass, depends_on: pass, dns: pass, dns_opt: pass, dns_search: pass, domainname: pass,
-  entrypoint: pass, environment: pass, expose: pass, extra_hosts: pass, group_add: pass, healthcheck: pass,
-  hostname: pass, init: pass, isolation: pass, links: pass, logging: pass, mac_address: pass, mem_limit: pass,
-  mem_reservation: pass, mem_swappiness: pass, memswap_limit: pass, networks: pass, oom_kill_disable: pass,
-  oom_score_adj: pass, pids_limit: pass, platform: pass, ports: pass, profiles: pass, read_only: pass,
-  restart: pass, scale: pass, secrets: pass, configs: pass, shm_size: pass, stdin_open: pass,
-  stop_grace_period: pass, stop_signal: pass, storage_opt: pass, sysctls: pass, tmpfs: pass, tty: pass,
-  ulimits: pass, user: pass, working_dir: pass, cap_drop: pass,
-  // Checked (the rest of each value is compose's to validate):
-  image: (v, w) => str(v, w),
-  labels,
-  extends: extendsCheck,
-  deploy: deployCheck,
-  pull_policy: pullPolicy,
-  privileged,
-  cap_add: capAdd,
-  security_opt: securityOpt,
-  network_mode: namespaceMode('network_mode'),
-  pid: namespaceMode('pid'),
-  ipc: namespaceMode('ipc'),
-  uts: namespaceMode('uts'),
-  cgroup: namespaceMode('cgroup'),
-  userns_mode: userns,
-  volumes_from: volumesFrom,
-  // Handled by the renderer (confined to the app's data directory):
-  volumes: pass,
-  env_file: pass,
-  // Refused:
-  devices: refuse('host devices are not given to apps'),
-  device_cgroup_rules: refuse('host devices are not given to apps'),
-  gpus: refuse('host devices are not given to apps'),
-  blkio_config: refuse('it names host block devices'),
-  cgroup_parent: refuse('it places the container outside the cgroup Docker gives it'),
-  runtime: refuse('the container runtime stays the engine default'),
-  external_links: refuse('it links containers outside the app'),
-  build: refuse('build is not supported: apps run images (import or pull them)'),
-  develop: refuse('it syncs host files into the container'),
-  credential_spec: refuse('it reads host credentials'),
-};
+function serviceKeys(env: Env): Record<string, Check> {
+  return {
+    // Safe as given (each stays inside the container, its own namespaces or its own cgroup; docs/apps.md says why):
+    attach: pass, command: pass, cpu_count: pass, cpu_percent: pass, cpu_shares: pass, cpu_period: pass,
+    cpu_quota: pass, cpu_rt_runtime: pass, cpu_rt_period: pass, cpus: pass, depends_on: pass, dns: pass,
+    dns_opt: pass, dns_search: pass, domainname: pass, entrypoint: pass, expose: pass, extra_hosts: pass,
+    group_add: pass, healthcheck: pass, hostname: pass, init: pass, links: pass, mac_address: pass,
+    mem_limit: pass, mem_reservation: pass, mem_swappiness: pass, memswap_limit: pass, oom_kill_disable: pass,
+    pids_limit: pass, platform: pass, profiles: pass, read_only: pass, restart: pass, scale: pass, secrets: pass,
+    configs: pass, shm_size: pass, stdin_open: pass, stop_grace_period: pass, stop_signal: pass, tty: pass,
+    user: pass, working_dir: pass, cap_drop: pass,
+    // Checked (the rest of each value is compose's to validate):
+    image: (v, w) => str(v, w),
+    labels,
+    extends: extendsCheck,
+    deploy: deployCheck,
+    pull_policy: pullPolicy,
+    privileged,
+    cap_add: capAdd,
+    security_opt: securityOpt,
+    network_mode: checks.networkMode,
+    networks: checks.serviceNetworks,
+    pid: checks.namespaceMode('pid'),
+    ipc: checks.namespaceMode('ipc'),
+    uts: checks.namespaceMode('uts'),
+    cgroup: checks.namespaceMode('cgroup'),
+    userns_mode: userns,
+    volumes_from: volumesFrom,
+    logging: checks.logging,
+    sysctls: checks.sysctls,
+    ports: checks.ports(env.HOSTD_PUBLISH_ADDRESS),
+    ulimits: checks.ulimits,
+    oom_score_adj: checks.oomScoreAdj,
+    storage_opt: checks.storageOpt,
+    cpuset: checks.cpuset,
+    tmpfs: checks.tmpfs,
+    isolation: checks.isolation,
+    environment: checks.environment,
+    // Handled by the renderer (confined to the app's data directory; env files read by hostd):
+    volumes: pass,
+    env_file: pass,
+    // Refused:
+    devices: refuse('host devices are not given to apps'),
+    device_cgroup_rules: refuse('host devices are not given to apps'),
+    gpus: refuse('host devices are not given to apps'),
+    blkio_config: refuse('it names host block devices'),
+    cgroup_parent: refuse('it places the container outside the cgroup Docker gives it'),
+    runtime: refuse('the container runtime stays the engine default'),
+    external_links: refuse('it links containers outside the app'),
+    build: refuse('build is not supported: apps run images (import or pull them)'),
+    develop: refuse('it syncs host files into the container'),
+    credential_spec: refuse('it reads host credentials'),
+    annotations: refuse("the container runtime reads annotations (runc's org.systemd.property.*, crun's run.oci.*) and they can change the container's confinement"),
+    container_name: refuse('container names are shared by every container of the engine (one could take the name of another app\'s container); compose names each container after the app'),
+  };
+}
 
 const TOP_KEYS = new Set(['version', 'name', 'services', 'networks', 'volumes', 'secrets', 'configs']);
 
@@ -268,6 +275,7 @@ function checkResourceMap(kind: 'networks' | 'volumes' | 'secrets' | 'configs', 
           for (const ik of Object.keys(ipam)) {
             if (ik === 'driver' && ipam.driver !== 'default') throw badRequest(`${kw}.driver is refused: only the default IPAM driver`);
             if (ik === 'options') throw badRequest(`${kw}.options is refused: only the default IPAM driver`);
+            if (ik === 'config') throw badRequest(`${kw}.config is refused: an app network's subnet becomes a route on the host, which could take the route of a host network; the engine picks one from its address pools`);
             if (!['driver', 'config'].includes(ik) && !ik.startsWith('x-')) throw badRequest(`${kw}: unknown key '${ik}'`);
           }
           continue;
@@ -413,6 +421,7 @@ export function parseCompose(text: string, env: Env, label = 'compose_content'):
 
   const images: ImageUse[] = [];
   const started: string[] = [];
+  const SERVICE_KEYS = serviceKeys(env);
   for (const [name, svcIn] of Object.entries(servicesIn)) {
     const w = childPath(childPath(where, 'services'), name);
     if (!SERVICE_NAME.test(name)) throw badRequest(`${w}: a service name must be letters, digits, '.', '_' or '-'`);
@@ -430,6 +439,10 @@ export function parseCompose(text: string, env: Env, label = 'compose_content'):
     }
     if (svc.volumes !== undefined) out.volumes = list(svc.volumes, childPath(w, 'volumes')).map((v, i) => parseVolume(v, `${childPath(w, 'volumes')}[${i}]`, declaredVolumes));
     if (svc.env_file !== undefined) out.env_file = envFiles(svc.env_file, childPath(w, 'env_file'));
+    if (out.oom_kill_disable !== undefined && toBool(out.oom_kill_disable, childPath(w, 'oom_kill_disable')) && !hasMemoryLimit(out)) {
+      // Docker's own warning: without a memory limit the host runs out of memory instead.
+      throw badRequest(`${childPath(w, 'oom_kill_disable')} is refused without a memory limit (mem_limit or deploy.resources.limits.memory): the host would run out of memory instead`);
+    }
     doc.services[name] = out as ServiceDoc;
   }
   // Images: a service without one may inherit it through extends (same file).
@@ -464,6 +477,12 @@ function lineCol(text: string, offset: number): string {
   const line = before.split('\n').length;
   const col = offset - before.lastIndexOf('\n');
   return ` at line ${line}, column ${col}`;
+}
+
+function hasMemoryLimit(svc: Record<string, unknown>): boolean {
+  if (svc.mem_limit !== undefined && svc.mem_limit !== null) return true;
+  const d = svc.deploy;
+  return isMapping(d) && isMapping(d.resources) && isMapping(d.resources.limits) && d.resources.limits.memory !== undefined && d.resources.limits.memory !== null;
 }
 
 export interface EnvFileRef {

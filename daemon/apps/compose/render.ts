@@ -15,7 +15,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, errnoCode } from '../../lib/errors.js';
-import { escapeTree } from './interpolate.js';
+import { parseEnvFile } from './envfile.js';
+import { escapeTree, type Env } from './interpolate.js';
 import { isMapping, type AppCompose, type EnvFileRef, type VolumeMount } from './model.js';
 
 export const LABEL_APP = 'org.hostd.app';
@@ -42,6 +43,8 @@ export interface RenderInput {
   mounts: ResolvedMount[];
   /** Names the content in messages (`compose_content`, `template 'x'`). */
   label: string;
+  /** The app's variables (HOSTD_APP_ID ...): what `${VAR}` in an env file may name. */
+  env?: Env;
 }
 
 export interface Rendered {
@@ -129,6 +132,19 @@ function labelMap(v: unknown): Record<string, string> {
   return {};
 }
 
+/** `environment` in either of compose's forms, as entries (a list item without `=` has no value). */
+function environmentEntries(v: unknown): Array<[string, unknown]> {
+  if (v === undefined || v === null) return [];
+  if (Array.isArray(v)) {
+    return v.map((e) => {
+      const t = String(e);
+      const i = t.indexOf('=');
+      return i < 0 ? [t, null] : [t.slice(0, i), t.slice(i + 1)];
+    });
+  }
+  return isMapping(v) ? Object.entries(v) : [];
+}
+
 const fileName = (content: string, ext: string) => `${crypto.createHash('sha256').update(content).digest('hex').slice(0, 32)}.${ext}`;
 
 /** Renders the compose file; `filesDir` is where the copies will be written (absolute). Throws 400. */
@@ -168,8 +184,9 @@ export async function renderCompose(input: RenderInput, filesDir: string): Promi
       mounts.push({ type: 'bind', source: fm.source, target: fm.container_path, ...(fm.read_only ? { read_only: true } : {}), bind: { create_host_path: false } });
     }
     if (mounts.length) svc.volumes = mounts;
+    // Env files are read here, through the descriptor, and become plain environment entries (envfile.ts says why).
+    const fromFiles = new Map<string, string>();
     if (svc.env_file !== undefined) {
-      const out: string[] = [];
       for (const [i, ref] of (svc.env_file as EnvFileRef[]).entries()) {
         const ew = `${sw}.env_file[${i}]`;
         const content = await readConfined(path.resolve(input.dataDir, ref.path), data, ew, ref.path);
@@ -177,12 +194,21 @@ export async function renderCompose(input: RenderInput, filesDir: string): Promi
           if (ref.required) throw badRequest(`${ew}: '${ref.path}' does not exist in the app's data directory`);
           continue;
         }
-        const f = fileName(content, 'env');
-        files.set(f, content);
-        out.push(path.join(filesDir, f));
+        for (const [k, v] of parseEnvFile(content, input.env ?? {}, `${ew} '${ref.path}'`)) {
+          fromFiles.delete(k);
+          fromFiles.set(k, v);
+        }
       }
-      if (out.length) svc.env_file = out;
-      else delete svc.env_file;
+      delete svc.env_file;
+    }
+    if (svc.environment !== undefined || fromFiles.size) {
+      const env = Object.fromEntries(fromFiles) as Record<string, unknown>;
+      for (const [k, v] of environmentEntries(svc.environment)) {
+        // A name without a value is left unset: compose would look it up in its own environment (hostd's).
+        if (v === null || v === undefined) delete env[k];
+        else env[k] = v;
+      }
+      svc.environment = env;
     }
     svc.labels = { ...labelMap(svc.labels), ...appLabels, [LABEL_GENERATION]: String(input.generation) };
   }

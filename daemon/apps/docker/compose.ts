@@ -137,9 +137,28 @@ export class ComposeCli {
 export function composeError(err: unknown, command: string): unknown {
   if (!(err instanceof ProgramError)) return err;
   const text = stderrTail(err.stderr || err.message);
+  const sysctl = sysctlRefusal(err.stderr);
+  if (sysctl) return badRequest(sysctl);
   if (/validating .*: |invalid compose project|yaml: |Additional property|is not allowed|must be a|refers to undefined|depends on undefined|invalid (interpolation|reference format)/i.test(err.stderr)) {
     return badRequest(`compose refused the app's compose file: ${text.replace(/^.*?validating [^:]+: /, '')}`);
   }
   if (err.status === 409 || err.code === null) return err;
   return new ProgramError(`docker compose ${command} failed: ${text}`, err.program, err.code, err.stderr, 500);
+}
+
+/**
+ * runc's refusal of a sysctl, as the caller's error. hostd accepts only the
+ * namespaced classes (compose/checks.ts), but within net.* the engine's kernel
+ * decides: a key it keeps global has no file in the container's network
+ * namespace, and runc fails to open it.
+ */
+export function sysctlRefusal(stderr: string): string | null {
+  const notNs = /sysctl "([^"]+)" (is not in a separate kernel namespace|is not allowed in the hosts? [a-z]+ namespace)/.exec(stderr);
+  if (notNs) return `sysctl '${notNs[1]}' is refused by the container runtime: it ${notNs[2].replace(/^is /, 'is ')}`;
+  const missing = /open \/proc\/sys\/([^\s:]+): (no such file or directory|read-only file system|permission denied)/i.exec(stderr);
+  if (missing) {
+    const key = missing[1].replace(/\//g, '.');
+    return `sysctl '${key}' cannot be set in the container (${missing[2].toLowerCase()}): the engine's kernel does not namespace it, so it is the host's own setting`;
+  }
+  return null;
 }

@@ -23,9 +23,53 @@ export type MaybeCredentials = Credentials | null;
 
 // A DNS name or NetBIOS name (letters, digits, '.', '-', '_'), or an IPv4 address.
 const HOST = /^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$/;
-// Windows share names: 1-80 characters, none of the reserved ones.
-const SHARE_BAD = /[\\/:*?"<>|\u0000-\u001f\u007f]/;
+/**
+ * Characters refused in share names, user names and domains: Windows' own
+ * reserved ones (\ / : * ? " < > | and, for names, [ ] + ; =), and those the
+ * programs hostd hands them to read as syntax:
+ * - `,` and `=`: mount.cifs copies the share (`unc=`), the user (`user=`) and
+ *   the domain (`domain=`) into the kernel's comma-separated option string,
+ *   so `s,uid=0,noperm` would add mount options;
+ * - `%`: smbclient splits `-U user%password`, and libsmbclient (smbnetfs)
+ *   decodes `%XX` in the smb:// paths it builds from the share name;
+ * - `@`, `;` and `:`: the user, domain and password separators of smb:// URLs
+ *   and of smbnetfs's `domain:user:password@computer` path names;
+ * - control characters: every credentials and config format is line based.
+ */
+const NAME_BAD = /[\\/:*?"<>|[\]+;=,%@\u0000-\u001f\u007f]/;
 const CONTROL = /[\u0000-\u001f\u007f]/;
+const CONTROLS = /[\u0000-\u001f\u007f]/g;
+
+/** What share, user and domain names may be, for messages. */
+export const nameRule = (max: number) => `1-${max} characters without \\ / : * ? " < > | [ ] + ; = , % @ or control characters, not starting with '-' and without a space at either end`;
+
+/** Why `name` cannot be a share, user or domain name (`it holds ','`), or null. Never quotes the name: the caller decides. */
+function nameProblem(name: string, max: number): string | null {
+  if (name.length === 0) return 'it is empty';
+  if (name.length > max) return `it is over ${max} characters`;
+  const bad = NAME_BAD.exec(name);
+  if (bad) return CONTROL.test(bad[0]) ? 'it holds a control character' : `it holds '${bad[0]}'`;
+  if (/^\s|\s$/.test(name)) return 'it has a space at one end';
+  // Taken for an option by the programs that get it as an argument.
+  if (name.startsWith('-')) return "it starts with '-'";
+  return null;
+}
+
+/**
+ * The rule a stored share address must still pass (records made before it
+ * existed may not): null, or a message naming what is refused. User and
+ * domain are not secret; the password is never looked at here.
+ */
+export function remoteRuleProblem(host: string, share: string, user: string | null, domain: string | null): string | null {
+  if (!HOST.test(host) || host.includes('..')) return `host name '${host.slice(0, 64).replace(CONTROLS, '?')}' is refused (a DNS or NetBIOS name, or an IPv4 address)`;
+  const sp = share === '.' || share === '..' ? `it is '${share}'` : nameProblem(share, 80);
+  if (sp) return `share name '${share.slice(0, 80).replace(CONTROLS, '?')}' is refused (${sp}; share names are ${nameRule(80)})`;
+  const up = user === null ? null : nameProblem(user, 256);
+  if (up) return `user name '${user!.slice(0, 64).replace(CONTROLS, '?')}' is refused (${up}; user names are ${nameRule(256)})`;
+  const dp = domain === null ? null : nameProblem(domain, 256);
+  if (dp) return `domain '${domain!.slice(0, 64).replace(CONTROLS, '?')}' is refused (${dp}; domains are ${nameRule(256)})`;
+  return null;
+}
 
 /** `//host/share` or `host/share` (one trailing '/' tolerated); 400 naming `remote` otherwise. */
 export function parseRemote(input: unknown, arg = 'remote'): Remote {
@@ -42,9 +86,8 @@ export function parseRemote(input: unknown, arg = 'remote'): Remote {
   }
   const [host, share] = parts;
   if (!HOST.test(host) || host.includes('..')) throw badRequest(`argument '${arg}' has an invalid host name '${host.slice(0, 64)}' (a DNS or NetBIOS name, or an IPv4 address)`);
-  if (share.length > 80 || SHARE_BAD.test(share) || share === '.' || share === '..') {
-    throw badRequest(`argument '${arg}' has an invalid share name (1-80 characters, none of \\ / : * ? " < > | or control characters)`);
-  }
+  const problem = share === '.' || share === '..' ? `it is '${share}'` : nameProblem(share, 80);
+  if (problem) throw badRequest(`argument '${arg}' has an invalid share name (${problem}; share names are ${nameRule(80)})`);
   return { host, share };
 }
 
@@ -96,9 +139,13 @@ export function parseCredentials(username: unknown, password: unknown): MaybeCre
     user = username.slice(0, at);
     domain = username.slice(at + 1);
   }
-  if (!user || /[\\/@"]/.test(user) || (domain !== null && (!domain || /[\\/@"]/.test(domain)))) {
+  if (!user || (domain !== null && !domain)) {
     throw badRequest(`argument 'username' must be 'user', 'DOMAIN\\user' or 'user@DOMAIN'`);
   }
+  const up = nameProblem(user, 256);
+  if (up) throw badRequest(`argument 'username' has an invalid user name (${up}; user names are ${nameRule(256)})`);
+  const dp = domain === null ? null : nameProblem(domain, 256);
+  if (dp) throw badRequest(`argument 'username' has an invalid domain (${dp}; domains are ${nameRule(256)})`);
   return { user, domain, password: pw };
 }
 

@@ -279,7 +279,7 @@ export const operations = [
     category: 'system',
     params: lxcId,
     args: {
-      command: str('Shell command, run as /bin/sh -c'),
+      command: str('Shell command, run as /bin/sh -c; stdout and stderr are each kept up to 1 MiB, and truncated says when one was cut'),
       timeout_seconds: uint32('Seconds to wait before giving up; default 60'),
     },
     required: ['command'],

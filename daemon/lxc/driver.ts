@@ -6,17 +6,13 @@
  */
 import type { Availability } from '../lib/availability.js';
 import type { PoolConfig } from '../config.js';
+import type { ExecResult } from '../lib/exec-output.js';
 import type { IdRange } from './settings.js';
 
 export type LxcState = 'STOPPED' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'ABORTING' | 'FREEZING' | 'FROZEN' | 'THAWED';
 
-export interface ExecResult {
-  exit_code: number | null;
-  stdout: string;
-  stderr: string;
-  timed_out: boolean;
-  duration_ms: number;
-}
+/** One answer for every exec (VM, LXC, sandbox): each stream capped, `truncated` when one was cut. */
+export type { ExecResult } from '../lib/exec-output.js';
 
 export interface NetCounters {
   name: string;

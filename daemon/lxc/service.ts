@@ -1031,7 +1031,7 @@ export class LxcService {
     ctx.note({
       summary: r.timed_out ? `Command in container ${a.id} '${rec.name}' killed at its ${Math.round(timeout / 1000)} s deadline` : `Ran a command in container ${a.id} '${rec.name}' (exit ${r.exit_code})`,
       target: `lxc/${a.id}`,
-      metadata: { exit_code: r.exit_code, timed_out: r.timed_out, duration_ms: r.duration_ms },
+      metadata: { exit_code: r.exit_code, timed_out: r.timed_out, truncated: r.truncated, duration_ms: r.duration_ms },
     });
     return { lxcid: a.id, ...r };
   }

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { cgroupDir, cleanupLxc, lxcEnv, initPid, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually } from '../../helpers/daemon.js';
+import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
 
 describe('lxc runtime: create, lifecycle, exec, stats', function () {
   this.timeout(120_000);
@@ -29,7 +30,7 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   const exec = async (command: string, timeout_seconds?: number) => {
     const r = await env.req('POST', ct('/exec'), { command, ...(timeout_seconds ? { timeout_seconds } : {}) });
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
-    return r.body as { exit_code: number | null; stdout: string; stderr: string; timed_out: boolean };
+    return r.body as { exit_code: number | null; stdout: string; stderr: string; timed_out: boolean; truncated: boolean };
   };
 
   it('reports host status: LXC version, cgroup layout, id map readiness, nothing missing', async () => {
@@ -232,6 +233,40 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(r.stdout).to.equal('');
     expect(Date.now() - t0).to.be.below(8000);
     const ps = await exec('ps | grep -c "sleep 10[12]"; true');
+    expect(ps.stdout.trim()).to.equal('0');
+  });
+
+  it('exec output is capped at 1 MiB per stream, says it was cut, and the daemon does not grow while it floods', async function () {
+    // Hundreds of MB through a pipe on a shared, loaded machine: a bound on waiting, not a measure.
+    this.timeout(600_000);
+    const status = `/proc/${env.d.proc.pid}/status`;
+    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(status, 'utf8'))![1]) * 1024;
+    // 400 MB on stdout and 3 MB on stderr: both streams are read to their end and cut at the cap.
+    const flood = 'yes | head -c 400000000; yes e | head -c 3000000 >&2; echo done >&2';
+    const first = await exec(flood, 300);
+    expect(first).to.include({ exit_code: 0, timed_out: false, truncated: true });
+    expect(Buffer.byteLength(first.stdout)).to.equal(EXEC_STREAM_CAP_BYTES);
+    expect(first.stdout).to.equal('y\n'.repeat(EXEC_STREAM_CAP_BYTES / 2));
+    expect(Buffer.byteLength(first.stderr)).to.equal(EXEC_STREAM_CAP_BYTES);
+    // The first flood settles the garbage collector's and the allocator's working set (a few tens of MB,
+    // whatever the output's size); the second is measured from there, by the peak (VmHWM, reset first).
+    fs.writeFileSync(`/proc/${env.d.proc.pid}/clear_refs`, '5');
+    const before = kb('VmRSS');
+    // A daemon that kept the output would peak at least 100 MB higher.
+    const second = await exec('yes | head -c 100000000', 300);
+    const peak = kb('VmHWM');
+    expect(second).to.include({ exit_code: 0, truncated: true, stderr: '' });
+    expect(Buffer.byteLength(second.stdout)).to.equal(EXEC_STREAM_CAP_BYTES);
+    expect(peak - before).to.be.below(EXEC_STREAM_CAP_BYTES * 20);
+    const small = await exec('echo short');
+    expect(small).to.include({ stdout: 'short\n', truncated: false });
+  });
+
+  it('exec honours timeout_seconds while the command floods its output', async () => {
+    const r = await exec('yes', 2);
+    expect(r).to.include({ timed_out: true, truncated: true, exit_code: null });
+    expect(Buffer.byteLength(r.stdout)).to.equal(EXEC_STREAM_CAP_BYTES);
+    const ps = await exec('ps | grep -c "[y]es"; true');
     expect(ps.stdout.trim()).to.equal('0');
   });
 

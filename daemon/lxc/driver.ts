@@ -52,6 +52,8 @@ export interface CgroupFigures {
   pids(lxcName: string): number | null;
   cpuLimitKeys(cores: number, periodUs: number): Array<[string, string]>;
   memoryLimitKeys(mb: number): Array<[string, string]>;
+  /** Removes this hostd's cgroup directories that no process uses (every hierarchy); returns those removed. */
+  pruneGroup(): string[];
 }
 
 export type Compression = 'xz' | 'gzip' | 'zstd' | 'none';

@@ -47,6 +47,7 @@ export const lxcDomain = defineDomain({
     });
     const probe = await svc.probe(true);
     const settled = await svc.recover();
+    svc.pruneCgroups();
     if (settled) log.warn({ settled }, 'lxc: settled intents left open by the last run');
     await svc.syncConfigs();
     const lxc = probe.programs.find((p) => p.name === 'lxc-start');

@@ -1464,8 +1464,24 @@ export class LxcService {
     })().catch((err) => this.d.log.error({ err }, 'lxc: autostart pass failed'));
   }
 
+  /**
+   * Removes this hostd's cgroup directories that nothing uses (LXC leaves the
+   * group's own directory in every hierarchy, a crash may leave more).
+   * Called at open (stale ones of an earlier run) and at close; directories of
+   * running containers stay.
+   */
+  pruneCgroups(): void {
+    try {
+      const removed = this.d.driver.cgroups.pruneGroup();
+      if (removed.length) this.d.log.info({ removed: removed.length }, 'lxc: removed unused cgroup directories');
+    } catch (err) {
+      this.d.log.warn({ err }, 'lxc: cannot remove unused cgroup directories');
+    }
+  }
+
   async close(): Promise<void> {
     await this.background;
+    this.pruneCgroups();
   }
 }
 

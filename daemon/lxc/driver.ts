@@ -139,6 +139,8 @@ export interface HostProbe {
   cgroups: { version: 'v1' | 'hybrid' | 'v2'; controllers: string[] };
   cgroupMissing: string[];
   apparmor: boolean;
+  /** SELinux mode, or null when the kernel has none. */
+  selinux: 'enforcing' | 'permissive' | null;
   idmap: { ready: boolean; uid_range: { start: number; count: number } | null; gid_range: { start: number; count: number } | null; reason: string | null };
   /** The id range unprivileged containers get (null when not ready). */
   idrange: IdRange | null;

@@ -43,6 +43,7 @@ export const lxcDomain = defineDomain({
       tasks: deps.tasks,
       log,
       folders: () => deps.ports.all('folders')[0]?.list() ?? [],
+      dataDir: deps.config.dataDir,
       env: deps.env,
     });
     const probe = await svc.probe(true);

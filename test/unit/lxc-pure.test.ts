@@ -26,7 +26,7 @@ describe('lxc settings', () => {
   const cfg = { dataDir: '/var/lib/hostd', pools: [{ id: 'a', path: '/a' }, { id: 'b', path: '/b' }] };
   it('defaults', () => {
     expect(parseSettings(undefined, cfg)).to.deep.equal({
-      lxcPath: '/var/lib/hostd/lxc', imageServer: null, defaultBridge: null, defaultStorage: 'a', imageStorage: 'a', mountRoots: [],
+      lxcPath: '/var/lib/hostd/lxc', imageServer: null, defaultBridge: null, defaultStorage: 'a', imageStorage: 'a', mountRoots: [], allowPrivileged: false,
       firstLxcid: 100, stopTimeoutSeconds: 30, defaultCpuCores: 1, defaultMemoryMb: 512, idmap: null,
     });
   });
@@ -41,6 +41,8 @@ describe('lxc settings', () => {
     expect(err(() => parseSettings({ default_storage: 'z' }, cfg))).to.equal('config lxc.default_storage must name a storage pool (a, b)');
     expect(err(() => parseSettings({ mount_roots: ['/'] }, cfg))).to.equal('config lxc.mount_roots must not contain / (that would allow every host path)');
     expect(err(() => parseSettings({ image_server: 'ftp://x' }, cfg))).to.equal('config lxc.image_server must be an http or https URL');
+    expect(err(() => parseSettings({ allow_privileged: 'yes' }, cfg))).to.equal('config lxc.allow_privileged must be true or false');
+    expect(parseSettings({ allow_privileged: true }, cfg).allowPrivileged).to.equal(true);
   });
 });
 

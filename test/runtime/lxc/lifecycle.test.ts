@@ -19,8 +19,8 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   before(async function () {
     skipWithoutLxc(this);
     env = await lxcEnv();
-    shared = path.join(env.pools.p1, 'shared');
-    fs.mkdirSync(shared);
+    // Containers mount managed folders (or lxc.mount_roots), never a bare pool directory.
+    shared = (await env.folder('shared')).path;
     // What an operator does for a container's data dir: give it to the container's (mapped) root.
     fs.chownSync(shared, 100000, 100000);
   });
@@ -77,18 +77,26 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     }
   });
 
-  it('confines mount_points.host_path: /etc of the host is 400, a pool path is fine', async () => {
-    const etc = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path: '/etc', container_path: '/mnt/etc', read_only: true }] });
-    expect(etc.status).to.equal(400);
-    expect(etc.body).to.deep.equal({ error: "argument 'mount_points[0].host_path' is outside the host paths containers may mount (storage pools, managed folders and lxc.mount_roots)" });
-    // A symlink inside a pool that points out of it is judged by where it leads.
+  it('confines mount_points.host_path to managed folders: /etc, a symlink out, a pool root, an internal dir and a plain pool dir are 400', async () => {
+    const rule = 'containers may mount only managed folders and lxc.mount_roots, never a storage pool root or a directory hostd keeps for itself';
     fs.symlinkSync('/etc', path.join(env.pools.p1, 'etc-link'));
-    const link = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path: path.join(env.pools.p1, 'etc-link'), container_path: '/mnt/etc', read_only: true }] });
-    expect(link.status).to.equal(400);
-    expect(link.body.error).to.equal("argument 'mount_points[0].host_path' is outside the host paths containers may mount (storage pools, managed folders and lxc.mount_roots)");
-    const internal = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path: path.join(env.pools.p1, '.hostd-lxc'), container_path: '/mnt/x', read_only: true }] });
-    expect(internal.status).to.equal(400);
-    expect(internal.body).to.deep.equal({ error: "argument 'mount_points[0].host_path' is inside hostd's container and image storage" });
+    fs.mkdirSync(path.join(env.pools.p1, 'not-a-folder'));
+    const cases: Array<[string, string]> = [
+      ['/etc', 'is neither a managed folder nor inside one, nor inside a configured root'],
+      // A symlink inside a pool that points out of it is judged by where it leads.
+      [path.join(env.pools.p1, 'etc-link'), 'is neither a managed folder nor inside one, nor inside a configured root'],
+      [env.pools.p1, 'is a storage pool root or holds one (every domain keeps its files there)'],
+      [path.join(env.pools.p1, '.hostd-lxc'), "is inside a directory hostd keeps for itself ('.hostd-lxc')"],
+      [path.join(env.pools.p1, 'not-a-folder'), 'is neither a managed folder nor inside one, nor inside a configured root'],
+      [env.d.dataDir, "is or holds hostd's data directory"],
+    ];
+    for (const [host_path, why] of cases) {
+      const r = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path, container_path: '/mnt/x', read_only: true }] });
+      expect(r.status, host_path).to.equal(400);
+      expect(r.body, host_path).to.deep.equal({ error: `argument 'mount_points[0].host_path' ${why}: ${rule}` });
+    }
+    fs.rmSync(path.join(env.pools.p1, 'etc-link'));
+    fs.rmdirSync(path.join(env.pools.p1, 'not-a-folder'));
     const list = await env.req('GET', '/lxc');
     expect(list.body.containers).to.deep.equal([]);
   });
@@ -345,17 +353,11 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(ex.body).to.deep.equal({ error: `container ${id} is not running (it is stopped)` });
   });
 
-  it('a privileged container has no id map', async () => {
+  it('a privileged container is refused (403) while lxc.allow_privileged is off, the default', async () => {
     const r = await env.req('POST', '/lxc', { name: 'priv', template: 'bb', privileged: true });
-    expect(r.status).to.equal(201);
-    const pid = r.body.container.lxcid;
-    expect(r.body.container.idmap).to.equal(null);
-    expect(fs.statSync(path.join(r.body.container.rootfs.path, 'bin/busybox')).uid).to.equal(0);
-    expect((await env.req('POST', `/lxc/${pid}/start`)).status).to.equal(200);
-    const m = await env.req('POST', `/lxc/${pid}/exec`, { command: 'cat /proc/self/uid_map' });
-    expect(m.body.stdout).to.match(/^\s*0\s+0\s+4294967295\s*$/m);
-    expect((await env.req('POST', `/lxc/${pid}/stop`)).status).to.equal(200);
-    expect((await env.req('DELETE', `/lxc/${pid}`)).status).to.equal(200);
+    expect(r.status).to.equal(403);
+    expect(r.body).to.deep.equal({ error: "argument 'privileged': privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host" });
+    expect((await env.req('GET', '/lxc')).body.containers.map((c: any) => c.name)).to.not.include('priv');
   });
 
   it('nesting: the container gets writable proc and sys and uncovered copies for nested containers; PATCH turns it off', async () => {

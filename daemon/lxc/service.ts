@@ -385,7 +385,7 @@ export class LxcService {
     return violations(rec, rec.mount_points.length ? await this.mountPolicy() : null, this.d.settings.allowPrivileged);
   }
 
-  /** 409 naming the first rule the container breaks, for a call (`start`, `exec`, ...) that would use it. */
+  /** 409 naming every rule the container breaks, for a call (`start`, `exec`, ...) that would use it. */
   private async refuseViolations(rec: ContainerRecord, what: string): Promise<void> {
     const v = await this.violationsOf(rec);
     if (v.length) throw conflict(`container ${rec.lxcid} cannot ${what}: ${v.map((x) => x.message).join('; ')}`);

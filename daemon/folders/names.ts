@@ -8,6 +8,7 @@
  * reuse it.
  */
 import { badRequest } from '../lib/errors.js';
+import { INTERNAL_PREFIX, isInternalName, LEGACY_INTERNAL_NAMES } from '../lib/host-paths.js';
 
 export const MAX_NAME_BYTES = 255;
 
@@ -51,6 +52,18 @@ export function validateName(name: unknown, arg = 'name'): string {
   if (name === '.' || name === '..') throw badRequest(`argument '${arg}' must not be '.' or '..'`);
   if (Buffer.byteLength(name, 'utf8') > MAX_NAME_BYTES) throw badRequest(`argument '${arg}' must be at most ${MAX_NAME_BYTES} bytes`);
   return name;
+}
+
+/**
+ * A folder sits directly in a pool, beside the directories every domain keeps
+ * there (`.hostd-*`, the VM domain's `.vms`): a folder with one of those
+ * names would be that directory, shared as storage. The names come from the
+ * one list in daemon/lib/host-paths.ts.
+ */
+export function checkNotInternal(name: string, arg = 'name'): string {
+  if (!isInternalName(name)) return name;
+  const legacy = LEGACY_INTERNAL_NAMES.find((n) => n === name.toLowerCase());
+  throw badRequest(legacy ? `argument '${arg}' must not be '${legacy}' (reserved)` : `argument '${arg}' must not start with '${INTERNAL_PREFIX}' (reserved)`);
 }
 
 /**

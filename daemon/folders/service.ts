@@ -24,7 +24,7 @@ import { KeyedLock } from '../lib/lock.js';
 import type { Store } from '../store/store.js';
 import { FsProblem, type EntryInfo, type EntryType, type FilesDriver, type Look } from './driver.js';
 import { LocalFiles } from './fs/index.js';
-import { baseName, joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateName, validateNewEntry } from './names.js';
+import { baseName, checkNotInternal, joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateName, validateNewEntry } from './names.js';
 import type { JournalOp } from '../lib/journal.js';
 import { FolderRecords, isEntryIntent, type EntryIntent, type Folder, type FolderIntent, type PlaceRef } from './records.js';
 
@@ -86,7 +86,6 @@ export const DEFAULT_SEARCH_LIMIT = 1000;
 /** Entries named so are the daemon's own: deletions (pool roots and inside places) and copies in progress. */
 const TRASH_PREFIX = '.hostd-trash-';
 const COPY_PREFIX = '.hostd-copy-';
-const RESERVED_PREFIX = '.hostd-';
 const RECORDS_KEY = 'records';
 const placeKey = (kind: TargetKind, id: string) => `${kind}:${id}`;
 
@@ -177,9 +176,7 @@ export function nameMatcher(pattern: string): (name: string) => boolean {
 
 /** A folder name: a valid single name, and not one of the daemon's own. */
 function folderName(name: string, arg: string): string {
-  const n = validateName(name, arg);
-  if (n.startsWith(RESERVED_PREFIX)) throw badRequest(`argument '${arg}' must not start with '${RESERVED_PREFIX}' (reserved)`);
-  return n;
+  return checkNotInternal(validateName(name, arg), arg);
 }
 
 // ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@
  */
 import { execa } from 'execa';
 import { ApiError, internal, unavailable } from './errors.js';
+import { BoundedOutput } from './exec-output.js';
 
 export interface RunOptions {
   /** Milliseconds before the program is killed (default 60 s; 0 for none). */
@@ -85,6 +86,68 @@ export async function run(program: string, args: readonly string[], opts: RunOpt
     throw new ProgramError(`${program} ${args[0] ?? ''} failed (exit ${code})${detail ? `: ${detail}` : ''}`.replace(/  +/g, ' '), program, code, stderr, 500, stdout);
   }
   return { code, stdout, stderr, stdoutBytes };
+}
+
+export interface BoundedRunOptions {
+  /** Milliseconds before the program is killed (default 60 s; 0 for none). */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Bytes or text written to stdin; without it stdin is /dev/null (a command that reads it sees the end at once). */
+  input?: string | Buffer;
+  env?: Record<string, string | undefined>;
+  cleanEnv?: boolean;
+  cwd?: string;
+  install?: string;
+  /** Bytes kept per stream (default EXEC_STREAM_CAP_BYTES). */
+  cap?: number;
+}
+
+export interface BoundedRunResult {
+  /** Exit code; null when the program was killed by a signal. */
+  code: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  canceled: boolean;
+  stdout: BoundedOutput;
+  stderr: BoundedOutput;
+}
+
+/**
+ * Runs a program whose output has no known bound (a command in a guest):
+ * both streams are read as they come and go through a BoundedOutput each,
+ * which keeps the first `cap` bytes and counts the rest, so the daemon's
+ * memory stays bounded however much the program prints, and the program is
+ * never blocked on a full pipe. Every exit, a timeout and a cancellation
+ * are results (with what was printed until then); only a program that
+ * cannot be run throws (503 when it is not installed).
+ */
+export async function runBounded(program: string, args: readonly string[], opts: BoundedRunOptions = {}): Promise<BoundedRunResult> {
+  const stdout = new BoundedOutput(opts.cap);
+  const stderr = new BoundedOutput(opts.cap);
+  let r;
+  try {
+    const sub = execa(program, [...args], {
+      reject: false,
+      buffer: false,
+      encoding: 'buffer',
+      timeout: opts.timeoutMs ?? 60_000,
+      cancelSignal: opts.signal,
+      ...(opts.input !== undefined ? { input: opts.input } : { stdin: 'ignore' as const }),
+      env: opts.env,
+      extendEnv: !opts.cleanEnv,
+      cwd: opts.cwd,
+      forceKillAfterDelay: 2000,
+    });
+    sub.stdout?.on('data', (c: Buffer) => stdout.push(c));
+    sub.stderr?.on('data', (c: Buffer) => stderr.push(c));
+    r = await sub;
+  } catch (err) {
+    throw internal(`cannot run ${program}: ${(err as Error).message}`);
+  }
+  if ((r as { code?: string }).code === 'ENOENT' && r.exitCode === undefined) {
+    throw unavailable(`${program} is not installed${opts.install ? ` (install ${opts.install})` : ''}`);
+  }
+  return { code: r.exitCode ?? null, signal: r.signal ?? null, timedOut: Boolean(r.timedOut), canceled: Boolean(r.isCanceled), stdout, stderr };
 }
 
 /** Whether `program` can be found on the PATH (or at its absolute path). */

@@ -6,17 +6,13 @@
  */
 import type { Availability } from '../lib/availability.js';
 import type { PoolConfig } from '../config.js';
+import type { ExecResult } from '../lib/exec-output.js';
 import type { IdRange } from './settings.js';
 
 export type LxcState = 'STOPPED' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'ABORTING' | 'FREEZING' | 'FROZEN' | 'THAWED';
 
-export interface ExecResult {
-  exit_code: number | null;
-  stdout: string;
-  stderr: string;
-  timed_out: boolean;
-  duration_ms: number;
-}
+/** One answer for every exec (VM, LXC, sandbox): each stream capped, `truncated` when one was cut. */
+export type { ExecResult } from '../lib/exec-output.js';
 
 export interface NetCounters {
   name: string;
@@ -56,6 +52,8 @@ export interface CgroupFigures {
   pids(lxcName: string): number | null;
   cpuLimitKeys(cores: number, periodUs: number): Array<[string, string]>;
   memoryLimitKeys(mb: number): Array<[string, string]>;
+  /** Removes this hostd's cgroup directories that no process uses (every hierarchy); returns those removed. */
+  pruneGroup(): string[];
 }
 
 export type Compression = 'xz' | 'gzip' | 'zstd' | 'none';
@@ -141,6 +139,8 @@ export interface HostProbe {
   cgroups: { version: 'v1' | 'hybrid' | 'v2'; controllers: string[] };
   cgroupMissing: string[];
   apparmor: boolean;
+  /** SELinux mode, or null when the kernel has none. */
+  selinux: 'enforcing' | 'permissive' | null;
   idmap: { ready: boolean; uid_range: { start: number; count: number } | null; gid_range: { start: number; count: number } | null; reason: string | null };
   /** The id range unprivileged containers get (null when not ready). */
   idrange: IdRange | null;

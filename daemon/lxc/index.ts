@@ -43,10 +43,12 @@ export const lxcDomain = defineDomain({
       tasks: deps.tasks,
       log,
       folders: () => deps.ports.all('folders')[0]?.list() ?? [],
+      dataDir: deps.config.dataDir,
       env: deps.env,
     });
     const probe = await svc.probe(true);
     const settled = await svc.recover();
+    svc.pruneCgroups();
     if (settled) log.warn({ settled }, 'lxc: settled intents left open by the last run');
     await svc.syncConfigs();
     const lxc = probe.programs.find((p) => p.name === 'lxc-start');

@@ -22,12 +22,13 @@ import type { Compression, HostProbe, ImageMeta, ImageRef, LxcDriver, LxcState }
 import { ctKey, type ContainerRecord, type Intent, type LxcRecords, type MountPoint, type NetworkSettings } from './records.js';
 import type { IdRange, LxcSettings } from './settings.js';
 import {
-  checkBridge, checkCidr, checkContainerPath, checkDns, checkEnvironment, checkGateway, checkImageId, checkName, imageIdFromName, randomHwaddr,
+  checkBridge, checkCidr, checkDns, checkEnvironment, checkGateway, checkImageId, checkName, imageIdFromName, randomHwaddr,
 } from './validate.js';
 import { hostnameOf, renderConfig, CPU_PERIOD_US } from './lxc/config.js';
 import { hostsFile, interfacesFile, MANAGED_MARK, networkdFile, resolvConf } from './lxc/guestfiles.js';
 import { catalogEntries, fileUrl, productPaths, streamArch, StreamFormatError, type CatalogEntry } from './lxc/simplestreams.js';
-import { compressionOf, containerDir, INTERNAL_DIR, poolRoot, readHead, tmpRoot, ZFS_MAGIC } from './lxc/storage.js';
+import { compressionOf, containerDir, poolRoot, readHead, tmpRoot, ZFS_MAGIC } from './lxc/storage.js';
+import { checkNewMounts, mountPolicy, privilegedRefused, violations, type Violation } from './containment.js';
 
 export const LXC_NAME_PREFIX = 'svc-lxc-';
 export const lxcNameOf = (lxcid: number): string => `${LXC_NAME_PREFIX}${lxcid}`;
@@ -92,6 +93,8 @@ export interface ServiceDeps {
   log: Logger;
   /** Managed folders (for mount point roots); empty when no folders domain runs. */
   folders: () => FolderRef[];
+  /** hostd's data dir: never mounted into a container (it holds the store, secrets, certificates). */
+  dataDir: string;
   env: NodeJS.ProcessEnv;
 }
 
@@ -194,6 +197,9 @@ export class LxcService {
       cgroup: { version: p.cgroups.version, controllers: p.cgroups.controllers, missing: p.cgroupMissing },
       idmap: { ...p.idmap, range: p.idrange },
       apparmor: p.apparmor,
+      lsm: lsmStatus(p),
+      allow_privileged: this.d.settings.allowPrivileged,
+      violations: await this.allViolations(),
       lxc_path: this.d.settings.lxcPath,
       default_bridge: bridge ? { name: bridge, exists: await bridgeExists(bridge) } : null,
       image_server: this.d.settings.imageServer,
@@ -201,6 +207,15 @@ export class LxcService {
       disk_limits: 'ext4 image per container, loop-mounted by LXC (lxc.rootfs.path = loop:...); ZFS refquota on linked clones',
       missing,
     };
+  }
+
+  /** Every container that breaks a rule now, with the rules (host-status). */
+  private async allViolations(): Promise<Array<{ lxcid: number; name: string } & Violation>> {
+    const out: Array<{ lxcid: number; name: string } & Violation> = [];
+    for (const rec of await this.d.records.all()) {
+      for (const v of await this.violationsOf(rec)) out.push({ lxcid: rec.lxcid, name: rec.name, ...v });
+    }
+    return out;
   }
 
   // ------------------------------------------------------------ records and views
@@ -359,49 +374,21 @@ export class LxcService {
     });
   }
 
-  /** Allowed roots for mount points: pools, managed folders, lxc.mount_roots (real paths). */
-  private async mountRoots(): Promise<string[]> {
-    const roots = [...this.d.pools.map((p) => p.path), ...this.d.folders().map((f) => f.path), ...this.d.settings.mountRoots];
-    const out: string[] = [];
-    for (const r of roots) {
-      try {
-        out.push(await fsp.realpath(r));
-      } catch {
-        /* a root that does not exist allows nothing */
-      }
-    }
-    return out;
+  /** The host-path policy for mount points as it is now (folders come and go). */
+  private mountPolicy() {
+    return mountPolicy({ folders: this.d.folders(), mountRoots: this.d.settings.mountRoots, pools: this.d.pools, dataDir: this.d.dataDir, lxcPath: this.d.settings.lxcPath });
   }
 
-  /**
-   * Confines each host path: it must exist and its real location must be
-   * inside a storage pool, a managed folder or an lxc.mount_roots entry, and
-   * outside hostd's own container and image storage.
-   */
-  private async checkMounts(list: Array<{ host_path: string; container_path: string; read_only: boolean }>): Promise<MountPoint[]> {
-    if (list.length > 64) throw badRequest("argument 'mount_points' takes at most 64 entries");
-    const roots = await this.mountRoots();
-    const internal = await Promise.all(this.d.pools.map(async (p) => path.join(await fsp.realpath(p.path).catch(() => p.path), INTERNAL_DIR)));
-    const out: MountPoint[] = [];
-    const seen = new Set<string>();
-    for (const [i, m] of list.entries()) {
-      const arg = `mount_points[${i}].host_path`;
-      if (!path.isAbsolute(m.host_path) || /[\u0000-\u001f\u007f]/u.test(m.host_path)) throw badRequest(`argument '${arg}' must be an absolute host path without control characters`);
-      let real: string;
-      try {
-        real = await fsp.realpath(m.host_path);
-      } catch {
-        throw badRequest(`argument '${arg}' does not exist on the host`);
-      }
-      const inside = (root: string) => real === root || real.startsWith(root.endsWith('/') ? root : root + '/');
-      if (!roots.some(inside)) throw badRequest(`argument '${arg}' is outside the host paths containers may mount (storage pools, managed folders and lxc.mount_roots)`);
-      if (internal.some(inside)) throw badRequest(`argument '${arg}' is inside hostd's container and image storage`);
-      const cp = checkContainerPath(m.container_path, `mount_points[${i}].container_path`);
-      if (seen.has(cp)) throw badRequest(`argument 'mount_points[${i}].container_path' is given twice`);
-      seen.add(cp);
-      out.push({ host_path: real, container_path: cp, read_only: m.read_only });
-    }
-    return out;
+  /** The rules the record breaks now (privileged while off, mounts outside the allowed roots). */
+  private async violationsOf(rec: ContainerRecord): Promise<Violation[]> {
+    if (!rec.privileged && rec.mount_points.length === 0) return [];
+    return violations(rec, rec.mount_points.length ? await this.mountPolicy() : null, this.d.settings.allowPrivileged);
+  }
+
+  /** 409 naming every rule the container breaks, for a call (`start`, `exec`, ...) that would use it. */
+  private async refuseViolations(rec: ContainerRecord, what: string): Promise<void> {
+    const v = await this.violationsOf(rec);
+    if (v.length) throw conflict(`container ${rec.lxcid} cannot ${what}: ${v.map((x) => x.message).join('; ')}`);
   }
 
   private async checkNetwork(net: NetworkSettings, args: { typeArg: string }): Promise<void> {
@@ -470,6 +457,7 @@ export class LxcService {
     if (!image) throw notFound(`image '${template}' not found${a.template_storage_id ? ` on storage '${a.template_storage_id}'` : ''} (see GET /lxc/images)`);
     const pool = this.pool(a.storage_id ?? this.d.settings.defaultStorage);
     const privileged = a.privileged ?? false;
+    if (privileged && !this.d.settings.allowPrivileged) throw privilegedRefused(a.nesting ? "argument 'privileged' (with nesting)" : "argument 'privileged'");
     const idmap = privileged ? null : await this.idrange(false);
     const disk = a.disk_size_bytes ? a.disk_size_bytes : image.meta.disk_size_bytes ?? 0;
     if (disk > 0 && disk < MIN_DISK_BYTES) throw badRequest(`argument 'disk_size_bytes' must be 0 or at least ${MIN_DISK_BYTES} (32 MiB)`);
@@ -486,7 +474,7 @@ export class LxcService {
     const net = this.networkFromCreate(a);
     await this.checkNetwork(net, { typeArg: 'network_type' });
     const environment = checkEnvironment(a.environment ?? {});
-    const mounts = await this.checkMounts(a.mount_points ?? []);
+    const mounts = await checkNewMounts(a.mount_points ?? [], await this.mountPolicy());
     if (a.seed_data !== undefined && Buffer.byteLength(a.seed_data) > 1024 * 1024) throw badRequest("argument 'seed_data' must be at most 1 MiB");
 
     const imgKey = `img:${image.storage_id}:${template}`;
@@ -627,22 +615,14 @@ export class LxcService {
   }
 
   /**
-   * Before lxc-start: mount points must still resolve where they were allowed
-   * (a path swapped for a symlink since is refused), the bridge must exist,
-   * pending guest files are written, the config is current.
+   * Before lxc-start: the container must break no rule now (privileged while
+   * lxc.allow_privileged is off; a mount point whose host path went away,
+   * resolves elsewhere, or is no longer a managed folder or inside
+   * lxc.mount_roots), the bridge must exist, pending guest files are written,
+   * the config is current.
    */
   private async prepareStart(rec: ContainerRecord): Promise<ContainerRecord> {
-    const roots = await this.mountRoots();
-    for (const m of rec.mount_points) {
-      let real: string | null = null;
-      try {
-        real = await fsp.realpath(m.host_path);
-      } catch {
-        real = null;
-      }
-      const ok = real === m.host_path && roots.some((r) => real === r || real!.startsWith(r.endsWith('/') ? r : r + '/'));
-      if (!ok) throw conflict(`mount point ${m.container_path}: host path ${m.host_path} ${real === null ? 'no longer exists' : 'now resolves elsewhere or outside the allowed roots'}; fix it or update the container`);
-    }
+    await this.refuseViolations(rec, 'start');
     const br = this.effectiveBridge(rec.network);
     if (rec.network.type === 'bridged') {
       if (!br) throw conflict(`container ${rec.lxcid} is bridged to the default bridge, and lxc.default_bridge is not set`);
@@ -686,6 +666,8 @@ export class LxcService {
     await this.require(LxcService.LIFECYCLE);
     return this.ctLock(lxcid, 'restart', async () => {
       let rec = await this.record(lxcid);
+      // Refused before the stop: a restart that cannot start again must not stop the container either.
+      await this.refuseViolations(rec, 'restart');
       await this.stopNow(rec);
       rec = await this.prepareStart(rec);
       await this.d.driver.tools.start(lxcNameOf(lxcid));
@@ -743,6 +725,8 @@ export class LxcService {
     const name = checkName(a.name, 'name');
     return this.ctLock(a.source_lxcid, 'clone', async () => {
       const src = await this.record(a.source_lxcid);
+      if (src.privileged && !this.d.settings.allowPrivileged) throw privilegedRefused(`container ${src.lxcid} is privileged, and so would be its clone`);
+      await this.refuseViolations(src, 'be cloned (the clone would carry its mount points)');
       const st = await this.state(src);
       if (st !== 'stopped') throw conflict(`container ${a.source_lxcid} is ${st}; a clone needs the source stopped`);
       return this.locks.exclusive([`name:${name.toLowerCase()}`], 'clone', async () => {
@@ -803,6 +787,7 @@ export class LxcService {
         changed.push('memory_mb');
       }
       if (a.nesting !== undefined && a.nesting !== cur.nesting) {
+        if (a.nesting && cur.privileged && !this.d.settings.allowPrivileged) throw privilegedRefused(`argument 'nesting' in privileged container ${cur.lxcid}`);
         rec.nesting = a.nesting;
         changed.push('nesting');
       }
@@ -1025,13 +1010,15 @@ export class LxcService {
     }
     if (st === 'frozen') throw conflict(`container ${a.id} is frozen; unfreeze it first`);
     if (st !== 'running') throw conflict(`container ${a.id} is not running (it is ${st})`);
+    // A container started before the rules (or whose mount changed since) may hold what exec must not reach.
+    await this.refuseViolations(rec, 'run commands');
     // A timer cannot wait longer than 2^31-1 ms (about 24.8 days): longer deadlines are that.
     const timeout = Math.min((a.timeout_seconds || 60) * 1000, 2 ** 31 - 1);
     const r = await this.d.driver.tools.exec(name, a.command, timeout);
     ctx.note({
       summary: r.timed_out ? `Command in container ${a.id} '${rec.name}' killed at its ${Math.round(timeout / 1000)} s deadline` : `Ran a command in container ${a.id} '${rec.name}' (exit ${r.exit_code})`,
       target: `lxc/${a.id}`,
-      metadata: { exit_code: r.exit_code, timed_out: r.timed_out, duration_ms: r.duration_ms },
+      metadata: { exit_code: r.exit_code, timed_out: r.timed_out, truncated: r.truncated, duration_ms: r.duration_ms },
     });
     return { lxcid: a.id, ...r };
   }
@@ -1464,9 +1451,45 @@ export class LxcService {
     })().catch((err) => this.d.log.error({ err }, 'lxc: autostart pass failed'));
   }
 
+  /**
+   * Removes this hostd's cgroup directories that nothing uses (LXC leaves the
+   * group's own directory in every hierarchy, a crash may leave more).
+   * Called at open (stale ones of an earlier run) and at close; directories of
+   * running containers stay.
+   */
+  pruneCgroups(): void {
+    try {
+      const removed = this.d.driver.cgroups.pruneGroup();
+      if (removed.length) this.d.log.info({ removed: removed.length }, 'lxc: removed unused cgroup directories');
+    } catch (err) {
+      this.d.log.warn({ err }, 'lxc: cannot remove unused cgroup directories');
+    }
+  }
+
   async close(): Promise<void> {
     await this.background;
+    this.pruneCgroups();
   }
+}
+
+/**
+ * Whether a Linux security module confines the containers: hostd gives them
+ * LXC's generated AppArmor profile where the kernel has AppArmor, and sets no
+ * SELinux context (an SELinux host runs them in hostd's own domain). Without
+ * one, an unprivileged container holds on its user namespace, capability
+ * drops and seccomp alone, and a privileged one on nothing.
+ */
+export function lsmStatus(p: Pick<HostProbe, 'apparmor' | 'selinux'>) {
+  const confines = p.apparmor;
+  return {
+    apparmor: p.apparmor,
+    selinux: p.selinux,
+    confines_containers: confines,
+    profile: confines ? 'generated' : 'unconfined',
+    note: confines
+      ? "containers run under LXC's generated AppArmor profile"
+      : 'no security module confines containers here: unprivileged containers rely on their user namespace, dropped capabilities and seccomp; a privileged container is root on the host',
+  };
 }
 
 /**

@@ -8,7 +8,8 @@
  *     default_bridge: br0                  # bridge for network_type bridged when none is named
  *     default_storage: fast                # pool for new rootfs (default: the first pool)
  *     image_storage: fast                  # pool downloads go to (default: the first pool)
- *     mount_roots: [/srv/media]            # host dirs mount_points may use, besides pools and folders
+ *     mount_roots: [/srv/media]            # host dirs mount_points may use, besides managed folders
+ *     allow_privileged: false              # privileged containers (root on the host) may be created
  *     first_lxcid: 100                     # lowest id assigned automatically
  *     stop_timeout_seconds: 30             # clean shutdown wait before a hard stop
  *     default_cpu_cores: 1                 # when neither the request nor the image says
@@ -31,6 +32,12 @@ export interface LxcSettings {
   defaultStorage: string;
   imageStorage: string;
   mountRoots: string[];
+  /**
+   * Whether privileged containers may be created, started and exec'd into.
+   * A privileged container is root on the host (no id map; without an LSM
+   * nothing else confines it), so only the operator turns this on.
+   */
+  allowPrivileged: boolean;
   firstLxcid: number;
   stopTimeoutSeconds: number;
   defaultCpuCores: number;
@@ -40,7 +47,7 @@ export interface LxcSettings {
 }
 
 const KEYS = [
-  'lxc_path', 'image_server', 'default_bridge', 'default_storage', 'image_storage', 'mount_roots',
+  'lxc_path', 'image_server', 'default_bridge', 'default_storage', 'image_storage', 'mount_roots', 'allow_privileged',
   'first_lxcid', 'stop_timeout_seconds', 'default_cpu_cores', 'default_memory_mb', 'idmap',
 ];
 
@@ -97,6 +104,7 @@ export function parseSettings(raw: unknown, config: Pick<Config, 'dataDir' | 'po
       mountRoots.push(path.resolve(r));
     }
   }
+  if (s.allow_privileged !== undefined && s.allow_privileged !== null && typeof s.allow_privileged !== 'boolean') fail('allow_privileged must be true or false');
   let idmap: IdRange | null = null;
   if (s.idmap !== undefined && s.idmap !== null) {
     const m = s.idmap as Record<string, unknown>;
@@ -111,6 +119,7 @@ export function parseSettings(raw: unknown, config: Pick<Config, 'dataDir' | 'po
     defaultStorage: pool('default_storage'),
     imageStorage: pool('image_storage'),
     mountRoots,
+    allowPrivileged: s.allow_privileged === true,
     firstLxcid: s.first_lxcid === undefined ? 100 : posInt(s.first_lxcid, 'first_lxcid', 1, 999_999_999),
     stopTimeoutSeconds: s.stop_timeout_seconds === undefined ? 30 : posInt(s.stop_timeout_seconds, 'stop_timeout_seconds', 0, 3600),
     defaultCpuCores: s.default_cpu_cores === undefined ? 1 : posInt(s.default_cpu_cores, 'default_cpu_cores', 1, 4096),

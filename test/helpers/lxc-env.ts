@@ -43,6 +43,8 @@ export interface LxcEnv {
   pools: Record<string, string>;
   image: TestImage;
   req(method: string, p: string, body?: unknown, token?: string): Promise<Reply>;
+  /** Makes a managed folder through the folders API (the shared storage containers may mount). */
+  folder(name: string, storageId?: string): Promise<{ folder_id: string; path: string }>;
 }
 
 export interface EnvOptions {
@@ -86,7 +88,12 @@ export async function lxcEnv(opts: EnvOptions = {}): Promise<LxcEnv> {
       if (r.code !== 0) throw new Error(`hostctl lxc image import failed: ${r.stderr}${r.stdout}`);
     }
   }
-  return { d, token, pools, image, req };
+  const folder = async (name: string, storageId = Object.keys(pools)[0]) => {
+    const r = await req('POST', '/folders', { storage_id: storageId, name });
+    if (r.status !== 201) throw new Error(`folder create failed: ${r.status} ${JSON.stringify(r.body)}`);
+    return { folder_id: r.body.folder.folder_id as string, path: r.body.folder.path as string };
+  };
+  return { d, token, pools, image, req, folder };
 }
 
 /** Waits for a task to end; returns its record. */

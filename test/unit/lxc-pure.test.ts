@@ -26,7 +26,7 @@ describe('lxc settings', () => {
   const cfg = { dataDir: '/var/lib/hostd', pools: [{ id: 'a', path: '/a' }, { id: 'b', path: '/b' }] };
   it('defaults', () => {
     expect(parseSettings(undefined, cfg)).to.deep.equal({
-      lxcPath: '/var/lib/hostd/lxc', imageServer: null, defaultBridge: null, defaultStorage: 'a', imageStorage: 'a', mountRoots: [],
+      lxcPath: '/var/lib/hostd/lxc', imageServer: null, defaultBridge: null, defaultStorage: 'a', imageStorage: 'a', mountRoots: [], allowPrivileged: false,
       firstLxcid: 100, stopTimeoutSeconds: 30, defaultCpuCores: 1, defaultMemoryMb: 512, idmap: null,
     });
   });
@@ -41,6 +41,8 @@ describe('lxc settings', () => {
     expect(err(() => parseSettings({ default_storage: 'z' }, cfg))).to.equal('config lxc.default_storage must name a storage pool (a, b)');
     expect(err(() => parseSettings({ mount_roots: ['/'] }, cfg))).to.equal('config lxc.mount_roots must not contain / (that would allow every host path)');
     expect(err(() => parseSettings({ image_server: 'ftp://x' }, cfg))).to.equal('config lxc.image_server must be an http or https URL');
+    expect(err(() => parseSettings({ allow_privileged: 'yes' }, cfg))).to.equal('config lxc.allow_privileged must be true or false');
+    expect(parseSettings({ allow_privileged: true }, cfg).allowPrivileged).to.equal(true);
   });
 });
 
@@ -129,6 +131,23 @@ describe('lxc config rendering', () => {
     expect(text).to.contain('lxc.mount.auto = proc:rw sys:rw cgroup:rw\n');
     expect(text).to.contain('lxc.cgroup2.cpu.max = 200000 100000\nlxc.cgroup2.memory.max = 268435456\n');
     expect(text).to.contain('lxc.net.0.type = empty\n');
+  });
+  it('nesting in an unprivileged container keeps the id map and the capability drops; no AppArmor here means unconfined', () => {
+    const text = renderConfig({ ...input, rec: { ...rec, nesting: true } });
+    expect(text).to.contain('lxc.idmap = u 0 100000 65536\nlxc.idmap = g 0 200000 65536\n');
+    expect(text).to.contain('lxc.cap.drop = mac_admin mac_override sys_time sys_module sys_rawio\n');
+    expect(text).to.contain('lxc.mount.auto = \nlxc.mount.auto = proc:rw sys:rw cgroup:rw\n');
+    // Nothing that would give back what the id map takes away.
+    for (const k of ['lxc.cap.keep', 'lxc.seccomp.profile', 'cgroup-full', 'lxc.apparmor.allow_incomplete', 'lxc.mount.entry = /proc', 'lxc.mount.entry = /sys']) expect(text).to.not.contain(k);
+  });
+  it('refuses to render a value with a line break (it would add a key)', () => {
+    for (const r of [
+      { ...rec, environment: { A: 'x\nlxc.cap.keep = sys_admin' } },
+      { ...rec, mount_points: [{ host_path: '/a\nlxc.idmap =', container_path: '/mnt/x', read_only: true }] },
+      { ...rec, network: { ...rec.network, ip_address: '10.0.0.5/24\r' } },
+    ]) {
+      expect(() => renderConfig({ ...input, rec: r })).to.throw(/^container 101: the value of lxc\.[a-z0-9.]+ holds a line break or NUL; the config is not written$/);
+    }
   });
   it('hostnames and mount escapes', () => {
     expect(hostnameOf('Web  One!', 1)).to.equal('web-one');

@@ -71,6 +71,44 @@ export function missingControllers(l: CgroupLayout): string[] {
 }
 
 
+function isDir(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function subdirs(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+  } catch {
+    return [];
+  }
+}
+
+/** Whether a cgroup or any cgroup below it holds a process. */
+function treeHasProcs(dir: string): boolean {
+  const procs = readText(path.join(dir, 'cgroup.procs'));
+  if (procs === null || procs.trim() !== '') return true;
+  return subdirs(dir).some((c) => treeHasProcs(path.join(dir, c)));
+}
+
+/** rmdir of a cgroup (its control files go with it); false when the kernel refuses (busy, gone). */
+function rmdirQuiet(dir: string): boolean {
+  try {
+    fs.rmdirSync(dir);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function removeTree(dir: string, removed: string[]): void {
+  for (const c of subdirs(dir)) removeTree(path.join(dir, c), removed);
+  if (rmdirQuiet(dir)) removed.push(dir);
+}
+
 function readText(p: string): string | null {
   try {
     return fs.readFileSync(p, 'utf8');
@@ -117,7 +155,7 @@ export class CgroupReader {
    * hostd's own cgroup instead (lxc.cgroup.relative, some systemd setups), the
    * reader finds it there.
    */
-  constructor(readonly layout: CgroupLayout, private readonly payload: (lxcName: string) => string) {
+  constructor(readonly layout: CgroupLayout, private readonly payload: (lxcName: string) => string, private readonly group: string | null = null) {
     let text = '';
     try {
       text = fs.readFileSync('/proc/self/cgroup', 'utf8');
@@ -143,6 +181,37 @@ export class CgroupReader {
   private file(ctrl: string, lxcName: string, v1file: string, v2file: string): string | null {
     const d = this.dir(ctrl, lxcName);
     return d ? path.join(d, this.layout.version === 'v2' ? v2file : v1file) : null;
+  }
+
+  /**
+   * Removes this hostd's cgroup group (`hostd-<hash>`) where nothing uses it
+   * any more, in every hierarchy: LXC removes a container's `ct-<id>` and
+   * `mon-<id>` when it stops, but leaves the group's own directory, and a
+   * crash may leave the others. A child whose tree holds a process (a running
+   * container or its monitor) is left alone with everything below it (the
+   * container's own sub-cgroups are its business); the rest is removed
+   * deepest first, and the group itself once it is empty. Returns the
+   * directories removed.
+   */
+  pruneGroup(): string[] {
+    if (!this.group) return [];
+    const removed: string[] = [];
+    const mounts = new Set<string>(Object.values(this.layout.v1));
+    if (this.layout.unified) mounts.add(this.layout.unified);
+    const owns = new Set<string>(Object.values(this.own).filter((o) => o && o !== '/'));
+    for (const mp of mounts) {
+      const bases = [path.join(mp, this.group), ...[...owns].map((o) => path.join(mp, o, this.group!))];
+      for (const base of new Set(bases)) {
+        if (!isDir(base)) continue;
+        for (const child of subdirs(base)) {
+          const dir = path.join(base, child);
+          if (treeHasProcs(dir)) continue;
+          removeTree(dir, removed);
+        }
+        if (subdirs(base).length === 0 && rmdirQuiet(base)) removed.push(base);
+      }
+    }
+    return removed;
   }
 
   /** Host pids in the container's payload cgroup (empty when it is not running). */

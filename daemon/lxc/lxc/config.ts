@@ -66,7 +66,12 @@ function ipFamily(cidr: string): 4 | 6 {
 export function renderConfig(input: RenderInput): string {
   const { rec, host } = input;
   const out: string[] = [];
-  const set = (k: string, v: string | number) => out.push(`${k} = ${v}`);
+  const set = (k: string, v: string | number) => {
+    // One key per line: a line break in a value would add a key of the value's choosing (the
+    // service refuses such values; this holds for records that came any other way too).
+    if (/[\n\r\0]/.test(String(v))) throw new Error(`container ${rec.lxcid}: the value of ${k} holds a line break or NUL; the config is not written`);
+    out.push(`${k} = ${v}`);
+  };
   out.push('# Written by hostd from its record of this container; manual edits are overwritten.');
   set('lxc.include', COMMON_CONF);
   set('lxc.uts.name', hostnameOf(rec.name, rec.lxcid));

@@ -46,6 +46,7 @@ export interface HostFactsFull {
   cgroups: CgroupLayout;
   cgroupMissing: string[];
   apparmor: boolean;
+  selinux: 'enforcing' | 'permissive' | null;
   idmap: IdmapStatus;
 }
 
@@ -116,6 +117,8 @@ export async function probeHost(want: IdRange | null): Promise<HostFactsFull & {
   );
   const cgroups = readCgroupLayout();
   const apparmor = readOr('/sys/module/apparmor/parameters/enabled').trim() === 'Y';
+  const enforce = readOr('/sys/fs/selinux/enforce').trim();
+  const selinux = enforce === '1' ? 'enforcing' : enforce === '0' ? 'permissive' : null;
   const idm = idmapStatus(readOr('/etc/subuid'), readOr('/etc/subgid'), want);
   const { range, ...idmap } = idm;
   return {
@@ -124,6 +127,7 @@ export async function probeHost(want: IdRange | null): Promise<HostFactsFull & {
     cgroups,
     cgroupMissing: missingControllers(cgroups),
     apparmor,
+    selinux,
     idmap,
     idrange: range,
   };

@@ -18,7 +18,7 @@ export function cgroupGroup(lxcPath: string): string {
 
 export function createLxcDriver(settings: LxcSettings, pools: PoolConfig[], log: Logger): LxcDriver {
   const group = cgroupGroup(settings.lxcPath);
-  const cgroups = new CgroupReader(readCgroupLayout(), (name) => `${group}/ct-${name.replace(/^svc-lxc-/, '')}`);
+  const cgroups = new CgroupReader(readCgroupLayout(), (name) => `${group}/ct-${name.replace(/^svc-lxc-/, '')}`, group);
   return {
     tools: new LxcTools(settings.lxcPath, cgroups),
     cgroups,

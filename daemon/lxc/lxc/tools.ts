@@ -9,15 +9,13 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { run, ProgramError } from '../../lib/run.js';
-import { ApiError, internal } from '../../lib/errors.js';
+import { run, runBounded, ProgramError } from '../../lib/run.js';
+import { internal } from '../../lib/errors.js';
 import { CgroupReader, parseFibTrieLocal, parseIfInet6, parseNetDev } from './cgroups.js';
 
 import type { ContainerTools, ExecResult, LxcState } from '../driver.js';
 
 const INSTALL = 'the lxc package';
-/** Output kept per stream of an exec (the rest is cut, and the response says so). */
-export const EXEC_OUTPUT_MAX = 4 * 1024 * 1024;
 
 export function parseLxcInfo(text: string): { state: LxcState | null; pid: number | null; ips: string[] } {
   let state: LxcState | null = null;
@@ -145,10 +143,12 @@ export class LxcTools implements ContainerTools {
 
   /**
    * Runs `/bin/sh -c command` in the container with a clean environment (the
-   * container's `lxc.environment` plus a marker). At the deadline every
-   * process that carries the marker (the command and anything it started,
-   * even detached) is killed with SIGKILL, so lxc-attach returns with what
-   * the command printed so far.
+   * container's `lxc.environment` plus a marker), stdin at its end. Output
+   * flows through one BoundedOutput per stream (EXEC_STREAM_CAP_BYTES each,
+   * the rest read and dropped): a command that floods is never blocked and
+   * never grows the daemon. At the deadline every process that carries the
+   * marker (the command and anything it started, even detached) is killed
+   * with SIGKILL, so lxc-attach returns with what the command printed so far.
    */
   async exec(name: string, command: string, timeoutMs: number): Promise<ExecResult> {
     const marker = crypto.randomBytes(12).toString('hex');
@@ -170,13 +170,17 @@ export class LxcTools implements ContainerTools {
     };
     const timer = setTimeout(killMarked, timeoutMs);
     try {
-      const r = await run('lxc-attach', [...this.base(name), '--clear-env', '-v', `HOSTD_EXEC=${marker}`, '-v', 'HOME=/root', '--', '/bin/sh', '-c', command], {
-        timeoutMs: 0, signal: abort.signal, okCodes: Array.from({ length: 256 }, (_, i) => i), install: INSTALL, maxBuffer: EXEC_OUTPUT_MAX * 2,
+      const r = await runBounded('lxc-attach', [...this.base(name), '--clear-env', '-v', `HOSTD_EXEC=${marker}`, '-v', 'HOME=/root', '--', '/bin/sh', '-c', command], {
+        timeoutMs: 0, signal: abort.signal, install: INSTALL,
       });
-      return { exit_code: r.code, stdout: r.stdout, stderr: r.stderr, timed_out: timedOut, duration_ms: Math.round(performance.now() - started) };
-    } catch (err) {
-      if (timedOut && err instanceof ApiError) return { exit_code: null, stdout: '', stderr: '', timed_out: true, duration_ms: Math.round(performance.now() - started) };
-      throw err;
+      return {
+        exit_code: timedOut ? null : r.code,
+        stdout: r.stdout.text(),
+        stderr: r.stderr.text(),
+        truncated: r.stdout.truncated || r.stderr.truncated,
+        timed_out: timedOut,
+        duration_ms: Math.round(performance.now() - started),
+      };
     } finally {
       clearTimeout(timer);
     }

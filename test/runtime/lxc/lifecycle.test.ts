@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { cgroupDir, cleanupLxc, lxcEnv, initPid, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually } from '../../helpers/daemon.js';
+import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
 
 describe('lxc runtime: create, lifecycle, exec, stats', function () {
   this.timeout(120_000);
@@ -18,8 +19,8 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   before(async function () {
     skipWithoutLxc(this);
     env = await lxcEnv();
-    shared = path.join(env.pools.p1, 'shared');
-    fs.mkdirSync(shared);
+    // Containers mount managed folders (or lxc.mount_roots), never a bare pool directory.
+    shared = (await env.folder('shared')).path;
     // What an operator does for a container's data dir: give it to the container's (mapped) root.
     fs.chownSync(shared, 100000, 100000);
   });
@@ -29,7 +30,7 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   const exec = async (command: string, timeout_seconds?: number) => {
     const r = await env.req('POST', ct('/exec'), { command, ...(timeout_seconds ? { timeout_seconds } : {}) });
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
-    return r.body as { exit_code: number | null; stdout: string; stderr: string; timed_out: boolean };
+    return r.body as { exit_code: number | null; stdout: string; stderr: string; timed_out: boolean; truncated: boolean };
   };
 
   it('reports host status: LXC version, cgroup layout, id map readiness, nothing missing', async () => {
@@ -76,18 +77,26 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     }
   });
 
-  it('confines mount_points.host_path: /etc of the host is 400, a pool path is fine', async () => {
-    const etc = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path: '/etc', container_path: '/mnt/etc', read_only: true }] });
-    expect(etc.status).to.equal(400);
-    expect(etc.body).to.deep.equal({ error: "argument 'mount_points[0].host_path' is outside the host paths containers may mount (storage pools, managed folders and lxc.mount_roots)" });
-    // A symlink inside a pool that points out of it is judged by where it leads.
+  it('confines mount_points.host_path to managed folders: /etc, a symlink out, a pool root, an internal dir and a plain pool dir are 400', async () => {
+    const rule = 'containers may mount only managed folders and lxc.mount_roots, never a storage pool root or a directory hostd keeps for itself';
     fs.symlinkSync('/etc', path.join(env.pools.p1, 'etc-link'));
-    const link = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path: path.join(env.pools.p1, 'etc-link'), container_path: '/mnt/etc', read_only: true }] });
-    expect(link.status).to.equal(400);
-    expect(link.body.error).to.equal("argument 'mount_points[0].host_path' is outside the host paths containers may mount (storage pools, managed folders and lxc.mount_roots)");
-    const internal = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path: path.join(env.pools.p1, '.hostd-lxc'), container_path: '/mnt/x', read_only: true }] });
-    expect(internal.status).to.equal(400);
-    expect(internal.body).to.deep.equal({ error: "argument 'mount_points[0].host_path' is inside hostd's container and image storage" });
+    fs.mkdirSync(path.join(env.pools.p1, 'not-a-folder'));
+    const cases: Array<[string, string]> = [
+      ['/etc', 'is neither a managed folder nor inside one, nor inside a configured root'],
+      // A symlink inside a pool that points out of it is judged by where it leads.
+      [path.join(env.pools.p1, 'etc-link'), 'is neither a managed folder nor inside one, nor inside a configured root'],
+      [env.pools.p1, 'is a storage pool root or holds one (every domain keeps its files there)'],
+      [path.join(env.pools.p1, '.hostd-lxc'), "is inside a directory hostd keeps for itself ('.hostd-lxc')"],
+      [path.join(env.pools.p1, 'not-a-folder'), 'is neither a managed folder nor inside one, nor inside a configured root'],
+      [env.d.dataDir, "is or holds hostd's data directory"],
+    ];
+    for (const [host_path, why] of cases) {
+      const r = await env.req('POST', '/lxc', { name: 'sneaky', template: 'bb', mount_points: [{ host_path, container_path: '/mnt/x', read_only: true }] });
+      expect(r.status, host_path).to.equal(400);
+      expect(r.body, host_path).to.deep.equal({ error: `argument 'mount_points[0].host_path' ${why}: ${rule}` });
+    }
+    fs.rmSync(path.join(env.pools.p1, 'etc-link'));
+    fs.rmdirSync(path.join(env.pools.p1, 'not-a-folder'));
     const list = await env.req('GET', '/lxc');
     expect(list.body.containers).to.deep.equal([]);
   });
@@ -235,6 +244,40 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(ps.stdout.trim()).to.equal('0');
   });
 
+  it('exec output is capped at 1 MiB per stream, says it was cut, and the daemon does not grow while it floods', async function () {
+    // Hundreds of MB through a pipe on a shared, loaded machine: a bound on waiting, not a measure.
+    this.timeout(600_000);
+    const status = `/proc/${env.d.proc.pid}/status`;
+    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(status, 'utf8'))![1]) * 1024;
+    // 400 MB on stdout and 3 MB on stderr: both streams are read to their end and cut at the cap.
+    const flood = 'yes | head -c 400000000; yes e | head -c 3000000 >&2; echo done >&2';
+    const first = await exec(flood, 300);
+    expect(first).to.include({ exit_code: 0, timed_out: false, truncated: true });
+    expect(Buffer.byteLength(first.stdout)).to.equal(EXEC_STREAM_CAP_BYTES);
+    expect(first.stdout).to.equal('y\n'.repeat(EXEC_STREAM_CAP_BYTES / 2));
+    expect(Buffer.byteLength(first.stderr)).to.equal(EXEC_STREAM_CAP_BYTES);
+    // The first flood settles the garbage collector's and the allocator's working set (a few tens of MB,
+    // whatever the output's size); the second is measured from there, by the peak (VmHWM, reset first).
+    fs.writeFileSync(`/proc/${env.d.proc.pid}/clear_refs`, '5');
+    const before = kb('VmRSS');
+    // A daemon that kept the output would peak at least 100 MB higher.
+    const second = await exec('yes | head -c 100000000', 300);
+    const peak = kb('VmHWM');
+    expect(second).to.include({ exit_code: 0, truncated: true, stderr: '' });
+    expect(Buffer.byteLength(second.stdout)).to.equal(EXEC_STREAM_CAP_BYTES);
+    expect(peak - before).to.be.below(EXEC_STREAM_CAP_BYTES * 20);
+    const small = await exec('echo short');
+    expect(small).to.include({ stdout: 'short\n', truncated: false });
+  });
+
+  it('exec honours timeout_seconds while the command floods its output', async () => {
+    const r = await exec('yes', 2);
+    expect(r).to.include({ timed_out: true, truncated: true, exit_code: null });
+    expect(Buffer.byteLength(r.stdout)).to.equal(EXEC_STREAM_CAP_BYTES);
+    const ps = await exec('ps | grep -c "[y]es"; true');
+    expect(ps.stdout.trim()).to.equal('0');
+  });
+
   it('stats reads CPU, memory, disk and network figures', async () => {
     await exec('i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done');
     const r = await env.req('GET', ct('/stats'));
@@ -310,17 +353,11 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(ex.body).to.deep.equal({ error: `container ${id} is not running (it is stopped)` });
   });
 
-  it('a privileged container has no id map', async () => {
+  it('a privileged container is refused (403) while lxc.allow_privileged is off, the default', async () => {
     const r = await env.req('POST', '/lxc', { name: 'priv', template: 'bb', privileged: true });
-    expect(r.status).to.equal(201);
-    const pid = r.body.container.lxcid;
-    expect(r.body.container.idmap).to.equal(null);
-    expect(fs.statSync(path.join(r.body.container.rootfs.path, 'bin/busybox')).uid).to.equal(0);
-    expect((await env.req('POST', `/lxc/${pid}/start`)).status).to.equal(200);
-    const m = await env.req('POST', `/lxc/${pid}/exec`, { command: 'cat /proc/self/uid_map' });
-    expect(m.body.stdout).to.match(/^\s*0\s+0\s+4294967295\s*$/m);
-    expect((await env.req('POST', `/lxc/${pid}/stop`)).status).to.equal(200);
-    expect((await env.req('DELETE', `/lxc/${pid}`)).status).to.equal(200);
+    expect(r.status).to.equal(403);
+    expect(r.body).to.deep.equal({ error: "argument 'privileged': privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host" });
+    expect((await env.req('GET', '/lxc')).body.containers.map((c: any) => c.name)).to.not.include('priv');
   });
 
   it('nesting: the container gets writable proc and sys and uncovered copies for nested containers; PATCH turns it off', async () => {

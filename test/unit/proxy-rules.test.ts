@@ -125,7 +125,7 @@ describe('proxy rules: ports hostd holds, listen ports, upstreams', () => {
       { port: 8789, what: 'a hostd listener (future_tls in the config)' },
       { port: 5353, what: "hostd's DNS responder (proxy.dns_listen)" },
       { port: CADDY_ADMIN_PORT, what: "Caddy's admin endpoint (its default port)" },
-      { port: 40123, what: 'a port hostd listens on' },
+      { port: 40123, what: 'a listening socket of hostd' },
     ]);
   });
 

@@ -86,7 +86,7 @@ export class HeldPorts {
   list(): HeldPort[] {
     if (this.cache && Date.now() - this.cache.at < this.ttlMs) return this.cache.ports;
     const ports = [...this.configured()];
-    for (const p of this.own()) if (!ports.some((x) => x.port === p)) ports.push({ port: p, what: 'a port hostd listens on' });
+    for (const p of this.own()) if (!ports.some((x) => x.port === p)) ports.push({ port: p, what: 'a listening socket of hostd' });
     this.cache = { at: Date.now(), ports };
     return ports;
   }

@@ -5,7 +5,8 @@
  * headers it got. It shows what the rule relies on:
  *  - the families the rule refuses do reach the host through this Caddy
  *    (`{env.*}`, `{system.hostname}`), so refusing them is needed;
- *  - every value the rule accepts arrives without anything of the host;
+ *  - every value the rule accepts arrives without anything of the host,
+ *    also when the client's own header holds a placeholder;
  *  - escaped braces arrive as literal braces (what caddyLiteral relies on,
  *    also in a static response body, which Caddy expands);
  *  - Caddyfile shorthands (`{host}`, `{path}`) are not expanded in JSON
@@ -36,7 +37,7 @@ const freePort = () => new Promise<number>((resolve, reject) => {
 });
 
 const get = (port: number, p: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
-  http.get({ host: '127.0.0.1', port, path: p, headers: { host: 'caddy.test', 'x-client': 'c-1' } }, (res) => {
+  http.get({ host: '127.0.0.1', port, path: p, headers: { host: 'caddy.test', 'x-client': 'c-1', 'x-evil': '{env.HOSTD_SENTINEL}' } }, (res) => {
     let body = '';
     res.on('data', (c) => (body += c));
     res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -55,7 +56,7 @@ describe('Caddy placeholders (the real Caddy, loopback)', function () {
 
   // Header name -> value; the upstream sees `x-case-<i>`.
   const accepted = [
-    '{http.request.host}', 'for={http.request.remote.host};m={http.request.method}', '{http.request.header.X-Client}', '{http.request.uri.path}',
+    '{http.request.host}', 'for={http.request.remote.host};m={http.request.method}', '{http.request.header.X-Client}', '{http.request.header.X-Evil}', '{http.request.uri.path}',
     '\\{env.HOSTD_SENTINEL}', 'lit \\{system.hostname\\} end', '}', 'plain',
   ];
   const refused = ['{env.HOSTD_SENTINEL}', 'x{env.HOME}', '{system.hostname}', '{host}', '{path}', '{file./etc/hostname}', '{x{env.HOSTD_SENTINEL}}', '{time.now.year}'];
@@ -133,6 +134,8 @@ describe('Caddy placeholders (the real Caddy, loopback)', function () {
     expect(at('{http.request.host}')).to.equal('caddy.test');
     expect(at('for={http.request.remote.host};m={http.request.method}')).to.equal('for=127.0.0.1;m=GET');
     expect(at('{http.request.header.X-Client}')).to.equal('c-1');
+    // A client's header holding a placeholder is substituted as it is, never expanded again.
+    expect(at('{http.request.header.X-Evil}')).to.equal('{env.HOSTD_SENTINEL}');
     expect(at('{http.request.uri.path}')).to.equal('/p/q');
     expect(at('\\{env.HOSTD_SENTINEL}')).to.equal('{env.HOSTD_SENTINEL}');
     expect(at('lit \\{system.hostname\\} end')).to.equal('lit {system.hostname} end');

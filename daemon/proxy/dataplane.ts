@@ -35,7 +35,7 @@ import { CaddyProcess, probeCaddy, type CaddyProbe } from './caddy/process.js';
 import { claimVip, cidr4, cidr6, dropParked, handoffVip, parkable, probeVip, releaseVip, startGuard, type VipProbe } from './net/vip.js';
 import { bootConfig } from './caddy/build.js';
 import { proxyRoot, type ProxyRoot } from './caddy/ca.js';
-import { DnsResponder } from './dns/responder.js';
+import { DnsResponder, parseHostPort } from './dns/responder.js';
 import { dialFor, findTarget, listTargets } from './targets.js';
 import type { Config } from '../config.js';
 import { domainNameProblem } from './config.js';
@@ -43,7 +43,7 @@ import { localAddresses } from './policy/addresses.js';
 import { HeldPorts, configuredPorts } from './policy/listeners.js';
 import { NameResolver } from './policy/resolve.js';
 import {
-  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, headerRefusal, listenPortRefusal, resolveHost,
+  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, listenPortRefusal, resolveHost,
   type Refusal, type RuleContext,
 } from './policy/rules.js';
 import type { Incident, IncidentKind, ProxyRecords } from './records.js';
@@ -86,10 +86,23 @@ export interface Screened {
 
 /** One refused entry or domain as host-status lists it. */
 export interface RefusedItem {
-  kind: 'entry' | 'domain';
+  kind: 'entry' | 'domain' | 'dns-upstream';
   name: string;
   rule: string;
   message: string;
+}
+
+/** `fn`'s answer, asked again at most every `ms` (this host's addresses, read per forwarded DNS query otherwise). */
+function cachedFor<T>(ms: number, fn: () => T): () => T {
+  let at = 0;
+  let v: T;
+  return () => {
+    if (Date.now() - at >= ms) {
+      v = fn();
+      at = Date.now();
+    }
+    return v;
+  };
 }
 
 /** TCP connect to `dial` within `ms`. */
@@ -163,7 +176,7 @@ export class DataPlane {
       allowLoopback: d.settings.allowLoopbackUpstreams,
       allowPrivilegedPorts: d.settings.allowPrivilegedListenPorts,
       held: new HeldPorts(() => configuredPorts(d.hostdConfig, d.settings.dnsListen?.port ?? null)),
-      local: localAddresses,
+      local: cachedFor(1000, localAddresses),
       resolver: new NameResolver(),
     };
   }
@@ -472,6 +485,7 @@ export class DataPlane {
     return [
       ...[...s.skipDomains].filter(([, x]) => x.rule !== 'provider-missing').map(([name, x]) => ({ kind: 'domain' as const, name, rule: x.rule, message: x.message })),
       ...[...s.refused].map(([name, r]) => ({ kind: 'entry' as const, name, rule: r.rule, message: r.message })),
+      ...this.dnsUpstreams(cfg.dns_upstreams).refused.map((x) => ({ kind: 'dns-upstream' as const, name: x.upstream, rule: x.refusal.rule, message: x.refusal.message })),
     ].sort((a, b) => a.name.localeCompare(b.name));
   }
 
@@ -625,7 +639,7 @@ export class DataPlane {
       this.dns = null;
     }
     if (!want || this.dns) return;
-    const r = new DnsResponder(want.host, want.port, { zone: (name) => this.zoneAnswer(name), upstreams: () => this.config.config.dns_upstreams });
+    const r = new DnsResponder(want.host, want.port, { zone: (name) => this.zoneAnswer(name), upstreams: () => this.dnsUpstreams().allowed });
     try {
       await r.start();
       this.dns = r;
@@ -633,6 +647,19 @@ export class DataPlane {
     } catch (err) {
       this.dnsError = `cannot listen on ${want.host}:${want.port}: ${(err as Error).message}`;
     }
+  }
+
+  /** The configured forwarders this node's rules allow, and those they refuse (stored before the rules). */
+  dnsUpstreams(list: string[] = this.config.config.dns_upstreams): { allowed: string[]; refused: Array<{ upstream: string; refusal: Refusal }> } {
+    const allowed: string[] = [];
+    const refused: Array<{ upstream: string; refusal: Refusal }> = [];
+    for (const u of list) {
+      const hp = parseHostPort(u);
+      const r = hp ? dnsUpstreamRefusal(u, hp, this.rules) : null;
+      if (r) refused.push({ upstream: u, refusal: r });
+      else allowed.push(u);
+    }
+    return { allowed, refused };
   }
 
   /** What the responder answers for a name under a base domain. */

@@ -29,7 +29,7 @@ import { CaddyRefused } from './caddy/admin.js';
 import { redactCaddyConfig } from './caddy/build.js';
 import { SECRET_NS, tcpCheck, type DataPlane } from './dataplane.js';
 import { dialFor, findTarget, listTargets } from './targets.js';
-import { credentialKeysWithBraces, dialRefusal, headerRefusal, hostFormRefusal, listenPortRefusal, refusalError, resolveHost } from './policy/rules.js';
+import { credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, hostFormRefusal, listenPortRefusal, refusalError, resolveHost } from './policy/rules.js';
 import { hasBrace } from './policy/placeholders.js';
 import { ifaceExists } from './net/vip.js';
 import { parseHostPort } from './dns/responder.js';
@@ -229,17 +229,20 @@ export class ProxyService {
   /**
    * The proxy's rules (policy/rules.ts) on an entry as a call leaves it:
    * 400 for what nothing allows, 403 naming the setting that would. A host
-   * name that does not resolve now is accepted: the holder checks it at
-   * every build and serves 502 until it resolves. A target is checked on
-   * its address now, if it has one; the holder checks it again at every build.
+   * name must resolve now, so that what it reaches is checked (400 when it
+   * has no address, 503 when the resolver does not answer within 10 s), as
+   * nginx refuses an upstream it cannot resolve; the serving node checks it
+   * again at every build. A target is checked on its address now, if it has
+   * one, and again at every build.
    */
   private async checkEntryRules(e: ProxyEntry): Promise<void> {
     const rules = this.plane.rules;
     const r = listenPortRefusal(e.listen_port, rules) ?? headerRefusal(e.header_up);
     if (r) throw refusalError(r);
     if (e.host !== null) {
-      const h = await resolveHost(e.host, e.port, rules);
+      const h = await resolveHost(e.host, e.port, rules, 10_000);
       if ('refusal' in h) throw refusalError(h.refusal);
+      if ('error' in h) throw h.kind === 'missing' ? badRequest(`${h.error}: the proxy dials only host names it can resolve and check`) : unavailable(`cannot check the upstream now: ${h.error}`);
       return;
     }
     const { targets } = await listTargets(this.d.ports.all('guests'));
@@ -443,7 +446,12 @@ export class ProxyService {
 
   async dnsSet(args: ArgsOf<'proxy_dns_set'>, ctx: CallContext) {
     const ups = args.dns_upstreams ?? [];
-    for (const u of ups) if (!parseHostPort(u)) throw badRequest(`dns_upstreams: '${u}' is not an IP address (optionally with :port)`);
+    for (const u of ups) {
+      const hp = parseHostPort(u);
+      if (!hp) throw badRequest(`dns_upstreams: '${u}' is not an IP address (optionally with :port)`);
+      const r = dnsUpstreamRefusal(u, hp, this.plane.rules);
+      if (r) throw refusalError(r);
+    }
     const r = await this.change((c) => ({ ...c, dns_upstreams: [...ups] }), (c) => ({ dns_upstreams: c.dns_upstreams, responder: this.dnsStatus() }));
     ctx.note({ summary: ups.length ? `Proxy DNS forwards to ${ups.join(', ')}` : 'Proxy DNS upstreams cleared', target: 'proxy/dns', metadata: { dns_upstreams: ups } });
     return r;

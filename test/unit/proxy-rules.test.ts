@@ -14,7 +14,7 @@ import { CADDY_ADMIN_PORT, HeldPorts, configuredPorts, ownListeningPorts } from 
 import { caddyLiteral, placeholderKeys, placeholderProblem } from '../../daemon/proxy/policy/placeholders.js';
 import { NameResolver } from '../../daemon/proxy/policy/resolve.js';
 import {
-  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, headerRefusal, hostFormRefusal, listenPortRefusal, resolveHost, type RuleContext,
+  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, hostFormRefusal, listenPortRefusal, resolveHost, type RuleContext,
 } from '../../daemon/proxy/policy/rules.js';
 import type { Config } from '../../daemon/config.js';
 import net from 'node:net';
@@ -174,6 +174,13 @@ describe('proxy rules: ports hostd holds, listen ports, upstreams', () => {
     expect(dialRefusal('10.0.3.7', 80, { target: 'lxc:7', kind: 'lxc' }, ctx())).to.equal(null);
   });
 
+  it('DNS forwarders are upstreams: loopback needs the setting; hostd\'s ports (its own responder: a loop) never', () => {
+    expect(dnsUpstreamRefusal('9.9.9.9', { host: '9.9.9.9', port: 53 }, ctx())).to.equal(null);
+    expect(dnsUpstreamRefusal('127.0.0.53', { host: '127.0.0.53', port: 53 }, ctx())?.message).to.equal(`dns_upstreams '127.0.0.53': host '127.0.0.53' is a loopback address; upstreams on this host are refused unless proxy.allow_loopback_upstreams is true in the config file (an app, VM or container is reached through its target_id)`);
+    expect(dnsUpstreamRefusal('127.0.0.53', { host: '127.0.0.53', port: 53 }, ctx({ allowLoopback: true }))).to.equal(null);
+    expect(dnsUpstreamRefusal('192.0.2.7:5353', { host: '192.0.2.7', port: 5353 }, ctx({ allowLoopback: true }))?.rule).to.equal('hostd-port');
+  });
+
   it('host names are resolved by hostd: every address checked, the first dialled with the name as TLS server name', async () => {
     expect(await resolveHost('nas.lan', 443, ctx())).to.deep.equal({ dial: '192.0.2.50:443', ip: '192.0.2.50', serverName: 'nas.lan' });
     expect(await resolveHost('10.0.0.1', 80, ctx())).to.deep.equal({ dial: '10.0.0.1:80', ip: '10.0.0.1', serverName: null });
@@ -182,12 +189,19 @@ describe('proxy rules: ports hostd holds, listen ports, upstreams', () => {
     expect(((await resolveHost('self.lan', 8787, ctx({ allowLoopback: true }))) as any).refusal.rule).to.equal('hostd-port');
     expect(((await resolveHost('localhost', 80, ctx())) as any).refusal.message).to.include("host 'localhost' (127.0.0.1) is a loopback address");
     expect(((await resolveHost('0x7f000001', 80, ctx({ allowLoopback: true }))) as any).refusal.rule).to.equal('upstream-host');
-    expect(await resolveHost('gone.lan', 80, ctx())).to.deep.equal({ error: "upstream host 'gone.lan' does not resolve (ENOTFOUND)" });
+    expect(await resolveHost('gone.lan', 80, ctx())).to.deep.equal({ error: "upstream host 'gone.lan' does not resolve (ENOTFOUND)", kind: 'missing' });
   });
 
-  it('a resolver that does not answer is bounded', async () => {
-    const slow = new NameResolver(() => new Promise(() => undefined), 5000, 50);
-    expect(await slow.resolve('stuck.lan')).to.deep.equal({ error: "'stuck.lan' did not resolve within 50 ms" });
+  it('a resolver that does not answer is bounded, and asked again next time; answers are kept', async () => {
+    let asked = 0;
+    const slow = new NameResolver(() => {
+      asked++;
+      return asked === 1 ? new Promise(() => undefined) : Promise.resolve(['192.0.2.9']);
+    }, 5000, 50);
+    expect(await slow.resolve('stuck.lan')).to.deep.equal({ error: "'stuck.lan' did not resolve within 50 ms", kind: 'unavailable' });
+    expect(await slow.resolve('stuck.lan')).to.deep.equal({ addresses: ['192.0.2.9'] });
+    expect(await slow.resolve('stuck.lan')).to.deep.equal({ addresses: ['192.0.2.9'] });
+    expect(asked).to.equal(2);
   });
 });
 

@@ -15,7 +15,10 @@ export type LookupAll = (name: string) => Promise<string[]>;
 
 const systemLookup: LookupAll = async (name) => (await dns.promises.lookup(name, { all: true, verbatim: true })).map((a) => a.address);
 
-export type Resolved = { addresses: string[] } | { error: string };
+/** `missing`: the name has no address (NXDOMAIN, no record); `unavailable`: the resolver did not say (timeout, SERVFAIL). */
+export type Resolved = { addresses: string[] } | { error: string; kind: 'missing' | 'unavailable' };
+
+const MISSING = new Set(['ENOTFOUND', 'ENODATA', 'EAI_NONAME', 'EAI_NODATA']);
 
 export class NameResolver {
   private readonly cache = new Map<string, { at: number; r: Resolved }>();
@@ -26,21 +29,23 @@ export class NameResolver {
     private readonly timeoutMs = 3000,
   ) {}
 
-  async resolve(name: string): Promise<Resolved> {
+  /** `timeoutMs` overrides the default bound (a call can wait longer than a build). */
+  async resolve(name: string, timeoutMs = this.timeoutMs): Promise<Resolved> {
     const hit = this.cache.get(name);
     if (hit && Date.now() - hit.at < this.ttlMs) return hit.r;
     let timer: NodeJS.Timeout | undefined;
     const r: Resolved = await Promise.race([
       this.lookup(name).then(
-        (addresses) => (addresses.length ? { addresses } : { error: `'${name}' has no address` }),
-        (err: NodeJS.ErrnoException) => ({ error: `'${name}' does not resolve (${err.code ?? err.message})` }),
+        (addresses): Resolved => (addresses.length ? { addresses } : { error: `'${name}' has no address`, kind: 'missing' }),
+        (err: NodeJS.ErrnoException): Resolved => ({ error: `'${name}' does not resolve (${err.code ?? err.message})`, kind: err.code && MISSING.has(err.code) ? 'missing' : 'unavailable' }),
       ),
       new Promise<Resolved>((resolve) => {
-        timer = setTimeout(() => resolve({ error: `'${name}' did not resolve within ${this.timeoutMs} ms` }), this.timeoutMs);
+        timer = setTimeout(() => resolve({ error: `'${name}' did not resolve within ${timeoutMs} ms`, kind: 'unavailable' }), timeoutMs);
       }),
     ]);
     clearTimeout(timer);
-    this.cache.set(name, { at: Date.now(), r });
+    // Only answers are kept: a resolver that did not answer is asked again next time.
+    if ('addresses' in r || r.kind === 'missing') this.cache.set(name, { at: Date.now(), r });
     if (this.cache.size > 1000) this.cache.delete(this.cache.keys().next().value as string);
     return r;
   }

@@ -123,7 +123,7 @@ export function dialRefusal(ip: string, port: number, via: { host: string } | { 
   return refuse('loopback-upstream', 403, `host ${shown} is ${KIND_WORDS[kind]}; upstreams on this host are refused unless proxy.allow_loopback_upstreams is true in the config file (an app, VM or container is reached through its target_id)`);
 }
 
-export type HostDial = { dial: string; ip: string; serverName: string | null } | { refusal: Refusal } | { error: string };
+export type HostDial = { dial: string; ip: string; serverName: string | null } | { refusal: Refusal } | { error: string; kind: 'missing' | 'unavailable' };
 
 const hostPort = (ip: string, port: number) => (net.isIPv6(ip) ? `[${ip}]:${port}` : `${ip}:${port}`);
 
@@ -133,7 +133,7 @@ const hostPort = (ip: string, port: number) => (net.isIPv6(ip) ? `[${ip}]:${port
  * refused one refuses the entry), then its first address is dialled with
  * the name as TLS server name.
  */
-export async function resolveHost(host: string, port: number, ctx: RuleContext): Promise<HostDial> {
+export async function resolveHost(host: string, port: number, ctx: RuleContext, timeoutMs?: number): Promise<HostDial> {
   const form = hostFormRefusal(host);
   if (form) return { refusal: form };
   if (net.isIP(host)) {
@@ -144,8 +144,8 @@ export async function resolveHost(host: string, port: number, ctx: RuleContext):
     const r = dialRefusal('127.0.0.1', port, { host }, ctx);
     if (r) return { refusal: r };
   }
-  const res = await ctx.resolver.resolve(host);
-  if ('error' in res) return { error: `upstream host ${res.error}` };
+  const res = await ctx.resolver.resolve(host, timeoutMs);
+  if ('error' in res) return { error: `upstream host ${res.error}`, kind: res.kind };
   for (const ip of res.addresses) {
     const r = dialRefusal(ip, port, { host }, ctx);
     if (r) return { refusal: r };
@@ -172,4 +172,17 @@ export function acmeSettingsProblem(acme: { email: string; dir_url: string } | n
 /** The credential keys whose value holds a brace (names only: the values are secrets). */
 export function credentialKeysWithBraces(creds: Record<string, string>): string[] {
   return Object.entries(creds).filter(([, v]) => hasBrace(v)).map(([k]) => k).sort();
+}
+
+// ------------------------------------------------------------------ DNS forwarders
+
+/**
+ * A resolver the built-in DNS responder forwards to. The responder sends a
+ * client's query bytes on as they came, so a forwarder is an upstream like
+ * an entry's: this host's loopback only with `proxy.allow_loopback_upstreams`,
+ * hostd's own ports never (its own responder would be a forwarding loop).
+ */
+export function dnsUpstreamRefusal(text: string, hp: { host: string; port: number }, ctx: RuleContext): Refusal | null {
+  const r = dialRefusal(hp.host, hp.port, { host: hp.host }, ctx);
+  return r ? { ...r, message: `dns_upstreams '${text}': ${r.message}` } : null;
 }

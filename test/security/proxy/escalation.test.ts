@@ -35,6 +35,7 @@ import { caddyMissing, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.
 
 const D = 'esc.test';
 const LOOPBACK_SVC = 9180;
+const LOOPBACK_DNS = '127.0.0.1:5399';
 const CLUSTER_PORT = 7788; // proxyNodeEnv's cluster listener
 const ACME_SECRET = 'cf-token-Esc4l4te-never-shown';
 const ONLY_REQUEST = "only the request's placeholders ({http.request.*}) are allowed";
@@ -89,6 +90,8 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
     }
     return { code: r.code, status: Number(r.stdout.slice(i + 1)), text, json };
   };
+  const dig = async (name: string) => (await lab.exec(lab.client.ns, ['dig', '+short', '+time=3', '+tries=1', `@${lab.nodes[0].addr}`, name, 'A'])).stdout.trim();
+  const digStatus = async (name: string) => /status: (\w+)/.exec((await lab.exec(lab.client.ns, ['dig', '+time=3', '+tries=1', `@${lab.nodes[0].addr}`, name, 'A'])).stdout)?.[1];
   const serving = async () => {
     const s = (await call('GET', '/proxy/host-status', undefined, read)).body;
     return s.caddy_running && s.applied_version === s.config_version;
@@ -127,6 +130,8 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
     recordFile = path.join(work, 'loopback-requests.jsonl');
     // On every address of the node's namespace, so that any form of an address of the node reaches it.
     await lab.helper(n.ns, 'proxy-recorder.js', '::', String(LOOPBACK_SVC), recordFile);
+    // A resolver bound to the node's loopback, answering every name with 192.0.2.77.
+    await lab.helper(n.ns, 'proxy-dns-upstream.js', '127.0.0.1', '5399', '192.0.2.77');
     // A name that resolves to loopback on the node only (ip netns exec mounts this over /etc/hosts).
     etcNetns = path.join('/etc/netns', n.ns);
     fs.mkdirSync(etcNetns, { recursive: true });
@@ -207,6 +212,9 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       for (const h of ['unix//run/hostd.sock', 'unix/', '{env.HOME}', `{file.${sentinel.file}}`]) {
         await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: h }), 400, `host '${h}' must be an IP address or a hostname`);
       }
+      // The DNS responder's forwarders are upstreams too (it sends a client's query bytes on as they came).
+      await refused('PUT', '/proxy/dns', { dns_upstreams: [LOOPBACK_DNS] }, 403, `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`);
+      await refused('PUT', '/proxy/dns', { dns_upstreams: [`${node}:53`] }, 400, `dns_upstreams '${node}:53': upstream host '${node}' port 53 is hostd's DNS responder (proxy.dns_listen) on this host; ${NEVER_PUBLISHED}`);
       // An update to a refused upstream is refused the same way; the entry keeps what it had.
       await refused('PATCH', `/proxy/domains/${D}/entries/web`, { port: LOOPBACK_SVC, host: '127.0.0.1' }, 403, `host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`);
       const cfg = (await call('GET', '/proxy/config', undefined, read)).body;
@@ -276,6 +284,8 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       expect(lo.json.recorder).to.equal(true);
       expect(recorded()).to.have.length(1);
       expect((await lab.exec(lab.nodes[0].ns, ['ss', '-Hltn', 'sport', '= :22'])).stdout).to.include(':22');
+      expect((await call('PUT', '/proxy/dns', { dns_upstreams: [LOOPBACK_DNS] })).status).to.equal(200);
+      expect(await dig('elsewhere.example')).to.equal('192.0.2.77');
       nothingLeaked();
     });
   });
@@ -309,6 +319,7 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       const st = (await call('GET', '/proxy/host-status', undefined, read)).body;
       expect(st.rules).to.deep.equal({ allow_loopback_upstreams: false, allow_privileged_listen_ports: false });
       expect(st.refused).to.deep.equal([
+        { kind: 'dns-upstream', name: LOOPBACK_DNS, rule: 'loopback-upstream', message: `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}` },
         { kind: 'entry', name: `adm.${D}:2019`, rule: 'held-listen-port', message: "listen_port 2019 is held by Caddy's admin endpoint (its default port); the proxy never listens on a port hostd or Caddy's admin holds" },
         { kind: 'entry', name: `clu.${D}:443`, rule: 'hostd-port', message: `upstream host '${lab.nodes[0].addr}' port ${CLUSTER_PORT} is hostd's cluster listener (cluster_addr) on this host; ${NEVER_PUBLISHED}` },
         { kind: 'entry', name: `leak.${D}:443`, rule: 'header-placeholder', message: `header_up.X-Env: placeholder {env.PATH} is refused: ${ONLY_REQUEST}` },
@@ -322,6 +333,9 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       expect((await fetchVia(`lo.${D}`)).status).to.equal(502);
       expect(recorded(), 'no new request reached the loopback service').to.have.length(1);
       for (const p of [22, 2019]) expect((await lab.exec(lab.nodes[0].ns, ['ss', '-Hltn', 'sport', `= :${p}`])).stdout.trim(), `something listens on :${p}`).to.equal('');
+      // The refused forwarder is not used: no forwarder is left, so a name outside the zones fails.
+      expect(await digStatus('elsewhere.example')).to.equal('SERVFAIL');
+      expect((await call('GET', '/proxy/config', undefined, read)).body.config.dns_upstreams).to.deep.equal([LOOPBACK_DNS]);
       nothingLeaked();
     });
 
@@ -331,7 +345,7 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       expect(ok.status, ok.text).to.equal(200);
       await eventually(async () => (await fetchVia(`leak.${D}`)).status === 200, 30_000, 'the fixed entry to serve');
       const st = (await call('GET', '/proxy/host-status', undefined, read)).body;
-      expect(st.refused.map((x: any) => x.name)).to.deep.equal([`adm.${D}:2019`, `clu.${D}:443`, `lo.${D}:443`, `ssh.${D}:22`]);
+      expect(st.refused.map((x: any) => x.name)).to.deep.equal([LOOPBACK_DNS, `adm.${D}:2019`, `clu.${D}:443`, `lo.${D}:443`, `ssh.${D}:22`]);
       nothingLeaked();
       guard.assertNoRootProcess(sentinel.secret);
     });

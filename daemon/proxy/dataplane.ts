@@ -29,14 +29,23 @@ import { SerialQueue } from '../lib/serial.js';
 import { errorBody } from '../lib/errors.js';
 import type { Availability } from '../lib/availability.js';
 import { validateProxyConfig, type ProxyConfig, type ProxyConfigSnapshot, type ProxyVip } from './config.js';
-import { buildCaddyConfig, entryKey, redactCaddyConfig } from './caddy/build.js';
+import { buildCaddyConfig, entryKey, redactCaddyConfig, type UpstreamDial } from './caddy/build.js';
 import { CaddyRefused } from './caddy/admin.js';
 import { CaddyProcess, probeCaddy, type CaddyProbe } from './caddy/process.js';
 import { claimVip, cidr4, cidr6, dropParked, handoffVip, parkable, probeVip, releaseVip, startGuard, type VipProbe } from './net/vip.js';
 import { bootConfig } from './caddy/build.js';
 import { proxyRoot, type ProxyRoot } from './caddy/ca.js';
-import { DnsResponder } from './dns/responder.js';
+import { DnsResponder, parseHostPort } from './dns/responder.js';
 import { dialFor, findTarget, listTargets } from './targets.js';
+import type { Config } from '../config.js';
+import { domainNameProblem } from './config.js';
+import { localAddresses } from './policy/addresses.js';
+import { HeldPorts, configuredPorts } from './policy/listeners.js';
+import { NameResolver } from './policy/resolve.js';
+import {
+  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, listenPortRefusal, resolveHost,
+  type Refusal, type RuleContext,
+} from './policy/rules.js';
 import type { Incident, IncidentKind, ProxyRecords } from './records.js';
 import type { ProxySettings } from './settings.js';
 
@@ -61,6 +70,39 @@ export interface DataPlaneDeps {
   settings: ProxySettings;
   /** `<data dir>/proxy` */
   dir: string;
+  /** The daemon's config: its listeners are ports no entry may publish or take. */
+  hostdConfig: Config;
+}
+
+/** What the rules decided for one configuration on this node (see policy/rules.ts). */
+export interface Screened {
+  /** Where each entry's upstream is dialled, or why it cannot be now, by entryKey(). */
+  upstreams: Map<string, UpstreamDial>;
+  /** Entries refused by a rule, by entryKey(). */
+  refused: Map<string, Refusal>;
+  /** Domains left out of Caddy's configuration, with why (`provider-missing` is not a containment rule). */
+  skipDomains: Map<string, { rule: 'domain-name' | 'acme-placeholder' | 'provider-missing'; message: string }>;
+}
+
+/** One refused entry or domain as host-status lists it. */
+export interface RefusedItem {
+  kind: 'entry' | 'domain' | 'dns-upstream';
+  name: string;
+  rule: string;
+  message: string;
+}
+
+/** `fn`'s answer, asked again at most every `ms` (this host's addresses, read per forwarded DNS query otherwise). */
+function cachedFor<T>(ms: number, fn: () => T): () => T {
+  let at = 0;
+  let v: T;
+  return () => {
+    if (Date.now() - at >= ms) {
+      v = fn();
+      at = Date.now();
+    }
+    return v;
+  };
 }
 
 /** TCP connect to `dial` within `ms`. */
@@ -124,9 +166,19 @@ export class DataPlane {
   private readonly credentials = new Map<string, Record<string, string>>();
   private refusedVersion = -1;
   private lastCrash = 0;
+  private lastRefusedText = '';
+  /** The containment rules as this node applies them (its settings, its listeners, its addresses). */
+  readonly rules: RuleContext;
 
   constructor(private readonly d: DataPlaneDeps) {
     this.caddy = new CaddyProcess(d.dir, d.log.child({ mod: 'caddy' }), d.settings.caddyBinary);
+    this.rules = {
+      allowLoopback: d.settings.allowLoopbackUpstreams,
+      allowPrivilegedPorts: d.settings.allowPrivilegedListenPorts,
+      held: new HeldPorts(() => configuredPorts(d.hostdConfig, d.settings.dnsListen?.port ?? null)),
+      local: cachedFor(1000, localAddresses),
+      resolver: new NameResolver(),
+    };
   }
 
   get config(): ProxyConfigSnapshot {
@@ -235,7 +287,8 @@ export class DataPlane {
     }
     if (!this.caddyProbe.caddy.available || !this.caddyProbe.setpriv.available) return;
     await this.ensureCaddy();
-    const built = await this.build(cfg);
+    const { built, screened } = await this.buildScreened(cfg);
+    this.noteRefusals(screened);
     const text = JSON.stringify(built);
     if (text !== this.lastLoadedText) {
       try {
@@ -371,52 +424,113 @@ export class DataPlane {
     return Buffer.from(hex, 'hex');
   }
 
-  /** The Caddy JSON for `cfg`: targets resolved, credentials from the secret store. */
-  async build(cfg: ProxyConfig): Promise<Record<string, unknown>> {
-    const upstreams = new Map<string, { dial: string } | { error: string }>();
+  /**
+   * The rules applied to every entry and domain of `cfg` on this node:
+   * where each upstream is dialled (targets and host names resolved here),
+   * what is refused and why. Build and host-status both read it.
+   */
+  async screen(cfg: ProxyConfig): Promise<Screened> {
+    const upstreams = new Map<string, UpstreamDial>();
+    const refused = new Map<string, Refusal>();
+    const skipDomains: Screened['skipDomains'] = new Map();
     const needTargets = cfg.domains.some((d) => d.entries.some((e) => e.target_id !== null));
     const targets = needTargets ? (await listTargets(this.d.ports.all('guests'))).targets : [];
+    // One look at this host's addresses for the whole pass.
+    const local = this.rules.local();
+    const ctx: RuleContext = { ...this.rules, local: () => local };
+    const acmeBad = acmeSettingsProblem(cfg.acme);
     for (const d of cfg.domains) {
-      for (const e of d.entries) {
+      const nameBad = domainNameProblem(d.name);
+      if (nameBad) skipDomains.set(d.name, { rule: 'domain-name', message: `domain name '${d.name}' ${nameBad}` });
+      else if (d.cert_source !== 'internal') {
+        const braces = credentialKeysWithBraces(this.credentials.get(d.cert_source) ?? {});
+        if (!this.caddyProbe.modules.has(`dns.providers.${d.cert_source}`)) skipDomains.set(d.name, { rule: 'provider-missing', message: `this Caddy build has no module dns.providers.${d.cert_source}` });
+        else if (acmeBad) skipDomains.set(d.name, { rule: 'acme-placeholder', message: acmeBad });
+        else if (braces.length) skipDomains.set(d.name, { rule: 'acme-placeholder', message: `the stored ${d.cert_source} credentials hold a brace in ${braces.join(', ')}, which the provider module would expand as a placeholder; store them again` });
+      }
+      await Promise.all(d.entries.map(async (e) => {
         const k = entryKey(d.name, e);
+        const r = listenPortRefusal(e.listen_port, ctx) ?? headerRefusal(e.header_up);
+        if (r) {
+          refused.set(k, r);
+          return;
+        }
         if (e.host !== null) {
-          upstreams.set(k, { dial: net.isIPv6(e.host) ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}` });
-          continue;
+          const h = await resolveHost(e.host, e.port, ctx);
+          if ('refusal' in h) refused.set(k, h.refusal);
+          else upstreams.set(k, 'error' in h ? { error: h.error } : { dial: h.dial, serverName: h.serverName });
+          return;
         }
         try {
           const t = findTarget(targets, e.target_id!);
           const dial = dialFor(t, e.port);
-          upstreams.set(k, dial ? { dial } : { error: `target ${t.target_id} has no address now (state ${t.state})` });
+          if ('error' in dial) {
+            upstreams.set(k, dial);
+            return;
+          }
+          const bad = dialRefusal(dial.ip, e.port, { target: t.target_id, kind: t.kind }, ctx);
+          if (bad) refused.set(k, bad);
+          else upstreams.set(k, { dial: dial.dial });
         } catch (err) {
           upstreams.set(k, { error: errorBody(err).body.error });
         }
-      }
+      }));
     }
-    const skip = new Set(cfg.domains.filter((d) => d.cert_source !== 'internal' && !this.caddyProbe.modules.has(`dns.providers.${d.cert_source}`)).map((d) => d.name));
+    return { upstreams, refused, skipDomains };
+  }
+
+  /** What the rules refuse in `cfg` on this node, as host-status lists it. */
+  async refusals(cfg: ProxyConfig = this.config.config): Promise<RefusedItem[]> {
+    const s = await this.screen(cfg);
+    return [
+      ...[...s.skipDomains].filter(([, x]) => x.rule !== 'provider-missing').map(([name, x]) => ({ kind: 'domain' as const, name, rule: x.rule, message: x.message })),
+      ...[...s.refused].map(([name, r]) => ({ kind: 'entry' as const, name, rule: r.rule, message: r.message })),
+      ...this.dnsUpstreams(cfg.dns_upstreams).refused.map((x) => ({ kind: 'dns-upstream' as const, name: x.upstream, rule: x.refusal.rule, message: x.refusal.message })),
+    ].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** The Caddy JSON for `cfg`: the rules applied, targets resolved, credentials from the secret store. */
+  async build(cfg: ProxyConfig): Promise<Record<string, unknown>> {
+    return (await this.buildScreened(cfg)).built;
+  }
+
+  private async buildScreened(cfg: ProxyConfig): Promise<{ built: Record<string, unknown>; screened: Screened }> {
+    const screened = await this.screen(cfg);
     const root = await this.caRoot();
     this.caddy.useRoot(root);
-    return buildCaddyConfig(cfg, {
+    const built = buildCaddyConfig(cfg, {
       adminSocket: this.caddy.adminSocket,
       storageRoot: this.caddy.storage,
       listenHost: this.d.settings.listenHost,
-      upstreams,
+      upstreams: screened.upstreams,
+      refused: screened.refused,
       credentials: this.credentials,
-      skipDomains: skip,
+      skipDomains: new Set(screened.skipDomains.keys()),
       caRoot: root,
     });
+    return { built, screened };
   }
 
-  /** Dial addresses per entry key (for diagnostics and checks). */
-  async dials(cfg: ProxyConfig): Promise<Map<string, { dial: string } | { error: string }>> {
-    const built = await this.build(cfg);
-    const out = new Map<string, { dial: string } | { error: string }>();
-    const servers = ((built.apps as Record<string, any>).http?.servers ?? {}) as Record<string, any>;
-    for (const [name, s] of Object.entries(servers)) {
-      const port = Number(name.slice(1));
-      for (const r of s.routes as any[]) {
-        const key = `${r.match[0].host[0]}:${port}`;
-        const h = r.handle[0];
-        out.set(key, h.handler === 'reverse_proxy' ? { dial: h.upstreams[0].dial } : { error: String(h.body).replace(/^hostd proxy: /, '').trim() });
+  /** Says once (per change) in hostd's log what the rules leave out of Caddy's configuration. */
+  private noteRefusals(s: Screened): void {
+    const items = [...s.refused].map(([entry, r]) => ({ entry, rule: r.rule, message: r.message }));
+    const text = JSON.stringify(items);
+    if (text === this.lastRefusedText) return;
+    this.lastRefusedText = text;
+    if (items.length) this.d.log.warn({ refused: items }, 'proxy: entries refused by the proxy rules are left out of what Caddy dials (GET /proxy/host-status)');
+  }
+
+  /** Dial addresses per entry key (for diagnostics and checks); `refused` marks what the rules refused. */
+  async dials(cfg: ProxyConfig): Promise<Map<string, { dial: string } | { error: string; refused?: boolean }>> {
+    const s = await this.screen(cfg);
+    const out = new Map<string, { dial: string } | { error: string; refused?: boolean }>();
+    for (const d of cfg.domains) {
+      if (s.skipDomains.has(d.name)) continue;
+      for (const e of d.entries) {
+        const k = entryKey(d.name, e);
+        const r = s.refused.get(k);
+        const up = s.upstreams.get(k);
+        out.set(k, r ? { error: `refused by the proxy rules (${r.rule}): ${r.message}`, refused: true } : up && 'dial' in up ? { dial: up.dial } : { error: up?.error ?? 'upstream not resolved' });
       }
     }
     return out;
@@ -525,7 +639,7 @@ export class DataPlane {
       this.dns = null;
     }
     if (!want || this.dns) return;
-    const r = new DnsResponder(want.host, want.port, { zone: (name) => this.zoneAnswer(name), upstreams: () => this.config.config.dns_upstreams });
+    const r = new DnsResponder(want.host, want.port, { zone: (name) => this.zoneAnswer(name), upstreams: () => this.dnsUpstreams().allowed });
     try {
       await r.start();
       this.dns = r;
@@ -533,6 +647,19 @@ export class DataPlane {
     } catch (err) {
       this.dnsError = `cannot listen on ${want.host}:${want.port}: ${(err as Error).message}`;
     }
+  }
+
+  /** The configured forwarders this node's rules allow, and those they refuse (stored before the rules). */
+  dnsUpstreams(list: string[] = this.config.config.dns_upstreams): { allowed: string[]; refused: Array<{ upstream: string; refusal: Refusal }> } {
+    const allowed: string[] = [];
+    const refused: Array<{ upstream: string; refusal: Refusal }> = [];
+    for (const u of list) {
+      const hp = parseHostPort(u);
+      const r = hp ? dnsUpstreamRefusal(u, hp, this.rules) : null;
+      if (r) refused.push({ upstream: u, refusal: r });
+      else allowed.push(u);
+    }
+    return { allowed, refused };
   }
 
   /** What the responder answers for a name under a base domain. */
@@ -616,7 +743,8 @@ export class DataPlane {
         const c: UpstreamCheck = { entry, dial: 'dial' in d ? d.dial : null, reachable: r.ok, error: r.error, latency_ms: r.latency_ms, checked_at: at };
         const before = this.upstreamChecks.get(entry);
         this.upstreamChecks.set(entry, c);
-        if (capture && !r.ok && (!before || before.reachable)) {
+        // A refused entry is listed in host-status; it is not an upstream failure.
+        if (capture && !r.ok && (!before || before.reachable) && !('refused' in d && d.refused)) {
           await this.capture('upstream_failed', `Upstream of ${entry} (${c.dial ?? 'unresolved'}) failed its check: ${r.error}`, { check: c });
         }
         out.push(c);

@@ -22,7 +22,7 @@ export const proxyDomain = defineDomain({
     const records = new ProxyRecords(deps.store);
     const plane = new DataPlane({
       node: deps.node, cluster: deps.cluster, ports: deps.ports, secrets: deps.secrets, records, log, settings,
-      dir: path.join(deps.config.dataDir, 'proxy'),
+      dir: path.join(deps.config.dataDir, 'proxy'), hostdConfig: deps.config,
     });
     // The shared CA root takes a second or two to make the first time: start it now, in the background.
     void plane.caRoot().catch((err) => log.warn({ err }, 'proxy: the internal CA root could not be made yet'));

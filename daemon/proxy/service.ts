@@ -28,7 +28,9 @@ import {
 import { CaddyRefused } from './caddy/admin.js';
 import { redactCaddyConfig } from './caddy/build.js';
 import { SECRET_NS, tcpCheck, type DataPlane } from './dataplane.js';
-import { findTarget, listTargets } from './targets.js';
+import { dialFor, findTarget, listTargets } from './targets.js';
+import { credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, hostFormRefusal, listenPortRefusal, refusalError, resolveHost } from './policy/rules.js';
+import { hasBrace } from './policy/placeholders.js';
 import { ifaceExists } from './net/vip.js';
 import { parseHostPort } from './dns/responder.js';
 import type { ProxyRecords } from './records.js';
@@ -86,9 +88,11 @@ export class ProxyService {
 
   // ------------------------------------------------------------------ the one way to change
 
-  private async change<T>(mutate: (c: ProxyConfig) => ProxyConfig, result: (c: ProxyConfig) => T): Promise<T & { version: number }> {
+  /** `check` runs on the candidate before anything is applied (the proxy's rules on what changed). */
+  private async change<T>(mutate: (c: ProxyConfig) => ProxyConfig, result: (c: ProxyConfig) => T, check?: () => Promise<void>): Promise<T & { version: number }> {
     return this.changes.run(async () => {
       const candidate = validateProxyConfig(mutate(this.current()));
+      await check?.();
       let snap;
       try {
         snap = await this.plane.applyChange(candidate, () => this.d.cluster.proxyConfig.update((cur) => validateProxyConfig(mutate(clone(cur as ProxyConfig)))));
@@ -212,14 +216,41 @@ export class ProxyService {
 
   private checkHost(h: string): string {
     const v = h.trim();
-    if (net.isIP(v)) return v;
-    if (v.length <= 253 && v.split('.').every((l) => /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/.test(l))) return v;
-    throw badRequest(`host '${h}' must be an IP address or a hostname`);
+    const r = hostFormRefusal(v);
+    if (r) throw refusalError(r);
+    return v;
   }
 
   private async checkTarget(id: string): Promise<string> {
     const { targets } = await listTargets(this.d.ports.all('guests'));
     return findTarget(targets, id).target_id;
+  }
+
+  /**
+   * The proxy's rules (policy/rules.ts) on an entry as a call leaves it:
+   * 400 for what nothing allows, 403 naming the setting that would. A host
+   * name must resolve now, so that what it reaches is checked (400 when it
+   * has no address, 503 when the resolver does not answer within 10 s), as
+   * nginx refuses an upstream it cannot resolve; the serving node checks it
+   * again at every build. A target is checked on its address now, if it has
+   * one, and again at every build.
+   */
+  private async checkEntryRules(e: ProxyEntry): Promise<void> {
+    const rules = this.plane.rules;
+    const r = listenPortRefusal(e.listen_port, rules) ?? headerRefusal(e.header_up);
+    if (r) throw refusalError(r);
+    if (e.host !== null) {
+      const h = await resolveHost(e.host, e.port, rules, 10_000);
+      if ('refusal' in h) throw refusalError(h.refusal);
+      if ('error' in h) throw h.kind === 'missing' ? badRequest(`${h.error}: the proxy dials only host names it can resolve and check`) : unavailable(`cannot check the upstream now: ${h.error}`);
+      return;
+    }
+    const { targets } = await listTargets(this.d.ports.all('guests'));
+    const t = findTarget(targets, e.target_id!);
+    const dial = dialFor(t, e.port);
+    if ('error' in dial) return;
+    const bad = dialRefusal(dial.ip, e.port, { target: t.target_id, kind: t.kind }, rules);
+    if (bad) throw refusalError(bad);
   }
 
   async entriesCreate(args: ArgsOf<'proxy_entries_create'>, ctx: CallContext) {
@@ -249,6 +280,7 @@ export class ProxyService {
         return { ...c, domains: c.domains.map((x) => (x === d ? { ...x, entries: [...x.entries, entry] } : x)) };
       },
       () => ({ entry: entryView(args.domain, entry) }),
+      () => this.checkEntryRules(entry),
     );
     ctx.note({ summary: `Proxy entry ${subdomain}.${args.domain}:${listen} -> ${host ? `${host}:${args.port}` : `${target} port ${args.port}`}`, target: `proxy/domains/${args.domain}/entries/${subdomain}`, metadata: { listen_port: listen, port: args.port, host, target_id: target } });
     return r;
@@ -294,6 +326,7 @@ export class ProxyService {
         };
       },
       () => ({ entry: entryView(moved!.domain, moved!.entry) }),
+      () => this.checkEntryRules(moved!.entry),
     );
     const m = moved as { domain: string; entry: ProxyEntry } | null;
     ctx.note({
@@ -356,6 +389,9 @@ export class ProxyService {
     if (keys.length === 0) throw badRequest('credentials must have at least one key');
     for (const k of keys) if (!/^[a-z0-9_]{1,64}$/.test(k)) throw badRequest(`credentials: key '${k}' must be 1-64 of [a-z0-9_] (the provider module's field name)`);
     if (keys.includes('name')) throw badRequest("credentials: 'name' is reserved (it names the provider)");
+    // DNS provider modules expand placeholders in their fields; the value is a secret, so only its key is named.
+    const braces = credentialKeysWithBraces(args.credentials);
+    if (braces.length) throw badRequest(`credentials: the value of ${braces.join(', ')} contains { or }, which Caddy's provider module would expand as a placeholder`);
     await this.d.secrets.put(SECRET_NS, args.provider, JSON.stringify(args.credentials));
     this.plane.setCredentials(args.provider, { ...args.credentials });
     void this.plane.kick();
@@ -365,6 +401,9 @@ export class ProxyService {
 
   async acmeConfigSet(args: ArgsOf<'proxy_acme_config_set'>, ctx: CallContext) {
     if (args.email !== '' && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(args.email)) throw badRequest(`email '${args.email}' is not an email address`);
+    // Caddy expands placeholders in the ACME issuer's email and directory URL.
+    if (hasBrace(args.email)) throw badRequest(`email '${args.email}' must not contain { or }: Caddy would expand it as a placeholder`);
+    if (hasBrace(args.dir_url ?? '')) throw badRequest(`dir_url '${args.dir_url}' must not contain { or }: Caddy would expand it as a placeholder (percent-encode a literal brace as %7B, %7D)`);
     const dir = args.dir_url ?? '';
     if (dir !== '') {
       let u: URL;
@@ -407,7 +446,12 @@ export class ProxyService {
 
   async dnsSet(args: ArgsOf<'proxy_dns_set'>, ctx: CallContext) {
     const ups = args.dns_upstreams ?? [];
-    for (const u of ups) if (!parseHostPort(u)) throw badRequest(`dns_upstreams: '${u}' is not an IP address (optionally with :port)`);
+    for (const u of ups) {
+      const hp = parseHostPort(u);
+      if (!hp) throw badRequest(`dns_upstreams: '${u}' is not an IP address (optionally with :port)`);
+      const r = dnsUpstreamRefusal(u, hp, this.plane.rules);
+      if (r) throw refusalError(r);
+    }
     const r = await this.change((c) => ({ ...c, dns_upstreams: [...ups] }), (c) => ({ dns_upstreams: c.dns_upstreams, responder: this.dnsStatus() }));
     ctx.note({ summary: ups.length ? `Proxy DNS forwards to ${ups.join(', ')}` : 'Proxy DNS upstreams cleared', target: 'proxy/dns', metadata: { dns_upstreams: ups } });
     return r;
@@ -447,6 +491,8 @@ export class ProxyService {
       applied_version: this.plane.appliedVersion,
       last_apply_error: this.plane.lastApplyError,
       listen_host: this.d.settings.listenHost,
+      rules: { allow_loopback_upstreams: this.d.settings.allowLoopbackUpstreams, allow_privileged_listen_ports: this.d.settings.allowPrivilegedListenPorts },
+      refused: await this.plane.refusals(snap.config),
       vip: this.plane.vipState(),
       dns,
       missing,

@@ -11,6 +11,11 @@
  *     takeover_grace_ms: 0     # extra wait before that (members wait 1 s more per rank)
  *     tick_ms: 250             # how often the data plane re-checks the lease, members and targets
  *     handoff_ms: 3000         # how long a released IPv4 floating address stays parked on lo
+ *     allow_loopback_upstreams: false      # entries may dial this host's loopback by `host` (127/8, ::1, 0.0.0.0, ::, localhost)
+ *     allow_privileged_listen_ports: false # entries may listen on ports below 1024 other than 80 and 443
+ *
+ * The two `allow_` settings widen what a `proxy.manage` token reaches
+ * (docs/security.md): each is the operator's knowing choice, per node.
  */
 import net from 'node:net';
 import { parseHostPort } from './dns/responder.js';
@@ -25,9 +30,11 @@ export interface ProxySettings {
   takeoverGraceMs: number;
   tickMs: number;
   handoffMs: number;
+  allowLoopbackUpstreams: boolean;
+  allowPrivilegedListenPorts: boolean;
 }
 
-const KEYS = ['listen_host', 'dns_listen', 'address', 'caddy_binary', 'upstream_check_ms', 'auto_takeover', 'takeover_grace_ms', 'tick_ms', 'handoff_ms'];
+const KEYS = ['listen_host', 'dns_listen', 'address', 'caddy_binary', 'upstream_check_ms', 'auto_takeover', 'takeover_grace_ms', 'tick_ms', 'handoff_ms', 'allow_loopback_upstreams', 'allow_privileged_listen_ports'];
 
 export function parseProxySettings(raw: unknown): ProxySettings {
   const s = (raw ?? {}) as Record<string, unknown>;
@@ -50,8 +57,12 @@ export function parseProxySettings(raw: unknown): ProxySettings {
   if (dl !== '' && !dnsListen) throw new Error(`proxy.dns_listen must be host:port with an IP host, got '${dl}'`);
   const address = str('address', '');
   if (address !== '' && !net.isIP(address)) throw new Error(`proxy.address must be an IP address, got '${address}'`);
-  const at = s.auto_takeover ?? true;
-  if (typeof at !== 'boolean') throw new Error('proxy.auto_takeover must be a boolean');
+  const bool = (k: string, def: boolean): boolean => {
+    const v = s[k] ?? def;
+    if (typeof v !== 'boolean') throw new Error(`proxy.${k} must be a boolean`);
+    return v;
+  };
+  const at = bool('auto_takeover', true);
   return {
     listenHost,
     dnsListen,
@@ -62,5 +73,7 @@ export function parseProxySettings(raw: unknown): ProxySettings {
     takeoverGraceMs: num('takeover_grace_ms', 0, 0),
     tickMs: num('tick_ms', 250, 50),
     handoffMs: num('handoff_ms', 3000, 0),
+    allowLoopbackUpstreams: bool('allow_loopback_upstreams', false),
+    allowPrivilegedListenPorts: bool('allow_privileged_listen_ports', false),
   };
 }

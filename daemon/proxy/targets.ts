@@ -55,20 +55,26 @@ export function findTarget(targets: UpstreamTarget[], targetId: string): Upstrea
 }
 
 /**
- * The address to dial for a target and upstream port: an app's published
- * `host:port` with that port when it has one, else the first IPv4 address
- * (then any) with the port. Null when the target has no address now.
+ * The address to dial for a target and upstream port. An app is reached
+ * only on a port it publishes (`host:port` with that port): any other port
+ * of its address (often 127.0.0.1) is not the app but whatever else listens
+ * there. A VM or container: its first IPv4 address (then any) with the port.
+ * An error when the target has no such address now.
  */
-export function dialFor(t: UpstreamTarget, port: number): string | null {
+export function dialFor(t: UpstreamTarget, port: number): { dial: string; ip: string } | { error: string } {
   const split = t.addresses.map((a) => {
     const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(a);
     return m && !net.isIPv6(a) ? { host: m[1], port: Number(m[2]) } : { host: a, port: null as number | null };
   });
-  const published = split.find((a) => a.port === port);
-  if (published) return hostPort(published.host, port);
-  const v4 = split.find((a) => net.isIPv4(a.host));
-  const any = v4 ?? split[0];
-  return any ? hostPort(any.host, port) : null;
+  if (t.kind === 'app') {
+    const published = split.find((a) => a.port === port);
+    if (published) return { dial: hostPort(published.host, port), ip: published.host };
+    const ports = split.filter((a) => a.port !== null).map((a) => a.port);
+    return { error: ports.length ? `${t.target_id} publishes no host port ${port} (it publishes ${ports.join(', ')})` : `${t.target_id} publishes no port now (state ${t.state})` };
+  }
+  const bare = split.filter((a) => a.port === null);
+  const any = bare.find((a) => net.isIPv4(a.host)) ?? bare[0];
+  return any ? { dial: hostPort(any.host, port), ip: any.host } : { error: `target ${t.target_id} has no address now (state ${t.state})` };
 }
 
 export const hostPort = (host: string, port: number) => (net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`);

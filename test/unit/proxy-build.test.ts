@@ -43,15 +43,16 @@ describe('proxy: Caddy configuration builder', () => {
     const cfg: ProxyConfig = {
       ...defaultProxyConfig(),
       http3: true,
-      domains: [{ name: 'h.test', cert_source: 'internal', entries: [entry({ port: 443, header_up: { 'X-A': '{remote_host}', 'X-Gone': '', 'User-Agent': '' } }), entry({ subdomain: 'v', upstream_scheme: 'https', tls_skip_verify: false })] }],
+      domains: [{ name: 'h.test', cert_source: 'internal', entries: [entry({ port: 443, header_up: { 'X-A': '{http.request.remote.host}', 'X-Gone': '', 'User-Agent': '' } }), entry({ subdomain: 'v', upstream_scheme: 'https', tls_skip_verify: false })] }],
     };
-    const c = buildCaddyConfig(cfg, opts({ listenHost: '::1', upstreams: new Map([['web.h.test:443', { dial: '10.0.0.9:443' }], ['v.h.test:443', { dial: '10.0.0.9:8080' }]]) })) as any;
+    const c = buildCaddyConfig(cfg, opts({ listenHost: '::1', upstreams: new Map([['web.h.test:443', { dial: '10.0.0.9:443' }], ['v.h.test:443', { dial: '10.0.0.9:8080', serverName: 'v.upstream.test' }]]) })) as any;
     const s = c.apps.http.servers.p443;
     expect(s.listen).to.deep.equal(['[::1]:443']);
     expect(s.protocols).to.deep.equal(['h1', 'h2', 'h3']);
     expect(s.routes[0].handle[0].transport).to.deep.equal({ protocol: 'http', tls: { insecure_skip_verify: true } });
-    expect(s.routes[0].handle[0].headers).to.deep.equal({ request: { set: { 'X-A': ['{remote_host}'], 'User-Agent': [''] }, delete: ['X-Gone'] } });
-    expect(s.routes[1].handle[0].transport).to.deep.equal({ protocol: 'http', tls: {} });
+    expect(s.routes[0].handle[0].headers).to.deep.equal({ request: { set: { 'X-A': ['{http.request.remote.host}'], 'User-Agent': [''] }, delete: ['X-Gone'] } });
+    // A host name is dialled by the address hostd resolved and checked, and verified by its name.
+    expect(s.routes[1].handle[0].transport).to.deep.equal({ protocol: 'http', tls: { server_name: 'v.upstream.test' } });
   });
 
   it('ACME DNS-01 with the provider and its credentials; redaction hides them', () => {
@@ -110,18 +111,25 @@ describe('proxy: targets', () => {
     expect(() => findTarget(all, 'vm:9')).to.throw("target 'vm:9' not found (GET /proxy/upstreams lists the apps, VMs and containers)");
   });
 
-  it('dials an app\'s published port, else the first IPv4 address with the entry port', () => {
-    expect(dialFor(all[0], 80)).to.equal('192.168.1.5:80');
-    expect(dialFor(all[2], 8082)).to.equal('127.0.0.1:8082');
-    expect(dialFor(all[2], 9000)).to.equal('127.0.0.1:9000');
-    expect(dialFor(all[3], 80)).to.equal(null);
-    expect(dialFor(t('vm', '2', ['fd00::2']), 80)).to.equal('[fd00::2]:80');
+  it('dials an app only on a port it publishes; a VM or container on its first IPv4 address with the entry port', () => {
+    expect(dialFor(all[0], 80)).to.deep.equal({ dial: '192.168.1.5:80', ip: '192.168.1.5' });
+    expect(dialFor(all[2], 8082)).to.deep.equal({ dial: '127.0.0.1:8082', ip: '127.0.0.1' });
+    // Any other port of the app's address is whatever else listens there (hostd's API, another service): never dialled.
+    expect(dialFor(all[2], 9000)).to.deep.equal({ error: 'app:wiki publishes no host port 9000 (it publishes 8081, 8082)' });
+    expect(dialFor(t('app', 'idle', []), 80)).to.deep.equal({ error: 'app:idle publishes no port now (state running)' });
+    expect(dialFor(all[3], 80)).to.deep.equal({ error: 'target lxc:7 has no address now (state running)' });
+    expect(dialFor(t('vm', '2', ['fd00::2']), 80)).to.deep.equal({ dial: '[fd00::2]:80', ip: 'fd00::2' });
   });
 });
 
 describe('proxy: settings and DNS responder', () => {
   it('settings: defaults and errors naming the key', () => {
-    expect(parseProxySettings(undefined)).to.deep.equal({ listenHost: '', dnsListen: null, address: null, caddyBinary: 'caddy', upstreamCheckMs: 10000, autoTakeover: true, takeoverGraceMs: 0, tickMs: 250, handoffMs: 3000 });
+    expect(parseProxySettings(undefined)).to.deep.equal({
+      listenHost: '', dnsListen: null, address: null, caddyBinary: 'caddy', upstreamCheckMs: 10000, autoTakeover: true, takeoverGraceMs: 0, tickMs: 250, handoffMs: 3000,
+      allowLoopbackUpstreams: false, allowPrivilegedListenPorts: false,
+    });
+    expect(parseProxySettings({ allow_loopback_upstreams: true, allow_privileged_listen_ports: true })).to.include({ allowLoopbackUpstreams: true, allowPrivilegedListenPorts: true });
+    expect(() => parseProxySettings({ allow_loopback_upstreams: 'yes' })).to.throw('proxy.allow_loopback_upstreams must be a boolean');
     expect(parseProxySettings({ dns_listen: '[::1]:5353' }).dnsListen).to.deep.equal({ host: '::1', port: 5353 });
     expect(() => parseProxySettings({ listen_host: 'eth0' })).to.throw("proxy.listen_host must be an IP address or empty, got 'eth0'");
     expect(() => parseProxySettings({ bogus: 1 })).to.throw(/unknown setting 'bogus'/);

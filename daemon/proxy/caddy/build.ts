@@ -16,7 +16,9 @@
  *    socket live under the data dir; the admin API does not persist the
  *    configuration (it can hold provider credentials).
  */
-import { effectiveScheme, effectiveSkipVerify, type ProxyConfig, type ProxyEntry } from '../config.js';
+import { domainNameProblem, effectiveScheme, effectiveSkipVerify, type ProxyConfig, type ProxyEntry } from '../config.js';
+import { caddyLiteral } from '../policy/placeholders.js';
+import { acmeSettingsProblem, credentialKeysWithBraces, headerRefusal } from '../policy/rules.js';
 
 export interface BuildOptions {
   /** Absolute path of Caddy's admin unix socket. */
@@ -25,8 +27,18 @@ export interface BuildOptions {
   storageRoot: string;
   /** Host part of every listener; '' binds all addresses. */
   listenHost: string;
-  /** Dial address (`host:port`) of each entry's upstream, by entryKey(); null: unresolved (why). */
-  upstreams: Map<string, { dial: string } | { error: string }>;
+  /**
+   * Dial address (`ip:port`, checked by the proxy's rules) of each entry's
+   * upstream by entryKey(), with the TLS server name when the entry named a
+   * host; or why there is none now.
+   */
+  upstreams: Map<string, UpstreamDial>;
+  /**
+   * Entries the proxy's rules refuse on this node (policy/rules.ts), by
+   * entryKey(): Caddy dials nothing for them and sends none of their headers.
+   * One refused for its listen port gets no listener at all.
+   */
+  refused?: Map<string, { rule: string }>;
   /** Provider credentials by provider name (from the secret store). */
   credentials: Map<string, Record<string, string>>;
   /** Domains left out of the configuration, with the reason (reported, not loaded). */
@@ -42,23 +54,32 @@ function pkiApp(root?: { certFile: string; keyFile: string }): Record<string, un
   return { certificate_authorities: { local } };
 }
 
+export type UpstreamDial = { dial: string; serverName?: string | null } | { error: string };
+
+/** Rules about the listen port: an entry refused by one of them is left out whole. */
+const LISTEN_RULES = new Set(['privileged-listen-port', 'held-listen-port']);
+
 export const entryKey = (domain: string, e: Pick<ProxyEntry, 'subdomain' | 'listen_port'>): string => `${e.subdomain}.${domain}:${e.listen_port}`;
 
 const listenAddr = (host: string, port: number): string => (host === '' ? `:${port}` : host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
 
-function route(domain: string, e: ProxyEntry, up: { dial: string } | { error: string } | undefined): Record<string, unknown> {
+/** A route that answers 502 with `text`; Caddy expands placeholders in a static body, so it goes escaped. */
+function stub(host: string, text: string): Record<string, unknown> {
+  return { match: [{ host: [host] }], handle: [{ handler: 'static_response', status_code: 502, body: caddyLiteral(`hostd proxy: ${text}\n`) }], terminal: true };
+}
+
+function route(domain: string, e: ProxyEntry, up: UpstreamDial | undefined, refused: { rule: string } | undefined): Record<string, unknown> {
   const host = `${e.subdomain}.${domain}`;
-  if (!up || 'error' in up) {
-    // Keep the other entries serving; this one says why it cannot.
-    return {
-      match: [{ host: [host] }],
-      handle: [{ handler: 'static_response', status_code: 502, body: `hostd proxy: ${up ? up.error : 'upstream not resolved'}\n` }],
-      terminal: true,
-    };
-  }
+  // The rule's name only: what it found (ports, addresses) is for the operator's host-status, not for every client.
+  if (refused) return stub(host, `this entry is refused by the host's proxy rules (${refused.rule}); GET /proxy/host-status says why`);
+  // Keep the other entries serving; this one says why it cannot.
+  if (!up || 'error' in up) return stub(host, up ? up.error : 'upstream not resolved');
   const rp: Record<string, unknown> = { handler: 'reverse_proxy', upstreams: [{ dial: up.dial }] };
   if (effectiveScheme(e) === 'https') {
-    rp.transport = { protocol: 'http', tls: effectiveSkipVerify(e) ? { insecure_skip_verify: true } : {} };
+    const tls: Record<string, unknown> = effectiveSkipVerify(e) ? { insecure_skip_verify: true } : {};
+    // Dialled by address (resolved and checked by hostd): the name is still the one to verify and send as SNI.
+    if (up.serverName) tls.server_name = up.serverName;
+    rp.transport = { protocol: 'http', tls };
   }
   const set: Record<string, string[]> = {};
   const del: string[] = [];
@@ -77,12 +98,17 @@ function route(domain: string, e: ProxyEntry, up: { dial: string } | { error: st
 
 export function buildCaddyConfig(cfg: ProxyConfig, o: BuildOptions): Record<string, unknown> {
   const byPort = new Map<number, { routes: unknown[]; hosts: string[] }>();
-  const domains = cfg.domains.filter((d) => !o.skipDomains?.has(d.name));
+  // The rules that need nothing but the configuration hold here too, whatever the caller passed.
+  const acmeBad = acmeSettingsProblem(cfg.acme) !== null;
+  const domains = cfg.domains.filter((d) => !o.skipDomains?.has(d.name) && domainNameProblem(d.name) === null
+    && !(d.cert_source !== 'internal' && (acmeBad || credentialKeysWithBraces(o.credentials.get(d.cert_source) ?? {}).length > 0)));
   for (const d of domains) {
     for (const e of d.entries) {
+      const refused = o.refused?.get(entryKey(d.name, e)) ?? headerRefusal(e.header_up) ?? undefined;
+      if (refused && LISTEN_RULES.has(refused.rule)) continue;
       let s = byPort.get(e.listen_port);
       if (!s) byPort.set(e.listen_port, (s = { routes: [], hosts: [] }));
-      s.routes.push(route(d.name, e, o.upstreams.get(entryKey(d.name, e))));
+      s.routes.push(route(d.name, e, o.upstreams.get(entryKey(d.name, e)), refused));
       s.hosts.push(`${e.subdomain}.${d.name}`);
     }
   }

@@ -40,7 +40,9 @@ describe('proxy failover across three nodes (network namespaces)', function () {
     lab = new ProxyLab(3);
     await lab.setup();
     const upstream = await lab.startUpstream(8080);
-    nodes = await Promise.all(lab.nodes.map((n, i) => startDaemon({ netns: n.ns, env: proxyNodeEnv(n.addr, `px-node-${i + 1}`), configYaml: proxyYaml(n.addr) })));
+    // One at a time: three starts at once on a loaded 2-core machine can each take longer than the helper's start bound.
+    nodes = [];
+    for (const [i, n] of lab.nodes.entries()) nodes.push(await startDaemon({ netns: n.ns, env: proxyNodeEnv(n.addr, `px-node-${i + 1}`), configYaml: proxyYaml(n.addr) }));
     await pair(nodes);
     for (const [i, d] of nodes.entries()) tokens[i] = await d.token(`px-${i + 1}`, ['proxy.read', 'proxy.manage', 'system.read']);
     expect((await req(0, 'PATCH', '/proxy', { enabled: true })).status).to.equal(200);

@@ -27,10 +27,11 @@ export interface ActivityRow {
 
 export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: string };
 
-/** Domains as the registry groups them (one registry file each). */
-export type Domain =
-  | 'catalog' | 'vms' | 'templates' | 'tasks' | 'system' | 'apps' | 'lxc'
-  | 'folders' | 'locations' | 'proxy' | 'sandboxes';
+/** Domains as the registry groups them (one registry file each); task kinds start with one. */
+export const DOMAINS = [
+  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes',
+] as const;
+export type Domain = (typeof DOMAINS)[number];
 
 export type JsonSchema = { [key: string]: unknown };
 

@@ -42,9 +42,15 @@ export function nonNull(schema: JsonSchema): JsonSchema {
 
 export const props = (op: Operation): Record<string, JsonSchema> => (op.schema.properties ?? {}) as Record<string, JsonSchema>;
 
-/** A valid value for a schema: the first enum value, the minimum, required properties only. */
+/**
+ * A valid value for a schema: its example (the argument rules of
+ * api/registry/schema.ts give one that fits their pattern), else the first
+ * enum value, the minimum, required properties only.
+ */
 export function sampleValue(schemaIn: JsonSchema, overrides: Record<string, unknown> = {}): unknown {
+  if (Array.isArray(schemaIn.examples) && schemaIn.examples.length) return schemaIn.examples[0];
   const schema = nonNull(schemaIn);
+  if (Array.isArray(schema.examples) && schema.examples.length) return schema.examples[0];
   if (Array.isArray(schema.enum)) return (schema.enum as unknown[]).find((v) => v !== null);
   switch (primaryType(schema)) {
     case 'string': {

@@ -3,7 +3,8 @@
  * messages name the argument and what was wrong, never its value (values may
  * be secrets). A rule built in api/registry/schema.ts says what it expects in
  * `x-expect`, and its 400 says that: "argument 'gateway' must be an IPv4 or
- * IPv6 address".
+ * IPv6 address". Result schemas are compiled here too, for the conformance
+ * walk (`resultProblem`).
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -36,6 +37,25 @@ export function validateArgs(op: Operation, args: unknown): void {
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw badRequest('arguments must be a JSON object');
   const v = validatorFor(op);
   if (!v(args)) throw badRequest(describeErrors(v.errors ?? [], op.schema));
+}
+
+const compiledResults = new Map<string, ValidateFunction>();
+
+/**
+ * Why `body` does not fit the operation's result schema (the first error,
+ * with where in the body), or undefined when it fits or the operation has no
+ * result schema yet.
+ */
+export function resultProblem(op: Operation, body: unknown): string | undefined {
+  if (!op.result) return undefined;
+  let v = compiledResults.get(op.name);
+  if (!v) {
+    v = ajv.compile(op.result);
+    compiledResults.set(op.name, v);
+  }
+  if (v(body)) return undefined;
+  const e = v.errors?.[0];
+  return e ? `result${e.instancePath || ' (root)'} ${e.message ?? 'does not fit'} (${e.schemaPath})` : 'the result does not fit its schema';
 }
 
 const LENGTH_KEYWORDS = new Set(['maxLength', 'minLength', 'maxItems']);

@@ -1,16 +1,18 @@
 /**
- * Small builders for argument schemas so that every registry file states the
- * spec's types, ranges and shapes the same way. Each builder's result carries
- * the TypeScript type of the values it accepts (a phantom field), so the
- * request type of every operation derives from its schema (`ArgsOf`).
+ * Small builders for argument and result schemas so that every registry file
+ * states the spec's types, ranges and shapes the same way. Each builder's
+ * result carries the TypeScript type of the values it accepts (a phantom
+ * field), so the request type of every operation derives from its schema
+ * (`ArgsOf`), and so does its answer (`ResultOf`).
  *
  * Sections: plain types; argument rules (addresses, names, ids, paths: one
- * rule each, the same 400 in every domain); the checks a schema cannot state.
+ * rule each, the same 400 in every domain); the checks a schema cannot state;
+ * result pieces (objects, and the shapes several answers share).
  */
 import net from 'node:net';
 import path from 'node:path';
 import { badRequest } from '../../daemon/lib/errors.js';
-import type { JsonSchema, Schema } from './types.js';
+import { ACTIVITY_CATEGORIES, SEVERITIES, type JsonSchema, type Schema, type ValueOf } from './types.js';
 
 export const UINT32_MAX = 4294967295;
 
@@ -354,3 +356,72 @@ export function normalContainerPath(value: string, arg: string): string {
   if (!norm) throw badRequest(`argument '${arg}' must not be the container's root`);
   return norm;
 }
+
+// ---------------------------------------------------------------------------
+// Result pieces
+
+type Flat<T> = { [K in keyof T]: T[K] } & {};
+type ObjectOf<P extends Record<string, JsonSchema>, R extends keyof P> = Flat<
+  { -readonly [K in R]: ValueOf<P[K]> } & { -readonly [K in Exclude<keyof P, R>]?: ValueOf<P[K]> }
+>;
+
+/**
+ * An object with these properties, `required` ones always present. Closed
+ * (`additionalProperties: false`) unless `open`: a result schema names every
+ * field the answer has, and the conformance walk fails on one it does not.
+ */
+export const object = <P extends Record<string, JsonSchema>, R extends keyof P & string = never>(
+  properties: P,
+  required: readonly R[] = [],
+  opts: { description?: string; title?: string; open?: boolean } = {},
+): Schema<ObjectOf<P, R>> => {
+  const s: JsonSchema = { type: 'object', properties, additionalProperties: opts.open ?? false };
+  if (required.length) s.required = [...required];
+  if (opts.title) s.title = opts.title;
+  return withDesc(s, opts.description);
+};
+
+/** Any JSON object (a JSON Schema, free-form metadata). */
+export const anyObject = (description?: string): Schema<Record<string, unknown>> => withDesc({ type: 'object' }, description);
+
+/** Any JSON value. */
+export const anyValue = (description?: string): Schema<unknown> => withDesc({}, description);
+
+/** An RFC 3339 timestamp. */
+export const dateTime = (description?: string): Schema<string> => withDesc({ type: 'string', format: 'date-time' }, description);
+
+/** The body of every error answer (the spec's Errors section). */
+export const errorBody = () => object({ error: str('What went wrong') }, ['error'], { title: 'Error' });
+
+/** A background task as GET /tasks/{task_id} answers it (daemon/lib/tasks.ts TaskRecord). */
+export const taskRecord = () =>
+  object({
+    task_id: str('Task id'),
+    kind: str('What the task does: <domain>.<resource>.<verb>'),
+    title: str('What the task does, in words'),
+    state: oneOf(['queued', 'running', 'succeeded', 'failed'] as const),
+    progress: int('Percent done', 0, 100),
+    node_id: str('Member that runs the task'),
+    owner: str("Name of the token that started it, or 'admin' for the local administrator"),
+    resource: str('The resource it acts on, e.g. vms/101'),
+    target: str('Same as resource (kept for clients of the first release)'),
+    created_at: dateTime(),
+    started_at: nullable(dateTime()),
+    finished_at: nullable(dateTime()),
+    result: anyValue('What the work answered, once it succeeded'),
+    error: nullable(str('Why it failed')),
+    log_lines: int('Log lines so far', 0),
+  }, ['task_id', 'kind', 'title', 'state', 'progress', 'node_id', 'owner', 'resource', 'target', 'created_at', 'started_at', 'finished_at', 'result', 'error', 'log_lines'], { title: 'TaskRecord' });
+
+/** A row of GET /activity. */
+export const activityRow = () =>
+  object({
+    id: str('Row id'),
+    timestamp: dateTime(),
+    category: oneOf(ACTIVITY_CATEGORIES),
+    severity: oneOf(SEVERITIES),
+    summary: str(),
+    target: str(),
+    actor: str('Name of the token that made the call'),
+    metadata: object({ transport: str('api, mcp or cluster') }, ['transport'], { open: true }),
+  }, ['id', 'timestamp', 'category', 'severity', 'summary', 'target', 'actor', 'metadata'], { title: 'ActivityRow' });

@@ -4,7 +4,7 @@
  * concrete URLs, the methods a URL offers, wrong-typed values. No endpoint is
  * listed by hand.
  */
-import { schemaTypes } from '../../api/validate.js';
+import { resultProblem, schemaTypes } from '../../api/validate.js';
 import http from 'node:http';
 import { expect } from 'chai';
 import type { JsonSchema, Method, Operation } from '../../api/registry/types.js';
@@ -311,6 +311,17 @@ export function raw(baseUrl: string, method: string, path: string, opts: RawOpti
       req.end();
     } else req.end(body);
   });
+}
+
+/**
+ * Why a success answer does not fit its operation's result schema, or
+ * undefined (it fits, it is not a success, or the operation has no result
+ * schema yet). HEAD answers carry no body and are not checked.
+ */
+export function resultMismatch(op: Operation, r: RawReply): string | undefined {
+  if (r.status < 200 || r.status > 299 || !op.result || r.text === '') return undefined;
+  if (r.body === undefined) return `success answer is not JSON: ${r.text.slice(0, 200)}`;
+  return resultProblem(op, r.body);
 }
 
 /** A compact description of a reply for failure lists. */

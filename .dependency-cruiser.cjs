@@ -13,6 +13,60 @@
 const DOMAINS = '(folders|system|tasks|activity|peers|proxy|vms|sandboxes|lxc|apps|locations)';
 const ROOT = '^daemon/(daemon|main|domains)[.]ts$';
 
+/**
+ * The driver boundary (ARCHITECTURE.md, "The domain pattern"): a domain's
+ * service side (every file of daemon/<domain>/ outside its runtime folders,
+ * except index.ts, which composes the service with its driver) reaches its
+ * runtime only through driver.ts, whose types the domain owns. A subfolder of
+ * a domain is a runtime folder unless it is listed here as part of the
+ * domain's own rules (pure modules that run no host program).
+ */
+const DOMAIN_LEVEL_FOLDERS = ['apps/compose', 'apps/catalog'];
+const NOT_RUNTIME = `^daemon/(${DOMAIN_LEVEL_FOLDERS.join('|')})/`;
+const RUNTIME_FILE = `^daemon/${DOMAINS}/[^/]+/`;
+
+/**
+ * Imports across the boundary that exist today, file by file. Each goes when
+ * its domain moves its types into driver.ts (issue 24, item 3): remove the
+ * entry then. The list only shrinks; a new import of a runtime folder from a
+ * service file fails the suite.
+ */
+const DRIVER_BOUNDARY_DEBT = {
+  'daemon/folders/service.ts': ['daemon/folders/fs/index.ts'],
+  'daemon/locations/driver.ts': ['daemon/locations/smb/remote.ts', 'daemon/locations/smb/status.ts'],
+  'daemon/locations/service.ts': ['daemon/locations/discovery/index.ts', 'daemon/locations/smb/remote.ts', 'daemon/locations/smb/status.ts'],
+  'daemon/lxc/service.ts': ['daemon/lxc/lxc/config.ts', 'daemon/lxc/lxc/guestfiles.ts', 'daemon/lxc/lxc/simplestreams.ts', 'daemon/lxc/lxc/storage.ts'],
+  'daemon/proxy/dataplane.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/caddy/ca.ts', 'daemon/proxy/caddy/process.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
+  'daemon/proxy/service.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
+  'daemon/proxy/settings.ts': ['daemon/proxy/dns/responder.ts'],
+  'daemon/vms/driver.ts': ['daemon/vms/qemu/args.ts', 'daemon/vms/qemu/host.ts', 'daemon/vms/qemu/identity.ts', 'daemon/vms/qemu/img.ts', 'daemon/vms/qemu/machine.ts', 'daemon/vms/qemu/seed.ts'],
+  'daemon/vms/images.ts': ['daemon/vms/qemu/img.ts'],
+  'daemon/vms/records.ts': ['daemon/vms/qemu/seed.ts'],
+  'daemon/vms/service.ts': ['daemon/vms/qemu/agent.ts', 'daemon/vms/qemu/args.ts', 'daemon/vms/qemu/host.ts', 'daemon/vms/qemu/identity.ts', 'daemon/vms/qemu/img.ts', 'daemon/vms/qemu/seed.ts'],
+  'daemon/vms/templates.ts': ['daemon/vms/qemu/img.ts'],
+};
+
+const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const exact = (files) => `^(${files.map(escape).join('|')})$`;
+const boundaryRules = () => {
+  const debtors = Object.keys(DRIVER_BOUNDARY_DEBT);
+  const rules = [{
+    name: 'services-reach-runtime-through-driver', severity: 'error',
+    comment: 'a service file imports its runtime folder: go through driver.ts (types owned by the domain)',
+    from: { path: `^daemon/${DOMAINS}/`, pathNot: [`^daemon/${DOMAINS}/index[.]ts$`, `(?!${NOT_RUNTIME})${RUNTIME_FILE}`, ...(debtors.length ? [exact(debtors)] : [])] },
+    to: { path: '^daemon/$1/[^/]+/', pathNot: NOT_RUNTIME },
+  }];
+  for (const [from, allowed] of Object.entries(DRIVER_BOUNDARY_DEBT)) {
+    rules.push({
+      name: 'services-reach-runtime-through-driver', severity: 'error',
+      comment: `${from} may keep only the runtime imports listed in DRIVER_BOUNDARY_DEBT`,
+      from: { path: exact([from]) },
+      to: { path: `^daemon/${from.split('/')[1]}/[^/]+/`, pathNot: [NOT_RUNTIME, exact(allowed)] },
+    });
+  }
+  return rules;
+};
+
 module.exports = {
   forbidden: [
     { name: 'no-circular', severity: 'error', comment: 'imports form no cycle', from: {}, to: { circular: true } },
@@ -59,6 +113,7 @@ module.exports = {
       from: { path: `^daemon/${DOMAINS}/[^/]+/` },
       to: { path: '^daemon/(auth/|activity/|$1/(service|handlers|index|records)[.]ts$)' },
     },
+    ...boundaryRules(),
     {
       name: 'api-core-knows-no-transport', severity: 'error',
       from: { path: '^api/[^/]+[.]ts$' },

@@ -2,27 +2,16 @@
  * The live catalog (GET /api/v1/catalog) and the OpenAPI 3.1 document, both
  * derived from the registry and the handler table.
  */
-import { isGreedyParam, operations } from './registry/index.js';
+import { isGreedyParam, operations, type ResultOf } from './registry/index.js';
 import type { JsonSchema, Operation } from './registry/types.js';
+import { errorBody } from './registry/schema.js';
 import type { HandlerTable } from './handlers.js';
 import { isBuilt } from '../daemon/lib/caller.js';
 
 export const API_PREFIX = '/api/v1';
 
-export interface CatalogEntry {
-  operation: string;
-  domain: string;
-  method: string;
-  path: string;
-  summary: string;
-  scopes: string[];
-  hints: string[];
-  read_only: boolean;
-  destructive: boolean;
-  idempotent: boolean;
-  implemented: boolean;
-  arguments: JsonSchema;
-}
+/** One endpoint of GET /catalog, as its result schema (api/registry/catalog.ts) describes it. */
+export type CatalogEntry = ResultOf<'catalog_get'>['endpoints'][number];
 
 export function catalogEntries(table: HandlerTable): CatalogEntry[] {
   return operations.map((o) => ({
@@ -38,6 +27,7 @@ export function catalogEntries(table: HandlerTable): CatalogEntry[] {
     idempotent: o.idempotent,
     implemented: isBuilt(table[o.name as keyof HandlerTable]),
     arguments: o.schema,
+    result: o.result,
   }));
 }
 
@@ -135,9 +125,9 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
     const responses: Record<string, unknown> = {
       [String(op.successStatus)]: {
         description: 'Success.',
-        // A JSON object whose fields the spec gives per operation; `additionalProperties: true`
-        // makes generated clients type it as an open object rather than an empty one.
-        content: { 'application/json': { schema: { type: 'object', additionalProperties: true } } },
+        // The registry's result schema; until an operation has one, an open object (generated
+        // clients type it as such rather than as an empty one).
+        content: { 'application/json': { schema: op.result ?? { type: 'object', additionalProperties: true } } },
       },
     };
     for (const [code, description] of Object.entries(ERROR_STATUSES)) {
@@ -171,7 +161,7 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
       schemas: {
-        Error: { type: 'object', properties: { error: { type: 'string' } }, required: ['error'], additionalProperties: false },
+        Error: errorBody(),
       },
     },
     paths,

@@ -1,7 +1,10 @@
 /**
  * Argument validation against each operation's schema, compiled once. Error
  * messages name the argument and what was wrong, never its value (values may
- * be secrets).
+ * be secrets). A rule built in api/registry/schema.ts says what it expects in
+ * `x-expect`, and its 400 says that: "argument 'gateway' must be an IPv4 or
+ * IPv6 address". Result schemas are compiled here too, for the conformance
+ * walk (`resultProblem`).
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -10,7 +13,8 @@ import { badRequest } from '../daemon/lib/errors.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
-const ajv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true, useDefaults: false });
+// verbose: each error carries the schema it failed (for `x-expect`); its data is never printed.
+const ajv = new Ajv({ allErrors: false, strict: false, allowUnionTypes: true, useDefaults: false, verbose: true });
 addFormats(ajv);
 
 const compiled = new Map<string, ValidateFunction>();
@@ -32,7 +36,74 @@ export function precompile(ops: readonly Operation[]): void {
 export function validateArgs(op: Operation, args: unknown): void {
   if (typeof args !== 'object' || args === null || Array.isArray(args)) throw badRequest('arguments must be a JSON object');
   const v = validatorFor(op);
-  if (!v(args)) throw badRequest(describe(v.errors?.[0]));
+  if (!v(args)) throw badRequest(describeErrors(v.errors ?? [], op.schema));
+}
+
+const compiledResults = new Map<string, ValidateFunction>();
+
+/**
+ * Why `body` does not fit the operation's result schema (the first error,
+ * with where in the body), or undefined when it fits or the operation has no
+ * result schema yet.
+ */
+export function resultProblem(op: Operation, body: unknown): string | undefined {
+  if (!op.result) return undefined;
+  let v = compiledResults.get(op.name);
+  if (!v) {
+    v = ajv.compile(op.result);
+    compiledResults.set(op.name, v);
+  }
+  if (v(body)) return undefined;
+  const e = v.errors?.[0];
+  return e ? `result${e.instancePath || ' (root)'} ${e.message ?? 'does not fit'} (${e.schemaPath})` : 'the result does not fit its schema';
+}
+
+const LENGTH_KEYWORDS = new Set(['maxLength', 'minLength', 'maxItems']);
+
+/**
+ * The words of the outermost rule (`x-expect`) that the error at
+ * `schemaPath` is part of, for the value that failed: walking down the path
+ * from that value's schema through its alternatives (anyOf, allOf, oneOf,
+ * not), the first schema with words.
+ */
+function ruleWords(root: JsonSchema, schemaPath: string): string | undefined {
+  const segs = schemaPath.replace(/^#\/?/, '').split('/').filter(Boolean).map((x) => x.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const get = (n: unknown, k: string): unknown => (n && typeof n === 'object' ? (n as Record<string, unknown>)[k] : undefined);
+  let node: unknown = root;
+  let words: string | undefined;
+  for (let j = 0; j < segs.length; j++) {
+    const k = segs[j];
+    // Keywords followed by a name or an index, and those that step into another value than the one failing.
+    const twoSegments = ['properties', 'patternProperties', 'prefixItems', 'anyOf', 'allOf', 'oneOf'].includes(k);
+    const anotherValue = ['properties', 'patternProperties', 'prefixItems', 'items', 'additionalProperties', 'propertyNames', 'contains'].includes(k);
+    node = twoSegments ? get(get(node, k), segs[++j] ?? '') : get(node, k);
+    if (anotherValue) words = undefined;
+    const w = get(node, 'x-expect');
+    if (words === undefined && typeof w === 'string') words = w;
+  }
+  return words;
+}
+
+/**
+ * The message of a failed validation. A type error keeps its own words when
+ * no alternative accepted the type; a length error of the rule itself keeps
+ * its numbers; otherwise an error inside a rule built with words (`x-expect`:
+ * a format of an anyOf, a pattern, a `not`) says the outermost rule's words:
+ * "argument 'gateway' must be an IPv4 or IPv6 address, or empty".
+ */
+function describeErrors(errors: ErrorObject[], root: JsonSchema): string {
+  const first = errors[0];
+  if (!first) return describe(undefined);
+  const name = argName(first.instancePath);
+  const here = errors.filter((e) => e.instancePath === first.instancePath);
+  if (here.every((e) => e.keyword === 'type' || e.keyword === 'anyOf')) {
+    const types = [...new Set(here.filter((e) => e.keyword === 'type').flatMap((e) => String((e.params as { type: string }).type).split(',')))];
+    if (types.length) return `argument '${name}' must be ${types.join(' or ')}`;
+  }
+  if (LENGTH_KEYWORDS.has(first.keyword) && typeof (first.parentSchema as JsonSchema | undefined)?.['x-expect'] === 'string') return describe(first);
+  const words = ruleWords(root, first.schemaPath);
+  if (words) return `argument '${name}' must be ${words}`;
+  return describe(first);
 }
 
 function argName(instancePath: string): string {
@@ -68,6 +139,8 @@ function describe(e: ErrorObject | undefined): string {
       return p.limit === 1 ? `argument '${name}' must not be empty` : `argument '${name}' must be at least ${p.limit} characters`;
     case 'propertyNames':
       return `argument '${name}' has an invalid key '${p.propertyName}'`;
+    case 'maxItems':
+      return `argument '${name}' takes at most ${p.limit} item${p.limit === 1 ? '' : 's'}`;
     case 'pattern':
       return `argument '${name}' has an invalid form`;
     default:

@@ -77,13 +77,24 @@ export function toolResult(value: unknown): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify(json) }], structuredContent: structured };
 }
 
-/** The tool result of a failed operation: the HTTP API's `{"error"}` body as text, plus the status it would have had. */
-export function toolError(err: unknown): CallToolResult {
+/** Where an error result carries the HTTP status the call would have had. */
+export const STATUS_META = 'hostd/status';
+
+/**
+ * The tool result of a failed operation: the HTTP API's `{"error"}` body as
+ * text, and the status it would have had in `_meta`. A tool without an
+ * outputSchema also carries `{error, status}` as structuredContent; a tool
+ * with one does not, because structuredContent must then fit the schema (the
+ * SDK's client checks it on error results too) and the schema describes the
+ * success answer.
+ */
+export function toolError(err: unknown, hasOutputSchema = false): CallToolResult {
   const e = errorBody(err);
   return {
     isError: true,
     content: [{ type: 'text', text: JSON.stringify(e.body) }],
-    structuredContent: { error: e.body.error, status: e.status },
+    ...(hasOutputSchema ? {} : { structuredContent: { error: e.body.error, status: e.status } }),
+    _meta: { [STATUS_META]: e.status },
   };
 }
 
@@ -153,7 +164,7 @@ function createServer(deps: McpDeps): Server {
       return toolResult(await deps.dispatch.call(op, args, scope.caller, callId));
     } catch (err) {
       if (!(err instanceof ApiError) && errorBody(err).status >= 500) deps.log.error({ req_id: callId, err }, 'tool call failed');
-      return toolError(err);
+      return toolError(err, op.result !== null);
     }
   });
   return server;

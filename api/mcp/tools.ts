@@ -2,7 +2,8 @@
  * MCP tool definitions, derived from the operation registry: one tool per
  * operation, named exactly as the operation, its summary as description, its
  * full argument schema (path parameters and peer_id included) as inputSchema,
- * and annotations from its hints. Built once; the list a token sees is the
+ * its result schema (where the registry has one) as outputSchema, and
+ * annotations from its hints. Built once; the list a token sees is the
  * subset this build serves and its scopes allow, cached per distinct scope set.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
@@ -15,6 +16,7 @@ export function toolFor(op: Operation): Tool {
     name: op.name,
     description: op.summary,
     inputSchema: op.schema as Tool['inputSchema'],
+    ...(op.result ? { outputSchema: op.result as Tool['outputSchema'] } : {}),
     annotations: {
       readOnlyHint: op.readOnly,
       // MCP's default for a write is destructive; only DEL operations are.

@@ -25,7 +25,12 @@ const SPECS = [
 
 export type OperationName = (typeof SPECS)[number]['name'];
 
-function complete(spec: OperationSpec): Operation {
+/** An operation with what derives from its spec (exported for the registry's own tests). */
+export function complete(spec: OperationSpec): Operation {
+  if (spec.result && spec.result.type !== 'object') {
+    // MCP's outputSchema must be an object schema, and every answer is a JSON object.
+    throw new Error(`registry: the result schema of ${spec.name} must have type 'object' at its root`);
+  }
   const peerId = spec.peerId ?? 'forward';
   const properties: Record<string, JsonSchema> = { ...spec.params, ...spec.args };
   if (peerId === 'forward') properties.peer_id = PEER_ID;
@@ -44,6 +49,7 @@ function complete(spec: OperationSpec): Operation {
     schema,
     segments: spec.path.split('/').filter(Boolean),
     successStatus: spec.method === 'POST' && spec.name.endsWith('_create') ? 201 : 200,
+    result: spec.result ?? null,
   };
 }
 
@@ -82,6 +88,13 @@ export type ArgsOf<N extends OperationName> = Flat<
   { -readonly [K in keyof SpecOf<N>['args'] as K extends RequiredOf<SpecOf<N>> ? never : K]?: ValueOf<SpecOf<N>['args'][K]> } &
   PeerArg<SpecOf<N>>
 >;
+
+/**
+ * What an operation's handler answers, derived from its result schema;
+ * `unknown` while the operation has none (so handlers of operations without
+ * one are not constrained yet).
+ */
+export type ResultOf<N extends OperationName> = SpecOf<N> extends { result: infer S } ? ValueOf<S> : unknown;
 
 /** The operation names of registry domains, typed: what a domain module declares it serves. */
 export function opsOf<D extends SpecUnion['domain']>(...domains: D[]): Array<DomainOperationName<D>> {

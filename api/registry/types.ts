@@ -27,10 +27,11 @@ export interface ActivityRow {
 
 export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: string };
 
-/** Domains as the registry groups them (one registry file each). */
-export type Domain =
-  | 'catalog' | 'vms' | 'templates' | 'tasks' | 'system' | 'apps' | 'lxc'
-  | 'folders' | 'locations' | 'proxy' | 'sandboxes';
+/** Domains as the registry groups them (one registry file each); task kinds start with one. */
+export const DOMAINS = [
+  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes',
+] as const;
+export type Domain = (typeof DOMAINS)[number];
 
 export type JsonSchema = { [key: string]: unknown };
 
@@ -68,10 +69,17 @@ export interface OperationSpec {
   /** Names of required body/query arguments. */
   required?: readonly string[];
   peerId?: PeerIdMode;
+  /**
+   * Schema of the success answer (a JSON object: `type: 'object'` at the
+   * root, as MCP's outputSchema requires). When present: the handler's
+   * return type is checked against it (`ResultOf`), OpenAPI and the MCP tool
+   * publish it, and the conformance walk validates every success answer.
+   */
+  result?: JsonSchema;
 }
 
 /** An operation with everything derived from its spec filled in. */
-export interface Operation extends OperationSpec {
+export interface Operation extends Omit<OperationSpec, 'result'> {
   peerId: PeerIdMode;
   readOnly: boolean;
   destructive: boolean;
@@ -82,4 +90,6 @@ export interface Operation extends OperationSpec {
   segments: string[];
   /** HTTP status of a successful call: 201 for POSTs that create, 200 otherwise. */
   successStatus: 200 | 201;
+  /** The result schema, or null while the operation has none. */
+  result: JsonSchema | null;
 }

@@ -41,8 +41,12 @@ export interface CallContext extends NoteSink {
 export const noNotes: NoteSink = { note() {} };
 
 export type Args = Record<string, any>;
-/** One operation's handler; `A` is its argument type (derived from the registry). */
-export type Handler<A = Args> = (args: A, ctx: CallContext) => Promise<unknown>;
+/**
+ * One operation's handler; `A` is its argument type and `R` what it answers,
+ * both derived from the registry (`ArgsOf`, `ResultOf`): an operation with a
+ * result schema has a handler whose return type is checked against it.
+ */
+export type Handler<A = Args, R = unknown> = (args: A, ctx: CallContext) => Promise<R>;
 
 const NOT_BUILT = Symbol('not built');
 

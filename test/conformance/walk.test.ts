@@ -1,8 +1,9 @@
 /**
- * The conformance walk (issue 2, item 4): every operation of the registry,
- * against one real daemon, through every rule of the spec's Errors and
- * Authentication sections. Each test walks all operations, collects what does
- * not conform and fails with the whole list.
+ * The conformance walk: every operation of the registry, against one real
+ * daemon, through every rule of the spec's Errors and Authentication
+ * sections. Each test walks all operations, collects what does not conform
+ * and fails with the whole list. Every success answer a test gets is checked
+ * against its operation's result schema, where the registry gives one.
  */
 import { expect } from 'chai';
 import type { JsonSchema, Operation } from '../../api/registry/types.js';
@@ -10,7 +11,7 @@ import { ALL_SCOPES, operations } from '../../api/registry/index.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import {
   API, METHODS, ONE_MIB, Problems, allowAt, callFor, concretePath, errorProblem, minimalArgs, nonNull, pathValues, pool,
-  primaryType, props, queryString, queryText, raw, registryMethodsAt, sampleValue, show, takesBody, typesOf,
+  primaryType, props, queryString, queryText, raw, registryMethodsAt, resultMismatch, sampleValue, show, takesBody, typesOf,
   unrelatedScope, runtimeMissing, unavailableDomains, wrongValue, type CallSpec, type RawReply,
 } from '../helpers/conformance.js';
 
@@ -26,6 +27,11 @@ describe('conformance walk over every registry operation', function () {
     raw(d.url, c.method, c.path, { token: token ?? undefined, body: c.body, headers });
   const valid = (op: Operation) => callFor(op, minimalArgs(op));
   const where = (op: Operation, what = '') => `${op.name} (${op.method} ${op.path})${what ? ' ' + what : ''}`;
+  /** Adds to `p` whether a success answer fits the operation's result schema (nothing for other answers). */
+  const checkResult = (p: Problems, op: Operation, r: RawReply, what = 'result'): RawReply => {
+    if (op.result && r.status >= 200 && r.status < 300) p.add(where(op, what), resultMismatch(op, r));
+    return r;
+  };
 
   before(async function () {
     this.timeout(60_000);
@@ -90,9 +96,11 @@ describe('conformance walk over every registry operation', function () {
       const none = await d.token('conf-noscopes', []);
       const open = operations.filter((o) => o.scopes.length === 0);
       expect(open.map((o) => o.name)).to.deep.equal(['catalog_get']);
+      const answers = new Problems();
       for (const op of open) {
-        for (const t of [none, ...byScope.values()]) expect((await send(valid(op), t)).status, op.name).to.equal(200);
+        for (const t of [none, ...byScope.values()]) expect(checkResult(answers, op, await send(valid(op), t)).status, op.name).to.equal(200);
       }
+      answers.check(1 + byScope.size);
       // ...and a token without scopes gets 403 everywhere else.
       const p = new Problems();
       await pool(operations.filter((o) => o.scopes.length), 8, async (op) => p.add(where(op), errorProblem(await send(valid(op), none), 403)));
@@ -194,13 +202,13 @@ describe('conformance walk over every registry operation', function () {
       expect(page.body.next_cursor, 'a next_cursor (token creation wrote rows)').to.be.a('string');
       const sampleFor = (name: string, schema: JsonSchema) => (name === 'cursor' ? page.body.next_cursor : sampleValue(schema));
       await pool(queryOps, 4, async (op) => {
-        const baseline = await send(valid(op));
+        const baseline = checkResult(p, op, await send(valid(op)));
         p.add(where(op, 'baseline'), baseline.status === 400 ? `valid arguments give ${show(baseline)}` : undefined);
         const everything: Record<string, unknown> = { ...minimalArgs(op) };
         for (const [name, schema] of Object.entries(op.args)) {
           const v = sampleFor(name, schema);
           everything[name] = v;
-          const r = await send(callFor(op, { ...minimalArgs(op), [name]: v }));
+          const r = checkResult(p, op, await send(callFor(op, { ...minimalArgs(op), [name]: v })));
           checked++;
           p.add(where(op, `?${name}=${queryText(v)}`), r.status === baseline.status ? undefined : `got ${show(r)}, without it ${baseline.status}`);
           if (typesOf(schema).includes('null') && !(op.required ?? []).includes(name)) {
@@ -213,7 +221,7 @@ describe('conformance walk over every registry operation', function () {
             p.add(where(op, `?${name}={bad json`), errorProblem(await send({ ...c, path: `${c.path}${sep}${name}=${encodeURIComponent('{bad')}` }), 400, `'${name}'`));
           }
         }
-        const r = await send(callFor(op, everything));
+        const r = checkResult(p, op, await send(callFor(op, everything)));
         p.add(where(op, `all arguments ${queryString(everything)}`), r.status === baseline.status ? undefined : `got ${show(r)}, without them ${baseline.status}`);
       });
       p.check(queryOps.length);
@@ -260,7 +268,7 @@ describe('conformance walk over every registry operation', function () {
       const gets = operations.filter((op) => op.method === 'GET');
       await pool(gets, 8, async (op) => {
         const c = valid(op);
-        const get = await send(c);
+        const get = checkResult(p, op, await send(c));
         const head = await send({ ...c, method: 'HEAD' });
         const same = head.status === get.status && head.text === '' && head.headers['content-type'] === get.headers['content-type'];
         // Lists may change between the two calls (tasks, activity): the length is compared only for fixed answers.
@@ -325,10 +333,24 @@ describe('conformance walk over every registry operation', function () {
       // A domain whose host program is missing here answers 503 naming it; anything else is a defect.
       const missing = await unavailableDomains(d.url, all);
       await pool(done, 4, async (op) => {
-        const r = await send(valid(op));
+        const r = checkResult(p, op, await send(valid(op)));
         p.add(where(op), r.status >= 500 && !runtimeMissing(op, r, missing) ? `answered ${show(r)}` : undefined);
       });
       p.check(done.length);
+    });
+
+    it('every success answer to a valid call fits its operation\'s result schema (operations that have one)', async () => {
+      const withResult = operations.filter((o) => o.result);
+      expect(withResult.map((o) => o.name), 'the catalog has its result schema').to.include('catalog_get');
+      const p = new Problems();
+      let successes = 0;
+      await pool(withResult, 4, async (op) => {
+        const r = await send(valid(op));
+        if (r.status >= 200 && r.status < 300) successes++;
+        checkResult(p, op, r);
+      });
+      p.check(1);
+      expect(successes, 'valid calls that succeeded (their answers were checked)').to.be.at.least(1);
     });
   });
 
@@ -360,8 +382,8 @@ describe('conformance walk over every registry operation', function () {
       expect(folders.body).to.have.property('folders');
       const p = new Problems();
       await pool(operations.filter((o) => o.peerId === 'forward'), 4, async (op) => {
-        const without = await send(valid(op));
-        const withSelf = await send(callFor(op, { ...minimalArgs(op), peer_id: selfId }));
+        const without = checkResult(p, op, await send(valid(op)));
+        const withSelf = checkResult(p, op, await send(callFor(op, { ...minimalArgs(op), peer_id: selfId })), 'result with peer_id=self');
         p.add(where(op), withSelf.status === without.status ? undefined : `with peer_id=self ${show(withSelf)}; without ${show(without)}`);
       });
       p.check(127);

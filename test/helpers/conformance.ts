@@ -4,7 +4,7 @@
  * concrete URLs, the methods a URL offers, wrong-typed values. No endpoint is
  * listed by hand.
  */
-import { schemaTypes } from '../../api/validate.js';
+import { resultProblem, schemaTypes } from '../../api/validate.js';
 import http from 'node:http';
 import { expect } from 'chai';
 import type { JsonSchema, Method, Operation } from '../../api/registry/types.js';
@@ -42,9 +42,15 @@ export function nonNull(schema: JsonSchema): JsonSchema {
 
 export const props = (op: Operation): Record<string, JsonSchema> => (op.schema.properties ?? {}) as Record<string, JsonSchema>;
 
-/** A valid value for a schema: the first enum value, the minimum, required properties only. */
+/**
+ * A valid value for a schema: its example (the argument rules of
+ * api/registry/schema.ts give one that fits their pattern), else the first
+ * enum value, the minimum, required properties only.
+ */
 export function sampleValue(schemaIn: JsonSchema, overrides: Record<string, unknown> = {}): unknown {
+  if (Array.isArray(schemaIn.examples) && schemaIn.examples.length) return schemaIn.examples[0];
   const schema = nonNull(schemaIn);
+  if (Array.isArray(schema.examples) && schema.examples.length) return schema.examples[0];
   if (Array.isArray(schema.enum)) return (schema.enum as unknown[]).find((v) => v !== null);
   switch (primaryType(schema)) {
     case 'string': {
@@ -305,6 +311,17 @@ export function raw(baseUrl: string, method: string, path: string, opts: RawOpti
       req.end();
     } else req.end(body);
   });
+}
+
+/**
+ * Why a success answer does not fit its operation's result schema, or
+ * undefined (it fits, it is not a success, or the operation has no result
+ * schema yet). HEAD answers carry no body and are not checked.
+ */
+export function resultMismatch(op: Operation, r: RawReply): string | undefined {
+  if (r.status < 200 || r.status > 299 || !op.result || r.text === '') return undefined;
+  if (r.body === undefined) return `success answer is not JSON: ${r.text.slice(0, 200)}`;
+  return resultProblem(op, r.body);
 }
 
 /** A compact description of a reply for failure lists. */

@@ -111,7 +111,8 @@ describe('MCP transport', function () {
           openWorldHint: false,
         });
         if (!op.readOnly) expect(t.annotations!.destructiveHint, op.name).to.equal(op.hints.includes('DEL'));
-        expect(t.outputSchema, op.name).to.equal(undefined);
+        // The result schema where the registry has one (catalog_get first), none otherwise.
+        expect(t.outputSchema, op.name).to.deep.equal(op.result ?? undefined);
       }
       // Path parameters are part of the input schema, e.g. folders_delete's folder_id.
       const del = byName.get('folders_delete')!;

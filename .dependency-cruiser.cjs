@@ -21,7 +21,7 @@ const ROOT = '^daemon/(daemon|main|domains)[.]ts$';
  * a domain is a runtime folder unless it is listed here as part of the
  * domain's own rules (pure modules that run no host program).
  */
-const DOMAIN_LEVEL_FOLDERS = ['apps/compose', 'apps/catalog'];
+const DOMAIN_LEVEL_FOLDERS = ['apps/compose', 'apps/catalog', 'proxy/policy'];
 const NOT_RUNTIME = `^daemon/(${DOMAIN_LEVEL_FOLDERS.join('|')})/`;
 const RUNTIME_FILE = `^daemon/${DOMAINS}/[^/]+/`;
 

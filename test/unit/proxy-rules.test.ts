@@ -129,6 +129,14 @@ describe('proxy rules: ports hostd holds, listen ports, upstreams', () => {
     ]);
   });
 
+  it('a listener bound after the list was cached is still found (the API binds after the domains open)', () => {
+    let own: number[] = [];
+    const late = new HeldPorts(() => [], 60_000, () => own);
+    expect(late.holder(40999)).to.equal(null);
+    own = [40999];
+    expect(late.holder(40999)).to.deep.equal({ port: 40999, what: 'a listening socket of hostd' });
+  });
+
   it('this process\'s listening sockets are read from /proc', async () => {
     const srv = net.createServer();
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));

@@ -85,14 +85,22 @@ export class HeldPorts {
 
   list(): HeldPort[] {
     if (this.cache && Date.now() - this.cache.at < this.ttlMs) return this.cache.ports;
+    return this.read();
+  }
+
+  /**
+   * What holds `port`, or null. A port the cached list does not name is
+   * looked up afresh: the cache may predate a listener (the API binds after
+   * the domains open), and a refusal must never miss a port hostd holds.
+   */
+  holder(port: number): HeldPort | null {
+    return this.list().find((p) => p.port === port) ?? this.read().find((p) => p.port === port) ?? null;
+  }
+
+  private read(): HeldPort[] {
     const ports = [...this.configured()];
     for (const p of this.own()) if (!ports.some((x) => x.port === p)) ports.push({ port: p, what: 'a listening socket of hostd' });
     this.cache = { at: Date.now(), ports };
     return ports;
-  }
-
-  /** What holds `port`, or null. */
-  holder(port: number): HeldPort | null {
-    return this.list().find((p) => p.port === port) ?? null;
   }
 }

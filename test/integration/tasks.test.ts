@@ -99,6 +99,30 @@ describe('background tasks', function () {
       expect((await runner.logLines(rec.task_id, 0, 500)).lines.map((l) => l.line)).to.deep.equal(Array.from({ length: 13 }, (_, i) => i + 1));
     });
 
+    it('counts only the log lines that can be read: log_lines, total_lines and the lines agree at every moment', async () => {
+      const logged = gate();
+      const g = gate();
+      const rec = runner.start({ kind: 'demo', title: 'Burst of lines', owner: 'tester', resource: '' }, async (t) => {
+        for (let i = 1; i <= 12; i++) t.log(`line ${i}`);
+        logged.open();
+        await g.wait;
+      });
+      // The twelve lines were logged in one go and their writes are still on their way to the store.
+      await logged.wait;
+      const all = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+      for (const end = Date.now() + 20_000; ;) {
+        const counted = (await runner.get(rec.task_id)).log_lines;
+        const page = await runner.logLines(rec.task_id, 0, 500);
+        expect(page.lines.map((l) => l.line), `total_lines ${page.total_lines}`).to.deep.equal(all(page.total_lines));
+        expect(page.total_lines, `the record counted ${counted}`).to.be.at.least(counted);
+        if (page.total_lines === 12) break;
+        if (Date.now() > end) throw new Error(`the log stayed at ${page.total_lines} of 12 lines`);
+        await new Promise((r) => setImmediate(r));
+      }
+      g.open();
+      expect(await runner.settled(rec.task_id)).to.include({ state: 'succeeded', log_lines: 12 });
+    });
+
     it('a task that throws ends failed with its error, logged as the last line', async () => {
       const rec = runner.start({ kind: 'demo', title: 'Failing task', owner: 'tester', resource: '' }, async (t) => {
         t.log('about to fail');

@@ -207,7 +207,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
   proc.stderr!.on('data', (c) => (stderr += c.toString()));
   const rl = readline.createInterface({ input: proc.stdout! });
   const listening = await new Promise<any>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`hostd did not start within 20 s; stderr: ${stderr}`)), 20_000);
+    // Generous: a start costs a few seconds of CPU, and a loaded machine stretches that several times.
+    const timer = setTimeout(() => reject(new Error(`hostd did not start within 45 s; stderr: ${stderr}`)), 45_000);
     rl.on('line', (line) => {
       let rec: any;
       try {
@@ -263,7 +264,7 @@ async function startLoggingToFile(argv: string[], env: Record<string, string>, d
       }
     }
     return undefined;
-  }, 20_000, 'hostd to listen');
+  }, 45_000, 'hostd to listen');
   const d = new TestDaemon(proc, dataDir, listening.http, listening);
   running.add(d);
   void d.exited.then(() => running.delete(d));

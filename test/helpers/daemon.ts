@@ -174,6 +174,26 @@ function requestParts(opts: RequestOptions): { headers: Record<string, string>; 
 
 const running = new Set<TestDaemon>();
 const tempDirs = new Set<string>();
+/** The test file each running daemon belongs to (see claimDaemons). */
+const owners = new Map<TestDaemon, string>();
+
+/**
+ * Gives every running daemon that has no test file yet to `file`: the file of
+ * a test that just ended (hooks.ts). A daemon started in a file's `before`
+ * is claimed when that file's first test ends.
+ */
+export function claimDaemons(file: string): void {
+  for (const d of running) if (!owners.has(d)) owners.set(d, file);
+}
+
+/**
+ * Stops the daemons of test file `file` (hooks.ts, when the next file's
+ * tests begin): a daemon a file did not stop would otherwise idle, with its
+ * memory and its timers, until the end of the whole suite.
+ */
+export async function stopDaemonsOf(file: string): Promise<void> {
+  await Promise.all([...running].filter((d) => owners.get(d) === file).map((d) => d.stop()));
+}
 
 export function tempDir(prefix = 'hostd-test-'): string {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -237,9 +257,16 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
       /* not a log line */
     }
   });
-  running.add(d);
-  void d.exited.then(() => running.delete(d));
+  track(d);
   return d;
+}
+
+function track(d: TestDaemon): void {
+  running.add(d);
+  void d.exited.then(() => {
+    running.delete(d);
+    owners.delete(d);
+  });
 }
 
 async function startLoggingToFile(argv: string[], env: Record<string, string>, dataDir: string): Promise<TestDaemon> {
@@ -266,8 +293,7 @@ async function startLoggingToFile(argv: string[], env: Record<string, string>, d
     return undefined;
   }, 45_000, 'hostd to listen');
   const d = new TestDaemon(proc, dataDir, listening.http, listening);
-  running.add(d);
-  void d.exited.then(() => running.delete(d));
+  track(d);
   return d;
 }
 

@@ -336,7 +336,29 @@ export function hostctl(dataDir: string, args: string[], env: Record<string, str
   return runCommand(process.execPath, [HOSTCTL, '--data-dir', dataDir, ...args], { env });
 }
 
-/** A loopback port that was free a moment ago. */
+/**
+ * Runs `start` with `count` loopback ports that were free a moment ago, and
+ * again with other ones (up to `tries` times) when something took one of them
+ * in between, which `start` reports as an error saying EADDRINUSE or "the
+ * address is in use". For tests that must name the ports they listen on;
+ * the others listen on port 0.
+ */
+export async function onFreePorts<T>(count: number, start: (ports: number[]) => Promise<T>, tries = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    while (ports.length < count) {
+      const p = await freePort();
+      if (!ports.includes(p)) ports.push(p);
+    }
+    try {
+      return await start(ports);
+    } catch (err) {
+      if (attempt >= tries || !/EADDRINUSE|address is in use/.test((err as Error)?.message ?? '')) throw err;
+    }
+  }
+}
+
+/** A loopback port that was free a moment ago (see onFreePorts). */
 export async function freePort(): Promise<number> {
   const srv = net.createServer();
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));

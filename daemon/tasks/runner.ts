@@ -22,13 +22,14 @@ const LINE_WIDTH = 10;
 const lineKey = (taskId: string, n: number) => `${taskId}|${String(n).padStart(LINE_WIDTH, '0')}`;
 
 interface Live {
+  /** The record as the work changes it; written to the store in order, on `chain`. */
   rec: TaskRecord;
   /**
-   * Log lines already in the store. `rec.log_lines` numbers a line when it is
-   * logged; readers are shown this count instead, so that a record never
-   * counts a line that cannot be read yet.
+   * The last record the store has: what readers are shown. A record is
+   * written after the lines it counts, so the lines it counts can be read,
+   * and a task is shown ended only once its last line can be.
    */
-  stored: number;
+  shown: TaskRecord;
   chain: Promise<void>;
   abort: AbortController;
   /** Resolves when the work has returned or thrown and the record is written. */
@@ -72,7 +73,7 @@ export class TaskRunner implements Tasks {
       created_at: now, started_at: null, finished_at: null, result: null, error: null, log_lines: 0,
     };
     let ended!: () => void;
-    const entry: Live = { rec, stored: 0, chain: this.tasks.put(rec.task_id, { ...rec }), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
+    const entry: Live = { rec, shown: { ...rec }, chain: this.tasks.put(rec.task_id, { ...rec }), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
     this.live.set(rec.task_id, entry);
     // Progress and log lines are written lazily (a power loss may lose the last
     // seconds of them; a restart marks the task interrupted anyway); the record
@@ -81,17 +82,17 @@ export class TaskRunner implements Tasks {
     const persist = () => {
       const snapshot = { ...entry.rec };
       const ended = snapshot.state === 'succeeded' || snapshot.state === 'failed';
-      entry.chain = entry.chain.then(() => this.tasks.put(snapshot.task_id, snapshot, ended ? SYNC : LAZY)).catch(() => undefined);
+      entry.chain = entry.chain
+        .then(() => this.tasks.put(snapshot.task_id, snapshot, ended ? SYNC : LAZY))
+        .then(() => { entry.shown = snapshot; })
+        .catch(() => undefined);
     };
     const handle: TaskHandle = {
       id: rec.task_id,
       signal: entry.abort.signal,
       log: (text) => {
         const line: TaskLogLine = { line: ++entry.rec.log_lines, time: new Date().toISOString(), text };
-        entry.chain = entry.chain
-          .then(() => this.logs.put(lineKey(rec.task_id, line.line), line, LAZY))
-          .then(() => { entry.stored = line.line; })
-          .catch(() => undefined);
+        entry.chain = entry.chain.then(() => this.logs.put(lineKey(rec.task_id, line.line), line, LAZY)).catch(() => undefined);
         persist();
       },
       progress: (p) => {
@@ -202,9 +203,9 @@ export class TaskRunner implements Tasks {
   }
 }
 
-/** What readers see of a running task: its record, counting the lines stored so far. */
+/** What readers see of a task this process runs: the last record written. */
 function shown(live: Live): TaskRecord {
-  return { ...live.rec, log_lines: live.stored };
+  return { ...live.shown };
 }
 
 /** Records written before node_id and resource existed. */

@@ -65,11 +65,11 @@ describe('background tasks', function () {
       });
       expect(rec.task_id).to.match(/^task_/);
       expect(rec).to.include({ kind: 'demo', title: 'Demo task', owner: 'tester', target: 'vms/1' });
+      // The record is shown as written, one write after another: wait for the one written after the last of these calls.
       const running = await eventually(async () => {
         const r = await runner.get(rec.task_id);
-        return r.state === 'running' && r.log_lines === 12 ? r : undefined;
-      }, 5000, 'task running with 12 lines');
-      expect(running.progress).to.equal(41);
+        return r.state === 'running' && r.log_lines === 12 && r.progress === 41 ? r : undefined;
+      }, 20_000, 'task running with 12 lines and progress 41 (40.6 rounded)');
       expect(running.started_at).to.be.a('string');
       expect((await runner.listActive()).map((t) => t.task_id)).to.include(rec.task_id);
 
@@ -121,6 +121,25 @@ describe('background tasks', function () {
       }
       g.open();
       expect(await runner.settled(rec.task_id)).to.include({ state: 'succeeded', log_lines: 12 });
+    });
+
+    it('shows a task ended only once every line it logged can be read', async () => {
+      const rec = runner.start({ kind: 'demo', title: 'Ends at once', owner: 'tester', resource: '' }, async (t) => {
+        t.log('about to fail');
+        throw new Error('disk on fire');
+      });
+      // Poll as a watcher does: the first read that shows the task ended must find its last line.
+      let seen: TaskRecord;
+      for (const end = Date.now() + 20_000; ;) {
+        seen = await runner.get(rec.task_id);
+        if (seen.state === 'failed' || seen.state === 'succeeded') break;
+        if (Date.now() > end) throw new Error(`the task stayed ${seen.state}`);
+        await new Promise((r) => setImmediate(r));
+      }
+      const logs = await runner.logLines(rec.task_id);
+      expect(seen).to.include({ state: 'failed', error: 'disk on fire', log_lines: 2 });
+      expect(logs.lines.map((l) => l.text)).to.deep.equal(['about to fail', 'failed: disk on fire']);
+      expect(logs.total_lines).to.equal(2);
     });
 
     it('a task that throws ends failed with its error, logged as the last line', async () => {

@@ -22,7 +22,14 @@ const LINE_WIDTH = 10;
 const lineKey = (taskId: string, n: number) => `${taskId}|${String(n).padStart(LINE_WIDTH, '0')}`;
 
 interface Live {
+  /** The record as the work changes it; written to the store in order, on `chain`. */
   rec: TaskRecord;
+  /**
+   * The last record the store has: what readers are shown. A record is
+   * written after the lines it counts, so the lines it counts can be read,
+   * and a task is shown ended only once its last line can be.
+   */
+  shown: TaskRecord;
   chain: Promise<void>;
   abort: AbortController;
   /** Resolves when the work has returned or thrown and the record is written. */
@@ -66,7 +73,7 @@ export class TaskRunner implements Tasks {
       created_at: now, started_at: null, finished_at: null, result: null, error: null, log_lines: 0,
     };
     let ended!: () => void;
-    const entry: Live = { rec, chain: this.tasks.put(rec.task_id, { ...rec }), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
+    const entry: Live = { rec, shown: { ...rec }, chain: this.tasks.put(rec.task_id, { ...rec }), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
     this.live.set(rec.task_id, entry);
     // Progress and log lines are written lazily (a power loss may lose the last
     // seconds of them; a restart marks the task interrupted anyway); the record
@@ -75,7 +82,10 @@ export class TaskRunner implements Tasks {
     const persist = () => {
       const snapshot = { ...entry.rec };
       const ended = snapshot.state === 'succeeded' || snapshot.state === 'failed';
-      entry.chain = entry.chain.then(() => this.tasks.put(snapshot.task_id, snapshot, ended ? SYNC : LAZY)).catch(() => undefined);
+      entry.chain = entry.chain
+        .then(() => this.tasks.put(snapshot.task_id, snapshot, ended ? SYNC : LAZY))
+        .then(() => { entry.shown = snapshot; })
+        .catch(() => undefined);
     };
     const handle: TaskHandle = {
       id: rec.task_id,
@@ -134,7 +144,7 @@ export class TaskRunner implements Tasks {
 
   async get(taskId: string): Promise<TaskRecord> {
     const live = this.live.get(taskId);
-    if (live) return { ...live.rec };
+    if (live) return shown(live);
     const rec = typeof taskId === 'string' ? await this.tasks.get(taskId) : undefined;
     if (!rec) throw notFound(`task '${taskId}' not found`);
     return withDefaults(rec);
@@ -144,16 +154,25 @@ export class TaskRunner implements Tasks {
   async listActive(): Promise<TaskRecord[]> {
     const out: TaskRecord[] = [];
     for await (const rec of this.tasks.values()) {
-      const cur = this.live.get(rec.task_id)?.rec ?? rec;
-      if (cur.state === 'queued' || cur.state === 'running') out.push(withDefaults({ ...cur }));
+      const live = this.live.get(rec.task_id);
+      const cur = live ? shown(live) : rec;
+      if (cur.state === 'queued' || cur.state === 'running') out.push(withDefaults(cur));
     }
     return out.sort((a, b) => a.created_at.localeCompare(b.created_at));
   }
 
+  /**
+   * A page of a task's log. `total_lines` is the count when the read began;
+   * lines stored while it ran are left for the next page, so that the page
+   * never holds more lines than it counts.
+   */
   async logLines(taskId: string, afterLine = 0, limit = 200): Promise<{ task_id: string; lines: TaskLogLine[]; next_after_line: number; total_lines: number }> {
     const rec = await this.get(taskId);
     const lines: TaskLogLine[] = [];
-    for await (const line of this.logs.values({ gt: lineKey(taskId, afterLine), lt: `${taskId}}`, limit })) lines.push(line);
+    for await (const line of this.logs.values({ gt: lineKey(taskId, afterLine), lt: `${taskId}}`, limit })) {
+      if (line.line > rec.log_lines) break;
+      lines.push(line);
+    }
     return {
       task_id: taskId,
       lines,
@@ -182,6 +201,11 @@ export class TaskRunner implements Tasks {
   async drain(): Promise<void> {
     await Promise.all([...this.live.values()].map((e) => e.chain));
   }
+}
+
+/** What readers see of a task this process runs: the last record written. */
+function shown(live: Live): TaskRecord {
+  return { ...live.shown };
 }
 
 /** Records written before node_id and resource existed. */

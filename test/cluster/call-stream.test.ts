@@ -120,31 +120,37 @@ describe('CallStream in process', function () {
   it('a call past its deadline fails alone; its late reply is dropped and the stream carries on', async () => {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
+    let lateAnswered!: () => void;
+    const late = new Promise<void>((r) => (lateAnswered = r));
     run = async (f, peer) => {
-      if (f.operation === 'slow') await held;
-      return echo(f, peer);
+      if (f.operation !== 'slow') return echo(f, peer);
+      await held;
+      const out = await echo(f, peer);
+      lateAnswered();
+      return out;
     };
     const t0 = Date.now();
     const slow = clients.call(target, req('slow'), 300).catch((e) => e);
     const fast = await clients.call(target, req('fast'), 5000);
     expect(fast.ok).to.equal(true);
     const err = await slow;
+    // It failed at its deadline (not before), while its handler was still held.
     expect(err.code).to.equal(grpc.status.DEADLINE_EXCEEDED);
-    expect(Date.now() - t0).to.be.within(250, 1500);
+    expect(Date.now() - t0).to.be.at.least(250);
     release();
-    await new Promise((r) => setTimeout(r, 100)); // the late reply arrives and is ignored
+    // The late reply is queued on the stream before the next call is read, so it reaches the client first and is dropped there.
+    await late;
     const again = await clients.call(target, req('after'), 5000);
     expect(JSON.parse(again.result_json).op).to.equal('after');
   });
 
   it('a stream cut mid-call fails the calls in flight at once; the next call opens a new stream', async () => {
     run = () => new Promise(() => undefined); // never answers
-    const t0 = Date.now();
     const pending = Promise.all([1, 2, 3].map((i) => clients.call(target, req(`p${i}`), 10_000).catch((e) => e)));
     await eventually(() => ran.length === 3, 5000, 'calls reached the member');
     server.dropFingerprint(originMember.fingerprint);
+    // UNAVAILABLE from the cut, not DEADLINE_EXCEEDED at their 10 s deadline.
     for (const e of await pending) expect(e.code).to.equal(grpc.status.UNAVAILABLE);
-    expect(Date.now() - t0).to.be.lessThan(5000);
     run = echo;
     const next = await eventually(() => clients.call(target, req('next'), 2000).catch(() => undefined), 5000, 'a new stream');
     expect(JSON.parse(next.result_json).op).to.equal('next');
@@ -182,6 +188,7 @@ describe('CallStream in process', function () {
 
 describe('CallStream between daemons', function () {
   this.timeout(120_000);
+  // Below the keepalive's detection (a 2 s ping, a 2 s timeout), so that a member that stops answering is ended by the deadline.
   const deadlineMs = 1500;
   const env = { HOSTD_FORWARD_DEADLINE_MS: String(deadlineMs), HOSTD_CLUSTER_PROBE_MS: '500' };
   let a: TestDaemon;
@@ -267,10 +274,9 @@ describe('CallStream between daemons', function () {
       }, 10_000, "D's stream accepted by B");
       const rm = await hostctl(a, 'cluster', 'remove', d.nodeId);
       expect(rm.code, rm.stderr).to.equal(0);
-      const t0 = Date.now();
+      // Nothing else ends this idle stream (no keepalive on this client, no idle limit on the server): the removal cut it.
       const err = await s.ended;
       expect(err, 'stream still open after removal').to.be.instanceOf(Error);
-      expect(Date.now() - t0).to.be.lessThan(2000);
       // A new stream with that certificate does not get in either.
       const again = rawStream(rawClient(b.clusterAddr, dPem.caCertPem, dPem));
       again.send([frame(++n)]);
@@ -286,10 +292,10 @@ describe('CallStream between daemons', function () {
     try {
       const t0 = Date.now();
       const r = await fwd();
-      const ms = Date.now() - t0;
       expect(r.status, r.text).to.equal(502);
-      expect(r.body.error).to.include('stream-b').and.include(b.nodeId).and.match(/did not answer within 1500 ms/);
-      expect(ms).to.be.within(deadlineMs - 100, deadlineMs + 1000);
+      // Ended by the deadline (the message says which), and not before it.
+      expect(r.body.error).to.include('stream-b').and.include(b.nodeId).and.match(new RegExp(`did not answer within ${deadlineMs} ms`));
+      expect(Date.now() - t0).to.be.at.least(deadlineMs - 100);
     } finally {
       process.kill(b.proc.pid!, 'SIGCONT');
     }
@@ -300,19 +306,17 @@ describe('CallStream between daemons', function () {
   it('a member that dies mid-call: 502 naming it at once, not at the deadline', async () => {
     expect((await fwd()).status).to.equal(200);
     process.kill(b.proc.pid!, 'SIGSTOP');
-    const t0 = Date.now();
     const pending = fwd();
+    // Lets the call reach the stopped member before it dies (if it has not, the call meets a dead member: the same answer).
     await new Promise((r) => setTimeout(r, 300));
     await b.kill();
     const r = await pending;
-    const ms = Date.now() - t0;
     expect(r.status, r.text).to.equal(502);
-    expect(r.body.error).to.include('stream-b').and.include(b.nodeId).and.match(/unreachable/);
-    expect(ms).to.be.lessThan(deadlineMs);
-    // The next call opens a new stream, which fails at once while the member is down.
-    const t1 = Date.now();
+    // Ended by the dead connection, not by the deadline: the message says which.
+    expect(r.body.error).to.include('stream-b').and.include(b.nodeId).and.match(/unreachable/).and.not.match(/did not answer within/);
+    // The next call opens a new stream, which fails as unreachable too while the member is down.
     const down = await fwd();
     expect(down.status).to.equal(502);
-    expect(Date.now() - t1).to.be.lessThan(deadlineMs);
+    expect(down.body.error).to.include(b.nodeId).and.match(/unreachable/).and.not.match(/did not answer within/);
   });
 });

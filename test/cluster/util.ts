@@ -35,7 +35,7 @@ export async function pair(nodes: TestDaemon[]): Promise<void> {
     await eventually(async () => {
       const s = await n.admin.request('GET', '/admin/cluster/status');
       return s.body.members?.length === nodes.length && s.body.members.every((m: any) => m.reachable);
-    }, 15_000, `every member reachable from ${n.nodeId}`);
+    }, 60_000, `every member reachable from ${n.nodeId}`);
   }
 }
 

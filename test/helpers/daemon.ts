@@ -174,6 +174,26 @@ function requestParts(opts: RequestOptions): { headers: Record<string, string>; 
 
 const running = new Set<TestDaemon>();
 const tempDirs = new Set<string>();
+/** The test file each running daemon belongs to (see claimDaemons). */
+const owners = new Map<TestDaemon, string>();
+
+/**
+ * Gives every running daemon that has no test file yet to `file`: the file of
+ * a test that just ended (hooks.ts). A daemon started in a file's `before`
+ * is claimed when that file's first test ends.
+ */
+export function claimDaemons(file: string): void {
+  for (const d of running) if (!owners.has(d)) owners.set(d, file);
+}
+
+/**
+ * Stops the daemons of test file `file` (hooks.ts, when the next file's
+ * tests begin): a daemon a file did not stop would otherwise idle, with its
+ * memory and its timers, until the end of the whole suite.
+ */
+export async function stopDaemonsOf(file: string): Promise<void> {
+  await Promise.all([...running].filter((d) => owners.get(d) === file).map((d) => d.stop()));
+}
 
 export function tempDir(prefix = 'hostd-test-'): string {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -207,7 +227,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
   proc.stderr!.on('data', (c) => (stderr += c.toString()));
   const rl = readline.createInterface({ input: proc.stdout! });
   const listening = await new Promise<any>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`hostd did not start within 20 s; stderr: ${stderr}`)), 20_000);
+    // Generous: a start costs a few seconds of CPU, and a loaded machine stretches that several times.
+    const timer = setTimeout(() => reject(new Error(`hostd did not start within 45 s; stderr: ${stderr}`)), 45_000);
     rl.on('line', (line) => {
       let rec: any;
       try {
@@ -236,9 +257,16 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
       /* not a log line */
     }
   });
-  running.add(d);
-  void d.exited.then(() => running.delete(d));
+  track(d);
   return d;
+}
+
+function track(d: TestDaemon): void {
+  running.add(d);
+  void d.exited.then(() => {
+    running.delete(d);
+    owners.delete(d);
+  });
 }
 
 async function startLoggingToFile(argv: string[], env: Record<string, string>, dataDir: string): Promise<TestDaemon> {
@@ -263,10 +291,9 @@ async function startLoggingToFile(argv: string[], env: Record<string, string>, d
       }
     }
     return undefined;
-  }, 20_000, 'hostd to listen');
+  }, 45_000, 'hostd to listen');
   const d = new TestDaemon(proc, dataDir, listening.http, listening);
-  running.add(d);
-  void d.exited.then(() => running.delete(d));
+  track(d);
   return d;
 }
 
@@ -309,7 +336,29 @@ export function hostctl(dataDir: string, args: string[], env: Record<string, str
   return runCommand(process.execPath, [HOSTCTL, '--data-dir', dataDir, ...args], { env });
 }
 
-/** A loopback port that was free a moment ago. */
+/**
+ * Runs `start` with `count` loopback ports that were free a moment ago, and
+ * again with other ones (up to `tries` times) when something took one of them
+ * in between, which `start` reports as an error saying EADDRINUSE or "the
+ * address is in use". For tests that must name the ports they listen on;
+ * the others listen on port 0.
+ */
+export async function onFreePorts<T>(count: number, start: (ports: number[]) => Promise<T>, tries = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    while (ports.length < count) {
+      const p = await freePort();
+      if (!ports.includes(p)) ports.push(p);
+    }
+    try {
+      return await start(ports);
+    } catch (err) {
+      if (attempt >= tries || !/EADDRINUSE|address is in use/.test((err as Error)?.message ?? '')) throw err;
+    }
+  }
+}
+
+/** A loopback port that was free a moment ago (see onFreePorts). */
 export async function freePort(): Promise<number> {
   const srv = net.createServer();
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));

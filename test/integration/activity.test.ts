@@ -7,7 +7,7 @@
 import { expect } from 'chai';
 import type { Operation } from '../../api/registry/types.js';
 import { ALL_SCOPES, operations, getOperation } from '../../api/registry/index.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { eventually, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { API, Problems, callFor, minimalArgs, pool, raw, show, type RawReply } from '../helpers/conformance.js';
 
 interface Row {
@@ -106,7 +106,9 @@ describe('activity log', function () {
       expect(rows[0].metadata.operation).to.equal('folders_create');
     });
 
-    it('every mutating operation of the registry writes exactly one row per call (warning when it fails); read-only ones none', async () => {
+    it('every mutating operation of the registry writes exactly one row per call (warning when it fails); read-only ones none', async function () {
+      // 129 operations, three requests each, one at a time: minutes on a loaded machine.
+      this.timeout(300_000);
       const p = new Problems();
       for (const op of operations) {
         const c = callFor(op, minimalArgs(op));
@@ -361,7 +363,10 @@ describe('activity log', function () {
       expect(all.rows.length).to.be.greaterThan(200);
       const rowsText = JSON.stringify(all.rows);
       const admin = await d.admin.request('GET', '/admin/tokens');
-      await new Promise((r) => setTimeout(r, 300)); // let the log stream flush
+      // The daemon's log is one stream written in order: once the line of a later request has reached us, every earlier line has.
+      const marker = `act-flush-${Date.now()}`;
+      expect((await raw(d.url, 'GET', `${API}/system/health`, { token: reader, headers: { 'x-request-id': marker } })).status).to.equal(200);
+      await eventually(() => stdout.includes(marker) && d.logs.some((l) => l.req_id === marker), 30_000, 'the request line of the last request in the log');
       const logText = JSON.stringify(d.logs);
       expect(stdout.length).to.be.greaterThan(1000);
       for (const s of secrets) {

@@ -6,11 +6,12 @@
  * unit sets no value of its own).
  */
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { ROOT, freePort, runCommand, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import type { Readable } from 'node:stream';
+import { ROOT, onFreePorts, runCommand, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { findSocket } from '../../daemon/cli/hostctl.js';
 import { configFileOf, loadConfig, socketPath } from '../../daemon/config.js';
 import { API } from '../helpers/conformance.js';
@@ -207,27 +208,31 @@ describe('hostd and hostctl as commands', function () {
       // The installed paths, mapped onto this checkout and a scratch /etc (as deploy/install.sh does).
       const etc = tempDir('hostd-unit-etc-');
       const data = tempDir('hostd-unit-data-');
-      const port = await freePort();
-      const cport = await freePort();
       const cfgPath = path.join(etc, 'config.yaml');
-      fs.writeFileSync(cfgPath, [
-        'node_name: unit-node',
-        `data_dir: ${data}`,
-        `http_addr: 127.0.0.1:${port}`,
-        `cluster_addr: 127.0.0.1:${cport}`,
-        'log_level: info',
-        '',
-      ].join('\n'));
       const map = (s: string) => s.replace('/usr/local/bin/hostd', path.join(ROOT, 'bin/hostd.js')).replace('/etc/hostd/config.yaml', cfgPath).replace('/opt/hostd', ROOT);
       const argv = exec.map(map);
       const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
       for (const [k, v] of Object.entries(env)) childEnv[k] = map(v);
-      const proc = spawn(argv[0], argv.slice(1), { cwd: map(workdir), env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+      let proc!: ChildProcessByStdio<null, Readable, Readable>;
       let stderr = '';
-      proc.stderr.on('data', (c) => (stderr += c));
-      try {
-        const listening = await new Promise<any>((resolve, reject) => {
-          const t = setTimeout(() => reject(new Error(`did not start: ${stderr}`)), 30_000);
+      let port = 0;
+      let cport = 0;
+      /** Starts the unit's command on these ports; rejects (naming the cause) when it exits or does not listen. */
+      const start = async ([p, cp]: number[]) => {
+        [port, cport] = [p, cp];
+        fs.writeFileSync(cfgPath, [
+          'node_name: unit-node',
+          `data_dir: ${data}`,
+          `http_addr: 127.0.0.1:${port}`,
+          `cluster_addr: 127.0.0.1:${cport}`,
+          'log_level: info',
+          '',
+        ].join('\n'));
+        proc = spawn(argv[0], argv.slice(1), { cwd: map(workdir), env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+        stderr = '';
+        proc.stderr.on('data', (c) => (stderr += c));
+        return new Promise<any>((resolve, reject) => {
+          const t = setTimeout(() => reject(new Error(`did not start: ${stderr}`)), 45_000);
           readline.createInterface({ input: proc.stdout }).on('line', (line) => {
             try {
               const rec = JSON.parse(line);
@@ -239,8 +244,15 @@ describe('hostd and hostctl as commands', function () {
               /* not JSON */
             }
           });
-          proc.once('exit', (c) => reject(new Error(`exited ${c}: ${stderr}`)));
+          proc.once('exit', (c) => {
+            clearTimeout(t);
+            reject(new Error(`exited ${c}: ${stderr}`));
+          });
         });
+      };
+      try {
+        // The config names the ports: ones that were free, others if something took them meanwhile.
+        const listening = await onFreePorts(2, start);
         expect(listening.http).to.equal(`http://127.0.0.1:${port}`);
         expect(listening.cluster).to.equal(`127.0.0.1:${cport}`);
         expect(listening.socket).to.equal(path.join(data, 'hostd.sock'));

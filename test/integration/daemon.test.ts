@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { MAIN, freePort, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { MAIN, eventually, onFreePorts, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { API, raw } from '../helpers/conformance.js';
 
 
@@ -27,10 +27,10 @@ describe('hostd daemon process', function () {
     const pools = tempDir('hostd-pools-');
     pool1 = path.join(pools, 'fast');
     pool2 = path.join(pools, 'bulk');
-    port = await freePort();
-    d = await startDaemon({
+    // The test names the port: one that was free, again with another if something took it meanwhile.
+    d = await onFreePorts(1, ([p]) => (port = p, startDaemon({
       dataDir: dir,
-      httpAddr: `127.0.0.1:${port}`,
+      httpAddr: `127.0.0.1:${p}`,
       configYaml: [
         'storage_pools:',
         `  - id: fast`,
@@ -40,7 +40,7 @@ describe('hostd daemon process', function () {
         `    path: ${JSON.stringify(pool2)}`,
         '',
       ].join('\n'),
-    });
+    })));
     token = await d.token('daemon-test', ['system.read', 'files.read', 'files.manage']);
   });
 
@@ -88,11 +88,7 @@ describe('hostd daemon process', function () {
     expect(unauth.status).to.equal(401);
     ids.push('logtest-unauth');
     let lines: any[] = [];
-    for (let t = 0; t < 40; t++) {
-      lines = d.logs.filter((l) => ids.includes(l.req_id));
-      if (lines.length >= ids.length) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await eventually(() => (lines = d.logs.filter((l) => ids.includes(l.req_id))).length >= ids.length, 30_000, 'the request lines in the log');
     for (const [i, id] of ids.entries()) {
       const mine = lines.filter((l) => l.req_id === id);
       expect(mine, `log lines for ${id}`).to.have.length(1);

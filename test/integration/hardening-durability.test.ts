@@ -20,7 +20,7 @@ import { LeaseManager, type LeasePeerLink } from '../../cluster/lease.js';
 import { ReplicatedConfig } from '../../cluster/replicated.js';
 import { ClusterFiles } from '../../certs/files.js';
 import { createCa, generateKeyPair, issueNodeCert } from '../../certs/pki.js';
-import { tempDir } from '../helpers/daemon.js';
+import { eventually, tempDir } from '../helpers/daemon.js';
 
 describe('hardening: what is synced to the disk', function () {
   this.timeout(60_000);
@@ -124,7 +124,9 @@ describe('hardening: what is synced to the disk', function () {
         await gate;
         return { done: true };
       });
-      await new Promise((r) => setTimeout(r, 50));
+      // Every write of the running task so far has reached the store: its log line is readable, and the chain behind it is drained.
+      await eventually(async () => (await runner.get(rec.task_id)).log_lines === 1, 30_000, 'the log line stored');
+      await runner.drain();
       const before = seen.length;
       lazy(seen.slice(1, before).flatMap((w) => w.sublevels.map((s): [string, boolean] => [s, w.sync])), 'tasks');
       release();

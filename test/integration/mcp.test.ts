@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { operations, ALL_SCOPES } from '../../api/registry/index.js';
-import { eventually, freePort, hostctl, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { eventually, hostctl, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 
 
 async function connect(d: TestDaemon, token: string): Promise<Client> {
@@ -396,11 +396,11 @@ describe('MCP transport, forwarded to a second node', function () {
   });
 
   it('runs a tool on the node peer_id names, recorded there with transport cluster', async function () {
-    const [portA, portB] = [await freePort(), await freePort()];
     const dirA = tempDir();
     const dirB = tempDir();
-    a = await startDaemon({ dataDir: dirA, env: { HOSTD_CLUSTER_ADDR: `127.0.0.1:${portA}`, HOSTD_NODE_NAME: 'node-a' } });
-    b = await startDaemon({ dataDir: dirB, env: { HOSTD_CLUSTER_ADDR: `127.0.0.1:${portB}`, HOSTD_NODE_NAME: 'node-b' } });
+    // Cluster ports chosen by the system (127.0.0.1:0); the daemons say which.
+    a = await startDaemon({ dataDir: dirA, env: { HOSTD_NODE_NAME: 'node-a' } });
+    b = await startDaemon({ dataDir: dirB, env: { HOSTD_NODE_NAME: 'node-b' } });
 
     const init = await hostctl(dirA, ['cluster', 'init']);
     if (init.code !== 0 && /unknown command 'cluster'/.test(init.stderr)) {
@@ -414,7 +414,7 @@ describe('MCP transport, forwarded to a second node', function () {
     const jt = await hostctl(dirA, ['cluster', 'join-token']);
     expect(jt.code, jt.stderr).to.equal(0);
     const joinToken = jt.stdout.trim().split('\n').pop()!.trim();
-    const join = await hostctl(dirB, ['cluster', 'join', `127.0.0.1:${portA}`, joinToken]);
+    const join = await hostctl(dirB, ['cluster', 'join', a.clusterAddr, joinToken]);
     expect(join.code, join.stderr).to.equal(0);
 
     const token = await a.token('mcp-cluster', ['files.read', 'files.manage', 'system.read']);

@@ -65,11 +65,11 @@ describe('background tasks', function () {
       });
       expect(rec.task_id).to.match(/^task_/);
       expect(rec).to.include({ kind: 'demo', title: 'Demo task', owner: 'tester', target: 'vms/1' });
+      // The record is shown as written, one write after another: wait for the one written after the last of these calls.
       const running = await eventually(async () => {
         const r = await runner.get(rec.task_id);
-        return r.state === 'running' && r.log_lines === 12 ? r : undefined;
-      }, 5000, 'task running with 12 lines');
-      expect(running.progress).to.equal(41);
+        return r.state === 'running' && r.log_lines === 12 && r.progress === 41 ? r : undefined;
+      }, 20_000, 'task running with 12 lines and progress 41 (40.6 rounded)');
       expect(running.started_at).to.be.a('string');
       expect((await runner.listActive()).map((t) => t.task_id)).to.include(rec.task_id);
 
@@ -97,6 +97,49 @@ describe('background tasks', function () {
       const stored = await store.sub<TaskRecord>('tasks').get(rec.task_id);
       expect(stored).to.include({ state: 'succeeded', log_lines: 13 });
       expect((await runner.logLines(rec.task_id, 0, 500)).lines.map((l) => l.line)).to.deep.equal(Array.from({ length: 13 }, (_, i) => i + 1));
+    });
+
+    it('counts only the log lines that can be read: log_lines, total_lines and the lines agree at every moment', async () => {
+      const logged = gate();
+      const g = gate();
+      const rec = runner.start({ kind: 'demo', title: 'Burst of lines', owner: 'tester', resource: '' }, async (t) => {
+        for (let i = 1; i <= 12; i++) t.log(`line ${i}`);
+        logged.open();
+        await g.wait;
+      });
+      // The twelve lines were logged in one go and their writes are still on their way to the store.
+      await logged.wait;
+      const all = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+      for (const end = Date.now() + 20_000; ;) {
+        const counted = (await runner.get(rec.task_id)).log_lines;
+        const page = await runner.logLines(rec.task_id, 0, 500);
+        expect(page.lines.map((l) => l.line), `total_lines ${page.total_lines}`).to.deep.equal(all(page.total_lines));
+        expect(page.total_lines, `the record counted ${counted}`).to.be.at.least(counted);
+        if (page.total_lines === 12) break;
+        if (Date.now() > end) throw new Error(`the log stayed at ${page.total_lines} of 12 lines`);
+        await new Promise((r) => setImmediate(r));
+      }
+      g.open();
+      expect(await runner.settled(rec.task_id)).to.include({ state: 'succeeded', log_lines: 12 });
+    });
+
+    it('shows a task ended only once every line it logged can be read', async () => {
+      const rec = runner.start({ kind: 'demo', title: 'Ends at once', owner: 'tester', resource: '' }, async (t) => {
+        t.log('about to fail');
+        throw new Error('disk on fire');
+      });
+      // Poll as a watcher does: the first read that shows the task ended must find its last line.
+      let seen: TaskRecord;
+      for (const end = Date.now() + 20_000; ;) {
+        seen = await runner.get(rec.task_id);
+        if (seen.state === 'failed' || seen.state === 'succeeded') break;
+        if (Date.now() > end) throw new Error(`the task stayed ${seen.state}`);
+        await new Promise((r) => setImmediate(r));
+      }
+      const logs = await runner.logLines(rec.task_id);
+      expect(seen).to.include({ state: 'failed', error: 'disk on fire', log_lines: 2 });
+      expect(logs.lines.map((l) => l.text)).to.deep.equal(['about to fail', 'failed: disk on fire']);
+      expect(logs.total_lines).to.equal(2);
     });
 
     it('a task that throws ends failed with its error, logged as the last line', async () => {

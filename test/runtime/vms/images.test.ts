@@ -4,16 +4,72 @@
  * qcow2), hostctl import and fetch, moves and deletes between pools, ISOs.
  */
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { expect } from 'chai';
 import { run } from '../../../daemon/lib/run.js';
-import { hostctl, tempDir } from '../../helpers/daemon.js';
+import { eventually, hostctl, tempDir } from '../../helpers/daemon.js';
 import { fails, FileServer, killGuests, missingRuntime, ok, settle, sha256, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+
+/**
+ * Serves one file, and cuts its first answer where the test says: it sends
+ * the first `cutAt` bytes, holds the connection until `cut()`, then closes it.
+ * The test calls `cut()` once the client has all those bytes (its partial
+ * file has them), so where the download stops does not depend on how fast
+ * either side runs. Later requests get the rest (Range honoured).
+ */
+class CuttingServer {
+  private srv!: http.Server;
+  private port = 0;
+  private release!: () => void;
+  private readonly held = new Promise<void>((r) => (this.release = r));
+  private cutDone = false;
+  readonly ranges: Array<string | undefined> = [];
+
+  constructor(private readonly data: Buffer, private readonly cutAt: number) {}
+
+  async start(): Promise<void> {
+    this.srv = http.createServer((req, res) => {
+      this.ranges.push(req.headers.range);
+      const size = this.data.length;
+      const m = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
+      const start = m ? Number(m[1]) : 0;
+      if (m) res.writeHead(206, { 'content-length': size - start, 'content-range': `bytes ${start}-${size - 1}/${size}` });
+      else res.writeHead(200, { 'content-length': size });
+      if (this.cutDone) {
+        res.end(this.data.subarray(start));
+        return;
+      }
+      this.cutDone = true;
+      res.write(this.data.subarray(start, this.cutAt));
+      void this.held.then(() => res.destroy());
+    });
+    await new Promise<void>((r) => this.srv.listen(0, '127.0.0.1', () => r()));
+    this.port = (this.srv.address() as { port: number }).port;
+  }
+
+  url(p: string): string {
+    return `http://127.0.0.1:${this.port}${p}`;
+  }
+
+  cut(): void {
+    this.release();
+  }
+
+  async stop(): Promise<void> {
+    this.release();
+    this.srv.closeAllConnections();
+    await new Promise<void>((r) => this.srv.close(() => r()));
+  }
+}
 
 describe('vms images, catalog and ISOs (QEMU tools)', function () {
   this.timeout(10 * 60_000);
   let e: VmsEnv;
   const srv = new FileServer();
+  // A raw image with data in it, so that a cut download has something to resume.
+  const rawData = Buffer.alloc(3 * 1024 * 1024, 7);
+  const cutting = new CuttingServer(rawData, 1024 * 1024);
   let dir: string;
   let catalogFile: string;
 
@@ -25,11 +81,11 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
     }
     dir = tempDir('hostd-vms-img-');
     await srv.start();
+    await cutting.start();
     const tiny = path.join(dir, 'tiny.qcow2');
     await run('qemu-img', ['create', '-q', '-f', 'qcow2', tiny, '64M']);
-    // A raw image with data in it, so that a cut download has something to resume.
     const raw = path.join(dir, 'tiny.raw');
-    fs.writeFileSync(raw, Buffer.alloc(3 * 1024 * 1024, 7));
+    fs.writeFileSync(raw, rawData);
     fs.writeFileSync(path.join(dir, 'SHA256SUMS'), `${await sha256(tiny)}  tiny.qcow2\n${'0'.repeat(64)}  other.img\n`);
     srv.files.set('/img/tiny.qcow2', tiny);
     srv.files.set('/img/tiny.raw', raw);
@@ -37,7 +93,7 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
     catalogFile = path.join(dir, 'catalog.json');
     fs.writeFileSync(catalogFile, JSON.stringify([
       { id: 'tiny', name: 'Tiny', url: srv.url('/img/tiny.qcow2'), checksum_url: srv.url('/img/SHA256SUMS'), min_memory_mb: 256, min_disk_gb: 1, default_user: 'tiny', labels: { os: 'none' } },
-      { id: 'tiny-raw', url: srv.url('/img/tiny.raw'), checksum: `sha256:${await sha256(raw)}`, format: 'raw' },
+      { id: 'tiny-raw', url: cutting.url('/img/tiny.raw'), checksum: `sha256:${await sha256(raw)}`, format: 'raw' },
       { id: 'bad-sum', url: srv.url('/img/tiny.raw'), checksum: `sha256:${'f'.repeat(64)}` },
     ]));
     e = await startVmsDaemon({ extraYaml: `  catalog_file: ${catalogFile}` });
@@ -46,6 +102,7 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
   after(async function () {
     if (e) await killGuests(e.root);
     await srv.stop().catch(() => undefined);
+    await cutting.stop().catch(() => undefined);
   });
 
   it('lists the catalog from the configured file', async function () {
@@ -74,17 +131,19 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
   });
 
   it('resumes a cut download where it stopped, and converts raw to qcow2', async function () {
-    srv.cutAfter.set('/img/tiny.raw', 1024 * 1024);
+    const part = path.join(e.pools.p1, '.vms/images/.partial/tiny-raw.part');
     const r1 = await e.d.admin.request('POST', '/admin/vms/images/fetch', { image_id: 'tiny-raw' });
     expect(r1.status).to.equal(201);
+    // The connection is cut once the first MiB is on disk: nothing is on its way then.
+    await eventually(() => fs.existsSync(part) && fs.statSync(part).size === 1024 * 1024, 120_000, 'the first MiB in the partial file');
+    cutting.cut();
     const t1 = await settle(e, r1.body.task.task_id);
     expect(t1.state).to.equal('failed');
     expect(t1.error).to.match(/ended after 1048576 of 3145728 bytes \(run the fetch again to resume\)|terminated|aborted|socket/);
-    expect(fs.statSync(path.join(e.pools.p1, '.vms/images/.partial/tiny-raw.part')).size).to.equal(1024 * 1024);
+    expect(fs.statSync(part).size).to.equal(1024 * 1024);
     const r2 = await e.d.admin.request('POST', '/admin/vms/images/fetch', { image_id: 'tiny-raw' });
     await succeeded(e, r2.body.task.task_id);
-    const ranged = srv.requests.filter((q) => q.path === '/img/tiny.raw');
-    expect(ranged.map((q) => q.range)).to.deep.equal([undefined, 'bytes=1048576-']);
+    expect(cutting.ranges).to.deep.equal([undefined, 'bytes=1048576-']);
     const info = JSON.parse((await run('qemu-img', ['info', '--output=json', path.join(e.pools.p1, '.vms/images/tiny-raw.qcow2')])).stdout);
     expect(info.format).to.equal('qcow2');
     expect(info['virtual-size']).to.equal(3 * 1024 * 1024);

@@ -37,6 +37,19 @@ function running(marker: string): boolean {
   return false;
 }
 
+/** Whether a process runs with exactly this argument list. */
+function runningExactly(argv: string[]): boolean {
+  const want = argv.join('\0') + '\0';
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8') === want) return true;
+    } catch {
+      /* gone */
+    }
+  }
+  return false;
+}
+
 /**
  * An agent that does what qemu-ga does with guest-exec and capture-output:
  * spawns the program, keeps all of its output, and reports it once the
@@ -100,8 +113,9 @@ describe('vms exec: the guest-side wrapper (this host\'s /bin/sh)', () => {
     c.stdout.resume();
     c.stderr.resume();
     try {
-      await eventually(() => running(marker), 10_000, 'the command to run');
-      expect(fs.readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1].split(' ')[3], 'the wrapper leads its own session').to.equal(String(c.pid));
+      // The launcher becomes the session leader when it execs setsid: wait for that, not for a time.
+      const session = () => fs.readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1].split(' ')[3];
+      await eventually(() => session() === String(c.pid) && runningExactly(['sh', '-c', `sleep 300; : ${marker}`]), 10_000, 'the wrapper to lead its own session and the command to run');
       expect(runHere(killArgs(c.pid!)).status).to.equal(0);
       await eventually(() => !running(marker), 10_000, 'every process of the command to end');
     } finally {

@@ -70,6 +70,25 @@ async function inside(real: string, roots: string[]): Promise<boolean> {
 }
 
 /**
+ * What `qemu-img info` said of a layer, by real path, reused while the file is
+ * the same one with the same size and times (images and warm-state layers
+ * never change, so a resume reads only its new top layer).
+ */
+export class ChainCache {
+  private readonly m = new Map<string, { key: string; info: ImageInfo }>();
+
+  get(real: string, key: string): ImageInfo | undefined {
+    const hit = this.m.get(real);
+    return hit?.key === key ? hit.info : undefined;
+  }
+
+  set(real: string, key: string, info: ImageInfo): void {
+    if (this.m.size >= 4096) this.m.clear();
+    this.m.set(real, { key, info });
+  }
+}
+
+/**
  * The backing chain of `file`, walked one layer at a time: `qemu-img info`
  * without --backing-chain opens only the layer named, and each backing file
  * is checked before it is opened. Every backing file must be a plain absolute
@@ -78,11 +97,12 @@ async function inside(real: string, roots: string[]): Promise<boolean> {
  * checked too unless `topAnywhere` (an operator's import names any file).
  * Throws DiskChainEscape naming the layer that leaves.
  */
-export async function confinedChain(file: string, roots: string[], opts: { topAnywhere?: boolean } = {}): Promise<ImageInfo[]> {
+export async function confinedChain(file: string, roots: string[], opts: { topAnywhere?: boolean; cache?: ChainCache } = {}): Promise<ImageInfo[]> {
   const chain: ImageInfo[] = [];
   let cur = file;
   for (let depth = 0; ; depth++) {
     if (depth > 64) throw new DiskChainEscape(`the backing chain of ${file} is more than 64 layers deep`);
+    let cached: { real: string; key: string } | null = null;
     if (depth > 0 || !opts.topAnywhere) {
       const real = await fs.realpath(cur).catch(() => null);
       if (!real || !(await inside(real, roots))) {
@@ -90,8 +110,10 @@ export async function confinedChain(file: string, roots: string[], opts: { topAn
       }
       const st = await fs.stat(real);
       if (!st.isFile()) throw new DiskChainEscape(`backing file '${cur}' of ${file} is not a regular file`);
+      cached = { real, key: `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}` };
     }
-    const info = await imageInfo(cur);
+    const info = (cached && opts.cache?.get(cached.real, cached.key)) || (await imageInfo(cur));
+    if (cached) opts.cache?.set(cached.real, cached.key, info);
     if (depth > 0 && info.format !== 'qcow2') throw new DiskChainEscape(`backing file '${cur}' of ${file} is ${info.format}, not qcow2`);
     chain.push(info);
     const next = info.backingFile;

@@ -2,7 +2,7 @@
 import type { VmDriver } from '../driver.js';
 import { Machines } from './machine.js';
 import { probeHost, type HostProbe } from './host.js';
-import { backingChain, confinedChain, convertToQcow2, createQcow2, imageInfo, resizeImage } from './img.js';
+import { backingChain, ChainCache, confinedChain, convertToQcow2, createQcow2, imageInfo, resizeImage } from './img.js';
 import { writeIdentity } from './identity.js';
 import { hashPassword, writeSeedIso } from './seed.js';
 
@@ -15,7 +15,9 @@ import { hashPassword, writeSeedIso } from './seed.js';
  */
 export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
   const roots = opts.diskRoots;
-  const m = new Machines(roots);
+  const cache = new ChainCache();
+  const confine = (file: string, topAnywhere = false) => confinedChain(file, roots, { topAnywhere, cache });
+  const m = new Machines(confine);
   let probe: Promise<HostProbe> | null = null;
   return {
     host: (refresh) => {
@@ -42,17 +44,17 @@ export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
     imageInfo: (f) => imageInfo(f),
     backingChain: (f) => backingChain(f),
     createDisk: async (f, size, backing) => {
-      if (backing) await confinedChain(backing, roots);
+      if (backing) await confine(backing);
       await createQcow2(f, size, backing);
     },
     resizeDisk: (f, size) => resizeImage(f, size),
     copyDisk: async (src, dst, o) => {
-      await confinedChain(src, roots, { topAnywhere: true });
+      await confine(src, true);
       await convertToQcow2(src, dst, o);
     },
     writeIdentity: async (disk, dir, plan) => {
       // qemu-storage-daemon opens the disk's whole chain, as QEMU would.
-      await confinedChain(disk, roots);
+      await confine(disk);
       return writeIdentity(disk, dir, plan);
     },
     writeSeed: (file, files) => writeSeedIso(file, files),

@@ -12,7 +12,6 @@ import { QmpClient, QmpError } from './qmp.js';
 import { AgentTimeout, GuestAgent, type GuestInterface } from './agent.js';
 import { guestExec, type GuestExecOptions } from './exec.js';
 import { machineArgs, runFiles, shellSafePath, type DiskSpec, type MachineSpec } from './args.js';
-import { confinedChain } from './img.js';
 
 export interface MachineRef {
   /** `vm-<vmid>`: also the process tag `hostd-vm-<vmid>`. */
@@ -73,8 +72,8 @@ async function waitGone(pid: number, ms: number): Promise<boolean> {
 }
 
 export class Machines {
-  /** `diskRoots`: the only directories a machine's disks (and their backing files) may lie in. */
-  constructor(private readonly diskRoots: string[]) {}
+  /** `confine`: walks a disk's backing chain and throws when it leaves the pools (img.ts confinedChain). */
+  constructor(private readonly confine: (file: string) => Promise<unknown>) {}
 
   private readonly qmps = new Map<string, Promise<QmpClient>>();
   private readonly agents = new Map<string, GuestAgent>();
@@ -112,7 +111,7 @@ export class Machines {
     this.forget(ref);
     const files = runFiles(spec.runDir);
     // QEMU follows a qcow2's backing file wherever it points: each chain is walked and confined first.
-    for (const disk of [spec.rootFile, ...spec.disks.map((d) => d.file)]) await confinedChain(disk, this.diskRoots);
+    for (const disk of [spec.rootFile, ...spec.disks.map((d) => d.file)]) await this.confine(disk);
     await fs.mkdir(spec.runDir, { recursive: true, mode: 0o700 });
     for (const f of [files.qmp, files.qga, files.pid]) await fs.rm(f, { force: true });
     await run('qemu-system-x86_64', machineArgs(spec), { install: 'the qemu-system-x86 package', timeoutMs: 60_000 });

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { run, which } from '../../../daemon/lib/run.js';
-import { confinedChain, DiskChainEscape } from '../../../daemon/vms/qemu/img.js';
+import { ChainCache, confinedChain, DiskChainEscape } from '../../../daemon/vms/qemu/img.js';
 import { tempDir } from '../../helpers/daemon.js';
 
 describe('vms runtime: backing chains stay inside the pools (qemu-img)', function () {
@@ -82,6 +82,28 @@ describe('vms runtime: backing chains stay inside the pools (qemu-img)', functio
     const importedOverlay = path.join(outside, 'overlay.qcow2');
     await qcow2(importedOverlay, imported);
     expect(await escapes(importedOverlay, [root], { topAnywhere: true })).to.match(/^backing file '.*import\.qcow2' of .*overlay\.qcow2 is outside/);
+  });
+
+  it('reuses what it read of an unchanged layer, and sees a layer rewritten since', async () => {
+    const base = path.join(root, 'images', 'c-base.qcow2');
+    const mid = path.join(root, 'images', 'c-mid.qcow2');
+    const top = path.join(root, 'images', 'c-top.qcow2');
+    await qcow2(base);
+    await qcow2(mid, base);
+    await qcow2(top, mid);
+    const cache = new ChainCache();
+    expect((await confinedChain(top, [root], { cache })).map((c) => c.backingFile)).to.deep.equal([mid, base, null]);
+    const secret = path.join(outside, 'host-file-3');
+    fs.writeFileSync(secret, 'y');
+    // The middle layer now rests on a host file (its header rewritten in place).
+    await run('qemu-img', ['rebase', '-u', '-F', 'raw', '-b', secret, mid], { timeoutMs: 30_000 });
+    let msg = '';
+    try {
+      await confinedChain(top, [root], { cache });
+    } catch (err) {
+      msg = (err as Error).message;
+    }
+    expect(msg).to.equal(`backing file '${secret}' of ${top} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`);
   });
 
   it('refuses json: and protocol backing names, and a raw layer inside the chain', async () => {

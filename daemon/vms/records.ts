@@ -153,7 +153,8 @@ export type VmIntent =
   | { op: 'delete'; vmid: number; dir: string }
   | { op: 'suspend'; vmid: number; file: string }
   | { op: 'resume'; vmid: number; file: string }
-  | { op: 'warm-save'; vmid: number; id: string; name: string; dir: string; new_layer: string }
+  /** `vmgenid`: the saved machine's generation ID (absent in intents of earlier versions: such a state stays unresumable). */
+  | { op: 'warm-save'; vmid: number; id: string; name: string; dir: string; new_layer: string; vmgenid?: string }
   | { op: 'warm-restore'; vmid: number; id: string; dir: string }
   | { op: 'warm-delete'; id: string; dir: string }
   | { op: 'template'; image_id: string; file: string }

@@ -1295,7 +1295,7 @@ export class VmService {
   private async doWarmSave(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
     const ref = this.ref(rec.vmid);
     const key = VmRecords.intentKey(`warm-save-${w.id}`);
-    await this.records.journal.begin(key, { op: 'warm-save', vmid: rec.vmid, id: w.id, name: w.name, dir: w.dir, new_layer: newLayer });
+    await this.records.journal.begin(key, { op: 'warm-save', vmid: rec.vmid, id: w.id, name: w.name, dir: w.dir, new_layer: newLayer, vmgenid: w.vmgenid });
     let snapped = false;
     try {
       await fs.mkdir(w.dir, { recursive: true, mode: 0o700 });

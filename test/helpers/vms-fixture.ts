@@ -157,6 +157,20 @@ export async function untilReady(e: VmsEnv, vmid: number, seconds: number): Prom
   }
 }
 
+/**
+ * Runs `command` in the VM until it exits 0, each run bounded to a minute,
+ * all of it by `seconds` (a wait inside the guest, such as `cloud-init status
+ * --wait`, that may outlast one HTTP request on a loaded machine).
+ */
+export async function untilInGuest(e: VmsEnv, vmid: number, command: string, seconds: number): Promise<string> {
+  const end = Date.now() + seconds * 1000;
+  for (;;) {
+    const r = await ok(e, 'POST', `/vms/${vmid}/exec`, { command, timeout_seconds: 60 });
+    if (r.exit_code === 0) return r.stdout;
+    if (Date.now() > end) throw new Error(`'${command}' in VM ${vmid} did not succeed within ${seconds} s: ${r.timed_out ? 'timed out' : `exit ${r.exit_code}: ${r.stderr}`}`);
+  }
+}
+
 /** Runs a command in a VM and returns stdout, asserting exit 0. */
 export async function sh(e: VmsEnv, vmid: number, command: string, timeout = 120): Promise<string> {
   const r = await ok(e, 'POST', `/vms/${vmid}/exec`, { command, timeout_seconds: timeout });

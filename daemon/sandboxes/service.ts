@@ -213,9 +213,18 @@ export class SandboxService {
     return { cpu_cores: cpu, memory_mb: mem, disk_gb: Math.max(given || s.defaultDiskGb, floor), diskFloor: floor };
   }
 
-  /** The newest warm state of the image that fits the shape, or why there is none. */
+  /**
+   * The newest warm state of the image that fits the shape, or why there is
+   * none. States the VM service will not resume (saved before VMs had a
+   * generation ID device) do not count: such an image boots cold until a new
+   * warm state is saved (keepWarm does that for images labelled for it).
+   */
   private async warmFor(rec: Pick<SandboxRecord, 'image_id' | 'cpu_cores' | 'memory_mb' | 'disk_gb'>): Promise<{ id: string | null; reason: string | null }> {
-    const all = await this.vms.warmStates({ ...O, image_id: rec.image_id });
+    const found = await this.vms.warmStates({ ...O, image_id: rec.image_id });
+    const all = found.filter((w) => w.resumable);
+    if (!all.length && found.length) {
+      return { id: null, reason: `image '${rec.image_id}' has only warm states saved before VMs had a generation ID device (${found.map((w) => w.id).join(', ')}), which are not resumed (hostctl sandbox warm ${rec.image_id} saves a new one)` };
+    }
     if (!all.length) return { id: null, reason: `image '${rec.image_id}' has no warm state (hostctl sandbox warm ${rec.image_id})` };
     const fit = all
       .filter((w) => w.cpu_cores === rec.cpu_cores && w.memory_mb === rec.memory_mb && w.disk_size_gb >= rec.disk_gb)
@@ -440,18 +449,23 @@ export class SandboxService {
     await this.e.secrets.delete(SEED_NS, id).catch(() => undefined);
   }
 
-  /** A boot that cannot finish: the sandbox keeps no VM and says why. */
+  /**
+   * A boot that cannot finish: the sandbox keeps no VM and says why. Its VMs
+   * and seed go before it shows `failed`, so that nobody sees a failed
+   * sandbox that still holds them (a crash meanwhile leaves it booting, and
+   * recovery boots it again).
+   */
   private async fail(id: string, err: unknown): Promise<void> {
     this.e.log.warn({ id, err: message(err) }, 'sandboxes: boot failed');
-    const rec = await this.update(id, (r) => {
+    if ((await this.records.get(id))?.phase !== 'booting') return;
+    for (const v of (await this.vms.listOwned(O.owner)).filter((x) => x.labels[SANDBOX_LABEL] === id)) await this.removeVm(v.vmid);
+    await this.e.secrets.delete(SEED_NS, id).catch(() => undefined);
+    await this.update(id, (r) => {
       if (r.phase !== 'booting') return false;
       r.phase = 'failed';
       r.error = `boot failed: ${message(err)}`;
+      r.vmid = null;
     });
-    if (rec?.phase !== 'failed') return;
-    for (const v of (await this.vms.listOwned(O.owner)).filter((x) => x.labels[SANDBOX_LABEL] === id)) await this.removeVm(v.vmid);
-    await this.update(id, (r) => void (r.vmid = null));
-    await this.e.secrets.delete(SEED_NS, id).catch(() => undefined);
   }
 
   private async removeVm(vmid: number): Promise<void> {
@@ -513,7 +527,9 @@ export class SandboxService {
         min_cpu_cores: img.min_cpu_cores, min_memory_mb: img.min_memory_mb, min_disk_gb: res.diskFloor,
         default_resources: { cpu_cores: res.cpu_cores, memory_mb: res.memory_mb, disk_gb: res.disk_gb },
         default_start: fit.id ? 'warm' : 'cold',
-        warm_states: warm.filter((w) => w.image_id === img.image_id).map((w) => ({ warm_state_id: w.id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb, disk_gb: w.disk_size_gb, created_at: w.created_at })),
+        warm_states: warm.filter((w) => w.image_id === img.image_id).map((w) => ({
+          warm_state_id: w.id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb, disk_gb: w.disk_size_gb, created_at: w.created_at, resumable: w.resumable, reason: w.reason,
+        })),
       });
     }
     const s = this.e.settings;

@@ -58,9 +58,16 @@ export function checkUsername(u: string, arg = 'username'): string {
 
 const KEY_TYPES = /^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/=]+( [^\r\n]*)?$/;
 
+/**
+ * Line breaks to YAML 1.1 (cloud-init's loader) or to sshd besides CR and LF:
+ * NEL, LINE and PARAGRAPH SEPARATOR, and every other control character.
+ */
+// eslint-disable-next-line no-control-regex
+const BREAKS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
 export function checkSshKey(k: string, arg = 'ssh_public_key'): string {
   const t = k.trim();
-  if (!KEY_TYPES.test(t)) throw badRequest(`argument '${arg}' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)`);
+  if (t.length > 16384 || !KEY_TYPES.test(t) || BREAKS.test(t)) throw badRequest(`argument '${arg}' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)`);
   return t;
 }
 

@@ -5,13 +5,15 @@
  * directory), disks by absolute file paths the service chose.
  */
 import type { MachineSpec, DiskSpec } from './qemu/args.js';
-import type { ExecResult, MachineRef, MachineStatus } from './qemu/machine.js';
+import type { ExecResult } from '../lib/exec-output.js';
+import type { MachineRef, MachineStatus } from './qemu/machine.js';
+import type { GuestExecOptions } from './qemu/exec.js';
 import type { HostProbe } from './qemu/host.js';
 import type { ImageInfo } from './qemu/img.js';
 import type { IdentityPlan, IdentityResult } from './qemu/identity.js';
 import type { SeedFiles } from './qemu/seed.js';
 
-export type { MachineSpec, DiskSpec, ExecResult, MachineRef, MachineStatus, HostProbe, ImageInfo, IdentityPlan, IdentityResult, SeedFiles };
+export type { MachineSpec, DiskSpec, ExecResult, GuestExecOptions, MachineRef, MachineStatus, HostProbe, ImageInfo, IdentityPlan, IdentityResult, SeedFiles };
 
 export interface GuestAddress {
   iface: string;
@@ -38,6 +40,8 @@ export interface VmDriver {
   snapshotRoot(m: MachineRef, newTop: string, nodeName: string): Promise<string>;
   activeRoot(m: MachineRef): Promise<{ node: string; file: string }>;
   cont(m: MachineRef): Promise<void>;
+  /** The guid of the running machine's VM generation ID device; null when it has none (started by an earlier hostd). */
+  generationId(m: MachineRef): Promise<string | null>;
   attachDisk(m: MachineRef, d: DiskSpec): Promise<void>;
   detachDisk(m: MachineRef, id: string, timeoutMs?: number): Promise<void>;
   growDisk(m: MachineRef, id: string, sizeBytes: number): Promise<void>;
@@ -46,8 +50,12 @@ export interface VmDriver {
   ping(m: MachineRef, timeoutMs?: number): Promise<boolean>;
   /** Raw agent command; throws AgentTimeout (no answer) or AgentError. */
   agent<T = any>(m: MachineRef, command: string, args?: Record<string, unknown>, timeoutMs?: number): Promise<T>;
-  /** `/bin/sh -c command`; `input` goes to its stdin. */
-  exec(m: MachineRef, command: string, timeoutMs: number, input?: string): Promise<ExecResult>;
+  /**
+   * `/bin/sh -c command` in the guest: each stream bounded to the shared cap
+   * (daemon/lib/exec-output.ts) before it leaves the guest, the command's
+   * process group killed at `timeoutMs` (`timed_out`, partial output).
+   */
+  exec(m: MachineRef, command: string, timeoutMs: number, opts?: GuestExecOptions): Promise<ExecResult>;
   addresses(m: MachineRef, timeoutMs?: number): Promise<GuestAddress[]>;
   writeGuestFile(m: MachineRef, file: string, content: string, mode?: string): Promise<void>;
 

@@ -55,7 +55,8 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
     async open(deps) {
       const settings = parseVmSettings(deps.settings, deps.config.pools);
       const records = new VmRecords(deps.store);
-      const driver = (opts.makeDriver ?? qemuDriver)();
+      const diskRoots = deps.config.pools.map((p) => path.join(p.path, '.vms'));
+      const driver = opts.makeDriver ? opts.makeDriver() : qemuDriver({ diskRoots });
       const log = deps.log.child({ domain: 'vms' });
       const vms = new VmService({
         records, driver, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,

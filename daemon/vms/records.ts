@@ -93,6 +93,14 @@ export interface VmRecord {
   seed_generation: number | null;
   /** The saved memory a start resumes from (suspend), absolute. */
   resume_file: string | null;
+  /**
+   * The VM generation ID (a UUID) of the machine's `vmgenid` device: set at
+   * create, kept across its starts, suspends and resumes, new for every VM
+   * resumed from a warm state. null (or absent, in records written before
+   * the device existed) while the VM's machine or suspended memory has no
+   * device; its next cold start gives it one.
+   */
+  vmgenid?: string | null;
   /** Task of a create or clone still copying. */
   task_id: string | null;
   created_at: string;
@@ -121,7 +129,22 @@ export interface WarmStateRecord {
   cloud_init: StoredCloudInit;
   size_bytes: number;
   created_at: string;
+  /**
+   * WARM_FORMAT for states saved by a machine with a VM generation ID device;
+   * absent in records written before the device existed (those are refused).
+   */
+  format?: number;
+  /** The generation ID of the saved VM (every VM resumed from the state gets its own). */
+  vmgenid?: string;
 }
+
+/**
+ * Warm-state format: 2 = saved by a machine with a `vmgenid` device, so that
+ * every resume can hand the guest a new generation ID. States without it
+ * cannot be resumed with the device (the device set differs) and would give
+ * each clone the saved kernel's random-number state.
+ */
+export const WARM_FORMAT = 2;
 
 
 /** Every crash-safe change: what recovery needs to finish or undo it. */
@@ -130,7 +153,8 @@ export type VmIntent =
   | { op: 'delete'; vmid: number; dir: string }
   | { op: 'suspend'; vmid: number; file: string }
   | { op: 'resume'; vmid: number; file: string }
-  | { op: 'warm-save'; vmid: number; id: string; name: string; dir: string; new_layer: string }
+  /** `vmgenid`: the saved machine's generation ID (absent in intents of earlier versions: such a state stays unresumable). */
+  | { op: 'warm-save'; vmid: number; id: string; name: string; dir: string; new_layer: string; vmgenid?: string }
   | { op: 'warm-restore'; vmid: number; id: string; dir: string }
   | { op: 'warm-delete'; id: string; dir: string }
   | { op: 'template'; image_id: string; file: string }

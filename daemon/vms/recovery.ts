@@ -9,7 +9,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { JournalOp } from '../lib/journal.js';
-import { vmKey, type VmIntent, type VmRecord, type WarmStateRecord } from './records.js';
+import { vmKey, WARM_FORMAT, type VmIntent, type VmRecord, type WarmStateRecord } from './records.js';
 import { VmService } from './service.js';
 
 async function exists(p: string): Promise<boolean> {
@@ -150,6 +150,8 @@ async function settle(svc: VmService, i: VmIntent): Promise<JournalOp[]> {
           memory_file: memory, disk_file: disk, base_image_id: rec.base_image_id, base_warm_state_id: rec.base_warm_state_id,
           cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_size_gb: rec.disk_size_gb, network_type: rec.cloud_init.network_type,
           cloud_init: { ...rec.cloud_init }, size_bytes: st1.size + st2.size, created_at: new Date().toISOString(),
+          // Resumable only when the intent says which generation ID the saved machine had.
+          ...(i.vmgenid ? { format: WARM_FORMAT, vmgenid: i.vmgenid } : {}),
         };
         ops.push(r.putWarm(w));
         return ops;

@@ -45,7 +45,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { PoolConfig } from '../config.js';
 import type { GuestInfo } from '../domain.js';
-import { ApiError, badRequest, conflict, internal, notFound, unavailable } from '../lib/errors.js';
+import { ApiError, badRequest, conflict, forbidden, internal, notFound, unavailable } from '../lib/errors.js';
 import { KeyedLock } from '../lib/lock.js';
 import { nextDocs } from '../lib/docs.js';
 import type { NoteSink } from '../lib/caller.js';
@@ -53,6 +53,7 @@ import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
 import { requireAvailable, type Availability } from '../lib/availability.js';
 import type { JournalOp } from '../lib/journal.js';
+import type { ExecResult } from '../lib/exec-output.js';
 import { AgentError, AgentTimeout } from './qemu/agent.js';
 import { FIRST_DISK_SLOT, LAST_DISK_SLOT, macFor, type MachineSpec, type NetSpec } from './qemu/args.js';
 import { GiB } from './qemu/img.js';
@@ -60,9 +61,9 @@ import { NoExtRoot } from './qemu/identity.js';
 import { hostResources, bootId } from './qemu/host.js';
 import { renderSeed, type CloudInitSettings } from './qemu/seed.js';
 import type { MachineRef, VmDriver } from './driver.js';
-import { VmRecords, vmKey, type DiskRecord, type ImageRecord, type NetworkType, type StoredCloudInit, type VmIntent, type VmRecord, type WarmStateRecord } from './records.js';
+import { VmRecords, vmKey, WARM_FORMAT, type DiskRecord, type ImageRecord, type NetworkType, type StoredCloudInit, type VmIntent, type VmRecord, type WarmStateRecord } from './records.js';
 import type { VmSettings } from './settings.js';
-import { BRIDGE_NAME } from './settings.js';
+import { validBridgeName } from './settings.js';
 import {
   checkCidr, checkDns, checkIp, checkName, checkSshKey, checkUsername, freeLoopbackPort, hostnameOf, newUuid, now, poolOf, randomHex, sleep,
   vmDir, warmDir, WARM_ID,
@@ -102,6 +103,12 @@ export interface VmView {
   network: { type: NetworkType; bridge: string | null; mac: string | null; ssh_port: number | null };
   cloud_init: Omit<StoredCloudInit, 'generation'>;
   identity: VmRecord['identity'];
+  /**
+   * The guid of the VM's generation ID device (QEMU's vmgenid): kept across
+   * restarts, suspends and resumes, new for every VM resumed from a warm state;
+   * null while the VM runs (or sleeps) on a machine started before the device existed.
+   */
+  generation_id: string | null;
   owner: string | null;
   labels: Record<string, string>;
   task_id: string | null;
@@ -177,6 +184,17 @@ export async function hold(lock: KeyedLock, keys: string[], what: string): Promi
   }, lockLabel);
   await Promise.race([inside, done]);
   return release;
+}
+
+/** A disk chain the driver refused to open (qemu/img.ts DiskChainEscape). */
+const isChainEscape = (err: unknown): boolean => (err as Error)?.name === 'DiskChainEscape';
+
+/** Why a warm state cannot be resumed (a 409's message), or null. */
+export function warmRefusal(w: WarmStateRecord): string | null {
+  if ((w.format ?? 1) < WARM_FORMAT) {
+    return `warm state '${w.id}' was saved before VMs had a VM generation ID device: a VM resumed from it could not be told to renew its randomness, so it is not resumed; delete it and save a new one from a running VM`;
+  }
+  return null;
 }
 
 /** Maps agent failures to the API's statuses (503 no answer, 500 an agent error). */
@@ -281,6 +299,7 @@ export class VmService {
       },
       cloud_init: ci,
       identity: rec.identity,
+      generation_id: rec.vmgenid ?? null,
       owner: rec.owner,
       labels: rec.labels,
       task_id: rec.task_id,
@@ -390,7 +409,7 @@ export class VmService {
         cpu_cores: cpu, memory_mb: mem, disk_size_gb: disk, autostart: a.autostart ?? false,
         state: 'creating', root_layers: ['root.qcow2'], disks: [], cloud_init: ci, mac: macFor(vmid, Date.now() % 9973), uuid: newUuid(),
         ssh_port: null, identity: { method: null, pending: true, skip_rekey: a.skip_rekey ?? false, seed_written: false }, seed_generation: null,
-        resume_file: null, task_id: null, created_at: t, updated_at: t,
+        resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
       };
       const key = VmRecords.intentKey(`create-${vmid}`);
       if (linked) {
@@ -487,7 +506,9 @@ export class VmService {
     const root = path.join(rec.dir, rec.root_layers[0]);
     const size = rec.disk_size_gb * GiB;
     if (rec.linked_clone) {
-      await this.driver.createDisk(root, Math.max(size, img.virtual_size_bytes), img.file);
+      await this.driver.createDisk(root, Math.max(size, img.virtual_size_bytes), img.file).catch((err) => {
+        throw isChainEscape(err) ? conflict(`image '${img.image_id}' cannot be used: ${(err as Error).message}`) : err;
+      });
     } else {
       await this.driver.copyDisk(img.file, root, { signal: th?.signal, onProgress: (p) => th?.progress(Math.floor(p * 0.95)) });
       if (size > img.virtual_size_bytes) await this.driver.resizeDisk(root, size);
@@ -500,6 +521,8 @@ export class VmService {
 
   /** Before a cold start: the pending identity, and the seed ISO when the settings changed since it was built. */
   private async prepare(rec: VmRecord): Promise<void> {
+    // A VM made before the device existed gets its generation ID at its first cold start since.
+    rec.vmgenid ??= newUuid();
     if (rec.identity.pending) {
       const seed = await this.e.secrets.get(SEED_NS, `seed-${rec.vmid}`);
       await this.writeIdentity(rec, { seed, rekey: !rec.identity.skip_rekey });
@@ -518,6 +541,7 @@ export class VmService {
       rec.identity = { method: 'offline', pending: false, skip_rekey: !plan.rekey, seed_written: plan.seed !== null };
       await this.e.secrets.delete(SEED_NS, `seed-${rec.vmid}`);
     } catch (err) {
+      if (isChainEscape(err)) throw conflict(`VM ${rec.vmid} was not started: ${(err as Error).message}`);
       if (!(err instanceof NoExtRoot)) throw internal(`writing the identity of VM ${rec.vmid} failed: ${(err as Error).message}`);
       if (plan.seed !== null && !rec.cloud_init.enabled) throw conflict(`cannot write seed_data for VM ${rec.vmid}: ${err.message} and cloud-init is disabled`);
       rec.identity = { method: 'cloud-init', pending: false, skip_rekey: !plan.rekey, seed_written: plan.seed !== null };
@@ -584,6 +608,8 @@ export class VmService {
       case 'bridged': {
         const bridge = ci.network_bridge ?? this.e.settings.bridge;
         if (!bridge) throw conflict(`VM ${rec.vmid} is bridged but names no bridge and no default bridge is configured (vms.bridge)`);
+        // Checked again at every start: the VM may predate the rule, or the setting may have changed since.
+        this.requireAllowedBridge(bridge, rec.vmid);
         try {
           await fs.access(`/sys/class/net/${bridge}/bridge`);
         } catch {
@@ -608,14 +634,32 @@ export class VmService {
       disks: rec.disks.map((d) => ({ id: d.disk_id, file: d.file, slot: d.slot })),
       seedIso: rec.cloud_init.enabled ? path.join(rec.dir, 'seed.iso') : null,
       net,
+      // A resume keeps the device set its memory was saved with: no device for a VM suspended before it existed.
+      generationId: rec.vmgenid ?? null,
       incoming,
       tcgTbSizeMb: this.e.settings.tcgTbSizeMb,
     };
   }
 
+  /**
+   * A VM joins only the bridges the operator gave VMs (vms.bridge,
+   * vms.allowed_bridges): any other bridge on the host (docker0, an app's
+   * network, LXC's) would put the guest inside another domain's network.
+   */
+  requireAllowedBridge(bridge: string, vmid?: number): void {
+    const why = this.bridgeRefusal(bridge);
+    if (why) throw forbidden(vmid === undefined ? why : `VM ${vmid}: ${why}`);
+  }
+
+  bridgeRefusal(bridge: string): string | null {
+    const allowed = this.e.settings.allowedBridges;
+    if (allowed.includes(bridge)) return null;
+    return `bridge '${bridge}' is not one VMs may join (allowed: ${allowed.length ? allowed.join(', ') : 'none'}; the settings vms.bridge and vms.allowed_bridges list them)`;
+  }
+
   /** QEMU's tap "script": puts the new tap on the bridge. One small file per bridge in the data dir. */
   private async ifupScript(bridge: string): Promise<string> {
-    if (!BRIDGE_NAME.test(bridge)) throw badRequest(`bridge name '${bridge}' is not valid`);
+    if (!validBridgeName(bridge)) throw badRequest(`bridge name '${bridge}' is not valid`);
     const dir = path.join(this.e.dataDir, 'vms');
     await fs.mkdir(dir, { recursive: true });
     const file = path.join(dir, `ifup-${bridge}`);
@@ -633,6 +677,8 @@ export class VmService {
       } catch (err) {
         // A forwarded port taken between our probe and QEMU's bind: once more with another.
         if (attempt === 0 && rec.cloud_init.network_type === 'user' && /host forwarding|hostfwd/i.test((err as Error).message)) continue;
+        if (err instanceof ApiError) throw err;
+        if (isChainEscape(err)) throw conflict(`VM ${rec.vmid} was not started: ${(err as Error).message}`);
         throw internal(`VM ${rec.vmid} did not start: ${(err as Error).message}`);
       }
     }
@@ -838,7 +884,7 @@ export class VmService {
         ...structuredClone(src),
         vmid, name: nm, dir: vmDir(pool, vmid), linked_clone: false, base_image_id: null, base_warm_state_id: null,
         state: 'creating', root_layers: ['root.qcow2'], disks: [], mac: macFor(vmid, Date.now() % 9973), uuid: newUuid(), ssh_port: null,
-        identity: { method: null, pending: true, skip_rekey: false, seed_written: false }, seed_generation: null, resume_file: null, task_id: null, created_at: t, updated_at: t,
+        identity: { method: null, pending: true, skip_rekey: false, seed_written: false }, seed_generation: null, resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
         cloud_init: { ...src.cloud_init, password_set: false, generation: 1 },
       };
       const srcRoot = path.join(src.dir, src.root_layers[src.root_layers.length - 1]);
@@ -913,7 +959,8 @@ export class VmService {
       if (a.gateway != null) set('gateway', a.gateway === '' ? null : checkIp(a.gateway, 'gateway'));
       if (a.package_upgrade != null) set('package_upgrade', a.package_upgrade);
       if (a.network_bridge != null) {
-        if (a.network_bridge !== '' && !BRIDGE_NAME.test(a.network_bridge)) throw badRequest("argument 'network_bridge' must be 1-15 of [A-Za-z0-9_.-]");
+        if (a.network_bridge !== '' && !validBridgeName(a.network_bridge)) throw badRequest("argument 'network_bridge' must be 1-15 of [A-Za-z0-9_.-], not '.' or '..'");
+        if (a.network_bridge !== '') this.requireAllowedBridge(a.network_bridge);
         set('network_bridge', a.network_bridge === '' ? null : a.network_bridge);
       }
       if (a.network_type != null) set('network_type', a.network_type);
@@ -957,8 +1004,12 @@ export class VmService {
     if (state !== 'running') throw conflict(`VM ${rec.vmid} is ${state}: ${what} needs a running VM`);
   }
 
-  /** POST /vms/{id}/exec through the guest agent. */
-  async exec(vmid: number, command: string, timeoutSeconds: number | undefined, ctx: NoteSink, o: OwnerOpts = {}) {
+  /**
+   * POST /vms/{id}/exec through the guest agent: the shared ExecResult
+   * (daemon/lib/exec-output.ts), each stream cut at EXEC_STREAM_CAP_BYTES in
+   * the guest (qemu/exec.ts). Sandboxes use this same path.
+   */
+  async exec(vmid: number, command: string, timeoutSeconds: number | undefined, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vmid: number } & ExecResult> {
     const rec = await this.vm(vmid, o);
     if (!command.trim()) throw badRequest("argument 'command' must not be empty");
     const t = timeoutSeconds ?? 60;
@@ -973,9 +1024,9 @@ export class VmService {
       throw agentFailure(vmid, err);
     }
     ctx.note({
-      summary: `Command run in VM ${vmid} '${rec.name}' ${r.timed_out ? `(timed out after ${t} s)` : `(exit ${r.exit_code})`}`,
+      summary: `Command run in VM ${vmid} '${rec.name}' ${r.timed_out ? `(timed out after ${t} s)` : `(exit ${r.exit_code})`}${r.truncated ? ', output cut' : ''}`,
       target: `vms/${vmid}`,
-      metadata: { vmid, exit_code: r.exit_code, timed_out: r.timed_out, command_bytes: Buffer.byteLength(command) },
+      metadata: { vmid, exit_code: r.exit_code, timed_out: r.timed_out, truncated: r.truncated, command_bytes: Buffer.byteLength(command) },
     });
     return { vmid, ...r, duration_ms: Date.now() - t0 };
   }
@@ -1168,9 +1219,11 @@ export class VmService {
   // ------------------------------------------------------------ warm states
 
   warmView(w: WarmStateRecord, dependents: number[]) {
+    const refused = warmRefusal(w);
     return {
       id: w.id, name: w.name, vmid: w.vmid, image_id: w.image_id, storage_id: w.storage_id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb,
       disk_size_gb: w.disk_size_gb, network_type: w.network_type, size_bytes: w.size_bytes, dependents, owner: w.owner, created_at: w.created_at,
+      generation_id: w.vmgenid ?? null, format: w.format ?? 1, resumable: refused === null, reason: refused,
     };
   }
 
@@ -1202,6 +1255,11 @@ export class VmService {
       const state = await this.state(rec);
       if (state !== 'running') throw conflict(`VM ${vmid} is ${state}: only a running VM can be saved as a warm state`);
       if (rec.disks.length) throw conflict(`VM ${vmid} has additional disks (${rec.disks.map((d) => d.disk_id).join(', ')}): warm states cover VMs with only a root disk`);
+      // QEMU's answer, not the record's: the machine that runs is what the memory will need.
+      const generationId = await this.driver.generationId(this.ref(vmid));
+      if (generationId === null) {
+        throw conflict(`VM ${vmid} runs on a machine without a VM generation ID device (started before hostd added one): VMs resumed from its warm state could not be told to renew their randomness; stop and start it, then save the warm state`);
+      }
       const id = `ws-${randomHex(6)}`;
       const pool = this.pool(rec.storage_id);
       const dir = warmDir(pool, id);
@@ -1211,7 +1269,7 @@ export class VmService {
         memory_file: path.join(dir, 'memory.state'), disk_file: path.join(dir, 'disk.qcow2'),
         base_image_id: rec.base_image_id, base_warm_state_id: rec.base_warm_state_id,
         cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_size_gb: rec.disk_size_gb, network_type: rec.cloud_init.network_type,
-        cloud_init: { ...rec.cloud_init }, size_bytes: 0, created_at: now(),
+        cloud_init: { ...rec.cloud_init }, size_bytes: 0, created_at: now(), format: WARM_FORMAT, vmgenid: generationId,
       };
       const task = this.e.tasks.start({ kind: 'vms.warm-state', title: `Save VM ${vmid} '${rec.name}' as warm state ${id}`, owner: ctx.caller?.tokenName ?? 'hostd', resource: `vms/${vmid}` }, async (th) => {
         try {
@@ -1237,7 +1295,7 @@ export class VmService {
   private async doWarmSave(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
     const ref = this.ref(rec.vmid);
     const key = VmRecords.intentKey(`warm-save-${w.id}`);
-    await this.records.journal.begin(key, { op: 'warm-save', vmid: rec.vmid, id: w.id, name: w.name, dir: w.dir, new_layer: newLayer });
+    await this.records.journal.begin(key, { op: 'warm-save', vmid: rec.vmid, id: w.id, name: w.name, dir: w.dir, new_layer: newLayer, vmgenid: w.vmgenid });
     let snapped = false;
     try {
       await fs.mkdir(w.dir, { recursive: true, mode: 0o700 });
@@ -1286,6 +1344,8 @@ export class VmService {
     // under the warm state's lock, keeps a delete from removing its files meanwhile.
     const w = await this.lock.run([`ws:${id}`], async () => {
       const found = await this.warmState(id, o);
+      const refused = warmRefusal(found);
+      if (refused) throw conflict(refused);
       this.warmUsers.set(id, (this.warmUsers.get(id) ?? 0) + 1);
       return found;
     }, 'warm-state restore');
@@ -1312,7 +1372,8 @@ export class VmService {
         disk_size_gb: w.disk_size_gb, autostart: a.autostart ?? false, state: 'stopped', root_layers: ['root.qcow2'], disks: [],
         cloud_init: { ...w.cloud_init, password_set: false, generation: w.cloud_init.generation + 1 }, mac: macFor(vmid, Date.now() % 9973),
         uuid: newUuid(), ssh_port: null, identity: { method: 'agent', pending: false, skip_rekey: a.skip_rekey ?? false, seed_written: false }, seed_generation: null,
-        resume_file: null, task_id: null, created_at: t, updated_at: t,
+        // Its own generation ID: QEMU writes it into the resumed memory, and the guest kernel reseeds.
+        resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
       };
       const key = VmRecords.intentKey(`warm-restore-${vmid}`);
       await this.records.journal.begin(key, { op: 'warm-restore', vmid, id, dir: rec.dir });
@@ -1364,7 +1425,7 @@ export class VmService {
       if (seed !== null) steps.push('mkdir -p /etc/svc', '(umask 077; cat > /etc/svc/seed)', 'chmod 600 /etc/svc/seed');
       // New SSH host keys take seconds of guest CPU: in the background, sshd restarted after.
       if (rekey) steps.push(`setsid sh -c 'rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh' >/dev/null 2>&1 </dev/null &`);
-      const r = await this.driver.exec(ref, steps.join('\n'), 20_000, seed ?? undefined);
+      const r = await this.driver.exec(ref, steps.join('\n'), 20_000, { input: seed ?? undefined, cut: false });
       if (r.exit_code !== 0) return { applied: false, reason: `setting the identity failed in the guest: ${(r.stderr.trim() || `exit ${r.exit_code}`).slice(0, 200)}` };
       return { applied: true, reason: null };
     } catch (err) {
@@ -1430,7 +1491,40 @@ export class VmService {
       qemu_version: qemu?.version ?? null,
       programs: [...programs, h.fuse],
       missing: missingList,
+      refused: await this.refusedResources(),
     };
+  }
+
+  /**
+   * Resources of /vms that a rule added since they were made refuses (docs/security.md,
+   * "Resources made before the rules"): nothing is deleted, the call is refused with
+   * the same message, and they are listed here until changed. Owned VMs and warm
+   * states (sandboxes) are their owner's to report.
+   */
+  async refusedResources(): Promise<Array<{ kind: 'vm' | 'warm_state'; id: string; rule: string; refuses: string; message: string }>> {
+    const out: Array<{ kind: 'vm' | 'warm_state'; id: string; rule: string; refuses: string; message: string }> = [];
+    for (const w of await this.records.allWarm()) {
+      if (w.owner !== null) continue;
+      const why = warmRefusal(w);
+      if (why) out.push({ kind: 'warm_state', id: w.id, rule: 'vmgenid', refuses: 'restore', message: why });
+    }
+    for (const v of await this.records.allVms()) {
+      if (v.owner !== null) continue;
+      const ci = v.cloud_init;
+      const bridge = ci.network_type === 'bridged' ? ci.network_bridge ?? this.e.settings.bridge : null;
+      const bridgeWhy = bridge ? this.bridgeRefusal(bridge) : null;
+      if (bridgeWhy) out.push({ kind: 'vm', id: String(v.vmid), rule: 'vms.allowed_bridges', refuses: 'start', message: `VM ${v.vmid}: ${bridgeWhy}` });
+      if ((v.vmgenid ?? null) === null && v.state !== 'creating') {
+        const state = await this.state(v);
+        if (state !== 'stopped') {
+          out.push({
+            kind: 'vm', id: String(v.vmid), rule: 'vmgenid', refuses: 'warm-state save',
+            message: `VM ${v.vmid} is ${state} on a machine without a VM generation ID device (started before hostd added one): its warm states are refused until it is stopped and started again`,
+          });
+        }
+      }
+    }
+    return out;
   }
 
   async capacity() {

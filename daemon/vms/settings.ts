@@ -6,7 +6,11 @@
  *     network: user                  # default network of new VMs: user (QEMU NAT, SSH on a loopback port),
  *                                    #   bridged (tap on `bridge`), none. Default: bridged when `bridge` is set, else user.
  *     bridge: vmbr0                  # bridge for `bridged` VMs that name none
- *     user_net_restrict: false       # user networking without outbound access (guests reach only the host's forwards)
+ *     allowed_bridges: [vmbr1]       # further bridges a VM may name (network_bridge); default none: only `bridge`.
+ *                                    #   Widens what vm.manage reaches: a VM on a bridge is on that network.
+ *     user_net_restrict: true        # user networking without outbound access (guests reach only the host's forwards).
+ *                                    #   false widens what a guest reaches: the internet, and through 10.0.2.2 every
+ *                                    #   service listening on the host's loopback (QEMU's slirp maps it to 127.0.0.1).
  *     stop_grace_seconds: 60         # ACPI power-down wait before a hard stop
  *     default_username: user         # cloud-init user when neither the call nor the image names one
  *     default_cpu_cores: 1           # when the image has no minimum
@@ -24,6 +28,8 @@ export interface VmSettings {
   defaultStorage: string;
   network: 'user' | 'bridged' | 'none';
   bridge: string | null;
+  /** Bridges a VM may join besides `bridge`. */
+  allowedBridges: string[];
   userNetRestrict: boolean;
   stopGraceMs: number;
   defaultUsername: string;
@@ -38,11 +44,14 @@ export interface VmSettings {
 }
 
 const KEYS = [
-  'default_storage', 'network', 'bridge', 'user_net_restrict', 'stop_grace_seconds', 'default_username', 'default_cpu_cores',
+  'default_storage', 'network', 'bridge', 'allowed_bridges', 'user_net_restrict', 'stop_grace_seconds', 'default_username', 'default_cpu_cores',
   'default_memory_mb', 'default_disk_gb', 'vmid_min', 'catalog_file', 'tcg_tb_size_mb', 'template_build_timeout_seconds', 'agent_timeout_seconds',
 ];
 
 export const BRIDGE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
+
+/** A Linux interface name: BRIDGE_NAME, and not `.` or `..` (the kernel refuses those). */
+export const validBridgeName = (name: string): boolean => BRIDGE_NAME.test(name) && name !== '.' && name !== '..';
 
 export function parseVmSettings(raw: unknown, pools: PoolConfig[]): VmSettings {
   const s = (raw ?? {}) as Record<string, unknown>;
@@ -63,12 +72,16 @@ export function parseVmSettings(raw: unknown, pools: PoolConfig[]): VmSettings {
   const defaultStorage = str('default_storage') ?? pools[0]?.id;
   if (!defaultStorage || !pools.some((p) => p.id === defaultStorage)) throw new Error(`config: vms.default_storage '${defaultStorage}' is not a storage pool`);
   const bridge = str('bridge');
-  if (bridge && !BRIDGE_NAME.test(bridge)) throw new Error('config: vms.bridge must be 1-15 of [A-Za-z0-9_.-]');
+  if (bridge && !validBridgeName(bridge)) throw new Error('config: vms.bridge must be 1-15 of [A-Za-z0-9_.-]');
+  const allowed = s.allowed_bridges ?? [];
+  if (!Array.isArray(allowed) || allowed.some((b) => typeof b !== 'string' || !validBridgeName(b))) {
+    throw new Error('config: vms.allowed_bridges must be a list of bridge names (1-15 of [A-Za-z0-9_.-])');
+  }
   const network = (str('network') ?? (bridge ? 'bridged' : 'user')) as VmSettings['network'];
   if (!['user', 'bridged', 'none'].includes(network)) throw new Error('config: vms.network must be user, bridged or none');
   if (network === 'bridged' && !bridge) throw new Error('config: vms.network bridged needs vms.bridge');
   const restrict = s.user_net_restrict;
-  if (restrict !== undefined && typeof restrict !== 'boolean') throw new Error('config: vms.user_net_restrict must be true or false');
+  if (restrict !== undefined && restrict !== null && typeof restrict !== 'boolean') throw new Error('config: vms.user_net_restrict must be true or false');
   const username = str('default_username') ?? 'user';
   if (!USERNAME.test(username)) throw new Error('config: vms.default_username is not a valid user name');
   const tb = s.tcg_tb_size_mb === undefined || s.tcg_tb_size_mb === null ? undefined : int('tcg_tb_size_mb', 0, 16, 65536);
@@ -76,7 +89,9 @@ export function parseVmSettings(raw: unknown, pools: PoolConfig[]): VmSettings {
     defaultStorage,
     network,
     bridge,
-    userNetRestrict: restrict === true,
+    allowedBridges: [...new Set([...(bridge ? [bridge] : []), ...(allowed as string[])])],
+    // Restricted unless the operator turns it off: an unrestricted guest reaches the host's loopback.
+    userNetRestrict: restrict !== false,
     stopGraceMs: int('stop_grace_seconds', 60, 0, 3600) * 1000,
     defaultUsername: username,
     defaultCpuCores: int('default_cpu_cores', 1, 1, 1024),

@@ -76,6 +76,10 @@ export class FakeDriver implements VmDriver {
     this.machines.get(m.runDir)!.status = 'running';
   }
 
+  async generationId(m: MachineRef): Promise<string | null> {
+    return this.machines.get(m.runDir)?.spec.generationId ?? null;
+  }
+
   async attachDisk(): Promise<void> {}
   async detachDisk(): Promise<void> {}
   async growDisk(_m: MachineRef, _id: string, size: number): Promise<void> {
@@ -91,7 +95,7 @@ export class FakeDriver implements VmDriver {
   }
 
   async exec(_m: MachineRef, command: string) {
-    return { exit_code: 0, stdout: command, stderr: '', timed_out: false, truncated: false };
+    return { exit_code: 0, stdout: command, stderr: '', timed_out: false, truncated: false, duration_ms: 1 };
   }
 
   async addresses(): Promise<GuestAddress[]> {

@@ -32,7 +32,12 @@ export interface VmsEnv {
   extraYaml: string;
 }
 
-export function configYaml(root: string, extra = ''): string {
+/**
+ * The test config: two pools, small guests, and user networking restricted
+ * (guests reach nothing but the host's forwards) unless `userNetRestrict` is
+ * 'default', which leaves the host's default in place.
+ */
+export function configYaml(root: string, extra = '', userNetRestrict: true | 'default' = true): string {
   return [
     'storage_pools:',
     `  - id: p1`,
@@ -40,7 +45,7 @@ export function configYaml(root: string, extra = ''): string {
     `  - id: p2`,
     `    path: ${path.join(root, 'pool2')}`,
     'vms:',
-    '  user_net_restrict: true',
+    ...(userNetRestrict === 'default' ? [] : ['  user_net_restrict: true']),
     '  stop_grace_seconds: 90',
     '  default_memory_mb: 512',
     '  default_disk_gb: 4',
@@ -50,12 +55,12 @@ export function configYaml(root: string, extra = ''): string {
 }
 
 /** A daemon for VM tests; `dataDir` reuses one (restart after a kill). */
-export async function startVmsDaemon(opts: { root?: string; extraYaml?: string; env?: Record<string, string> } = {}): Promise<VmsEnv> {
+export async function startVmsDaemon(opts: { root?: string; extraYaml?: string; env?: Record<string, string>; userNetRestrict?: true | 'default' } = {}): Promise<VmsEnv> {
   const root = opts.root ?? tempDir('hostd-vms-');
   const dataDir = path.join(root, 'data');
   fs.mkdirSync(path.join(root, 'pool1'), { recursive: true });
   fs.mkdirSync(path.join(root, 'pool2'), { recursive: true });
-  const d = await startDaemon({ dataDir, configYaml: configYaml(root, opts.extraYaml ?? ''), env: opts.env });
+  const d = await startDaemon({ dataDir, configYaml: configYaml(root, opts.extraYaml ?? '', opts.userNetRestrict ?? true), env: opts.env });
   const token = await d.token(`t-${crypto.randomBytes(3).toString('hex')}`, SCOPES);
   return { d, token, root, pools: { p1: path.join(root, 'pool1'), p2: path.join(root, 'pool2') }, extraYaml: opts.extraYaml ?? '' };
 }
@@ -135,6 +140,35 @@ export async function killGuests(root: string): Promise<void> {
     }
   }
   await eventually(() => qemuPids(root).length === 0, 20_000, 'test guests to end');
+}
+
+/**
+ * Waits (bounded by `seconds`) until the VM's guest agent answers, in calls of
+ * at most a minute each: one HTTP request held for the whole boot would meet
+ * the client's own header timeout when a loaded machine boots slowly.
+ */
+export async function untilReady(e: VmsEnv, vmid: number, seconds: number): Promise<void> {
+  const end = Date.now() + seconds * 1000;
+  for (;;) {
+    const left = Math.ceil((end - Date.now()) / 1000);
+    const w = await ok(e, 'POST', `/vms/${vmid}/wait-ready`, { timeout_seconds: Math.max(0, Math.min(60, left)) });
+    if (w.ready) return;
+    if (left <= 0) throw new Error(`VM ${vmid} was not ready within ${seconds} s: ${w.reason}`);
+  }
+}
+
+/**
+ * Runs `command` in the VM until it exits 0, each run bounded to a minute,
+ * all of it by `seconds` (a wait inside the guest, such as `cloud-init status
+ * --wait`, that may outlast one HTTP request on a loaded machine).
+ */
+export async function untilInGuest(e: VmsEnv, vmid: number, command: string, seconds: number): Promise<string> {
+  const end = Date.now() + seconds * 1000;
+  for (;;) {
+    const r = await ok(e, 'POST', `/vms/${vmid}/exec`, { command, timeout_seconds: 60 });
+    if (r.exit_code === 0) return r.stdout;
+    if (Date.now() > end) throw new Error(`'${command}' in VM ${vmid} did not succeed within ${seconds} s: ${r.timed_out ? 'timed out' : `exit ${r.exit_code}: ${r.stderr}`}`);
+  }
 }
 
 /** Runs a command in a VM and returns stdout, asserting exit 0. */

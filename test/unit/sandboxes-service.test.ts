@@ -296,4 +296,32 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     expect((await svc.images()).images[0].default_start).to.equal('warm');
     expect(await svc.keepWarm()).to.deep.equal([]);
   });
+
+  it('never resumes a warm state saved before VMs had a generation ID device: cold, saying so; a labelled image gets a new one', async () => {
+    await svc.close();
+    await open({ warm_label: 'warm' });
+    const build = await svc.saveWarm({ image_id: 'base' }, 'op');
+    const ws = ((await tasks.settled(build.task.task_id)).result as { warm_state_id: string }).warm_state_id;
+    // The record as an earlier hostd wrote it.
+    const old = (await vms.records.warmState(ws))!;
+    delete old.format;
+    delete old.vmgenid;
+    await vms.records.warm.put(ws, old);
+    const img = (await svc.images()).images[0];
+    expect(img.default_start).to.equal('cold');
+    expect(img.warm_states.map((w) => [w.warm_state_id, w.resumable])).to.deep.equal([[ws, false]]);
+    const sb = (await svc.create({ image_id: 'base' }, alice)).sandbox;
+    const c = await running(sb.id);
+    expect(c.start).to.include({ method: 'cold', warm_state_id: null, reason: `image 'base' has only warm states saved before VMs had a generation ID device (${ws}), which are not resumed (hostctl sandbox warm base saves a new one)` });
+    await svc.destroy(sb.id, alice);
+    const base = (await vms.records.image('base'))!;
+    await vms.records.images.put('base', { ...base, labels: { warm: 'true' } });
+    const [taskId] = await svc.keepWarm();
+    expect((await tasks.settled(taskId)).state).to.equal('succeeded');
+    const after = (await svc.images()).images[0];
+    expect(after.default_start).to.equal('warm');
+    expect(after.warm_states.filter((w) => w.resumable)).to.have.length(1);
+    // The old one stays until the operator deletes it (nothing is deleted for them).
+    expect(after.warm_states.map((w) => w.warm_state_id)).to.include(ws);
+  });
 });

@@ -1,4 +1,5 @@
 /** Pure parts of the VM domain: command line, seed, partition tables, qemu-img output, catalog, settings, validation. */
+import { spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import YAML from 'yaml';
 import { machineArgs, macFor, shellSafePath, type MachineSpec } from '../../daemon/vms/qemu/args.js';
@@ -22,6 +23,7 @@ const spec = (over: Partial<MachineSpec> = {}): MachineSpec => ({
   disks: [],
   seedIso: '/pool/.vms/vm-101/seed.iso',
   net: { type: 'user', mac: '52:54:00:00:00:01', sshPort: 2222, restrict: true },
+  generationId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301',
   ...over,
 });
 
@@ -71,6 +73,15 @@ describe('vms: QEMU command line', () => {
     expect(() => shellSafePath('/p/a b')).to.throw(/cannot be used/);
     expect(() => shellSafePath('/p/$(x)')).to.throw(/cannot be used/);
     expect(() => shellSafePath('relative')).to.throw(/cannot be used/);
+  });
+
+  it('gives the machine a VM generation ID device with its guid; none only to resume memory saved without one', () => {
+    const devices = valueAfter(machineArgs(spec()), '-device');
+    expect(devices).to.include('vmgenid,id=vmgenid0,guid=3f2504e0-4f89-41d3-9a0c-0305e82c3301');
+    const resumed = valueAfter(machineArgs(spec({ incoming: '/p/ws-1/memory.state', generationId: 'a1b2c3d4-0000-4000-8000-00000000000a' })), '-device');
+    expect(resumed.filter((d) => d.startsWith('vmgenid'))).to.deep.equal(['vmgenid,id=vmgenid0,guid=a1b2c3d4-0000-4000-8000-00000000000a']);
+    expect(valueAfter(machineArgs(spec({ generationId: null })), '-device').some((d) => d.startsWith('vmgenid'))).to.equal(false);
+    expect(() => machineArgs(spec({ generationId: 'x,id=evil' }))).to.throw(/not a lowercase UUID/);
   });
 
   it('gives locally administered MACs in the 52:54:00 range', () => {
@@ -126,8 +137,51 @@ describe('vms: cloud-init seed', () => {
     const f = renderSeed({ settings: settings({ ssh_enabled: false, network_type: 'none' }), instanceId: 'i', hostname: 'h', mac: null, passwordHash: null, seedFallback: 'S' });
     const u = YAML.parse(f['user-data']);
     expect(u.runcmd).to.deep.equal([['systemctl', 'disable', '--now', 'ssh']]);
-    expect(u.write_files).to.deep.equal([{ path: '/etc/svc/seed', content: 'S', permissions: '0600', owner: 'root:root' }]);
+    expect(u.write_files).to.deep.equal([{ path: '/etc/svc/seed', encoding: 'b64', content: Buffer.from('S').toString('base64'), permissions: '0600', owner: 'root:root' }]);
     expect(f['network-config']).to.equal(undefined);
+  });
+});
+
+/** cloud-init reads user-data with PyYAML (YAML 1.1); the same loader here, when the host has it. */
+function pyYaml(text: string): unknown {
+  const r = spawnSync('python3', ['-c', 'import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))'], { input: text, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`PyYAML refused the user-data: ${r.stderr.trim().split('\n').pop()}`);
+  return JSON.parse(r.stdout);
+}
+
+const havePyYaml = spawnSync('python3', ['-c', 'import yaml'], { encoding: 'utf8' }).status === 0;
+
+describe('vms: cloud-init seed under cloud-init\'s own YAML loader', () => {
+  before(function () {
+    if (!havePyYaml) {
+      console.log('      skipping: python3 with the yaml module (cloud-init\'s loader, Debian python3-yaml) is not installed');
+      this.skip();
+    }
+  });
+
+  // YAML 1.1 takes NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR for line breaks: inside a block
+  // scalar they end the block, and what follows at column 0 becomes a key of its own.
+  const hostile = ['\u2028', '\u2029', '\u0085'].map((b) => `seed\nline${b}runcmd: [[touch, /pwned]]${b}#`);
+
+  it('carries any seed text through write_files unchanged and without adding keys', () => {
+    for (const seed of hostile) {
+      const f = renderSeed({ settings: settings(), instanceId: 'i', hostname: 'h', mac: null, passwordHash: null, seedFallback: seed });
+      const u = pyYaml(f['user-data']) as Record<string, any>;
+      expect(Object.keys(u).sort()).to.deep.equal(['hostname', 'manage_etc_hosts', 'package_upgrade', 'ssh_deletekeys', 'ssh_pwauth', 'users', 'write_files']);
+      expect(u.write_files).to.have.length(1);
+      expect(Buffer.from(u.write_files[0].content, u.write_files[0].encoding === 'b64' ? 'base64' : 'utf8').toString('utf8')).to.equal(seed);
+    }
+  });
+
+  it('refuses SSH keys whose comment holds a YAML 1.1 line break, and reads every accepted value back as given', () => {
+    for (const b of ['\u2028', '\u2029', '\u0085', '\t', '\u001b']) expect(() => checkSshKey(`ssh-ed25519 AAAAC3Nza me${b}runcmd: [[id]]`)).to.throw(/must be one OpenSSH public key line/);
+    const key = checkSshKey('ssh-ed25519 AAAAC3Nza me: "quoted" #not-a-comment [x] {y} & *z');
+    const f = renderSeed({ settings: settings({ ssh_public_key: key, dns_servers: ['10.0.0.53'] }), instanceId: 'i-"x"', hostname: 'h', mac: '52:54:00:00:00:01', passwordHash: '$6$a$b' });
+    const u = pyYaml(f['user-data']) as Record<string, any>;
+    expect(u.users[0].ssh_authorized_keys).to.deep.equal([key]);
+    expect(u.users[0].passwd).to.equal('$6$a$b');
+    expect(pyYaml(f['meta-data'])).to.deep.equal({ 'instance-id': 'i-"x"', 'local-hostname': 'h' });
+    expect((pyYaml(f['network-config']!) as any).ethernets.nic0.nameservers).to.deep.equal({ addresses: ['10.0.0.53'] });
   });
 });
 
@@ -233,6 +287,15 @@ describe('vms: catalog', () => {
 
 describe('vms: settings and argument checks', () => {
   const pools = [{ id: 'p1', path: '/p1' }, { id: 'p2', path: '/p2' }];
+
+  it('restricts user networking unless turned off, and lets VMs join only the configured bridges', () => {
+    expect(parseVmSettings(undefined, pools).userNetRestrict).to.equal(true);
+    expect(parseVmSettings({ user_net_restrict: false }, pools).userNetRestrict).to.equal(false);
+    expect(parseVmSettings(undefined, pools).allowedBridges).to.deep.equal([]);
+    expect(parseVmSettings({ bridge: 'vmbr0', allowed_bridges: ['vmbr1', 'vmbr0'] }, pools).allowedBridges).to.deep.equal(['vmbr0', 'vmbr1']);
+    expect(() => parseVmSettings({ allowed_bridges: ['..'] }, pools)).to.throw(/vms.allowed_bridges must be a list of bridge names/);
+    expect(() => parseVmSettings({ allowed_bridges: 'vmbr1' }, pools)).to.throw(/vms.allowed_bridges must be a list/);
+  });
 
   it('defaults to user networking without a bridge, bridged with one', () => {
     expect(parseVmSettings(undefined, pools).network).to.equal('user');

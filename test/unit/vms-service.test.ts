@@ -132,4 +132,92 @@ describe('vms service rules (fake driver)', () => {
     await svc.remove(r.vm.vmid, noNotes);
     await svc.deleteWarmState(saved.warm_state_id, noNotes);
   });
+
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  const spec = (vmid: number) => drv.machines.get(svc.runDir(vmid))!.spec;
+
+  it('gives every VM its own generation ID, kept across its starts, and a new one to each VM resumed from a warm state', async () => {
+    const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true }, noNotes);
+    expect(vm.generation_id).to.match(UUID);
+    await svc.start(vm.vmid, noNotes);
+    expect(spec(vm.vmid).generationId).to.equal(vm.generation_id);
+    await svc.stop(vm.vmid, noNotes);
+    await svc.start(vm.vmid, noNotes);
+    expect(spec(vm.vmid).generationId).to.equal(vm.generation_id);
+    const saved = await svc.saveWarmState(vm.vmid, 'w', { note() {} }, { wait: true });
+    expect(saved.warm_state).to.deep.include({ generation_id: vm.generation_id, format: 2, resumable: true, reason: null });
+    const r1 = await svc.restoreWarmState(saved.warm_state_id, { name: 'r1' }, noNotes);
+    const r2 = await svc.restoreWarmState(saved.warm_state_id, { name: 'r2' }, noNotes);
+    for (const r of [r1, r2]) {
+      expect(r.vm.generation_id).to.match(UUID);
+      expect(spec(r.vm.vmid)).to.deep.include({ generationId: r.vm.generation_id, incoming: path.join(dir, `pool/.vms/warm/${saved.warm_state_id}/memory.state`) });
+    }
+    expect(new Set([vm.generation_id, r1.vm.generation_id, r2.vm.generation_id]).size).to.equal(3);
+    // A clone (a new VM of a copied disk) is another machine too.
+    await svc.stop(vm.vmid, noNotes);
+    const c = await svc.clone(300, vm.vmid, 'c', noNotes);
+    await tasks.settled(c.task.task_id);
+    expect((await svc.get(300)).generation_id).to.match(UUID).and.not.equal(vm.generation_id);
+  });
+
+  it('refuses (409, saying what to do) a warm state saved before the device existed, keeps it, and lists it in host-status', async () => {
+    const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true }, noNotes);
+    await svc.start(vm.vmid, noNotes);
+    const saved = await svc.saveWarmState(vm.vmid, 'w', { note() {} }, { wait: true });
+    const id = saved.warm_state_id;
+    // The record as an earlier hostd wrote it: no format, no generation ID.
+    const old = (await svc.records.warmState(id))!;
+    delete old.format;
+    delete old.vmgenid;
+    await svc.records.warm.put(id, old);
+    const msg = `warm state '${id}' was saved before VMs had a VM generation ID device: a VM resumed from it could not be told to renew its randomness, so it is not resumed; delete it and save a new one from a running VM`;
+    await rejectsApi(svc.restoreWarmState(id, { name: 'r' }, noNotes), 409, msg);
+    expect((await svc.list()).map((v) => v.vmid)).to.deep.equal([vm.vmid]);
+    expect((await svc.warmStates())[0]).to.deep.include({ id, generation_id: null, format: 1, resumable: false, reason: msg });
+    expect((await svc.hostStatus()).refused).to.deep.equal([{ kind: 'warm_state', id, rule: 'vmgenid', refuses: 'restore', message: msg }]);
+    expect(fs.existsSync(path.join(dir, `pool/.vms/warm/${id}/memory.state`))).to.equal(true);
+    await svc.deleteWarmState(id, noNotes);
+    expect((await svc.hostStatus()).refused).to.deep.equal([]);
+  });
+
+  it('refuses a warm-state save of a machine started without the device, resumes a VM suspended then without it, and gives it one at its next start', async () => {
+    const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true }, noNotes);
+    await svc.start(vm.vmid, noNotes);
+    // What an earlier hostd left running: a machine without the device, a record without the field.
+    spec(vm.vmid).generationId = null;
+    const rec = (await svc.records.vm(vm.vmid))!;
+    delete rec.vmgenid;
+    await svc.records.vms.put(String(vm.vmid).padStart(10, '0'), rec);
+    await rejectsApi(svc.saveWarmState(vm.vmid, 'w', { note() {} }), 409,
+      `VM ${vm.vmid} runs on a machine without a VM generation ID device (started before hostd added one): VMs resumed from its warm state could not be told to renew their randomness; stop and start it, then save the warm state`);
+    expect((await svc.hostStatus()).refused.map((r) => [r.kind, r.id, r.rule, r.refuses])).to.deep.equal([['vm', String(vm.vmid), 'vmgenid', 'warm-state save']]);
+    await svc.suspend(vm.vmid, noNotes);
+    await svc.resume(vm.vmid, noNotes);
+    expect(spec(vm.vmid).generationId, 'the resume keeps the device set the memory was saved with').to.equal(null);
+    expect((await svc.get(vm.vmid)).generation_id).to.equal(null);
+    await svc.stop(vm.vmid, noNotes);
+    await svc.start(vm.vmid, noNotes);
+    const now = (await svc.get(vm.vmid)).generation_id;
+    expect(now).to.match(UUID);
+    expect(spec(vm.vmid).generationId).to.equal(now);
+    expect((await svc.saveWarmState(vm.vmid, 'w', { note() {} }, { wait: true })).warm_state?.resumable).to.equal(true);
+    expect((await svc.hostStatus()).refused).to.deep.equal([]);
+  });
+
+  it('lets VMs join only the bridges the host gives them: 403 naming the settings, at update and at every start', async () => {
+    const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true }, noNotes);
+    const why = "bridge 'docker0' is not one VMs may join (allowed: none; the settings vms.bridge and vms.allowed_bridges list them)";
+    await rejectsApi(svc.cloudInit(vm.vmid, { network_type: 'bridged', network_bridge: 'docker0' }, noNotes), 403, why);
+    await rejectsApi(svc.cloudInit(vm.vmid, { network_type: 'bridged', network_bridge: '..' }, noNotes), 400, "argument 'network_bridge' must be 1-15 of [A-Za-z0-9_.-], not '.' or '..'");
+    expect((await svc.get(vm.vmid)).network.type).to.equal('user');
+    // A VM put on that bridge before the rule: refused at its start, listed, nothing deleted.
+    const rec = (await svc.records.vm(vm.vmid))!;
+    rec.cloud_init = { ...rec.cloud_init, network_type: 'bridged', network_bridge: 'docker0' };
+    await svc.records.vms.put(String(vm.vmid).padStart(10, '0'), rec);
+    await rejectsApi(svc.start(vm.vmid, noNotes), 403, `VM ${vm.vmid}: ${why}`);
+    expect(drv.machines.size).to.equal(0);
+    expect((await svc.hostStatus()).refused).to.deep.equal([{ kind: 'vm', id: String(vm.vmid), rule: 'vms.allowed_bridges', refuses: 'start', message: `VM ${vm.vmid}: ${why}` }]);
+    await svc.cloudInit(vm.vmid, { network_type: 'none' }, noNotes);
+    expect((await svc.start(vm.vmid, noNotes)).vm.state).to.equal('running');
+  });
 });

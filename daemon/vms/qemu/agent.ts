@@ -40,17 +40,26 @@ export interface ExecStatus {
   'err-truncated'?: boolean;
 }
 
+/**
+ * The most the agent may send in one reply, and hold unread: the guest is not
+ * trusted, and hostd's memory must not be its to fill. An exec reply holds
+ * both streams, cut in the guest to EXEC_STREAM_CAP_BYTES + 1 each, as
+ * base64 (4/3 larger), with room to spare.
+ */
+export const AGENT_REPLY_MAX_BYTES = 4 * 1024 * 1024;
+
 export class GuestAgent {
-  private buf = Buffer.alloc(0);
+  /** Complete lines not yet read, and the bytes of the line still arriving. */
+  private readonly lines: Buffer[] = [];
+  private linesBytes = 0;
+  private partial: Buffer[] = [];
+  private partialBytes = 0;
   private waiter: ((line: string | Error) => void) | null = null;
   private synced = false;
   private dead: Error | null = null;
 
   private constructor(private readonly sock: net.Socket, readonly path: string) {
-    sock.on('data', (d) => {
-      this.buf = Buffer.concat([this.buf, d]);
-      this.pump();
-    });
+    sock.on('data', (d: Buffer) => this.onData(d));
     sock.on('error', (err) => this.fail(err));
     sock.on('close', () => this.fail(new Error('guest agent connection closed')));
   }
@@ -89,21 +98,51 @@ export class GuestAgent {
     w?.(err);
   }
 
-  private pump(): void {
-    if (!this.waiter) return;
-    if (!this.synced) {
-      // Before the sync reply, drop everything up to the last 0xFF sentinel.
-      const ff = this.buf.lastIndexOf(0xff);
-      if (ff < 0) return;
-      this.buf = this.buf.subarray(ff + 1);
+  /** Splits what arrives into lines, looking only at the new bytes (a long reply costs one copy). */
+  private onData(d: Buffer): void {
+    if (this.dead) return;
+    let start = 0;
+    for (;;) {
+      const nl = d.indexOf(0x0a, start);
+      if (nl < 0) {
+        if (start < d.length) {
+          this.partial.push(d.subarray(start));
+          this.partialBytes += d.length - start;
+        }
+        break;
+      }
+      const line = this.partial.length ? Buffer.concat([...this.partial, d.subarray(start, nl)]) : d.subarray(start, nl);
+      this.partial = [];
+      this.partialBytes = 0;
+      this.lines.push(line);
+      this.linesBytes += line.length;
+      start = nl + 1;
     }
-    const nl = this.buf.indexOf(0x0a);
-    if (nl < 0) return;
-    const line = this.buf.subarray(0, nl).toString('utf8').trim();
-    this.buf = this.buf.subarray(nl + 1);
-    const w = this.waiter;
-    this.waiter = null;
-    w(line);
+    if (this.partialBytes + this.linesBytes > AGENT_REPLY_MAX_BYTES) {
+      // A guest that floods its agent channel gets its connection closed, not hostd's memory.
+      this.lines.length = 0;
+      this.partial = [];
+      this.fail(new AgentError('reply', 'ReplyTooLarge', `the guest agent sent more than ${AGENT_REPLY_MAX_BYTES} bytes without hostd reading them; the connection was closed`));
+      this.sock.destroy();
+      return;
+    }
+    this.pump();
+  }
+
+  private pump(): void {
+    while (this.waiter && this.lines.length) {
+      let line = this.lines.shift()!;
+      this.linesBytes -= line.length;
+      if (!this.synced) {
+        // Before the sync reply, everything up to the last 0xFF sentinel is stale output of an earlier client.
+        const ff = line.lastIndexOf(0xff);
+        if (ff < 0) continue;
+        line = line.subarray(ff + 1);
+      }
+      const w = this.waiter;
+      this.waiter = null;
+      w(line.toString('utf8').trim());
+    }
   }
 
   private readLine(timeoutMs: number, what: string): Promise<string> {

@@ -39,6 +39,12 @@ export interface MachineSpec {
   /** Absolute path of the NoCloud seed ISO, or null for an empty CD-ROM drive. */
   seedIso: string | null;
   net: NetSpec;
+  /**
+   * The VM generation ID (a UUID) of the machine's `vmgenid` device, or null
+   * for no device: only to resume memory saved by a machine that had none
+   * (a resume needs the device set the memory was saved with).
+   */
+  generationId: string | null;
   /** Absolute path of a saved memory state to resume from. */
   incoming?: string;
   /** TCG translation cache size in MiB (QEMU's default when omitted). */
@@ -67,6 +73,13 @@ export function shellSafePath(p: string): string {
   return p;
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function checkUuid(v: string): string {
+  if (!UUID.test(v)) throw new Error(`'${v}' is not a lowercase UUID`);
+  return v;
+}
+
 export function machineArgs(m: MachineSpec): string[] {
   const f = runFiles(m.runDir);
   const a: string[] = [
@@ -87,6 +100,10 @@ export function machineArgs(m: MachineSpec): string[] {
     '-device', 'virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0',
     '-object', 'rng-random,id=rng0,filename=/dev/urandom',
     '-device', `virtio-rng-pci,rng=rng0,bus=pci.0,addr=${hex(SLOT.rng)}`,
+    // Not a PCI device (ACPI and fw_cfg): no slot. With -incoming, QEMU writes this guid into the
+    // guest's memory when the state is loaded and raises the ACPI notify, so a resumed kernel
+    // (Linux 5.18+) reseeds its random-number generator before it runs on.
+    ...(m.generationId === null ? [] : ['-device', `vmgenid,id=vmgenid0,guid=${checkUuid(m.generationId)}`]),
     '-blockdev', `driver=qcow2,node-name=root,file.driver=file,file.filename=${optValue(m.rootFile)},discard=unmap`,
     '-device', `virtio-blk-pci,drive=root,id=dev-root,bus=pci.0,addr=${hex(SLOT.root)},bootindex=1`,
   ];

@@ -4,6 +4,7 @@
  * a disk a running VM holds.
  */
 import fs from 'node:fs/promises';
+import path from 'node:path';
 import { run } from '../../lib/run.js';
 import { badRequest } from '../../lib/errors.js';
 
@@ -49,6 +50,77 @@ export async function imageInfo(file: string, signal?: AbortSignal): Promise<Ima
 export async function backingChain(file: string): Promise<ImageInfo[]> {
   const r = await run('qemu-img', ['info', '-U', '--backing-chain', '--output=json', file], { install: INSTALL, timeoutMs: 30_000 });
   return parseBackingChain(r.stdout);
+}
+
+/** A disk whose backing chain leaves the directories hostd keeps disks in. */
+export class DiskChainEscape extends Error {
+  constructor(msg: string) {
+    super(msg);
+    this.name = 'DiskChainEscape';
+  }
+}
+
+/** Whether the real path `real` lies inside one of `roots` (themselves resolved). */
+async function inside(real: string, roots: string[]): Promise<boolean> {
+  for (const r of roots) {
+    const root = await fs.realpath(r).catch(() => null);
+    if (root && (real === root || real.startsWith(root + path.sep))) return true;
+  }
+  return false;
+}
+
+/**
+ * What `qemu-img info` said of a layer, by real path, reused while the file is
+ * the same one with the same size and times (images and warm-state layers
+ * never change, so a resume reads only its new top layer).
+ */
+export class ChainCache {
+  private readonly m = new Map<string, { key: string; info: ImageInfo }>();
+
+  get(real: string, key: string): ImageInfo | undefined {
+    const hit = this.m.get(real);
+    return hit?.key === key ? hit.info : undefined;
+  }
+
+  set(real: string, key: string, info: ImageInfo): void {
+    if (this.m.size >= 4096) this.m.clear();
+    this.m.set(real, { key, info });
+  }
+}
+
+/**
+ * The backing chain of `file`, walked one layer at a time: `qemu-img info`
+ * without --backing-chain opens only the layer named, and each backing file
+ * is checked before it is opened. Every backing file must be a plain absolute
+ * path (no `json:` or protocol names: those can reach any file or host),
+ * whose real path is a regular qcow2 file inside `roots`. The top layer is
+ * checked too unless `topAnywhere` (an operator's import names any file).
+ * Throws DiskChainEscape naming the layer that leaves.
+ */
+export async function confinedChain(file: string, roots: string[], opts: { topAnywhere?: boolean; cache?: ChainCache } = {}): Promise<ImageInfo[]> {
+  const chain: ImageInfo[] = [];
+  let cur = file;
+  for (let depth = 0; ; depth++) {
+    if (depth > 64) throw new DiskChainEscape(`the backing chain of ${file} is more than 64 layers deep`);
+    let cached: { real: string; key: string } | null = null;
+    if (depth > 0 || !opts.topAnywhere) {
+      const real = await fs.realpath(cur).catch(() => null);
+      if (!real || !(await inside(real, roots))) {
+        throw new DiskChainEscape(`${depth === 0 ? 'disk' : 'backing file'} '${cur}' of ${file} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`);
+      }
+      const st = await fs.stat(real);
+      if (!st.isFile()) throw new DiskChainEscape(`backing file '${cur}' of ${file} is not a regular file`);
+      cached = { real, key: `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}` };
+    }
+    const info = (cached && opts.cache?.get(cached.real, cached.key)) || (await imageInfo(cur));
+    if (cached) opts.cache?.set(cached.real, cached.key, info);
+    if (depth > 0 && info.format !== 'qcow2') throw new DiskChainEscape(`backing file '${cur}' of ${file} is ${info.format}, not qcow2`);
+    chain.push(info);
+    const next = info.backingFile;
+    if (!next) return chain;
+    if (!path.isAbsolute(next)) throw new DiskChainEscape(`${cur} names a backing file '${next.slice(0, 200)}' that is not a plain absolute path`);
+    cur = next;
+  }
 }
 
 /** A new qcow2: empty, or a copy-on-write overlay on `backing` (absolute path, qcow2). */

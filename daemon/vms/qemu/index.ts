@@ -2,12 +2,22 @@
 import type { VmDriver } from '../driver.js';
 import { Machines } from './machine.js';
 import { probeHost, type HostProbe } from './host.js';
-import { backingChain, convertToQcow2, createQcow2, imageInfo, resizeImage } from './img.js';
+import { backingChain, ChainCache, confinedChain, convertToQcow2, createQcow2, imageInfo, resizeImage } from './img.js';
 import { writeIdentity } from './identity.js';
 import { hashPassword, writeSeedIso } from './seed.js';
 
-export function qemuDriver(): VmDriver {
-  const m = new Machines();
+/**
+ * `diskRoots`: the directories hostd keeps disks in (each pool's `.vms`). No
+ * disk outside them is started, opened for its identity, copied from through
+ * its backing chain, or used as a backing file (an operator's import may name
+ * any file, but not one that rests on a file outside). A refusal is a
+ * DiskChainEscape (img.ts) naming the layer.
+ */
+export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
+  const roots = opts.diskRoots;
+  const cache = new ChainCache();
+  const confine = (file: string, topAnywhere = false) => confinedChain(file, roots, { topAnywhere, cache });
+  const m = new Machines(confine);
   let probe: Promise<HostProbe> | null = null;
   return {
     host: (refresh) => {
@@ -22,20 +32,31 @@ export function qemuDriver(): VmDriver {
     snapshotRoot: (r, top, node) => m.snapshotRoot(r, top, node),
     activeRoot: (r) => m.activeRoot(r),
     cont: (r) => m.cont(r),
+    generationId: (r) => m.generationId(r),
     attachDisk: (r, d) => m.attachDisk(r, d),
     detachDisk: (r, id, t) => m.detachDisk(r, id, t),
     growDisk: (r, id, size) => m.growDisk(r, id, size),
     ping: (r, t) => m.ping(r, t),
     agent: (r, c, a, t) => m.agent(r, c, a, t),
-    exec: (r, c, t, input) => m.exec(r, c, t, input),
+    exec: (r, c, t, opts) => m.exec(r, c, t, opts),
     addresses: (r, t) => m.addresses(r, t),
     writeGuestFile: (r, f, c, mode) => m.writeGuestFile(r, f, c, mode),
     imageInfo: (f) => imageInfo(f),
     backingChain: (f) => backingChain(f),
-    createDisk: (f, size, backing) => createQcow2(f, size, backing),
+    createDisk: async (f, size, backing) => {
+      if (backing) await confine(backing);
+      await createQcow2(f, size, backing);
+    },
     resizeDisk: (f, size) => resizeImage(f, size),
-    copyDisk: (src, dst, opts) => convertToQcow2(src, dst, opts),
-    writeIdentity: (disk, dir, plan) => writeIdentity(disk, dir, plan),
+    copyDisk: async (src, dst, o) => {
+      await confine(src, true);
+      await convertToQcow2(src, dst, o);
+    },
+    writeIdentity: async (disk, dir, plan) => {
+      // qemu-storage-daemon opens the disk's whole chain, as QEMU would.
+      await confine(disk);
+      return writeIdentity(disk, dir, plan);
+    },
     writeSeed: (file, files) => writeSeedIso(file, files),
     hashPassword: (pw) => hashPassword(pw),
   };

@@ -7,8 +7,10 @@
 import fs from 'node:fs/promises';
 import { run } from '../../lib/run.js';
 import { SerialQueue } from '../../lib/serial.js';
-import { QmpClient } from './qmp.js';
-import { AgentTimeout, GuestAgent, type ExecStatus, type GuestInterface } from './agent.js';
+import type { ExecResult } from '../../lib/exec-output.js';
+import { QmpClient, QmpError } from './qmp.js';
+import { AgentTimeout, GuestAgent, type GuestInterface } from './agent.js';
+import { guestExec, type GuestExecOptions } from './exec.js';
 import { machineArgs, runFiles, shellSafePath, type DiskSpec, type MachineSpec } from './args.js';
 
 export interface MachineRef {
@@ -22,13 +24,7 @@ export type MachineStatus =
   /** `status` is QEMU's run state: running, paused, postmigrate, inmigrate, shutdown, ... or `unknown` when QMP does not answer. */
   | { running: true; pid: number; status: string };
 
-export interface ExecResult {
-  exit_code: number | null;
-  stdout: string;
-  stderr: string;
-  timed_out: boolean;
-  truncated: boolean;
-}
+export type { ExecResult };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -76,6 +72,9 @@ async function waitGone(pid: number, ms: number): Promise<boolean> {
 }
 
 export class Machines {
+  /** `confine`: walks a disk's backing chain and throws when it leaves the pools (img.ts confinedChain). */
+  constructor(private readonly confine: (file: string) => Promise<unknown>) {}
+
   private readonly qmps = new Map<string, Promise<QmpClient>>();
   private readonly agents = new Map<string, GuestAgent>();
   private readonly agentQueues = new Map<string, SerialQueue>();
@@ -111,6 +110,8 @@ export class Machines {
     const ref = { name: spec.name, runDir: spec.runDir };
     this.forget(ref);
     const files = runFiles(spec.runDir);
+    // QEMU follows a qcow2's backing file wherever it points: each chain is walked and confined first.
+    for (const disk of [spec.rootFile, ...spec.disks.map((d) => d.file)]) await this.confine(disk);
     await fs.mkdir(spec.runDir, { recursive: true, mode: 0o700 });
     for (const f of [files.qmp, files.qga, files.pid]) await fs.rm(f, { force: true });
     await run('qemu-system-x86_64', machineArgs(spec), { install: 'the qemu-system-x86 package', timeoutMs: 60_000 });
@@ -254,6 +255,17 @@ export class Machines {
     return cur.file;
   }
 
+  /** The guid of the machine's vmgenid device as QEMU holds it; null when the machine has none. */
+  async generationId(ref: MachineRef): Promise<string | null> {
+    const qmp = await this.qmp(ref);
+    try {
+      return (await qmp.execute<{ guid: string }>('query-vm-generation-id')).guid;
+    } catch (err) {
+      if (err instanceof QmpError && /not found/i.test(err.message)) return null;
+      throw err;
+    }
+  }
+
   async cont(ref: MachineRef): Promise<void> {
     const qmp = await this.qmp(ref);
     await qmp.execute('cont');
@@ -334,33 +346,11 @@ export class Machines {
   }
 
   /**
-   * `/bin/sh -c command` in the guest, `input` on its stdin (so that data never
-   * shows in the guest's process list); stops waiting (and kills it) after `timeoutMs`.
+   * `/bin/sh -c command` in the guest, each stream cut at the shared cap in
+   * the guest (exec.ts); the command's process group is killed at `timeoutMs`.
    */
-  async exec(ref: MachineRef, command: string, timeoutMs: number, input?: string): Promise<ExecResult> {
-    const args: Record<string, unknown> = { path: '/bin/sh', arg: ['-c', command], 'capture-output': true };
-    if (input !== undefined) args['input-data'] = Buffer.from(input).toString('base64');
-    const { pid } = await this.agent<{ pid: number }>(ref, 'guest-exec', args);
-    const end = Date.now() + timeoutMs;
-    let wait = 5;
-    for (;;) {
-      const s = await this.agent<ExecStatus>(ref, 'guest-exec-status', { pid });
-      if (s.exited) {
-        return {
-          exit_code: s.exitcode ?? (s.signal !== undefined ? 128 + s.signal : null),
-          stdout: Buffer.from(s['out-data'] ?? '', 'base64').toString('utf8'),
-          stderr: Buffer.from(s['err-data'] ?? '', 'base64').toString('utf8'),
-          timed_out: false,
-          truncated: Boolean(s['out-truncated'] || s['err-truncated']),
-        };
-      }
-      if (Date.now() >= end) {
-        await this.agent(ref, 'guest-exec', { path: '/bin/kill', arg: ['-KILL', String(pid)] }).catch(() => undefined);
-        return { exit_code: null, stdout: '', stderr: '', timed_out: true, truncated: false };
-      }
-      await sleep(Math.min(wait, Math.max(1, end - Date.now())));
-      wait = Math.min(wait * 2, 200);
-    }
+  exec(ref: MachineRef, command: string, timeoutMs: number, opts: GuestExecOptions = {}): Promise<ExecResult> {
+    return guestExec((c, a, t) => this.agent(ref, c, a, t), command, timeoutMs, opts);
   }
 
   /** Addresses the guest agent reports (loopback and link-local left out). */
@@ -390,6 +380,6 @@ export class Machines {
     } finally {
       await this.agent(ref, 'guest-file-close', { handle: h }).catch(() => undefined);
     }
-    if (mode) await this.exec(ref, `chmod ${mode} '${file.replace(/'/g, `'\\''`)}'`, 10_000);
+    if (mode) await this.exec(ref, 'chmod "$1" "$2"', 10_000, { cut: false, args: [mode, file] });
   }
 }

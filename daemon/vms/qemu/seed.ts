@@ -66,7 +66,11 @@ export function renderSeed(s: SeedInput): SeedFiles {
   const runcmd: string[][] = [];
   if (!c.ssh_enabled) runcmd.push(['systemctl', 'disable', '--now', 'ssh']);
   if (runcmd.length) cfg.runcmd = runcmd;
-  if (s.seedFallback != null) cfg.write_files = [{ path: '/etc/svc/seed', content: s.seedFallback, permissions: '0600', owner: 'root:root' }];
+  // base64: the seed is any text, and cloud-init's YAML 1.1 loader takes characters such as U+2028
+  // for line breaks that would let a seed end its block and add keys of its own.
+  if (s.seedFallback != null) {
+    cfg.write_files = [{ path: '/etc/svc/seed', encoding: 'b64', content: Buffer.from(s.seedFallback, 'utf8').toString('base64'), permissions: '0600', owner: 'root:root' }];
+  }
   const files: SeedFiles = {
     'user-data': '#cloud-config\n' + YAML.stringify(cfg),
     'meta-data': YAML.stringify({ 'instance-id': s.instanceId, 'local-hostname': s.hostname }),

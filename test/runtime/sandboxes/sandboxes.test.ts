@@ -14,6 +14,7 @@ import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
 import { killGuests, missingRuntime, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { eventually } from '../../helpers/daemon.js';
 import { call, importImages, onlyTheseVms, sbxSh, startSandboxDaemon, startWarm, untilRunning, vmDirs, warmDone } from '../../helpers/sandboxes-fixture.js';
+import { generationIdOf, withHostdDown } from '../../helpers/vms-qmp.js';
 
 const AGENT = ['sandbox.read', 'sandbox.manage'];
 const CAPS = '  max_per_token: 2\n  max_memory_mb_per_token: 1536';
@@ -173,6 +174,18 @@ describe('sandboxes runtime (QEMU)', function () {
     expect(mine.replayed).to.equal(false);
     expect(mine.sandbox.id).to.not.equal(id);
     await ok(bob, 'DELETE', `/sandboxes/${mine.sandbox.id}`);
+  });
+
+  it('gives each sandbox resumed from the warm state a VM generation ID of its own (asked of QEMU), on which its kernel reseeded', async () => {
+    for (const sb of [warm, twin]) expect((await sbxSh(e, sb.id, 'dmesg | grep -c "crng reseeded due to virtual machine fork" || true')).trim()).to.equal('1');
+    const list = await e.d.admin.request('GET', '/admin/sandboxes/warm-states');
+    const saved = list.body.warm_states.find((w: any) => w.id === warmId);
+    expect(saved).to.deep.include({ format: 2, resumable: true });
+    const r = await withHostdDown(e, () => startSandboxDaemon({ root: e.root, sandboxes: CAPS }), [warm.vmid, twin.vmid], generationIdOf);
+    e = r.e;
+    const ids = [saved.generation_id, r.results.get(warm.vmid), r.results.get(twin.vmid)];
+    for (const id of ids) expect(id).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(ids).size).to.equal(3);
   });
 
   it('is invisible to another token: 404 (never 403) everywhere, empty lists; a re-created token of the same name owns nothing', async () => {

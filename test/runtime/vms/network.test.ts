@@ -26,7 +26,8 @@ describe('vms bridged networking (QEMU)', function () {
     await run('ip', ['link', 'add', 'name', bridge, 'type', 'bridge']);
     made = true;
     const root = tempDir('hostd-vms-net-');
-    e = await startVmsDaemon({ root });
+    // VMs may join only the bridges the operator lists (docs/vms.md, "Networks").
+    e = await startVmsDaemon({ root, extraYaml: `  allowed_bridges: [${bridge}, hvtmissing0]` });
     const blank = path.join(root, 'blank.qcow2');
     await run('qemu-img', ['create', '-q', '-f', 'qcow2', blank, '1G']);
     const r = await e.d.admin.request('POST', '/admin/vms/images/import', { file: blank, image_id: 'blank', min_memory_mb: 256 });
@@ -40,6 +41,8 @@ describe('vms bridged networking (QEMU)', function () {
 
   it('puts the VM on the bridge through a tap while it runs, and refuses a missing bridge', async function () {
     await ok(e, 'POST', '/vms', { name: 'bridged', image_id: 'blank', vmid: 140, linked_clone: true, memory_mb: 256 }, 201);
+    await fails(e, 'POST', '/vms/140/cloud-init', { network_type: 'bridged', network_bridge: 'lo' }, 403,
+      `bridge 'lo' is not one VMs may join (allowed: ${bridge}, hvtmissing0; the settings vms.bridge and vms.allowed_bridges list them)`);
     const c = await ok(e, 'POST', '/vms/140/cloud-init', { network_type: 'bridged', network_bridge: bridge });
     expect(c.vm.network).to.include({ type: 'bridged', bridge, ssh_port: null });
     await ok(e, 'POST', '/vms/140/start', {});

@@ -10,7 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
-import { api, fails, killGuests, missingRuntime, ok, qemuPids, sh, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { api, fails, killGuests, missingRuntime, ok, qemuPids, sh, startVmsDaemon, succeeded, untilInGuest, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { eventually, hostctl } from '../../helpers/daemon.js';
 
 const KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO5mh7T5Kx2s2n2xvq1C9r5O8kq1v9y2m3Lh0R3tE1aB alice@test';
@@ -134,7 +134,8 @@ describe('vms runtime (QEMU)', function () {
     await fails(e, 'PATCH', '/vms/200', { cpu_cores: 2 }, 409, 'VM 200 is running: stop it before changing CPU, memory or autostart');
     await fails(e, 'POST', '/vms/202/clone', { source_vmid: 200, name: 'c' }, 409, 'source VM 200 is running: clone needs a stopped VM');
     await fails(e, 'POST', '/vms/200/template', {}, 409, "VM 200 is running: stop it before capturing a template (a running or suspended guest's disk is not consistent)");
-    const w = await ok(e, 'POST', '/vms/200/wait-ready', { timeout_seconds: BOOT_S });
+    await untilReady(e, 200, BOOT_S);
+    const w = await ok(e, 'POST', '/vms/200/wait-ready', { timeout_seconds: 60 });
     expect(w).to.include({ vmid: 200, ready: true, timed_out: false, state: 'running', reason: null });
   });
 
@@ -155,7 +156,7 @@ describe('vms runtime (QEMU)', function () {
     expect(mid).to.match(/^[0-9a-f]{32}$/);
     expect(mid).to.not.equal(imageMachineId);
     // cloud-init's user and key (its later stages run after the agent answers)
-    await sh(e, 200, 'cloud-init status --wait >/dev/null; true', BOOT_S);
+    await untilInGuest(e, 200, 'cloud-init status --wait >/dev/null; true', BOOT_S);
     expect((await sh(e, 200, 'id -un alice')).trim()).to.equal('alice');
     expect(await sh(e, 200, 'cat /home/alice/.ssh/authorized_keys')).to.include(KEY);
     expect((await sh(e, 200, 'sudo -n -u alice sudo -n id -u')).trim()).to.equal('0');

@@ -61,7 +61,7 @@ export interface MovePair {
 
 export interface FoldersListResponse { folders: Folder[] }
 export interface FolderResponse { folder: Folder }
-export interface FolderDeletedResponse { folder: Folder; deleted: true }
+export interface FolderDeletedResponse { folder: Folder; deleted: true; directory_kept?: true }
 export interface ContentsResponse { at: TargetRef; entries: Entry[] }
 export interface SubfolderResponse { at: TargetRef; entry: Entry }
 export interface SubfoldersResponse { at: TargetRef; entries: Entry[] }
@@ -175,10 +175,27 @@ export function nameMatcher(pattern: string): (name: string) => boolean {
   return (name) => name.toLowerCase().includes(needle);
 }
 
+/**
+ * Whether a name in a pool root is one the daemon keeps for itself: `.vms`
+ * (VM disks, cloud-init seeds, warm states) and everything starting with
+ * `.hostd-` (apps' and containers' data, deletions and copies in progress).
+ * Compared case-insensitively after NFKC, as a case-insensitive pool
+ * filesystem would compare them: there `.VMS` is the directory `.vms`. A
+ * folder of such a name would be that directory (if the domain made it
+ * later, or if it was already there), so files.* would reach another
+ * domain's data. Directories made by domains later must match here too.
+ */
+export function isReservedFolderName(name: string): boolean {
+  const n = name.normalize('NFKC').toLowerCase();
+  return n === '.vms' || n.startsWith(RESERVED_PREFIX);
+}
+
+const RESERVED_RULE = `names reserved for hostd's own directories ('.vms' and names starting with '${RESERVED_PREFIX}', in any case)`;
+
 /** A folder name: a valid single name, and not one of the daemon's own. */
 function folderName(name: string, arg: string): string {
   const n = validateName(name, arg);
-  if (n.startsWith(RESERVED_PREFIX)) throw badRequest(`argument '${arg}' must not start with '${RESERVED_PREFIX}' (reserved)`);
+  if (isReservedFolderName(n)) throw badRequest(`argument '${arg}' must not be one of the ${RESERVED_RULE}`);
   return n;
 }
 
@@ -264,6 +281,8 @@ export class FoldersService {
     const newName = folderName(req.new_name, 'new_name');
     return this.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
       const rec = this.folder(req.folder_id);
+      // Renaming it would move a domain's own directory away from under it.
+      if (isReservedFolderName(rec.name)) throw this.reserved(rec);
       if (newName === rec.name) {
         ctx.note({ summary: `Renamed folder ${rec.name} to ${newName}`, target: rec.name, metadata: { folder_id: rec.folder_id } });
         return { folder: { ...rec } };
@@ -300,6 +319,14 @@ export class FoldersService {
   async delete(req: ArgsOf<'folders_delete'>, ctx: NoteSink = noNotes): Promise<FolderDeletedResponse> {
     return this.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
       const rec = this.folder(req.folder_id);
+      if (isReservedFolderName(rec.name)) {
+        // Made before the rule: its directory is (or may become) a domain's own. The record is
+        // forgotten and the directory kept as it is: nothing of another domain is deleted.
+        await this.records.journal.commit(rec.folder_id, [this.records.delOp(rec.folder_id)]);
+        this.records.applied(rec.folder_id, null);
+        ctx.note({ summary: `Forgot folder ${rec.name}; its directory ${rec.path} is kept (reserved name)`, target: rec.name, metadata: { folder_id: rec.folder_id, directory_kept: true } });
+        return { folder: { ...rec }, deleted: true, directory_kept: true };
+      }
       // The record's directory is always <pool>/<name>; refuse anything else rather than remove it.
       if (path.basename(rec.path) !== rec.name || !path.isAbsolute(rec.path)) {
         throw internal(`folder '${rec.name}' has an unexpected path ${rec.path}; not deleting it`);
@@ -596,14 +623,19 @@ export class FoldersService {
 
   // ----- other domains ----------------------------------------------------
 
-  /** A folder as other domains see it (404 when unknown). */
+  /** A folder as other domains see it (404 when unknown; 409 for a reserved name, never handed out to be mounted). */
   folderRef(id: string): FolderRef {
     const r = this.folder(id);
+    if (isReservedFolderName(r.name)) throw this.reserved(r);
     return { folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path };
   }
 
+  /** The folders other domains may use (those with a reserved name left out). */
   folderRefs(): FolderRef[] {
-    return this.records.all().map((r) => ({ folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path }));
+    return this.records
+      .all()
+      .filter((r) => !isReservedFolderName(r.name))
+      .map((r) => ({ folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path }));
   }
 
   // ----- internals --------------------------------------------------------
@@ -792,6 +824,14 @@ export class FoldersService {
     return rec;
   }
 
+  /** A folder made before the reserved-name rule: listed, forgotten on delete, never served. */
+  private reserved(rec: Folder): ApiError {
+    return conflict(
+      `folder '${rec.name}' has a name reserved for hostd's own directories (it was made before that rule): its directory may hold another domain's data, ` +
+        `so it is not served; DELETE /folders/${rec.folder_id} forgets the record and keeps the directory`,
+    );
+  }
+
   private missingDir(rec: Folder): ApiError {
     return notFound(`folder '${rec.name}' has no directory at ${rec.path}`);
   }
@@ -819,6 +859,7 @@ export class FoldersService {
   private async resolvePlace(kind: TargetKind, id: string, settle = true): Promise<Place> {
     if (kind === 'folder') {
       const rec = this.folder(id);
+      if (isReservedFolderName(rec.name)) throw this.reserved(rec);
       const place: Place = { kind, id, label: rec.name, root: rec.path, within: 'folder' };
       if (settle) await this.settlePending(place);
       return place;

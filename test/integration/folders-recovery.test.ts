@@ -94,7 +94,7 @@ describe('folders: recovery of interrupted changes', () => {
       await svc.init();
       const err = await svc.create({ storage_id: 'p', name: '.hostd-trash-x' }).then(() => null, (e) => e);
       expect(err.status).to.equal(400);
-      expect(err.message).to.equal("argument 'name' must not start with '.hostd-' (reserved)");
+      expect(err.message).to.equal("argument 'name' must not be one of the names reserved for hostd's own directories ('.vms' and names starting with '.hostd-', in any case)");
     });
   });
   it('finishes entry changes inside a folder: a copy in progress removed, a tree delete completed, moves put back', async () => {

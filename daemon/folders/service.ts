@@ -62,7 +62,7 @@ export interface MovePair {
 export interface FoldersListResponse { folders: Folder[] }
 export interface FolderResponse { folder: Folder }
 export interface FolderDeletedResponse { folder: Folder; deleted: true; directory_kept?: true }
-export interface ContentsResponse { at: TargetRef; entries: Entry[] }
+export interface ContentsResponse { at: TargetRef; entries: Entry[]; truncated: boolean }
 export interface SubfolderResponse { at: TargetRef; entry: Entry }
 export interface SubfoldersResponse { at: TargetRef; entries: Entry[] }
 export interface TransferResponse { from: TargetRef; to: TargetRef; entry: Entry }
@@ -75,6 +75,8 @@ export interface FoldersServiceOptions {
   resolveConnection?: (locationId: string) => Promise<string>;
   /** Search result cap (default 1000). */
   searchLimit?: number;
+  /** Entries in one contents answer (default 10,000). */
+  listLimit?: number;
   /** The filesystem (default: the local one). */
   driver?: FilesDriver;
   /** Test hook: awaited at named steps of multi-step changes (a test pauses there and kills the daemon). */
@@ -82,6 +84,12 @@ export interface FoldersServiceOptions {
 }
 
 export const DEFAULT_SEARCH_LIMIT = 1000;
+/**
+ * A contents answer holds at most this many entries (folders first, then by
+ * name), with `truncated: true` when the folder has more: a folder of a
+ * million entries must not make the daemon hold a million of them.
+ */
+export const DEFAULT_LIST_LIMIT = 10_000;
 
 /** Entries named so are the daemon's own: deletions (pool roots and inside places) and copies in progress. */
 const TRASH_PREFIX = '.hostd-trash-';
@@ -164,15 +172,35 @@ function fsError(err: unknown, rel: string): unknown {
   }
 }
 
-/** '*' is a glob over the whole name; otherwise a substring. Both case-insensitive. */
+/**
+ * '*' is a glob over the whole name; otherwise a substring. Both
+ * case-insensitive (both sides lowercased). The glob is matched run by run:
+ * the text before the first '*' is a prefix, the text after the last a
+ * suffix, and each run between them is found leftmost after the previous one
+ * (which is exact when '*' is the only wildcard). Each name costs a few
+ * substring searches: a regular expression of many '.*' would backtrack
+ * without bound on a long name (`a*a*a*a*a*b` against 255 'a's runs for
+ * hours), and it would run on the daemon's only thread.
+ */
 export function nameMatcher(pattern: string): (name: string) => boolean {
-  if (pattern.includes('*')) {
-    const body = pattern.split('*').map((part) => part.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('.*');
-    const re = new RegExp(`^${body}$`, 'isu');
-    return (name) => re.test(name);
-  }
-  const needle = pattern.toLowerCase();
-  return (name) => name.toLowerCase().includes(needle);
+  const p = pattern.toLowerCase();
+  if (!p.includes('*')) return (name) => name.toLowerCase().includes(p);
+  const runs = p.split('*');
+  const first = runs[0];
+  const last = runs[runs.length - 1];
+  const middle = runs.slice(1, -1).filter((r) => r !== '');
+  return (name) => {
+    const n = name.toLowerCase();
+    if (n.length < first.length + last.length || !n.startsWith(first) || !n.endsWith(last)) return false;
+    const end = n.length - last.length;
+    let at = first.length;
+    for (const m of middle) {
+      const i = n.indexOf(m, at);
+      if (i < 0 || i + m.length > end) return false;
+      at = i + m.length;
+    }
+    return true;
+  };
 }
 
 /**
@@ -207,6 +235,7 @@ export class FoldersService {
   private readonly fs: FilesDriver;
   private readonly resolveConnection: (locationId: string) => Promise<string>;
   private readonly searchLimit: number;
+  private readonly listLimit: number;
   private readonly pause?: (step: string) => Promise<void>;
   /** Entry intents in locations that were not mounted at recovery, by place key: settled on the next call there. */
   private readonly pending = new Map<string, Array<[string, EntryIntent]>>();
@@ -224,6 +253,7 @@ export class FoldersService {
         throw notFound(`location '${id}' not found`);
       });
     this.searchLimit = opts.searchLimit ?? DEFAULT_SEARCH_LIMIT;
+    this.listLimit = opts.listLimit ?? DEFAULT_LIST_LIMIT;
     this.pause = opts.pause;
   }
 
@@ -236,7 +266,7 @@ export class FoldersService {
     try {
       await this.records.journal.recover((id, intent) => this.recover(id, intent));
       for (const pool of this.pools) {
-        for (const e of await this.fs.list(pool.path, '')) {
+        for (const e of (await this.fs.list(pool.path, '')).entries) {
           if (e.name.startsWith(TRASH_PREFIX)) await this.fs.remove(pool.path, e.name);
         }
       }
@@ -362,13 +392,13 @@ export class FoldersService {
     const spot = this.spot(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
     let listed;
     try {
-      listed = await this.fs.list(place.root, spot.rel);
+      listed = await this.fs.list(place.root, spot.rel, this.listLimit);
     } catch (err) {
       throw this.problem(err, spot);
     }
-    const entries = listed.map((e) => entryOf(e.name, joinRel(spot.rel, e.name), e));
+    const entries = listed.entries.map((e) => entryOf(e.name, joinRel(spot.rel, e.name), e));
     entries.sort(byFolderThenName);
-    return { at: this.ref(spot), entries };
+    return { at: this.ref(spot), entries, truncated: listed.truncated };
   }
 
   async subfoldersCreate(req: ArgsOf<'folders_subfolders_create'>, ctx: NoteSink = noNotes): Promise<SubfolderResponse> {

@@ -22,6 +22,7 @@ import { Store } from '../../../daemon/store/store.js';
 import { startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 import { Problems, callFor, minimalArgs, raw, show, type RawReply } from '../../helpers/conformance.js';
 import { HostGuard, concurrentTestMount } from '../../helpers/host-guard.js';
+import { missingForLocations, releaseDataDirMounts, SmbLab } from '../../helpers/locations-smb.js';
 
 const API = '/api/v1';
 /** Escaping links: name in the folder -> where it leads (filled in `before`). */
@@ -470,5 +471,87 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     expect((await send('GET', `${API}/folders/${rec.folder_id}/contents`)).status).to.equal(404);
     fs.rmSync(legacyDir, { recursive: true });
     checkHost();
+  });
+});
+
+describe('escalation: folders on a connected location (a real smbd)', function () {
+  this.timeout(300_000);
+  let lab: SmbLab | null = null;
+  let d: TestDaemon;
+  let dataDir: string;
+  let token: string;
+  let locId: string;
+  const guard = new HostGuard();
+
+  const call = (method: string, p: string, body?: unknown) => d.request(method, `${API}${p}`, { token, body });
+
+  before(async function () {
+    const why = await missingForLocations();
+    if (why) {
+      console.log(`    skipped: ${why}`);
+      return this.skip();
+    }
+    lab = new SmbLab();
+    await lab.setup();
+    await lab.start();
+    dataDir = tempDir('hostd-sec-folders-loc-');
+    // hostd in the lab's network namespace (smbnetfs needs the share on port 445 of its loopback).
+    d = await startDaemon({ dataDir, wrap: lab.wrap, netns: lab.ns });
+    token = await d.token('files-conn', ['files.read', 'files.manage', 'connections.manage', 'connections.read']);
+    const r = await call('POST', '/locations', { name: 'share', remote: '//127.0.0.1/guest' });
+    expect(r.status, r.text).to.equal(201);
+    locId = r.body.location.location_id;
+    fs.writeFileSync(path.join(lab.guestDir, 'on-share.txt'), 'share');
+    guard.plant(path.join(dataDir, 'locations'), path.join(dataDir, 'outside'));
+    guard.snapshot();
+  });
+
+  after(async () => {
+    if (dataDir) await releaseDataDirMounts(dataDir);
+    await d?.stop();
+    if (dataDir) await releaseDataDirMounts(dataDir);
+    await lab?.cleanup();
+    guard.remove();
+  });
+
+  it('confines paths to the share (400 naming the location) and reads what is in it', async () => {
+    const t = (p?: string) => ({ kind: 'connection', id: locId, ...(p === undefined ? {} : { path: p }) });
+    const ok = await call('GET', `/folders/_/contents${q({ target: t() })}`);
+    expect(ok.status, ok.text).to.equal(200);
+    expect(ok.body.entries.map((e: any) => e.name)).to.include('on-share.txt');
+    for (const p of ['..', '../..', '../../secrets', '/etc', 'a/../..']) {
+      const r = await call('GET', `/folders/_/contents${q({ target: t(p) })}`);
+      expect([r.status, r.body], p).to.deep.equal([400, { error: "argument 'target.path' must stay inside the location" }]);
+      const c = await call('POST', '/folders/_/entries/x/copy', { src_target: t('on-share.txt'), dst_target: t(p) });
+      expect(c.status, `${p}: ${c.text}`).to.equal(400);
+      guard.assertNotLeaked(r.text + c.text);
+    }
+    guard.assertIntact();
+  });
+
+  it('answers 409 for a location that is not mounted, on every operation that takes a target, touching nothing', async () => {
+    expect((await call('POST', `/locations/${locId}/disconnect`)).status).to.equal(200);
+    const t = { kind: 'connection', id: locId };
+    const t2 = { ...t, path: 'on-share.txt' };
+    const not = "location 'share' is not mounted: it is disconnected (reconnect it first)";
+    const attempts: Array<[string, string, unknown]> = [
+      ['GET', `/folders/_/contents${q({ target: t })}`, undefined],
+      ['GET', `/folders/_/search${q({ pattern: 'share', target: t })}`, undefined],
+      ['POST', '/folders/_/subfolders', { name: 'n', target: t }],
+      ['POST', '/folders/_/subfolders/batch', { names: ['n'], target: t }],
+      ['PATCH', '/folders/_/entries/x', { src_target: t2, dst_target: { ...t, path: 'moved.txt' } }],
+      ['POST', '/folders/_/entries/x/copy', { src_target: t2, dst_target: { ...t, path: 'copy.txt' } }],
+      ['DELETE', `/folders/_/entries/x${q({ target: t2 })}`, undefined],
+      ['POST', '/folders/_/entries/batch', { moves: [{ src_sub_path: 'on-share.txt', dst_sub_path: 'm.txt' }], target: t }],
+    ];
+    for (const [method, p, body] of attempts) {
+      const r = await call(method, p, body);
+      expect([r.status, r.body], `${method} ${p}`).to.deep.equal([409, { error: not }]);
+    }
+    // The mount directory is an empty directory now: nothing was made in it, and the share is as it was.
+    const mnt = path.join(dataDir, 'locations', 'mnt', locId);
+    expect(fs.existsSync(mnt) ? fs.readdirSync(mnt) : []).to.deep.equal([]);
+    expect(fs.readdirSync(lab!.guestDir).sort()).to.deep.equal(['on-share.txt']);
+    guard.assertIntact();
   });
 });

@@ -10,12 +10,16 @@ const folderId = { folder_id: str('Folder ID') };
  * UTF-8 and unpaired surrogates (daemon/folders/names.ts `validateName`).
  */
 export const NAME_PATTERN = String.raw`^(?!\.{1,2}$)[^/\\\u0000-\u001F\u007F-\u009F]+$`;
-/** A folder name, also not in the daemon's own `.hostd-` namespace. */
-export const FOLDER_NAME_PATTERN = String.raw`^(?!\.{1,2}$)(?!\.hostd-)[^/\\\u0000-\u001F\u007F-\u009F]+$`;
+/**
+ * A folder name, also not one of the daemon's own directories in a pool:
+ * `.vms` and the `.hostd-` namespace, in any case (the server also compares
+ * after NFKC: daemon/lib/host-paths.ts `isInternalName`).
+ */
+export const FOLDER_NAME_PATTERN = String.raw`^(?!\.{1,2}$)(?!\.[hH][oO][sS][tT][dD]-)(?!\.[vV][mM][sS]$)[^/\\\u0000-\u001F\u007F-\u009F]+$`;
 const NAME_RULE = "1-255 bytes of UTF-8; not '.' or '..'; no '/', '\\' or control characters";
 
 const name = (description: string, pattern = NAME_PATTERN): Schema<string> =>
-  str(`${description}: ${NAME_RULE}${pattern === FOLDER_NAME_PATTERN ? "; not starting with '.hostd-'" : ''}`, { minLength: 1, maxLength: 255, pattern });
+  str(`${description}: ${NAME_RULE}${pattern === FOLDER_NAME_PATTERN ? "; not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)" : ''}`, { minLength: 1, maxLength: 255, pattern });
 
 const PATH_RULE = "relative to the root, '/'-separated; no '..' segment, leading '/', '\\' or NUL";
 

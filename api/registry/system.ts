@@ -40,7 +40,9 @@ export const operations = [
     args: {
       category: oneOf([...ACTIVITY_CATEGORIES], 'Only events of this category; omit for all'),
       severity: oneOf([...SEVERITIES], 'Only events of this severity; omit for all'),
-      search: str('Substring matched against the event summary and target label'),
+      // A row's summary is at most 1000 characters and its target 500 (daemon/activity/log.ts ROW_LIMITS):
+      // a longer needle can never match, and its grams cost the daemon about 25 bytes per character.
+      search: str('Substring matched against the event summary and target label; at most 1000 characters (the longest summary a row keeps)', { maxLength: 1000 }),
       since: str('RFC 3339 timestamp; only events at or after it', { format: 'date-time' }),
       until: str('RFC 3339 timestamp; only events at or before it', { format: 'date-time' }),
       limit: int('Maximum number of events to return, 1-200; default 50', 1, 200),

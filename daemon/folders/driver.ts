@@ -109,8 +109,14 @@ export interface FilesDriver {
   /** Where `path` leads, without following its final entry (but checking a final link stays inside). */
   look(root: string, path: string): Promise<Look>;
 
-  /** The entries of the folder at `path` (a link to a folder inside is followed); entries vanishing meanwhile are skipped. */
-  list(root: string, path: string): Promise<NamedEntry[]>;
+  /**
+   * The entries of the folder at `path` (a link to a folder inside is
+   * followed); entries vanishing meanwhile are skipped. At most `limit` of
+   * them: the first in the answer's order (folders first, then by name),
+   * `truncated` when the folder has more. Memory follows `limit`, not the
+   * folder's size.
+   */
+  list(root: string, path: string, limit?: number): Promise<{ entries: NamedEntry[]; truncated: boolean }>;
 
   /** Makes the folder `path`; its parent must exist (links on the way followed). */
   mkdir(root: string, path: string): Promise<EntryInfo>;
@@ -141,9 +147,13 @@ export interface FilesDriver {
   copy(srcRoot: string, src: string, dstRoot: string, dst: string, progress?: (entries: number) => Promise<void> | void): Promise<EntryInfo>;
 
   /**
-   * Breadth first from the folder at `start` (names sorted in each folder),
-   * never entering links, skipping folders it cannot read; at most `limit`
-   * hits, `truncated` when there were more.
+   * Breadth first from the folder at `start`, never entering links, skipping
+   * folders it cannot read; names are examined in runs of 1024 as the
+   * filesystem lists them, each run sorted (so a folder of up to 1024 entries
+   * is examined in name order). At most `limit` hits; `truncated` when there
+   * were more, or when more folders waited to be read than the search keeps
+   * (100,000), so that some of the tree was not searched. Memory follows
+   * those bounds, not the tree's size.
    */
   search(root: string, start: string, match: (name: string) => boolean, limit: number): Promise<{ hits: SearchHit[]; truncated: boolean }>;
 }

@@ -24,6 +24,7 @@ import { KeyedLock } from '../lib/lock.js';
 import type { Store } from '../store/store.js';
 import { FsProblem, type EntryInfo, type EntryType, type FilesDriver, type Look } from './driver.js';
 import { LocalFiles } from './fs/index.js';
+import { isInternalName } from '../lib/host-paths.js';
 import { baseName, checkNotInternal, joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateName, validateNewEntry } from './names.js';
 import type { JournalOp } from '../lib/journal.js';
 import { FolderRecords, isEntryIntent, type EntryIntent, type Folder, type FolderIntent, type PlaceRef } from './records.js';
@@ -61,8 +62,8 @@ export interface MovePair {
 
 export interface FoldersListResponse { folders: Folder[] }
 export interface FolderResponse { folder: Folder }
-export interface FolderDeletedResponse { folder: Folder; deleted: true }
-export interface ContentsResponse { at: TargetRef; entries: Entry[] }
+export interface FolderDeletedResponse { folder: Folder; deleted: true; directory_kept?: true }
+export interface ContentsResponse { at: TargetRef; entries: Entry[]; truncated: boolean }
 export interface SubfolderResponse { at: TargetRef; entry: Entry }
 export interface SubfoldersResponse { at: TargetRef; entries: Entry[] }
 export interface TransferResponse { from: TargetRef; to: TargetRef; entry: Entry }
@@ -75,6 +76,8 @@ export interface FoldersServiceOptions {
   resolveConnection?: (locationId: string) => Promise<string>;
   /** Search result cap (default 1000). */
   searchLimit?: number;
+  /** Entries in one contents answer (default 10,000). */
+  listLimit?: number;
   /** The filesystem (default: the local one). */
   driver?: FilesDriver;
   /** Test hook: awaited at named steps of multi-step changes (a test pauses there and kills the daemon). */
@@ -82,6 +85,12 @@ export interface FoldersServiceOptions {
 }
 
 export const DEFAULT_SEARCH_LIMIT = 1000;
+/**
+ * A contents answer holds at most this many entries (folders first, then by
+ * name), with `truncated: true` when the folder has more: a folder of a
+ * million entries must not make the daemon hold a million of them.
+ */
+export const DEFAULT_LIST_LIMIT = 10_000;
 
 /** Entries named so are the daemon's own: deletions (pool roots and inside places) and copies in progress. */
 const TRASH_PREFIX = '.hostd-trash-';
@@ -163,16 +172,37 @@ function fsError(err: unknown, rel: string): unknown {
   }
 }
 
-/** '*' is a glob over the whole name; otherwise a substring. Both case-insensitive. */
+/**
+ * '*' is a glob over the whole name; otherwise a substring. Both
+ * case-insensitive (both sides lowercased). The glob is matched run by run:
+ * the text before the first '*' is a prefix, the text after the last a
+ * suffix, and each run between them is found leftmost after the previous one
+ * (which is exact when '*' is the only wildcard). Each name costs a few
+ * substring searches: a regular expression of many '.*' would backtrack
+ * without bound on a long name (`a*a*a*a*a*b` against 255 'a's runs for
+ * hours), and it would run on the daemon's only thread.
+ */
 export function nameMatcher(pattern: string): (name: string) => boolean {
-  if (pattern.includes('*')) {
-    const body = pattern.split('*').map((part) => part.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('.*');
-    const re = new RegExp(`^${body}$`, 'isu');
-    return (name) => re.test(name);
-  }
-  const needle = pattern.toLowerCase();
-  return (name) => name.toLowerCase().includes(needle);
+  const p = pattern.toLowerCase();
+  if (!p.includes('*')) return (name) => name.toLowerCase().includes(p);
+  const runs = p.split('*');
+  const first = runs[0];
+  const last = runs[runs.length - 1];
+  const middle = runs.slice(1, -1).filter((r) => r !== '');
+  return (name) => {
+    const n = name.toLowerCase();
+    if (n.length < first.length + last.length || !n.startsWith(first) || !n.endsWith(last)) return false;
+    const end = n.length - last.length;
+    let at = first.length;
+    for (const m of middle) {
+      const i = n.indexOf(m, at);
+      if (i < 0 || i + m.length > end) return false;
+      at = i + m.length;
+    }
+    return true;
+  };
 }
+
 
 /** A folder name: a valid single name, and not one of the daemon's own. */
 function folderName(name: string, arg: string): string {
@@ -187,6 +217,7 @@ export class FoldersService {
   private readonly fs: FilesDriver;
   private readonly resolveConnection: (locationId: string) => Promise<string>;
   private readonly searchLimit: number;
+  private readonly listLimit: number;
   private readonly pause?: (step: string) => Promise<void>;
   /** Entry intents in locations that were not mounted at recovery, by place key: settled on the next call there. */
   private readonly pending = new Map<string, Array<[string, EntryIntent]>>();
@@ -204,6 +235,7 @@ export class FoldersService {
         throw notFound(`location '${id}' not found`);
       });
     this.searchLimit = opts.searchLimit ?? DEFAULT_SEARCH_LIMIT;
+    this.listLimit = opts.listLimit ?? DEFAULT_LIST_LIMIT;
     this.pause = opts.pause;
   }
 
@@ -216,7 +248,7 @@ export class FoldersService {
     try {
       await this.records.journal.recover((id, intent) => this.recover(id, intent));
       for (const pool of this.pools) {
-        for (const e of await this.fs.list(pool.path, '')) {
+        for (const e of (await this.fs.list(pool.path, '')).entries) {
           if (e.name.startsWith(TRASH_PREFIX)) await this.fs.remove(pool.path, e.name);
         }
       }
@@ -261,6 +293,8 @@ export class FoldersService {
     const newName = folderName(req.new_name, 'new_name');
     return this.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
       const rec = this.folder(req.folder_id);
+      // Renaming it would move a domain's own directory away from under it.
+      if (isInternalName(rec.name)) throw this.reserved(rec);
       if (newName === rec.name) {
         ctx.note({ summary: `Renamed folder ${rec.name} to ${newName}`, target: rec.name, metadata: { folder_id: rec.folder_id } });
         return { folder: { ...rec } };
@@ -297,6 +331,14 @@ export class FoldersService {
   async delete(req: ArgsOf<'folders_delete'>, ctx: NoteSink = noNotes): Promise<FolderDeletedResponse> {
     return this.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
       const rec = this.folder(req.folder_id);
+      if (isInternalName(rec.name)) {
+        // Made before the rule: its directory is (or may become) a domain's own. The record is
+        // forgotten and the directory kept as it is: nothing of another domain is deleted.
+        await this.records.journal.commit(rec.folder_id, [this.records.delOp(rec.folder_id)]);
+        this.records.applied(rec.folder_id, null);
+        ctx.note({ summary: `Forgot folder ${rec.name}; its directory ${rec.path} is kept (reserved name)`, target: rec.name, metadata: { folder_id: rec.folder_id, directory_kept: true } });
+        return { folder: { ...rec }, deleted: true, directory_kept: true };
+      }
       // The record's directory is always <pool>/<name>; refuse anything else rather than remove it.
       if (path.basename(rec.path) !== rec.name || !path.isAbsolute(rec.path)) {
         throw internal(`folder '${rec.name}' has an unexpected path ${rec.path}; not deleting it`);
@@ -332,13 +374,13 @@ export class FoldersService {
     const spot = this.spot(place, ...this.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
     let listed;
     try {
-      listed = await this.fs.list(place.root, spot.rel);
+      listed = await this.fs.list(place.root, spot.rel, this.listLimit);
     } catch (err) {
       throw this.problem(err, spot);
     }
-    const entries = listed.map((e) => entryOf(e.name, joinRel(spot.rel, e.name), e));
+    const entries = listed.entries.map((e) => entryOf(e.name, joinRel(spot.rel, e.name), e));
     entries.sort(byFolderThenName);
-    return { at: this.ref(spot), entries };
+    return { at: this.ref(spot), entries, truncated: listed.truncated };
   }
 
   async subfoldersCreate(req: ArgsOf<'folders_subfolders_create'>, ctx: NoteSink = noNotes): Promise<SubfolderResponse> {
@@ -593,14 +635,19 @@ export class FoldersService {
 
   // ----- other domains ----------------------------------------------------
 
-  /** A folder as other domains see it (404 when unknown). */
+  /** A folder as other domains see it (404 when unknown; 409 for a reserved name, never handed out to be mounted). */
   folderRef(id: string): FolderRef {
     const r = this.folder(id);
+    if (isInternalName(r.name)) throw this.reserved(r);
     return { folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path };
   }
 
+  /** The folders other domains may use (those with a reserved name left out). */
   folderRefs(): FolderRef[] {
-    return this.records.all().map((r) => ({ folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path }));
+    return this.records
+      .all()
+      .filter((r) => !isInternalName(r.name))
+      .map((r) => ({ folder_id: r.folder_id, name: r.name, storage_id: r.storage_id, path: r.path }));
   }
 
   // ----- internals --------------------------------------------------------
@@ -789,6 +836,14 @@ export class FoldersService {
     return rec;
   }
 
+  /** A folder made before the reserved-name rule: listed, forgotten on delete, never served. */
+  private reserved(rec: Folder): ApiError {
+    return conflict(
+      `folder '${rec.name}' has a name reserved for hostd's own directories (it was made before that rule): its directory may hold another domain's data, ` +
+        `so it is not served; DELETE /folders/${rec.folder_id} forgets the record and keeps the directory`,
+    );
+  }
+
   private missingDir(rec: Folder): ApiError {
     return notFound(`folder '${rec.name}' has no directory at ${rec.path}`);
   }
@@ -816,6 +871,7 @@ export class FoldersService {
   private async resolvePlace(kind: TargetKind, id: string, settle = true): Promise<Place> {
     if (kind === 'folder') {
       const rec = this.folder(id);
+      if (isInternalName(rec.name)) throw this.reserved(rec);
       const place: Place = { kind, id, label: rec.name, root: rec.path, within: 'folder' };
       if (settle) await this.settlePending(place);
       return place;

@@ -36,11 +36,12 @@ export function internalDirName(domain: string): string {
 
 /**
  * Whether a single path component names one of hostd's internal directories.
- * Compared without case: on a case-insensitive filesystem `.VMS` is `.vms`,
- * and refusing a little more is the safe side.
+ * Compared without case after NFKC, as a case-insensitive (or normalising)
+ * pool filesystem would compare them: there `.VMS` is `.vms`, and refusing a
+ * little more is the safe side.
  */
 export function isInternalName(name: string): boolean {
-  const n = name.toLowerCase();
+  const n = name.normalize('NFKC').toLowerCase();
   return n.startsWith(INTERNAL_PREFIX) || LEGACY_INTERNAL_NAMES.includes(n);
 }
 

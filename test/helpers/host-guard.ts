@@ -14,6 +14,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 
@@ -64,10 +65,17 @@ export class HostGuard {
     for (const s of this.sentinels) expect(text.includes(s.secret), `${what} holds the secret of ${s.file}`).to.equal(false);
   }
 
-  /** core_pattern unchanged, and no new mount in the host's mount namespace outside `allowedUnder`. */
-  assertHostUnchanged(allowedUnder: string[] = []): void {
+  /**
+   * core_pattern unchanged, and no new mount in the host's mount namespace
+   * outside `allowedUnder`. `opts.ignore` leaves out mount points that other
+   * tests running at the same time on a shared machine make (see
+   * `concurrentTestMount`); without it every new mount counts.
+   */
+  assertHostUnchanged(allowedUnder: string[] = [], opts: { ignore?: (mountPoint: string) => boolean } = {}): void {
     expect(readCorePattern(), 'kernel.core_pattern changed').to.equal(this.corePattern);
-    const added = [...hostMounts()].filter((m) => !this.mounts.has(m) && !allowedUnder.some((a) => m === a || m.startsWith(a.endsWith('/') ? a : `${a}/`)));
+    const added = [...hostMounts()].filter(
+      (m) => !this.mounts.has(m) && !allowedUnder.some((a) => m === a || m.startsWith(a.endsWith('/') ? a : `${a}/`)) && !opts.ignore?.(m),
+    );
     expect(added, 'new mounts on the host').to.deep.equal([]);
   }
 
@@ -80,6 +88,18 @@ export class HostGuard {
   remove(): void {
     for (const s of this.sentinels.splice(0)) fs.rmSync(s.file, { force: true });
   }
+}
+
+/**
+ * A predicate for `assertHostUnchanged`'s `ignore`: mount points that tests
+ * running beside this one make and remove on their own (network namespace
+ * handles under /run/netns, and anything in another test's directory under
+ * the temporary directory), for a suite whose attempts cannot mount anything
+ * there. Mounts under `ownRoots` (the test's own directories) still count.
+ */
+export function concurrentTestMount(ownRoots: string[], tmp = os.tmpdir()): (mountPoint: string) => boolean {
+  const under = (m: string, d: string) => m === d || m.startsWith(d.endsWith('/') ? d : `${d}/`);
+  return (m) => under(m, '/run/netns') || (under(m, tmp) && !ownRoots.some((r) => under(m, r)));
 }
 
 export function readCorePattern(): string {

@@ -8,16 +8,25 @@
  * names meanwhile (swapping a folder for a symlink pointing outside) can make
  * it read, write or remove anything outside the root.
  */
-import type { Stats } from 'node:fs';
+import type { Dirent, Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import { FsProblem, onEnd, type EntryInfo, type FilesDriver, type Look, type NamedEntry, type SearchHit } from '../driver.js';
-import { baseName, joinRel, parentRel } from '../names.js';
 import { code, Dir } from './dir.js';
 import { info, lookWith, Walker } from './paths.js';
 import { checkEntry, copyEntry, removeEntry, type CopyGuard } from './tree.js';
 
 /** Folders a search keeps open at once (the rest are opened again from their parent when needed). */
 const SEARCH_OPEN_DIRS = 64;
+/**
+ * Directory entries read from the kernel at a time, and the run of names a
+ * search sorts and examines together: a folder is never held whole in memory,
+ * however many entries it has.
+ */
+const READ_RUN = 1024;
+/** Folders a search keeps waiting to be read; beyond it the search stops going deeper and says it was cut. */
+export const SEARCH_QUEUE_LIMIT = 100_000;
+/** lstat calls in flight at once for one listing. */
+const LSTAT_PARALLEL = 32;
 
 async function withWalker<T>(root: string, fn: (w: Walker) => Promise<T>): Promise<T> {
   const w = await Walker.open(root);
@@ -37,7 +46,7 @@ export class LocalFiles implements FilesDriver {
     return withWalker(root, (w) => lookWith(w, rel));
   }
 
-  list(root: string, rel: string): Promise<NamedEntry[]> {
+  list(root: string, rel: string, limit = Infinity): Promise<{ entries: NamedEntry[]; truncated: boolean }> {
     return withWalker(root, async (w) => {
       const name = await w.toParent(rel);
       if (name !== '') {
@@ -46,15 +55,26 @@ export class LocalFiles implements FilesDriver {
         if (stop.kind === 'entry') throw new FsProblem(stop.st ? 'not-folder' : 'missing');
       }
       const dir = w.top;
-      const names = await fs.readdir(dir.self);
-      // allSettled: no lstat may still run on the descriptor when the walker closes it.
-      const stats = await Promise.allSettled(names.map((n) => fs.lstat(dir.at(n))));
-      const out: NamedEntry[] = [];
-      for (const [i, r] of stats.entries()) {
-        if (r.status === 'fulfilled') out.push({ name: names[i], ...info(r.value) });
-        else if (code(r.reason) !== 'ENOENT') throw r.reason; // vanished meanwhile: skipped
+      // The folder is read as a stream and only the first `limit` names in the answer's order
+      // (folders first, then by name) are kept: memory follows `limit`, not the folder's size.
+      const keep = new Smallest<{ name: string; folder: boolean }>(limit, (a, b) => (a.folder !== b.folder ? (a.folder ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      let seen = 0;
+      for await (const e of await fs.opendir(dir.self, { bufferSize: READ_RUN })) {
+        seen++;
+        keep.offer({ name: e.name, folder: e.isDirectory() });
       }
-      return out;
+      const names = keep.values().map((k) => k.name);
+      const out: NamedEntry[] = [];
+      for (let i = 0; i < names.length; i += LSTAT_PARALLEL) {
+        const part = names.slice(i, i + LSTAT_PARALLEL);
+        // allSettled: no lstat may still run on the descriptor when the walker closes it.
+        const stats = await Promise.allSettled(part.map((n) => fs.lstat(dir.at(n))));
+        for (const [j, r] of stats.entries()) {
+          if (r.status === 'fulfilled') out.push({ name: part[j], ...info(r.value) });
+          else if (code(r.reason) !== 'ENOENT') throw r.reason; // vanished meanwhile: skipped
+        }
+      }
+      return { entries: out, truncated: seen > names.length };
     });
   }
 
@@ -143,35 +163,65 @@ export class LocalFiles implements FilesDriver {
         if (stop.kind === 'blocked') throw new FsProblem(stop.way);
         if (stop.kind === 'entry') throw new FsProblem(stop.st ? 'not-folder' : 'missing');
       }
-      const dirs = new OpenDirs(w.top);
+      const top: Folder = { parent: null, name: '' };
+      const dirs = new OpenDirs(w.top, top);
       try {
         const hits: SearchHit[] = [];
         let truncated = false;
-        // Dirent types come from readdir without following links, so symlinked folders are reported but never entered.
-        const queue: string[] = [''];
-        outer: for (let next = 0; next < queue.length; next++) {
-          const rel = queue[next];
-          const dir = await dirs.get(rel);
+        // Folders waiting to be read, as links to their parent (a path string per queued folder
+        // would cost its depth each); read from `head`, the part before it dropped as the walk goes.
+        let queue: Folder[] = [top];
+        let head = 0;
+        outer: while (head < queue.length) {
+          const folder = queue[head++];
+          if (head >= READ_RUN && head * 2 >= queue.length) {
+            queue = queue.slice(head);
+            head = 0;
+          }
+          const dir = await dirs.get(folder);
           if (!dir) continue; // a subfolder that vanished, changed or cannot be read is skipped
-          let dirents;
+          let stream: Awaited<ReturnType<typeof fs.opendir>>;
           try {
-            dirents = await fs.readdir(dir.self, { withFileTypes: true });
+            stream = await fs.opendir(dir.self, { bufferSize: READ_RUN });
           } catch (err) {
-            if (rel === '') throw err;
+            if (folder === top) throw err;
             continue;
           }
-          dirents.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-          for (const d of dirents) {
-            const childRel = joinRel(rel, d.name);
-            if (match(d.name)) {
-              if (hits.length >= limit) {
+          try {
+            // Dirent types come from readdir without following links, so symlinked folders are reported but never entered.
+            let run: Dirent[] = [];
+            const examine = async (): Promise<boolean> => {
+              run.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+              for (const d of run) {
+                if (match(d.name)) {
+                  if (hits.length >= limit) return false;
+                  const st = await lstatOrNull(dir, d.name);
+                  if (st) hits.push({ path: pathOf(folder, d.name), name: d.name, entry: info(st) });
+                }
+                if (d.isDirectory()) {
+                  if (queue.length - head < SEARCH_QUEUE_LIMIT) queue.push({ parent: folder, name: d.name });
+                  else truncated = true;
+                }
+              }
+              run = [];
+              return true;
+            };
+            for await (const d of stream) {
+              run.push(d);
+              if (run.length >= READ_RUN && !(await examine())) {
                 truncated = true;
                 break outer;
               }
-              const st = await lstatOrNull(dir, d.name);
-              if (st) hits.push({ path: childRel, name: d.name, entry: info(st) });
             }
-            if (d.isDirectory()) queue.push(childRel);
+            if (!(await examine())) {
+              truncated = true;
+              break outer;
+            }
+          } catch (err) {
+            if (folder === top) throw err;
+          } finally {
+            // A break leaves the stream open: close it (closing a closed one is a no-op here).
+            await stream.close().catch(() => undefined);
           }
         }
         return { hits, truncated };
@@ -179,6 +229,62 @@ export class LocalFiles implements FilesDriver {
         await dirs.close();
       }
     });
+  }
+}
+
+/** A folder of a search: its name in its parent (the start has none). */
+interface Folder {
+  parent: Folder | null;
+  name: string;
+}
+
+/** The path of `name` in `folder`, relative to the start of the search. */
+function pathOf(folder: Folder, name: string): string {
+  const parts = [name];
+  for (let f: Folder | null = folder; f && f.parent; f = f.parent) parts.push(f.name);
+  return parts.reverse().join('/');
+}
+
+/**
+ * The `limit` smallest of the values offered, by `cmp`, kept in a max-heap so
+ * that memory follows `limit` however many are offered.
+ */
+class Smallest<T> {
+  private readonly heap: T[] = [];
+
+  constructor(private readonly limit: number, private readonly cmp: (a: T, b: T) => number) {}
+
+  offer(v: T): void {
+    const h = this.heap;
+    if (h.length < this.limit) {
+      h.push(v);
+      let i = h.length - 1;
+      while (i > 0) {
+        const up = (i - 1) >> 1;
+        if (this.cmp(h[up], h[i]) >= 0) break;
+        [h[up], h[i]] = [h[i], h[up]];
+        i = up;
+      }
+      return;
+    }
+    if (!h.length || this.cmp(v, h[0]) >= 0) return;
+    h[0] = v;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let big = i;
+      if (l < h.length && this.cmp(h[l], h[big]) > 0) big = l;
+      if (r < h.length && this.cmp(h[r], h[big]) > 0) big = r;
+      if (big === i) break;
+      [h[big], h[i]] = [h[i], h[big]];
+      i = big;
+    }
+  }
+
+  /** The values kept, smallest first. */
+  values(): T[] {
+    return [...this.heap].sort(this.cmp);
   }
 }
 
@@ -192,35 +298,35 @@ async function lstatOrNull(dir: Dir, name: string): Promise<Stats | null> {
 }
 
 /**
- * The folders of a search, by path relative to its start: the start always
- * open, the others opened from their parent without following links and kept
- * in a small most-recently-used set (a breadth-first walk reads siblings one
- * after another, so their parent is nearly always still open).
+ * The folders of a search: the start always open, the others opened from
+ * their parent without following links and kept in a small most-recently-used
+ * set (a breadth-first walk reads siblings one after another, so their parent
+ * is nearly always still open).
  */
 class OpenDirs {
-  private readonly open = new Map<string, Dir>();
+  private readonly open = new Map<Folder, Dir>();
 
-  constructor(private readonly start: Dir) {}
+  constructor(private readonly start: Dir, private readonly top: Folder) {}
 
-  async get(rel: string): Promise<Dir | null> {
-    if (rel === '') return this.start;
-    const held = this.open.get(rel);
+  async get(folder: Folder): Promise<Dir | null> {
+    if (folder === this.top || !folder.parent) return this.start;
+    const held = this.open.get(folder);
     if (held) {
-      this.open.delete(rel);
-      this.open.set(rel, held);
+      this.open.delete(folder);
+      this.open.set(folder, held);
       return held;
     }
-    const parent = await this.get(parentRel(rel));
+    const parent = await this.get(folder.parent);
     if (!parent) return null;
     let d: Dir;
     try {
-      d = await parent.openDir(baseName(rel));
+      d = await parent.openDir(folder.name);
     } catch {
       return null;
     }
-    this.open.set(rel, d);
+    this.open.set(folder, d);
     while (this.open.size > SEARCH_OPEN_DIRS) {
-      const [oldest, dir] = this.open.entries().next().value as [string, Dir];
+      const [oldest, dir] = this.open.entries().next().value as [Folder, Dir];
       this.open.delete(oldest);
       await dir.close();
     }

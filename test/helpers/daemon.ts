@@ -228,7 +228,11 @@ export async function startDaemon(opts: StartOptions = {}): Promise<TestDaemon> 
   const rl = readline.createInterface({ input: proc.stdout! });
   const listening = await new Promise<any>((resolve, reject) => {
     // Generous: a start costs a few seconds of CPU, and a loaded machine stretches that several times.
-    const timer = setTimeout(() => reject(new Error(`hostd did not start within 45 s; stderr: ${stderr}`)), 45_000);
+    const timer = setTimeout(() => {
+      // A daemon that never said it listens is nobody's to stop later: kill it now, or it outlives the run.
+      proc.kill('SIGKILL');
+      reject(new Error(`hostd did not start within 45 s; stderr: ${stderr}`));
+    }, 45_000);
     rl.on('line', (line) => {
       let rec: any;
       try {
@@ -291,7 +295,11 @@ async function startLoggingToFile(argv: string[], env: Record<string, string>, d
       }
     }
     return undefined;
-  }, 45_000, 'hostd to listen');
+  }, 45_000, 'hostd to listen').catch((err) => {
+    // Never listened: kill it now, or it outlives the run.
+    proc.kill('SIGKILL');
+    throw err;
+  });
   const d = new TestDaemon(proc, dataDir, listening.http, listening);
   track(d);
   return d;

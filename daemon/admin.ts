@@ -11,10 +11,12 @@ import type { TokenStore } from './auth/tokens.js';
 import type { Dispatch } from '../api/dispatch.js';
 import type { AdminCommand } from './domain.js';
 import { errorBody, badRequest } from './lib/errors.js';
+import { OPERATOR } from './lib/operator.js';
 import { readBody } from '../api/http/body.js';
 import { sendJson, requestId } from '../api/http/server.js';
 
-export const ADMIN_ACTOR = 'local-admin';
+/** The local administrator's name in activity rows and task owners: the one operator name. */
+export const ADMIN_ACTOR = OPERATOR;
 
 export interface AdminDeps {
   tokens: TokenStore;

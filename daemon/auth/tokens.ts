@@ -14,6 +14,7 @@
  * revoked token never comes back after a restart or a power loss
  * (docs/durability.md).
  */
+import { OPERATOR } from '../lib/operator.js';
 import crypto from 'node:crypto';
 import { LAZY, SYNC, type Store, type Sub } from '../store/store.js';
 import { SerialQueue } from '../lib/serial.js';
@@ -96,6 +97,8 @@ export class TokenStore {
     if (!NAME_RE.test(name)) throw badRequest(`token name '${name}' must be 1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit`);
     const unknown = scopes.filter((s) => !this.knownScopes.has(s));
     if (unknown.length) throw badRequest(`unknown scope(s): ${unknown.join(', ')}; known scopes: ${[...this.knownScopes].sort().join(', ')}`);
+    // Activity rows and task owners name the local administrator so; a token of that name would pass for it.
+    if (name.toLowerCase() === OPERATOR) throw badRequest(`token name '${name}' is reserved for the local administrator`);
     if (this.findByName(name)) throw conflict(`a token named '${name}' already exists`);
     const secret = TOKEN_PREFIX + crypto.randomBytes(32).toString('base64url');
     const rec: TokenRecord = {

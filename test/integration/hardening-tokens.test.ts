@@ -166,3 +166,25 @@ describe('hardening: last_used_at survives listing', function () {
     await d2.stop();
   });
 });
+
+describe('tokens: the local administrator\'s name is not a token name', function () {
+  this.timeout(60_000);
+
+  it('a token named admin (in any case) is refused with 400: activity rows and task owners name the administrator so', async () => {
+    const dir = tempDir('hostd-opname-');
+    await withStore(dir, async (store) => {
+      const tokens = new TokenStore(store, SCOPES);
+      await tokens.init();
+      try {
+        for (const name of ['admin', 'Admin', 'ADMIN']) {
+          const err = await tokens.create(name, ['files.read']).then(() => null, (e) => e);
+          expect(err, name).to.include({ status: 400, message: `token name '${name}' is reserved for the local administrator` });
+        }
+        expect(tokens.list()).to.deep.equal([]);
+        expect((await tokens.create('admins', ['files.read'])).token.name).to.equal('admins');
+      } finally {
+        await tokens.close();
+      }
+    });
+  });
+});

@@ -13,7 +13,6 @@ import { ROOT } from '../helpers/daemon.js';
 
 /** Operator names of the first release still in the source, by file. */
 const TO_RENAME: Record<string, string[]> = {
-  'daemon/admin.ts': ['local-admin'],
   'daemon/vms/index.ts': ['local-admin'],
   'daemon/vms/images.ts': ['local-admin'],
   'daemon/vms/templates.ts': ['local-admin'],

@@ -46,6 +46,10 @@ describe('layering (dependency-cruiser)', function () {
       'cluster/mesh.ts': "import '../daemon/folders/service.js';\nimport '../daemon/activity/log.js';\n",
       'daemon/daemon.ts': "export const root = 1;\n",
       'daemon/store/store.ts': "import '../daemon.js';\n",
+      // A service file reaching its runtime folder past driver.ts; a domain-level folder (compose rules) is not a runtime.
+      'daemon/apps/actions.ts': "import './docker/engine.js';\nimport './compose/model.js';\n",
+      'daemon/apps/docker/engine.ts': "export const e = 1;\n",
+      'daemon/apps/compose/model.ts': "export const m = 1;\n",
     };
     for (const [f, text] of Object.entries(files)) {
       fs.mkdirSync(path.dirname(path.join(dir, f)), { recursive: true });
@@ -56,9 +60,11 @@ describe('layering (dependency-cruiser)', function () {
     for (const rule of [
       'no-circular', 'lib-imports-nothing-of-ours', 'registry-is-data', 'domains-know-no-transport', 'domains-meet-through-ports',
       'drivers-know-no-service', 'api-and-cluster-one-way', 'mesh-imports-no-domain-service', 'activity-log-has-one-writer',
-      'nothing-imports-the-root', 'storage-and-config-stay-low',
+      'nothing-imports-the-root', 'storage-and-config-stay-low', 'services-reach-runtime-through-driver',
     ]) {
       expect([...names], `rule ${rule}`).to.include(rule);
     }
+    const boundary = violations.filter((v) => v.rule.name === 'services-reach-runtime-through-driver').map((v) => `${v.from} -> ${v.to}`);
+    expect(boundary).to.deep.equal(['daemon/apps/actions.ts -> daemon/apps/docker/engine.ts']);
   });
 });

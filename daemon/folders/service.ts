@@ -544,7 +544,8 @@ export class FoldersService {
       } catch (err) {
         throw this.problem(err, spot);
       }
-      ctx.note({ summary: `Deleted ${entry.type} ${spot.rel}`, target: this.label(place, spot.rel) });
+      // "subfolder" as at creation: "Deleted folder a/c" read as if a managed folder had gone.
+      ctx.note({ summary: `Deleted ${entry.type === 'folder' ? 'subfolder' : entry.type} ${spot.rel}`, target: this.label(place, spot.rel) });
       return { deleted: this.ref(spot), entry };
     });
   }

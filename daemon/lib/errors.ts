@@ -15,7 +15,8 @@ export class ApiError extends Error {
 }
 
 export const badRequest = (msg: string) => new ApiError(400, msg);
-export const unauthorized = (msg = 'missing or unknown bearer token') => new ApiError(401, msg);
+/** RFC 6750: a 401 names the scheme it wants, so that clients and proxies know to send a bearer token. */
+export const unauthorized = (msg = 'missing or unknown bearer token') => new ApiError(401, msg, { 'WWW-Authenticate': 'Bearer realm="hostd"' });
 export const forbidden = (msg: string) => new ApiError(403, msg);
 export const notFound = (msg: string) => new ApiError(404, msg);
 export const methodNotAllowed = (msg: string, allow: string[]) => new ApiError(405, msg, { Allow: allow.join(', ') });

@@ -86,6 +86,7 @@ describe('hostd daemon process', function () {
     }
     const unauth = await raw(d.url, 'GET', `${API}/folders`, { headers: { 'x-request-id': 'logtest-unauth' } });
     expect(unauth.status).to.equal(401);
+    expect(unauth.headers['www-authenticate'], 'a 401 names the scheme (RFC 6750)').to.equal('Bearer realm="hostd"');
     ids.push('logtest-unauth');
     let lines: any[] = [];
     await eventually(() => (lines = d.logs.filter((l) => ids.includes(l.req_id))).length >= ids.length, 30_000, 'the request lines in the log');

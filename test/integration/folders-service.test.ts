@@ -639,8 +639,11 @@ describe('folders service (real filesystem and store)', function () {
       expect(res.entry).to.include({ name: 'a.txt', type: 'file', size: 5 });
       expect(notes[0]).to.include({ summary: 'Deleted file a.txt', target: `${f.name}/a.txt` });
       expect(await exists(path.join(f.path, 'a.txt'))).to.equal(false);
-      await svc.entriesDelete({ folder_id: f.folder_id, sub_path: 'sub' });
+      const tree = recorder();
+      await svc.entriesDelete({ folder_id: f.folder_id, sub_path: 'sub' }, tree.ctx);
       expect(await exists(path.join(f.path, 'sub'))).to.equal(false);
+      // Not "Deleted folder sub": that is what deleting a managed folder says.
+      expect(tree.notes[0]).to.include({ summary: 'Deleted subfolder sub', target: `${f.name}/sub` });
     });
 
     it('deletes a link that stays inside as a link, leaving what it points at', async () => {

@@ -274,6 +274,7 @@ describe('MCP transport', function () {
         const r = await d.request('POST', '/mcp', { headers, body: initialize });
         expect(r.status).to.equal(401);
         expect(r.body).to.deep.equal({ error: 'missing or unknown bearer token' });
+        expect(r.headers['www-authenticate']).to.equal('Bearer realm="hostd"');
       }
       // Not even a malformed body is looked at.
       const r = await d.request('POST', '/mcp', { headers: mcpHeaders, rawBody: '{not json' });

@@ -6,6 +6,7 @@
  * development and tests; the systemd unit sets none of them, so the file
  * decides. Relative paths in the file are taken relative to the file.
  */
+import { parseOrigin } from './lib/origin.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,6 +108,8 @@ export interface Config {
   forwardDeadlineMs: number;
   /** Milliseconds between health probes of the other members. */
   clusterProbeMs: number;
+  /** Origins whose pages may call the API with a bearer token (`cors_origins`; none by default). */
+  corsOrigins: string[];
   /** The config file read, if any. */
   configFile?: string;
   /** Where the listen addresses and the data dir came from, for error messages: an environment variable, a file key, or the default. */
@@ -130,7 +133,7 @@ export function parseAddr(value: string, what: string): HostAddr {
 }
 
 /** Top-level keys of the config file that this module reads; every other key is a domain's section. */
-const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits', 'activity'];
+const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits', 'activity', 'cors_origins'];
 
 interface FileConfig {
   node_name?: string;
@@ -144,6 +147,7 @@ interface FileConfig {
   storage_pools?: Array<{ id?: string; path?: string; name?: string }>;
   http_limits?: unknown;
   activity?: unknown;
+  cors_origins?: unknown;
 }
 
 /** The system-wide config file, read when HOSTD_CONFIG is not set. */
@@ -205,10 +209,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, systemConfig = 
     nodeName: env.HOSTD_NODE_NAME ?? file.node_name ?? os.hostname(),
     pools,
     logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
+    corsOrigins: corsOriginsOf(file.cors_origins, configFile ?? 'config'),
     httpLimits: parseNumbers(file.http_limits, 'http_limits', HTTP_LIMIT_KEYS, DEFAULT_HTTP_LIMITS, configFile ?? 'config', env),
     activity: parseNumbers(file.activity, 'activity', ACTIVITY_KEYS, DEFAULT_ACTIVITY_RETENTION, configFile ?? 'config', env),
     forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
     clusterProbeMs: Number(env.HOSTD_CLUSTER_PROBE_MS ?? file.cluster_probe_ms ?? 2000),
     sections: Object.fromEntries(Object.entries(file).filter(([k]) => !SPINE_KEYS.includes(k))),
   };
+}
+
+function corsOriginsOf(value: unknown, file: string): string[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw new Error(`${file}: cors_origins must be a list of origins (https://dash.lab)`);
+  return value.map((v, i) => parseOrigin(v, `${file}: cors_origins[${i}]`));
 }

@@ -2,6 +2,7 @@
  * The composition root: opens the store, builds services, the handler table,
  * dispatch and the transports, and closes them again in reverse order.
  */
+import { Cors } from '../api/http/cors.js';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -109,7 +110,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
 
   const bearer = (transport: 'api' | 'mcp') => bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, transport);
   const app = createHttpApp({
-    dispatch, router, log, requestLog, openapi: openApi,
+    dispatch, router, log, requestLog, openapi: openApi, cors: new Cors(config.corsOrigins),
     authenticate: bearer('api'),
     direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog, version: VERSION, authenticate: bearer('mcp') }) },
   });

@@ -3,6 +3,7 @@
  * that routes by the registry, authenticates, and hands the call to dispatch.
  * The same app serves the local admin socket, where the caller is fixed.
  */
+import type { Cors } from './cors.js';
 import { header } from './headers.js';
 import crypto from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
@@ -30,6 +31,8 @@ export interface HttpDeps {
   mount?: (app: Express) => void;
   /** Listeners for exact paths (such as /mcp), served directly like the API. */
   direct?: Record<string, RequestListener>;
+  /** Cross-origin access for bearer-token browser clients (config `cors_origins`). */
+  cors?: Cors;
 }
 
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -40,6 +43,12 @@ export function requestId(req: IncomingMessage): string {
   const given = header(req, 'x-request-id');
   if (typeof given === 'string' && REQ_ID_RE.test(given)) return given;
   return `${bootTag}-${(++reqCounter).toString(36)}`;
+}
+
+function pairs(flat: string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) out.push([flat[i], flat[i + 1]]);
+  return out;
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}, requestIdHeader?: string): void {
@@ -90,7 +99,9 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   let opName: string | undefined;
   let actor: string | undefined;
 
+  const cors = deps.cors?.responseHeaders(req) ?? [];
   const send = (status: number, body: unknown, headers?: Record<string, string>) => {
+    if (cors.length) headers = { ...headers, ...Object.fromEntries(pairs(cors)) };
     sendJson(res, status, body, headers, id);
     deps.requestLog.write({
       req_id: id, method: req.method, path, status, op: opName, actor,
@@ -124,7 +135,7 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
       fail(err);
       return;
     }
-    res.writeHead(204, ['allow', allow, 'x-request-id', id]);
+    res.writeHead(204, ['allow', allow, 'x-request-id', id, ...(deps.cors?.preflightHeaders(req, allow) ?? [])]);
     res.end();
     deps.requestLog.write({ req_id: id, method: req.method, path, status: 204, ms: performance.now() - started });
     return;

@@ -127,7 +127,10 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
         description: 'Success.',
         // The registry's result schema; until an operation has one, an open object (generated
         // clients type it as such rather than as an empty one).
-        content: { 'application/json': { schema: op.result ?? { type: 'object', additionalProperties: true } } },
+        content: op.textResult
+          // A text answer (the metrics exposition): its media types, the body a string.
+          ? Object.fromEntries(op.textResult.map((t) => [t.split(';')[0], { schema: { type: 'string' } }]))
+          : { 'application/json': { schema: op.result ?? { type: 'object', additionalProperties: true } } },
       },
     };
     for (const [code, description] of Object.entries(ERROR_STATUSES)) {

@@ -2,6 +2,7 @@
  * The composition root: opens the store, builds services, the handler table,
  * dispatch and the transports, and closes them again in reverse order.
  */
+import { MetricsService } from './metrics/service.js';
 import { Cors } from '../api/http/cors.js';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -99,7 +100,10 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
 
   const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers(), sharedSecret: (purpose) => cluster.sharedSecret(purpose) };
   const secrets = new FileSecretStore(config.dataDir);
-  const domains = await openDomains(domainList({ tasks, activity }), { node: identity, config, env: process.env, store, tasks, secrets, log, cluster: clusterPorts }, config.sections);
+  const metrics = new MetricsService();
+  const domains = await openDomains(domainList({ tasks, activity, metrics, version: VERSION }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts }, config.sections);
+  // The API's and MCP's calls are counted; the admin socket's are the operator's, logged but not counted.
+  const apiRequestLog = metrics.observeRequests(requestLog);
   const handlers = domains.handlers;
   precompile(operations);
   dispatch = new Dispatch({ handlers, activity, forwarder: cluster.forwarder, log });
@@ -110,9 +114,9 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
 
   const bearer = (transport: 'api' | 'mcp') => bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, transport);
   const app = createHttpApp({
-    dispatch, router, log, requestLog, openapi: openApi, cors: new Cors(config.corsOrigins),
+    dispatch, router, log, requestLog: apiRequestLog, openapi: openApi, cors: new Cors(config.corsOrigins),
     authenticate: bearer('api'),
-    direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog, version: VERSION, authenticate: bearer('mcp') }) },
+    direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog: apiRequestLog, version: VERSION, authenticate: bearer('mcp') }) },
   });
   const httpServer = createApiServer(app, config.httpLimits);
   await new Promise<void>((resolve, reject) => {

@@ -22,11 +22,16 @@ import { appsDomain } from './apps/index.js';
 import { lxcDomain } from './lxc/index.js';
 import { vmsDomain } from './vms/index.js';
 import { sandboxesDomain } from './sandboxes/index.js';
+import { metricsDomain } from './metrics/index.js';
+import type { MetricsService } from './metrics/service.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
   tasks: TaskRunner;
   activity: ActivityLog;
+  /** Counts requests and tasks from the start; the metrics domain exposes it. */
+  metrics: MetricsService;
+  version: string;
 }
 
 export function domainList(spine: Spine) {
@@ -44,6 +49,7 @@ export function domainList(spine: Spine) {
     locationsDomain,
     appsDomain,
     lxcDomain,
+    metricsDomain(spine.metrics, spine.version),
   ] as const;
 }
 

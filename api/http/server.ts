@@ -12,6 +12,7 @@ import express, { type Express } from 'express';
 import type { Logger } from 'pino';
 import type { Dispatch } from '../dispatch.js';
 import type { Router } from '../router.js';
+import type { Operation } from '../registry/types.js';
 import { API_PREFIX } from '../catalog.js';
 import { errorBody, unauthorized, ApiError } from '../../daemon/lib/errors.js';
 import { afterParse, assembleArgs, bodyPending, hasUnreadBody, readBody, LIMITS, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
@@ -43,6 +44,21 @@ export function requestId(req: IncomingMessage): string {
   const given = header(req, 'x-request-id');
   if (typeof given === 'string' && REQ_ID_RE.test(given)) return given;
   return `${bootTag}-${(++reqCounter).toString(36)}`;
+}
+
+interface TextResult {
+  content_type: string;
+  text: string;
+}
+
+/**
+ * A text operation's format from the Accept header when the call does not
+ * name one (a scraper says what it takes only there).
+ */
+function negotiated(op: Operation, req: IncomingMessage, args: Record<string, unknown>): Record<string, unknown> {
+  if (!op.textResult || args.format !== undefined || !('format' in (op.args ?? {}))) return args;
+  const accept = req.headers.accept;
+  return typeof accept === 'string' && accept.includes('application/openmetrics-text') ? { ...args, format: 'openmetrics' } : args;
 }
 
 function pairs(flat: string[]): Array<[string, string]> {
@@ -117,6 +133,13 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
     // taken what already arrived.
     afterParse(req, () => send(status, body, bodyPending(req) ? { ...headers, connection: 'close' } : headers));
   };
+  /** An operation answering text (the metrics exposition): the text as is, with its media type. */
+  const finishText = (status: number, r: TextResult) => {
+    const list = ['content-type', r.content_type, 'content-length', String(Buffer.byteLength(r.text)), 'x-request-id', id, ...cors];
+    res.writeHead(status, list);
+    res.end(r.text);
+    deps.requestLog.write({ req_id: id, method: req.method, path, status, op: opName, actor, ms: performance.now() - started });
+  };
   const fail = (err: unknown) => {
     const e = errorBody(err);
     if (e.status >= 500 && !(err instanceof ApiError)) deps.log.error({ req_id: id, err }, 'request failed');
@@ -156,8 +179,8 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   }
   actor = caller.tokenName;
   deps.dispatch
-    .call(op, async () => assembleArgs(op, params, query, await readBody(req)), caller, id)
-    .then((result) => finish(op.successStatus, result ?? {}), fail);
+    .call(op, async () => negotiated(op, req, assembleArgs(op, params, query, await readBody(req))), caller, id)
+    .then((result) => (op.textResult ? finishText(op.successStatus, result as TextResult) : finish(op.successStatus, result ?? {})), fail);
 }
 
 /**

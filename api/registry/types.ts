@@ -29,7 +29,7 @@ export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: 
 
 /** Domains as the registry groups them (one registry file each); task kinds start with one. */
 export const DOMAINS = [
-  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes',
+  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes', 'metrics',
 ] as const;
 export type Domain = (typeof DOMAINS)[number];
 
@@ -76,6 +76,15 @@ export interface OperationSpec {
    * publish it, and the conformance walk validates every success answer.
    */
   result?: JsonSchema;
+  /**
+   * The success answer is text in one of these media types, not JSON (the
+   * Prometheus exposition): the handler answers `{content_type, text}`, the
+   * HTTP transport sends `text` as is with that type, OpenAPI names the
+   * types. Such an operation is not an MCP tool.
+   */
+  textResult?: readonly string[];
+  /** false: not offered as an MCP tool (a stream, a text answer). Default: true unless `textResult`. */
+  mcp?: boolean;
 }
 
 /** An operation with everything derived from its spec filled in. */
@@ -92,4 +101,6 @@ export interface Operation extends Omit<OperationSpec, 'result'> {
   successStatus: 200 | 201;
   /** The result schema, or null while the operation has none. */
   result: JsonSchema | null;
+  /** Whether MCP offers it as a tool. */
+  mcp: boolean;
 }

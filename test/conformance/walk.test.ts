@@ -45,9 +45,8 @@ describe('conformance walk over every registry operation', function () {
     selfId = peers.body.peers.find((p: { is_self: boolean }) => p.is_self).peer_id;
   });
 
-  it('walks all 129 operations of the registry', () => {
-    expect(operations).to.have.length(129);
-    expect(implemented.size).to.equal(129);
+  it('walks every operation of the registry (test/unit/registry.test.ts pins their number)', () => {
+    expect(implemented.size).to.equal(operations.length);
   });
 
   describe('authentication and scopes', () => {
@@ -65,7 +64,7 @@ describe('conformance walk over every registry operation', function () {
       await pool(operations, 8, async (op) => {
         for (const [what, headers] of variants) p.add(where(op, what), errorProblem(await send(valid(op), null, headers), 401));
       });
-      p.check(129 * variants.length);
+      p.check(operations.length * variants.length);
     });
 
     it('403 naming the scope for a token with an unrelated scope (operations that need one)', async () => {
@@ -117,7 +116,7 @@ describe('conformance walk over every registry operation', function () {
         for (const body of bad) p.add(where(op, `body ${body}`), errorProblem(await send({ method: op.method, path, body }), 400));
         if (!takesBody(op)) p.add(where(op, 'with a JSON object body'), errorProblem(await send({ method: op.method, path, body: '{}' }), 400));
       });
-      p.check(129 * 10);
+      p.check(operations.length * 10);
     });
 
     it('400 naming an unknown argument (in the body, in the query string)', async () => {
@@ -129,7 +128,7 @@ describe('conformance walk over every registry operation', function () {
           p.add(where(op, 'in the query'), errorProblem(await send({ ...c, path: c.path + '?zz_unknown=v' }), 400, "'zz_unknown'"));
         }
       });
-      p.check(129);
+      p.check(operations.length);
     });
 
     it('400 naming each missing required argument', async () => {
@@ -315,7 +314,7 @@ describe('conformance walk over every registry operation', function () {
           p.add(where(op, 'exactly 1 MiB'), errorProblem(await raw(d.url, op.method, path, { token: all, body: exact }), 400, "'zz_pad'"));
         }
       });
-      p.check(129);
+      p.check(operations.length);
       // The daemon is fine afterwards.
       expect((await send({ method: 'GET', path: `${API}/system/health` })).status).to.equal(200);
     });
@@ -364,7 +363,7 @@ describe('conformance walk over every registry operation', function () {
         else if (e.operation === 'proxy_move') p.add(e.operation, pid?.type === 'string' ? undefined : 'proxy_move has no peer_id of its own');
         else p.add(e.operation, pid?.type === 'string' && !(e.arguments.required ?? []).includes('peer_id') ? undefined : `peer_id: ${JSON.stringify(pid)}`);
       }
-      p.check(129);
+      p.check(operations.length);
     });
 
     it("GET /peers lists this node alone with is_self, and rejects any argument", async () => {

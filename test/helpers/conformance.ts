@@ -320,6 +320,11 @@ export function raw(baseUrl: string, method: string, path: string, opts: RawOpti
  */
 export function resultMismatch(op: Operation, r: RawReply): string | undefined {
   if (r.status < 200 || r.status > 299 || !op.result || r.text === '') return undefined;
+  if (op.textResult) {
+    // A text answer (the metrics exposition): one of its media types, not JSON.
+    const type = String(r.headers['content-type'] ?? '');
+    return op.textResult.includes(type) ? undefined : `content-type ${type} is not one of ${op.textResult.join(', ')}`;
+  }
   if (r.body === undefined) return `success answer is not JSON: ${r.text.slice(0, 200)}`;
   return resultProblem(op, r.body);
 }

@@ -1,0 +1,6 @@
+import type { HandlersOf } from '../../api/registry/handlers.js';
+import type { MetricsService } from './service.js';
+
+export const metricsHandlers = (svc: MetricsService): HandlersOf<'metrics_get'> => ({
+  metrics_get: async (args) => svc.expose(args.format ?? 'prometheus'),
+});

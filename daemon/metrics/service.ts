@@ -1,0 +1,127 @@
+/**
+ * The daemon's metrics: what it counts as it goes (requests, tasks, holder
+ * changes), what it reads when scraped (members, the proxy lease, runtimes),
+ * and the exposition. Reading at scrape time is cached briefly, so that a
+ * scraper polling every second costs each runtime probe at most once per
+ * cache period, and nothing is read on the path of another call.
+ */
+import type { RequestLog, RequestLine } from '../logger.js';
+import type { TaskRecord, Tasks, TaskStart, TaskWork } from '../lib/tasks.js';
+import type { DomainInfo, LeasePort, PeerInfo } from '../domain.js';
+import { Families } from './families.js';
+
+/** How long what a scrape read stays good for the next one. */
+const SCRAPE_CACHE_MS = 5_000;
+
+export interface ScrapeSources {
+  nodeId: string;
+  nodeName: string;
+  version: string;
+  lease: LeasePort;
+  peers(): Promise<PeerInfo[]>;
+  domainInfo(): Promise<DomainInfo[]>;
+}
+
+export type MetricsFormat = 'prometheus' | 'openmetrics';
+
+export class MetricsService {
+  readonly families = new Families();
+  private unsubscribe: (() => void) | null = null;
+
+  /** A request log that also counts each call (MCP batches count each tool once). */
+  observeRequests(inner: RequestLog): RequestLog {
+    const f = this.families;
+    return {
+      write(line: RequestLine) {
+        inner.write(line);
+        const transport = line.transport ?? 'api';
+        const status = String(line.status);
+        const seconds = line.ms / 1000;
+        const ops = line.op ? line.op.split(',') : ['none'];
+        for (const operation of ops) {
+          f.requests.inc({ operation, transport, status });
+          f.requestSeconds.observe({ operation }, seconds);
+        }
+      },
+    };
+  }
+
+  /** The task runner as domains see it, counting each task's start, end and duration. */
+  observeTasks<T extends Tasks>(inner: T): Tasks {
+    const f = this.families;
+    return {
+      start(what: TaskStart, work: TaskWork): TaskRecord {
+        const rec = inner.start(what, work);
+        const kind = what.kind;
+        f.tasksStarted.inc({ kind });
+        f.tasksActive.inc({ kind });
+        const began = process.hrtime.bigint();
+        void inner.settled(rec.task_id).then(
+          (end) => {
+            f.tasksActive.dec({ kind });
+            f.tasksEnded.inc({ kind, state: end.state });
+            f.taskSeconds.observe({ kind }, Number(process.hrtime.bigint() - began) / 1e9);
+          },
+          () => f.tasksActive.dec({ kind }),
+        );
+        return rec;
+      },
+      get: (id) => inner.get(id),
+      settled: (id) => inner.settled(id),
+    };
+  }
+
+  /** Registers what is read at scrape time; called once the domains and the cluster are there. */
+  attach(src: ScrapeSources): void {
+    const f = this.families;
+    const cached = <T>(read: () => Promise<T>) => {
+      let at = 0;
+      let value: Promise<T> | null = null;
+      return () => {
+        if (!value || Date.now() - at > SCRAPE_CACHE_MS) {
+          at = Date.now();
+          value = read().catch((err) => {
+            value = null;
+            throw err;
+          });
+        }
+        return value;
+      };
+    };
+    const peers = cached(() => src.peers());
+    const domains = cached(() => src.domainInfo());
+    f.gauge('hostd_build_info', 'Always 1; the labels say which build runs on which member.', ['version', 'node_id', 'node_name'], (g) => {
+      g.set({ version: src.version, node_id: src.nodeId, node_name: src.nodeName }, 1);
+    });
+    f.gauge('hostd_cluster_members', 'Members of this member\'s cluster (itself included) by reachability as this member sees it.', ['state'], async (g) => {
+      const list = await peers();
+      g.set({ state: 'reachable' }, list.filter((p) => p.reachable || p.is_self).length);
+      g.set({ state: 'unreachable' }, list.filter((p) => !p.reachable && !p.is_self).length);
+    });
+    f.gauge('hostd_proxy_holder', '1 when this member holds the proxy lease (serves the reverse proxy), else 0.', [], (g) => {
+      g.set(src.lease.state().holding ? 1 : 0);
+    });
+    f.gauge('hostd_proxy_lease_epoch', 'Epoch of the proxy lease as this member knows it (it grows with every move or takeover).', [], (g) => {
+      g.set(src.lease.state().epoch);
+    });
+    f.gauge('hostd_runtime_available', '1 when the host program a domain drives is there and usable, else 0 (the reason is in GET /system/health).', ['domain', 'runtime'], async (g) => {
+      g.reset();
+      for (const d of await domains()) for (const r of d.runtimes) g.set({ domain: d.name, runtime: r.name }, r.available ? 1 : 0);
+    });
+    let holder = src.lease.state().holder;
+    this.unsubscribe = src.lease.onChange((s) => {
+      if (s.holder !== holder) f.holderChanges.inc();
+      holder = s.holder;
+    });
+  }
+
+  async expose(format: MetricsFormat = 'prometheus'): Promise<{ content_type: string; text: string }> {
+    const reg = format === 'openmetrics' ? this.families.open : this.families.text;
+    return { content_type: reg.contentType, text: await reg.metrics() };
+  }
+
+  close(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * What the metrics service counts as the daemon goes: tasks through the
+ * runner domains see (started, active, ended by state, duration), and calls
+ * through the request log (each MCP tool of a batch once); the request log
+ * it wraps still gets every line.
+ */
+import { expect } from 'chai';
+import path from 'node:path';
+import { Store } from '../../../daemon/store/store.js';
+import { TaskRunner } from '../../../daemon/tasks/runner.js';
+import { MetricsService } from '../../../daemon/metrics/service.js';
+import type { RequestLine } from '../../../daemon/logger.js';
+import { eventually, tempDir } from '../../helpers/daemon.js';
+import { sample } from '../../helpers/metrics.js';
+
+describe('metrics service', function () {
+  this.timeout(60_000);
+
+  it('counts tasks from their start to their end, by kind and final state', async () => {
+    const store = await Store.open(path.join(tempDir('hostd-metrics-'), 'db'));
+    const runner = new TaskRunner(store);
+    await runner.init();
+    const m = new MetricsService();
+    const tasks = m.observeTasks(runner);
+    try {
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const a = tasks.start({ kind: 'demo.thing.make', title: 'a', owner: 't', resource: 'x/1' }, async () => held);
+      tasks.start({ kind: 'demo.thing.make', title: 'b', owner: 't', resource: 'x/2' }, async () => {
+        throw new Error('no');
+      });
+      let text = '';
+      await eventually(async () => (sample((text = (await m.expose()).text), 'hostd_tasks_ended_total', { kind: 'demo.thing.make', state: 'failed' }) ?? 0) === 1, 30_000, 'the failed task counted');
+      expect(sample(text, 'hostd_tasks_started_total', { kind: 'demo.thing.make' })).to.equal(2);
+      expect(sample(text, 'hostd_tasks_active', { kind: 'demo.thing.make' })).to.equal(1);
+      release();
+      await runner.settled(a.task_id);
+      await eventually(async () => (sample((text = (await m.expose()).text), 'hostd_tasks_ended_total', { kind: 'demo.thing.make', state: 'succeeded' }) ?? 0) === 1, 30_000, 'the succeeded task counted');
+      expect(sample(text, 'hostd_tasks_active', { kind: 'demo.thing.make' })).to.equal(0);
+      expect(sample(text, 'hostd_task_duration_seconds_count', { kind: 'demo.thing.make' })).to.equal(2);
+    } finally {
+      await runner.drain();
+      await store.close();
+    }
+  });
+
+  it('counts calls from the request log by operation, transport and status; the wrapped log gets every line', async () => {
+    const m = new MetricsService();
+    const seen: RequestLine[] = [];
+    const log = m.observeRequests({ write: (l) => seen.push(l) });
+    log.write({ req_id: '1', method: 'GET', path: '/api/v1/folders', status: 200, op: 'folders_list', ms: 3 });
+    log.write({ req_id: '2', method: 'POST', path: '/mcp', status: 200, op: 'folders_list,system_health', ms: 5, transport: 'mcp' });
+    log.write({ req_id: '3', method: 'GET', path: '/api/v1/nope', status: 404, ms: 1 });
+    expect(seen.map((l) => l.req_id)).to.deep.equal(['1', '2', '3']);
+    const text = (await m.expose()).text;
+    expect(sample(text, 'hostd_api_requests_total', { operation: 'folders_list', transport: 'api', status: '200' })).to.equal(1);
+    expect(sample(text, 'hostd_api_requests_total', { operation: 'folders_list', transport: 'mcp', status: '200' })).to.equal(1);
+    expect(sample(text, 'hostd_api_requests_total', { operation: 'system_health', transport: 'mcp', status: '200' })).to.equal(1);
+    expect(sample(text, 'hostd_api_requests_total', { operation: 'none', transport: 'api', status: '404' })).to.equal(1);
+    expect(text).to.not.include('/api/v1/nope');
+  });
+});

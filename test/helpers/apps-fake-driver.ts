@@ -9,12 +9,16 @@ import { unavailable } from '../../daemon/lib/errors.js';
 
 export class FakeAppsDriver implements AppsDriver {
   reachable = true;
+  composeMissing = false;
   images = new Set<string>();
   list: ContainerSummary[] = [];
   calls: string[] = [];
 
   async availability(): Promise<Availability[]> {
-    return [this.reachable ? availableAs(ENGINE, 'fake') : missing(ENGINE, 'Docker engine is not reachable at unix:///fake/docker.sock (fake)'), availableAs(COMPOSE, 'fake')];
+    return [
+      this.reachable ? availableAs(ENGINE, 'fake') : missing(ENGINE, 'Docker engine is not reachable at unix:///fake/docker.sock (fake)'),
+      this.composeMissing ? missing(COMPOSE, 'compose v2 is not installed (fake)') : availableAs(COMPOSE, 'fake'),
+    ];
   }
   async containers(opts: { appId?: string; project?: string } = {}): Promise<ContainerSummary[]> {
     if (!this.reachable) throw unavailable('down');

@@ -112,6 +112,30 @@ describe('apps domain rules (fake driver)', () => {
     expect(driver.calls).to.deep.equal(['up hostd_m_app start']);
   });
 
+  it('a change a restart interrupted and start-up cannot settle (compose missing) leaves that app 503 until it can, then settles it', async () => {
+    await svc.apps_create({ template_id: 'custom', name: 'w', compose_content: 'services:\n  a:\n    image: img:1\n' }, ctx);
+    await svc.apps_create({ template_id: 'custom', name: 'other', compose_content: 'services:\n  a:\n    image: img:1\n' }, ctx);
+    // What a kill in the middle of `stop` leaves: the intent open, the record still saying running.
+    const w = c.records.get('w')!;
+    await c.records.begin('w', { op: 'action', app_id: 'w', action: 'stop', after: { ...w, desired_state: 'stopped' } });
+    driver.composeMissing = true;
+    driver.calls = [];
+    await open();
+    const why = "app 'w' has a change interrupted by a restart that cannot be settled yet: docker compose is not available: compose v2 is not installed (fake)";
+    // Uninstalling needs only the engine, which answers: the open change is what is in the way.
+    await rejectsApi(svc.apps_delete({ app_id: 'w' }, ctx), 503, why);
+    expect((await svc.apps_list({}, ctx)).apps.find((a) => a.app_id === 'w')).to.deep.include({ desired_state: 'running' });
+    // Another app is not held up by it.
+    expect(await svc.apps_delete({ app_id: 'other' }, ctx)).to.deep.include({ app_id: 'other', deleted: true });
+    expect(driver.calls).to.deep.equal(['remove hostd_other_app']);
+    // Compose is back: the next call settles the stop first (done again), then does its own work.
+    driver.composeMissing = false;
+    driver.calls = [];
+    expect(await svc.apps_delete({ app_id: 'w' }, ctx)).to.deep.include({ app_id: 'w', deleted: true });
+    expect(driver.calls).to.deep.equal(['stop hostd_w_app', 'remove hostd_w_app']);
+    expect(await c.records.journal.open()).to.deep.equal([]);
+  });
+
   it('an app whose stored compose file breaks a rule added since (as an upgrade finds it) is kept, listed, and refused with 409 at every start or apply', async () => {
     await svc.apps_create({ template_id: 'custom', name: 'old', compose_content: 'services:\n  a:\n    image: img:1\n' }, ctx);
     fs.mkdirSync(path.join(dir, 'pool2'));

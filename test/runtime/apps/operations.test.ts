@@ -227,6 +227,24 @@ describe('apps on a real Docker engine', function () {
       expectError(await req('POST', '/apps', { template_id: 'test-web', compose_content: 'services: {}' }), 400, "argument 'compose_content' is only for template_id 'custom'");
       expectError(await req('POST', '/apps', { template_id: 'custom', compose_content: webCompose(lab.image, 18090), storage_id: 'nope' }), 404, "storage pool 'nope' not found");
     });
+
+    it("two apps whose id and service names join alike ('a' + 'b-web', 'a-b' + 'web') both run, each with its own containers", async () => {
+      const sleeper = (service: string) => `services:\n  ${service}:\n    image: ${lab.image}\n    init: true\n    command: ["sleep", "3600"]\n`;
+      const made: string[] = [];
+      try {
+        const one = await install({ template_id: 'custom', name: 'a', compose_content: sleeper('b-web') });
+        made.push(one.app.app_id);
+        const two = await install({ template_id: 'custom', name: 'a-b', compose_content: sleeper('web') });
+        made.push(two.app.app_id);
+        for (const [r, service] of [[one, 'b-web'], [two, 'web']] as const) {
+          expect(r.app.state, r.app.app_id).to.equal('running');
+          expect(r.app.services.map((x: any) => x.service)).to.deep.equal([service]);
+        }
+        expect(one.app.services[0].name).to.not.equal(two.app.services[0].name);
+      } finally {
+        for (const id of made) expect((await req('DELETE', `/apps/${id}`)).status).to.equal(200);
+      }
+    });
   });
 
   describe('lifecycle of a custom app', () => {

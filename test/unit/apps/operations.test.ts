@@ -112,6 +112,24 @@ describe('apps domain rules (fake driver)', () => {
     expect(driver.calls).to.deep.equal(['up hostd_m_app start']);
   });
 
+  it('an app of the first naming scheme (project hostd-<id>) keeps its project until a change of its definition renames it', async () => {
+    await svc.apps_create({ template_id: 'custom', name: 'old', compose_content: 'services:\n  a:\n    image: img:1\n' }, ctx);
+    // As an older version stored it, with its containers on the engine.
+    const rec = store.sub<any>('apps');
+    await rec.put('old', { ...(await rec.get('old')), project: 'hostd-old' });
+    driver.list = [{ container_id: 'c1', name: 'hostd-old-a-1', image: 'img:1', state: 'running', status: 'Up', created_at: '', project: 'hostd-old', service: 'a', app_id: 'old', generation: 1, ports: [] }];
+    await open();
+    driver.calls = [];
+    expect((await svc.apps_actions({ app_id: 'old', action: 'restart' }, ctx)).app).to.deep.include({ project: 'hostd-old', state: 'running' });
+    expect(driver.calls).to.deep.equal(['restart hostd-old']);
+    // Sending the current assignments again is the rename: the old project goes (its data stays), the new one comes up.
+    driver.calls = [];
+    const res = await svc.apps_folders_update({ app_id: 'old', folder_assignments: [] }, ctx);
+    expect(res.app).to.deep.include({ project: 'hostd_old_app', generation: 2 });
+    expect(driver.calls).to.deep.equal(['remove hostd-old', 'up hostd_old_app start']);
+    expect(fs.existsSync(path.join(dir, 'pool', '.hostd-apps', 'old'))).to.equal(true);
+  });
+
   it('a change a restart interrupted and start-up cannot settle (compose missing) leaves that app 503 until it can, then settles it', async () => {
     await svc.apps_create({ template_id: 'custom', name: 'w', compose_content: 'services:\n  a:\n    image: img:1\n' }, ctx);
     await svc.apps_create({ template_id: 'custom', name: 'other', compose_content: 'services:\n  a:\n    image: img:1\n' }, ctx);

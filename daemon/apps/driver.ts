@@ -1,13 +1,24 @@
 /**
- * What the apps service needs from the container runtime: the engine (state,
- * images, logs, stats) and compose (bringing a project to its file). The
- * Docker implementation is docker/; nothing above it knows of Docker's API.
+ * What the apps domain needs from its container runtime, and nothing more:
+ * the engine (containers, images, logs, stats) and compose (bringing a
+ * project to its rendered file). The types are the domain's own; docker/
+ * implements them on the Docker engine API and the compose v2 CLI.
+ *
+ * Availability is the contract's first part: `availability()` reports the
+ * engine (`dockerd`) and compose (`docker compose`) as they are now, and the
+ * domain asks `ensureAvailable(driver, [...])` before it uses them. The other
+ * methods never check availability themselves.
  */
-import type { Availability } from '../lib/availability.js';
+import type { RuntimeDriver } from '../lib/availability.js';
+
+/** The names `availability()` reports, and what `ensureAvailable` is asked for. */
+export const ENGINE = 'dockerd';
+export const COMPOSE = 'docker compose';
+export type AppsProgram = typeof ENGINE | typeof COMPOSE;
 
 /** A compose project as hostd runs it. */
 export interface ProjectRef {
-  /** Compose project name (`hostd-<app_id>`). */
+  /** Compose project name (the app record's `project`). */
   project: string;
   /** The rendered compose file. */
   file: string;
@@ -52,6 +63,7 @@ export interface PullProgress {
 }
 
 export interface LogLine {
+  /** RFC 3339, or '' when the engine gave none. */
   time: string;
   stream: 'stdout' | 'stderr';
   text: string;
@@ -69,19 +81,18 @@ export interface ContainerStats {
   read_at: string;
 }
 
-export interface AppsDriver {
-  /** The engine's address as configured (for messages). */
-  readonly engineAddress: string;
-  /** The engine and compose, as they are now. */
-  availability(): Promise<Availability[]>;
-  /** Throws 503 naming the engine and its address when it does not answer. */
-  ping(): Promise<void>;
-  /** Throws 503 naming compose and what to install when it is missing. */
-  requireCompose(): Promise<void>;
+export interface AppsDriver extends RuntimeDriver {
+  // Engine: what runs, and the images it has
 
+  /** Containers on the engine, all of them or those of one app (its label) or one compose project. */
   containers(opts?: { appId?: string; project?: string }): Promise<ContainerSummary[]>;
   imageExists(ref: string): Promise<boolean>;
+  /** Pulls one image, reporting byte progress; rejects with the engine's words (no registry reachable, ...). */
   pull(ref: string, onProgress: (p: PullProgress) => void, signal?: AbortSignal): Promise<void>;
+  /** Removes the project's containers, networks and volume objects, by its label (the file may be gone). */
+  remove(project: string): Promise<void>;
+
+  // Compose: a project brought to its rendered file
 
   /** `up -d` (or create only), removing orphans, never pulling. */
   up(p: ProjectRef, opts: { start: boolean }, signal?: AbortSignal): Promise<void>;
@@ -89,8 +100,8 @@ export interface AppsDriver {
   check(p: ProjectRef): Promise<void>;
   stop(p: ProjectRef): Promise<void>;
   restart(p: ProjectRef): Promise<void>;
-  /** Removes the project's containers, networks and volumes (by its labels; the file may be gone). */
-  remove(project: string): Promise<void>;
+
+  // Observation: what the containers print and use
 
   logs(containerId: string, tail: number): Promise<LogLine[]>;
   stats(containerId: string): Promise<ContainerStats>;

@@ -1,53 +1,43 @@
 /**
  * The apps domain: compose projects on the Docker engine, installed from
- * templates or custom compose content. Config section `apps:` (all optional):
- *
- *   apps:
- *     docker_host: unix:///var/run/docker.sock   # else DOCKER_HOST, else the system socket
- *     compose_binary: /usr/local/lib/docker/cli-plugins/docker-compose
- *     templates_dir: /etc/hostd/app-templates    # relative to the config file
- *     publish_address: 0.0.0.0                   # where templates publish their ports
- *     default_storage_id: main                   # pool for apps installed without storage_id
+ * templates or custom compose content (docs/apps.md). open() composes the
+ * Docker driver, the records, the shared context and the operation files,
+ * settles what a restart interrupted, and only then serves.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import net from 'node:net';
 import { opsOf } from '../../api/registry/index.js';
 import { defineDomain } from '../domain.js';
+import { IntentRecovery } from '../lib/recovery.js';
+import { testPause } from '../lib/test-pause.js';
+import { AppsContext, type AppsContextDeps } from './context.js';
 import { DockerDriver } from './docker/driver.js';
+import { appGuests } from './guests.js';
 import { appsHandlers } from './handlers.js';
-import { AppRecords } from './records.js';
-import { AppsService, type AppsSettings } from './service.js';
+import { AppRecords, type AppIntent } from './records.js';
+import { describeIntent, settleIntent } from './recovery.js';
+import { audit } from './refusals.js';
+import { parseSettings } from './settings.js';
 import { TemplateCatalog } from './templates.js';
 
-const KEYS = ['docker_host', 'compose_binary', 'templates_dir', 'publish_address', 'default_storage_id'];
-
-/** Validates the `apps:` section; relative paths are taken relative to the config file. */
-export function parseSettings(raw: unknown, env: NodeJS.ProcessEnv, poolIds: string[]): AppsSettings {
-  if (raw === undefined || raw === null) return { publishAddress: '0.0.0.0' };
-  if (typeof raw !== 'object' || Array.isArray(raw)) throw new Error('config: apps must be a mapping');
-  const m = raw as Record<string, unknown>;
-  for (const k of Object.keys(m)) if (!KEYS.includes(k)) throw new Error(`config: unknown key apps.${k} (known: ${KEYS.join(', ')})`);
-  const str = (k: string): string | undefined => {
-    const v = m[k];
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'string' || !v) throw new Error(`config: apps.${k} must be a non-empty string`);
-    return v;
-  };
-  const base = env.HOSTD_CONFIG ? path.dirname(path.resolve(env.HOSTD_CONFIG)) : process.cwd();
-  const templatesDir = str('templates_dir');
-  const publishAddress = str('publish_address') ?? '0.0.0.0';
-  if (!net.isIP(publishAddress)) throw new Error('config: apps.publish_address must be an IP address');
-  const defaultStorageId = str('default_storage_id');
-  if (defaultStorageId && !poolIds.includes(defaultStorageId)) throw new Error(`config: apps.default_storage_id '${defaultStorageId}' is not a storage pool`);
-  const composeBinary = str('compose_binary');
-  return {
-    dockerHost: str('docker_host'),
-    composeBinary: composeBinary ? path.resolve(base, composeBinary) : undefined,
-    templatesDir: templatesDir ? path.resolve(base, templatesDir) : undefined,
-    publishAddress,
-    defaultStorageId,
-  };
+/**
+ * The context over its dependencies, with start-up recovery run: interrupted
+ * changes are settled (or left pending with why, when the engine or compose
+ * is missing), and apps whose stored file breaks a rule added since are
+ * logged. What open() serves; the unit tests open it over a fake driver.
+ */
+export async function openApps(deps: Omit<AppsContextDeps, 'recovery'>): Promise<AppsContext> {
+  const recovery: IntentRecovery<AppIntent> = new IntentRecovery<AppIntent>({
+    domain: 'apps',
+    journal: deps.records.journal,
+    log: deps.log,
+    settle: (_key, intent) => settleIntent(c, intent),
+    describe: describeIntent,
+  });
+  const c = new AppsContext({ ...deps, recovery });
+  await recovery.run();
+  await audit(c).catch((err) => deps.log.warn({ err: (err as Error).message }, 'apps: could not check the stored compose files'));
+  return c;
 }
 
 export const appsDomain = defineDomain({
@@ -61,7 +51,7 @@ export const appsDomain = defineDomain({
     const records = new AppRecords(deps.store);
     await records.load();
     const log = deps.log.child({ domain: 'apps' });
-    const svc = new AppsService({
+    const c = await openApps({
       driver,
       records,
       catalog: new TemplateCatalog(settings.templatesDir),
@@ -69,19 +59,15 @@ export const appsDomain = defineDomain({
       folders: () => deps.ports.get('folders'),
       tasks: deps.tasks,
       log,
-      composeRoot,
+      dataDir: deps.config.dataDir,
       settings,
-      pauseAt: deps.env.HOSTD_APPS_PAUSE_AT || undefined,
+      pause: testPause(deps.env, 'apps', log),
     });
-    // Interrupted changes are settled as soon as the engine answers (now, or at the first call that finds it).
-    void svc.ready().catch((err) => log.warn({ err: (err as Error).message }, 'apps: the Docker engine is not reachable yet'));
-    // Apps installed before a rule that now refuses their compose file are named in the log (and in GET /apps).
-    void svc.audit().catch((err) => log.warn({ err: (err as Error).message }, 'apps: could not check the stored compose files'));
     return {
-      handlers: appsHandlers(svc),
+      handlers: appsHandlers(c),
       info: async () => ({ name: 'apps', built: true, runtimes: await driver.availability() }),
       close: async () => {},
-      provides: { guests: { guests: () => svc.guests() } },
+      provides: { guests: { guests: () => appGuests(c) } },
     };
   },
 });

@@ -2,12 +2,16 @@
  * The apps sublevels: app records, each app's compose content (as the user or
  * template gave it), documentation, and the intent journal of changes that
  * touch the engine or the disk. Records are kept in memory as well (the list
- * answers without reading the store).
+ * answers without reading the store): every batch written here, the
+ * journal's included (start-up recovery commits through it), is mirrored.
  */
+import type { ArgsOf } from '../../api/registry/index.js';
 import type { DocsRecord } from '../lib/docs.js';
-import type { FolderAssignment } from '../../api/registry/schema.js';
 import { IntentJournal, type JournalOp } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
+
+/** A folder assignment as install and PATCH /apps/{app_id}/folders take it, and as it is stored. */
+export type FolderAssignment = NonNullable<ArgsOf<'apps_create'>['folder_assignments']>[number];
 
 export interface ReservedPort {
   /** The template's variable. */
@@ -24,7 +28,7 @@ export interface AppRecord {
   storage_id: string;
   /** `<pool>/.hostd-apps/<app_id>`: the app's own data (its volumes and relative bind mounts). */
   data_dir: string;
-  /** Compose project name. */
+  /** Compose project name (naming.ts; apps installed before the current scheme keep theirs until a change re-creates them). */
   project: string;
   folder_assignments: FolderAssignment[];
   /** Host ports hostd chose for the template's port parameters. */
@@ -44,7 +48,6 @@ export interface AppContent {
   content: string;
   sha256: string;
 }
-
 
 export interface Definition {
   record: AppRecord;
@@ -71,7 +74,7 @@ export class AppRecords {
     this.content = store.sub<AppContent>('apps_content');
     this.docs = store.sub<DocsRecord>('apps_docs');
     this.intents = store.sub<AppIntent>('apps_intents');
-    this.journal = new IntentJournal<AppIntent>(store, this.intents);
+    this.journal = new IntentJournal<AppIntent>({ batch: (ops) => this.write(ops) }, this.intents);
   }
 
   async load(): Promise<void> {
@@ -121,9 +124,8 @@ export class AppRecords {
   }
 
   /** Writes the outcome and drops the intent in one batch. */
-  async commit(key: string, ops: JournalOp[]): Promise<void> {
-    await this.journal.commit(key, ops);
-    this.mirror(ops);
+  commit(key: string, ops: JournalOp[]): Promise<void> {
+    return this.journal.commit(key, ops);
   }
 
   /** Keeps the intent open but updates it (a new phase), with other writes. */

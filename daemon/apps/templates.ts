@@ -65,6 +65,15 @@ function field(m: Record<string, unknown>, key: string, where: string, kind: 'st
   return v;
 }
 
+/** A template's default app name (trimmed), by the rule of the install's `name` argument (the registry's resourceName, 64 at most). */
+function defaultName(v: string, where: string): string {
+  const name = v.trim();
+  if (!name || [...name].length > 64 || /[\u0000-\u001f\u007f-\u009f/\\]/.test(name) || name === '.' || name === '..') {
+    throw badRequest(`${where}: default_name must be 1-64 characters without control characters, '/' or '\\', not '.' or '..'`);
+  }
+  return name;
+}
+
 /** Parses one template file; throws 400 naming what is wrong. */
 export function parseTemplate(src: TemplateSource, source: AppTemplate['source']): AppTemplate {
   const where = `template '${src.id}'`;
@@ -113,7 +122,7 @@ export function parseTemplate(src: TemplateSource, source: AppTemplate['source']
     name: field(t, 'name', where, 'string'),
     description: field(t, 'description', where, 'string', true) ?? '',
     source,
-    default_name: field(t, 'default_name', where, 'string', true) ?? src.id,
+    default_name: defaultName(field(t, 'default_name', where, 'string', true) ?? src.id, where),
     ports,
     data_folders: folders,
     images: [...new Set(parsed.images.map((i) => i.image))],

@@ -1,15 +1,27 @@
 /**
- * Copying and verifying an app's data directory for a move: `cp -a` (owners,
- * modes, times, links, sparse files, reflinks where the filesystem has them)
- * with progress read from the growing copy, then a verification that walks
- * both trees and compares every entry's type, size, mode, owner, link target
- * and, for regular files, SHA-256 of the content.
+ * An app's data directory as a tree of files. For a move: copied with
+ * `cp -a` (owners, modes, times, links, sparse files, reflinks where the
+ * filesystem has them) with progress read from the growing copy, then
+ * verified by walking both trees and comparing every entry's type, size,
+ * mode, owner, link target and, for regular files, SHA-256 of the content.
  */
 import crypto from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { errnoCode } from '../lib/errors.js';
 import { run } from '../lib/run.js';
+
+/** Whether anything (a link included) is at `p`. */
+export async function exists(p: string): Promise<boolean> {
+  try {
+    await fs.lstat(p);
+    return true;
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return false;
+    throw err;
+  }
+}
 
 export interface Entry {
   type: 'file' | 'dir' | 'link' | 'other';

@@ -23,11 +23,13 @@ const exec = promisify(execFile);
 export async function appsOverhead(): Promise<void> {
   const why = await missingRuntime();
   if (why) throw new Error(`cannot run: ${why}`);
+  // The same compose CLI as hostd's, run directly for the comparison.
+  const compose = await composeBinary();
+  if (!compose) throw new Error('cannot run: compose v2 is not installed (run deploy/install-deps.sh)');
   const lab = await startLab();
   try {
     const d = await startDaemon({ configYaml: lab.configYaml, logToFile: true });
     const token = await d.token('bench', APP_SCOPES);
-    const compose = (await composeBinary())!;
     const content = (port: number) => `services:
   web:
     image: ${lab.image}

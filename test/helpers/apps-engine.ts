@@ -22,6 +22,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { DockerDriver } from '../../daemon/apps/docker/driver.js';
+import type { Availability } from '../../daemon/lib/availability.js';
 
 const exec = promisify(execFile);
 
@@ -56,13 +58,22 @@ export async function composeBinary(): Promise<string | null> {
   return null;
 }
 
-/** Why the apps runtime tests cannot run here, or null when they can. */
+/**
+ * What the runtime gate asks (requireRuntime): the apps domain's own driver,
+ * as a daemon of the tests would build it. The engine the suites use is a
+ * private dockerd they start themselves, so the gate asks the driver for
+ * compose only and `missingRuntime` for what starting that engine takes.
+ */
+export function appsRuntime(): () => Promise<Availability[]> {
+  return () => new DockerDriver({ env: process.env, configDir: path.join(os.tmpdir(), 'hostd-apps-gate-unused') }).availability({ fresh: true });
+}
+
+/** What starting the suites' private engine takes beyond the driver's programs (root, dockerd, namespaces, the image's busybox), or null. */
 export async function missingRuntime(): Promise<string | null> {
   if (process.getuid?.() !== 0) return 'the apps runtime tests need root (a private dockerd)';
   for (const p of ['dockerd', 'unshare', 'nsenter', 'ip', 'busybox']) {
     if (!(await which(p))) return `${p} is not installed (run deploy/install-deps.sh)`;
   }
-  if (!(await composeBinary())) return 'compose v2 is not installed (run deploy/install-deps.sh)';
   return null;
 }
 

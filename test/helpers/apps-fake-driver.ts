@@ -1,25 +1,25 @@
 /**
  * A fake apps driver for service rules that need no engine (the guests port,
- * what the service asks of the runtime). It never replaces the runtime tests.
+ * what the domain asks of the runtime, recovery while the engine is away). It
+ * never replaces the runtime tests.
  */
+import { COMPOSE, ENGINE, type AppsDriver, type ContainerStats, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../../daemon/apps/driver.js';
+import { availableAs, missing, type Availability } from '../../daemon/lib/availability.js';
 import { unavailable } from '../../daemon/lib/errors.js';
-import type { AppsDriver, ContainerStats, ContainerSummary, LogLine, ProjectRef, PullProgress } from '../../daemon/apps/driver.js';
-import type { Availability } from '../../daemon/lib/availability.js';
 
 export class FakeAppsDriver implements AppsDriver {
-  readonly engineAddress = 'unix:///fake/docker.sock';
   reachable = true;
+  composeMissing = false;
   images = new Set<string>();
   list: ContainerSummary[] = [];
   calls: string[] = [];
 
   async availability(): Promise<Availability[]> {
-    return [];
+    return [
+      this.reachable ? availableAs(ENGINE, 'fake') : missing(ENGINE, 'Docker engine is not reachable at unix:///fake/docker.sock (fake)'),
+      this.composeMissing ? missing(COMPOSE, 'compose v2 is not installed (fake)') : availableAs(COMPOSE, 'fake'),
+    ];
   }
-  async ping(): Promise<void> {
-    if (!this.reachable) throw unavailable(`Docker engine is not reachable at ${this.engineAddress} (fake)`);
-  }
-  async requireCompose(): Promise<void> {}
   async containers(opts: { appId?: string; project?: string } = {}): Promise<ContainerSummary[]> {
     if (!this.reachable) throw unavailable('down');
     return this.list.filter((c) => (!opts.project || c.project === opts.project) && (!opts.appId || c.app_id === opts.appId));
@@ -32,6 +32,11 @@ export class FakeAppsDriver implements AppsDriver {
     onProgress({ current: 1, total: 1, status: 'Download complete' });
     this.images.add(ref);
   }
+  async remove(project: string): Promise<void> {
+    if (!this.reachable) throw unavailable('down');
+    this.calls.push(`remove ${project}`);
+    this.list = this.list.filter((c) => c.project !== project);
+  }
   async up(p: ProjectRef, opts: { start: boolean }): Promise<void> {
     this.calls.push(`up ${p.project} ${opts.start ? 'start' : 'create'}`);
   }
@@ -43,10 +48,6 @@ export class FakeAppsDriver implements AppsDriver {
   }
   async restart(p: ProjectRef): Promise<void> {
     this.calls.push(`restart ${p.project}`);
-  }
-  async remove(project: string): Promise<void> {
-    this.calls.push(`remove ${project}`);
-    this.list = this.list.filter((c) => c.project !== project);
   }
   async logs(): Promise<LogLine[]> {
     return [];

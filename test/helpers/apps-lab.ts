@@ -5,6 +5,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { operationsOfDomain } from '../../api/registry/index.js';
+import { Router } from '../../api/router.js';
+import { resultProblem } from '../../api/validate.js';
 import { importTestImage, startEngine, type TestEngine } from './apps-engine.js';
 import { startDaemon, tempDir, type TestDaemon } from './daemon.js';
 
@@ -112,4 +115,19 @@ export async function waitTask(d: TestDaemon, token: string, taskId: string, ms 
     if (Date.now() > end) throw new Error(`task ${taskId} did not end within ${ms} ms`);
     await new Promise((res) => setTimeout(res, 100));
   }
+}
+
+const appsRoutes = new Router(operationsOfDomain('apps'));
+
+/**
+ * Why a success answer of an apps operation does not fit the operation's
+ * result schema, or undefined (it fits, is no success, or is no apps call).
+ * The conformance walk runs without an engine, so the apps answers it sees
+ * are 503s: the runtime suites check every answer they get with this.
+ */
+export function appsResultProblem(method: string, apiPath: string, r: { status: number; body: unknown }): string | undefined {
+  const p = apiPath.split('?')[0];
+  if (r.status < 200 || r.status > 299 || !/^\/apps(\/|$)/.test(p)) return undefined;
+  const problem = resultProblem(appsRoutes.match(method, p).op, r.body);
+  return problem && `${method} ${apiPath}: ${problem}`;
 }

@@ -20,7 +20,6 @@ const TO_RENAME: Record<string, string[]> = {
   'daemon/lxc/service.ts': ['local-admin'],
   'daemon/sandboxes/index.ts': ['local-admin'],
   'daemon/sandboxes/service.ts': ['hostd'],
-  'daemon/apps/service.ts': ['local'],
 };
 
 /**

@@ -20,7 +20,6 @@ const TO_RENAME: Record<string, string[]> = {
   'daemon/vms/templates.ts': ['templates.build'],
   'daemon/lxc/service.ts': ['lxc.move', 'lxc.template'],
   'daemon/sandboxes/service.ts': ['sandboxes.warm'],
-  'daemon/apps/service.ts': ['apps.install', 'apps.update', 'apps.move'],
 };
 
 function sourceFiles(dir: string): string[] {

@@ -121,7 +121,7 @@ const SERVICE_REF = /^service:[a-zA-Z0-9._-]+$/;
  * `network_mode`: the app's own namespaces only. `host` and `container:` are
  * outside the app; `bridge` is Docker's default bridge, shared with every
  * container run by hand; any other name is an engine network, possibly another
- * app's (`hostd-<other>_default`).
+ * app's (`hostd_<other>_app_default`).
  */
 export function networkMode(v: unknown, where: string): unknown {
   const s = text(v, where);

@@ -12,10 +12,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { badRequest, unavailable } from '../../lib/errors.js';
+import { badRequest } from '../../lib/errors.js';
 import { ProgramError, run, stderrTail, which } from '../../lib/run.js';
-import { availableAs, missing, type Availability } from '../../lib/availability.js';
-import type { ProjectRef } from '../driver.js';
+import { ProbeCache, availableAs, missing, type Availability } from '../../lib/availability.js';
+import { COMPOSE, type ProjectRef } from '../driver.js';
 
 export const COMPOSE_INSTALL = "compose v2: Debian trixie's docker-compose 2.x or Docker's docker-compose-plugin (deploy/install-deps.sh installs it to /usr/local/lib/docker/cli-plugins)";
 
@@ -59,9 +59,8 @@ export async function findCompose(configured: string | undefined, env: NodeJS.Pr
 }
 
 export class ComposeCli {
-  private found: ComposeFound | null = null;
-  private reason = 'not checked yet';
-  private checkedAt = 0;
+  /** Where compose is, kept a minute (a binary installed or removed meanwhile is seen by a `fresh` probe). */
+  private readonly probe: ProbeCache<ComposeFound | { reason: string }>;
 
   constructor(
     private readonly configured: string | undefined,
@@ -70,28 +69,23 @@ export class ComposeCli {
     private readonly engineEnv: Record<string, string>,
     /** A private DOCKER_CONFIG directory. */
     private readonly configDir: string,
-  ) {}
-
-  async detect(force = false): Promise<Availability> {
-    if (force || (!this.found && Date.now() - this.checkedAt > 5000)) {
-      this.checkedAt = Date.now();
-      const r = await findCompose(this.configured, this.env);
-      if ('reason' in r) {
-        this.found = null;
-        this.reason = r.reason;
-      } else this.found = r;
-    }
-    return this.found ? availableAs('docker compose', this.found.version) : missing('docker compose', this.reason);
+  ) {
+    this.probe = new ProbeCache(() => findCompose(this.configured, this.env));
   }
 
-  async require(): Promise<string> {
-    const a = await this.detect();
-    if (!this.found) throw unavailable(`docker compose is not available: ${a.reason}`);
-    return this.found.path;
+  async availability(opts: { fresh?: boolean } = {}): Promise<Availability> {
+    const r = await this.probe.get(opts);
+    return 'reason' in r ? missing(COMPOSE, r.reason) : availableAs(COMPOSE, r.version);
+  }
+
+  /** The binary to run: the one found, else the one a missing compose would be (run() names it 503 when absent). */
+  private async binary(): Promise<string> {
+    const r = await this.probe.get();
+    return 'path' in r ? r.path : (this.configured ?? 'docker-compose');
   }
 
   private async exec(p: ProjectRef, args: string[], opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<void> {
-    const bin = await this.require();
+    const bin = await this.binary();
     fs.mkdirSync(this.configDir, { recursive: true, mode: 0o700 });
     const argv = ['--ansi', 'never', '--progress', 'plain', '-p', p.project, '-f', p.file, '--project-directory', p.dir, '--env-file', p.envFile, ...args];
     try {
@@ -122,10 +116,6 @@ export class ComposeCli {
 
   restart(p: ProjectRef): Promise<void> {
     return this.exec(p, ['restart'], { timeoutMs: 5 * 60_000 });
-  }
-
-  down(p: ProjectRef): Promise<void> {
-    return this.exec(p, ['down', '--volumes', '--remove-orphans'], { timeoutMs: 5 * 60_000 });
   }
 }
 

@@ -1,13 +1,15 @@
 /**
  * The apps driver on Docker: the engine API (dockerode) for state, images,
  * logs and stats; the compose v2 CLI for bringing projects to their files.
+ * Grouped as the contract in ../driver.ts is: availability, engine, compose,
+ * observation.
  */
-import { availableAs, missing, type Availability } from '../../lib/availability.js';
-import { ApiError, unavailable } from '../../lib/errors.js';
-import type { AppsDriver, ContainerStats, ContainerSummary, LogLine, ProjectRef, PullProgress } from '../driver.js';
+import { ProbeCache, availableAs, missing, type Availability } from '../../lib/availability.js';
+import { internal } from '../../lib/errors.js';
+import { ENGINE, type AppsDriver, type ContainerStats, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../driver.js';
 import { engineAddress, type AddressSource } from './address.js';
 import { ComposeCli } from './compose.js';
-import { Engine, LABEL_PROJECT } from './engine.js';
+import { Engine, LABEL_PROJECT, unreachableReason } from './engine.js';
 import { LABEL_APP } from '../compose/render.js';
 
 export interface DockerDriverOptions {
@@ -18,13 +20,21 @@ export interface DockerDriverOptions {
   configDir: string;
 }
 
+/**
+ * How long a probe of the engine is trusted: list-heavy clients do not pay a
+ * round trip per call, and an engine that stops is noticed within a second
+ * (a call that reaches a stopped engine meanwhile is 503 from the call itself).
+ */
+const ENGINE_PROBE_MS = 1000;
+
 export class DockerDriver implements AppsDriver {
+  /** The engine's address as configured (for messages). */
   readonly engineAddress: string;
+  readonly source: AddressSource | null = null;
   private readonly engine: Engine | null;
   private readonly badAddress: string | null = null;
   private readonly compose: ComposeCli;
-  readonly source: AddressSource | null = null;
-  private okUntil = 0;
+  private readonly engineProbe = new ProbeCache(() => this.probeEngine(), ENGINE_PROBE_MS);
 
   constructor(opts: DockerDriverOptions) {
     let engine: Engine | null = null;
@@ -44,32 +54,29 @@ export class DockerDriver implements AppsDriver {
     this.compose = new ComposeCli(opts.composeBinary, opts.env, composeEnv, opts.configDir);
   }
 
+  // ------------------------------------------------------------ availability
+
+  async availability(opts: { fresh?: boolean } = {}): Promise<Availability[]> {
+    return Promise.all([this.engineProbe.get(opts), this.compose.availability(opts)]);
+  }
+
+  private async probeEngine(): Promise<Availability> {
+    if (!this.engine) return missing(ENGINE, `the Docker engine address is not usable: ${this.badAddress}`);
+    try {
+      const v = await this.engine.version();
+      return availableAs(ENGINE, `${v.version} (API ${v.api}) at ${this.engineAddress}`);
+    } catch (err) {
+      return missing(ENGINE, unreachableReason(this.engineAddress, err));
+    }
+  }
+
+  /** The engine; the service has asked for its availability first, so an unusable address here is a bug. */
   private get e(): Engine {
-    if (!this.engine) throw unavailable(`Docker engine address is not usable: ${this.badAddress}`);
+    if (!this.engine) throw internal(`the Docker engine was used although its address is not usable (${this.badAddress})`);
     return this.engine;
   }
 
-  async availability(): Promise<Availability[]> {
-    let engine: Availability;
-    try {
-      const v = await this.e.version();
-      engine = availableAs('dockerd', `${v.version} (API ${v.api}) at ${this.engineAddress}`);
-    } catch (err) {
-      engine = missing('dockerd', err instanceof ApiError ? err.message : String(err));
-    }
-    return [engine, await this.compose.detect(true)];
-  }
-
-  async ping(): Promise<void> {
-    // One successful ping vouches for a second: list-heavy clients do not pay a round trip per call.
-    if (Date.now() < this.okUntil) return;
-    await this.e.ping();
-    this.okUntil = Date.now() + 1000;
-  }
-
-  async requireCompose(): Promise<void> {
-    await this.compose.require();
-  }
+  // ------------------------------------------------------------ engine
 
   containers(opts: { appId?: string; project?: string } = {}): Promise<ContainerSummary[]> {
     const label: string[] = [];
@@ -85,6 +92,12 @@ export class DockerDriver implements AppsDriver {
   pull(ref: string, onProgress: (p: PullProgress) => void, signal?: AbortSignal): Promise<void> {
     return this.e.pull(ref, onProgress, signal);
   }
+
+  remove(project: string): Promise<void> {
+    return this.e.removeProject(project);
+  }
+
+  // ------------------------------------------------------------ compose
 
   up(p: ProjectRef, opts: { start: boolean }, signal?: AbortSignal): Promise<void> {
     return this.compose.up(p, opts.start, signal);
@@ -102,9 +115,7 @@ export class DockerDriver implements AppsDriver {
     return this.compose.restart(p);
   }
 
-  remove(project: string): Promise<void> {
-    return this.e.removeProject(project);
-  }
+  // ------------------------------------------------------------ observation
 
   logs(containerId: string, tail: number): Promise<LogLine[]> {
     return this.e.logs(containerId, tail);

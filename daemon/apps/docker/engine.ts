@@ -15,6 +15,13 @@ import { parseLogFrames, statsOf } from './parse.js';
 export const LABEL_PROJECT = 'com.docker.compose.project';
 export const LABEL_SERVICE = 'com.docker.compose.service';
 
+/** Why the engine at `url` does not answer, and what to do about it. */
+export function unreachableReason(url: string, err: unknown): string {
+  const e = err as { code?: string; message?: string };
+  const why = e?.message || e?.code || String(err);
+  return `Docker engine is not reachable at ${url} (${why}); start dockerd or point DOCKER_HOST / apps.docker_host at a running engine`;
+}
+
 export class Engine {
   readonly docker: Docker;
 
@@ -30,11 +37,9 @@ export class Engine {
     } as Docker.DockerOptions);
   }
 
-  /** A 503 naming the engine and the address tried. */
+  /** A 503 naming the engine and the address tried (a call that reached an engine that went away). */
   unreachable(err: unknown): ApiError {
-    const e = err as { code?: string; message?: string };
-    const why = e?.message || e?.code || String(err);
-    return unavailable(`Docker engine is not reachable at ${this.address.url} (${why}); start dockerd or point DOCKER_HOST / apps.docker_host at a running engine`);
+    return unavailable(unreachableReason(this.address.url, err));
   }
 
   /** Maps a transport failure to 503; an engine answer passes through. */
@@ -44,22 +49,10 @@ export class Engine {
     return err;
   }
 
+  /** The engine's version; rejects with the transport's error when it does not answer (the driver's probe words it). */
   async version(): Promise<{ version: string; api: string }> {
-    try {
-      const v = await this.docker.version();
-      return { version: v.Version, api: v.ApiVersion };
-    } catch (err) {
-      throw this.wrap(err);
-    }
-  }
-
-  async ping(): Promise<void> {
-    try {
-      await this.docker.ping();
-    } catch (err) {
-      const w = this.wrap(err);
-      throw w instanceof ApiError ? w : this.unreachable(err);
-    }
+    const v = await this.docker.version();
+    return { version: v.Version, api: v.ApiVersion };
   }
 
   async containers(filters: Record<string, string[]> = {}): Promise<ContainerSummary[]> {

@@ -14,8 +14,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { missingRuntime, stopEngines } from '../../helpers/apps-engine.js';
+import { appsRuntime, missingRuntime, stopEngines } from '../../helpers/apps-engine.js';
 import { APP_SCOPES, labDaemon, startLab, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
+import { COMPOSE } from '../../../daemon/apps/driver.js';
 import { type TestDaemon } from '../../helpers/daemon.js';
 import { HostGuard, rootProcessesWith } from '../../helpers/host-guard.js';
 import { Store } from '../../../daemon/store/store.js';
@@ -59,11 +61,7 @@ describe('escalation: apps (apps.read, apps.manage) on a real Docker engine', fu
   const attack = (extra: string, top = '') => `services:\n  a:\n    image: ${lab.image}\n    command: ["sh", "-c", "echo ${MARKER}; sleep 3600"]\n${extra}${top}`;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`    skipping the apps escalation suite: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'apps', appsRuntime(), { need: [COMPOSE], also: missingRuntime });
     lab = await startLab();
     d = await labDaemon(lab);
     admin = await d.token('esc-admin', [...APP_SCOPES, 'system.read']);
@@ -139,11 +137,11 @@ secrets:
       ['uts host', '    uts: host\n', '', "compose_content: services.a.uts is refused: 'uts: host' shares the host's uts namespace"],
       ['cgroup host', '    cgroup: host\n', '', "compose_content: services.a.cgroup is refused: 'cgroup: host' shares the host's cgroup namespace"],
       ['userns_mode host', '    userns_mode: host\n', '', "compose_content: services.a.userns_mode is refused: 'host' leaves the user namespace Docker gives the container"],
-      ["another app's network by its engine name", '    network_mode: hostd-victim_default\n', '', "compose_content: services.a.network_mode is refused: 'hostd-victim_default' joins an engine network outside the app (accepted: none, service:<name>; declare the app's own networks under networks)"],
-      ["another app's container's network", '    network_mode: container:hostd-victim-db-1\n', '', "compose_content: services.a.network_mode is refused: 'container:hostd-victim-db-1' joins a container outside the app (use service:<name>)"],
-      ["another app's container's processes", '    pid: container:hostd-victim-db-1\n', '', "compose_content: services.a.pid is refused: 'container:hostd-victim-db-1' joins a container outside the app (use service:<name>)"],
-      ["another app's container's volumes", '    volumes_from: ["container:hostd-victim-db-1"]\n', '', "compose_content: services.a.volumes_from[0] is refused: 'container:hostd-victim-db-1' mounts the volumes of a container outside the app"],
-      ['external_links', '    external_links: [hostd-victim-db-1]\n', '', 'compose_content: services.a.external_links is refused: it links containers outside the app'],
+      ["another app's network by its engine name", '    network_mode: hostd_victim_app_default\n', '', "compose_content: services.a.network_mode is refused: 'hostd_victim_app_default' joins an engine network outside the app (accepted: none, service:<name>; declare the app's own networks under networks)"],
+      ["another app's container's network", '    network_mode: container:hostd_victim_app-db-1\n', '', "compose_content: services.a.network_mode is refused: 'container:hostd_victim_app-db-1' joins a container outside the app (use service:<name>)"],
+      ["another app's container's processes", '    pid: container:hostd_victim_app-db-1\n', '', "compose_content: services.a.pid is refused: 'container:hostd_victim_app-db-1' joins a container outside the app (use service:<name>)"],
+      ["another app's container's volumes", '    volumes_from: ["container:hostd_victim_app-db-1"]\n', '', "compose_content: services.a.volumes_from[0] is refused: 'container:hostd_victim_app-db-1' mounts the volumes of a container outside the app"],
+      ['external_links', '    external_links: [hostd_victim_app-db-1]\n', '', 'compose_content: services.a.external_links is refused: it links containers outside the app'],
       ['an external network', '    networks: [host]\n', 'networks:\n  host: {external: true}\n', 'compose_content: networks.host.external is refused: an app uses only its own networks'],
       ['a subnet over a host route', '', 'networks:\n  default:\n    ipam: {config: [{subnet: 127.0.0.0/8}]}\n', "compose_content: networks.default.ipam.config is refused: an app network's subnet becomes a route on the host, which could take the route of a host network; the engine picks one from its address pools"],
       ['env_file outside', '    env_file: /etc/shadow\n', '', "compose_content: services.a.env_file[0] is refused: '/etc/shadow' is outside the app's data directory"],
@@ -156,7 +154,7 @@ secrets:
       ['runtime', '    runtime: runc-unconfined\n', '', 'compose_content: services.a.runtime is refused: the container runtime stays the engine default'],
       ['annotations', '    annotations: {org.systemd.property.DeviceAllow: "/dev/sda rwm"}\n', '', "compose_content: services.a.annotations is refused: the container runtime reads annotations (runc's org.systemd.property.*, crun's run.oci.*) and they can change the container's confinement"],
       ["another app's label", '    labels: {org.hostd.app: victim}\n', '', "compose_content: services.a.labels: label 'org.hostd.app' is refused: labels starting with org.hostd. or com.docker.compose. belong to hostd and compose"],
-      ["another app's container name", '    container_name: hostd-victim-db-1\n', '', "compose_content: services.a.container_name is refused: container names are shared by every container of the engine (one could take the name of another app's container); compose names each container after the app"],
+      ["another app's container name", '    container_name: hostd_victim_app-db-1\n', '', "compose_content: services.a.container_name is refused: container names are shared by every container of the engine (one could take the name of another app's container); compose names each container after the app"],
       ['logging to a host unix socket', '    logging: {driver: syslog, options: {syslog-address: "unix://SOCKET"}}\n', '', "compose_content: services.a.logging.driver is refused: 'syslog' sends the log outside the engine's own disk (accepted: json-file, local, none)"],
       ['logging through gelf', '    logging: {driver: gelf, options: {gelf-address: "udp://127.0.0.1:12201"}}\n', '', "compose_content: services.a.logging.driver is refused: 'gelf' sends the log outside the engine's own disk (accepted: json-file, local, none)"],
       ['the host core_pattern by sysctl', '    sysctls: {kernel.core_pattern: "|/bin/sh -c MARKER"}\n', '', /^compose_content: services\.a\.sysctls: sysctl 'kernel\.core_pattern' is refused: it is not namespaced \(it would set the host's kernel\)/],

@@ -3,8 +3,8 @@
  * compose would resolve names and ${VAR} from its own environment, which is hostd's.
  */
 import { expect } from 'chai';
-import { parseEnvFile } from '../../daemon/apps/compose/envfile.js';
-import { rejectsApi } from '../helpers/expect.js';
+import { parseEnvFile } from '../../../daemon/apps/compose/envfile.js';
+import { rejectsApi } from '../../helpers/expect.js';
 
 const parse = (text: string, env: Record<string, string> = { HOSTD_APP_ID: 'app1' }) => Object.fromEntries(parseEnvFile(text, env, 'f'));
 

@@ -1,7 +1,13 @@
+/**
+ * Reading an app's compose file (daemon/apps/compose/model.ts and
+ * interpolate.ts): compose's interpolation with hostd's variables only, the
+ * keys and values a file may hold, and the 400 naming the key and the rule
+ * for whatever would reach the host.
+ */
 import { expect } from 'chai';
-import { escapeTree, interpolateString } from '../../daemon/apps/compose/interpolate.js';
-import { parseCompose, parseVolume, toBool } from '../../daemon/apps/compose/model.js';
-import { rejectsApi } from '../helpers/expect.js';
+import { escapeTree, interpolateString } from '../../../daemon/apps/compose/interpolate.js';
+import { parseCompose, parseVolume, toBool } from '../../../daemon/apps/compose/model.js';
+import { rejectsApi } from '../../helpers/expect.js';
 
 const sync = (fn: () => unknown) => new Promise((resolve, reject) => {
   try {

@@ -5,8 +5,10 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { hostState, missingRuntime, stopEngines, testRootfsTar, type HostState } from '../../helpers/apps-engine.js';
-import { APP_SCOPES, fetchInNetns, labDaemon, startLab, waitTask, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
+import { appsRuntime, hostState, missingRuntime, stopEngines, testRootfsTar, type HostState } from '../../helpers/apps-engine.js';
+import { APP_SCOPES, appsResultProblem, fetchInNetns, labDaemon, startLab, waitTask, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
+import { COMPOSE } from '../../../daemon/apps/driver.js';
 import { startRegistry, type TestRegistry } from '../../helpers/apps-registry.js';
 import { hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 
@@ -19,7 +21,12 @@ describe('apps on a real Docker engine', function () {
   let tok: string;
   let hostBefore: HostState;
 
-  const req = (method: string, p: string, body?: unknown) => d.request(method, `${API}${p}`, { token: tok, body });
+  /** Every answer this suite gets is checked against the operation's result schema. */
+  const req = async (method: string, p: string, body?: unknown) => {
+    const r = await d.request(method, `${API}${p}`, { token: tok, body });
+    expect(appsResultProblem(method, p, r)).to.equal(undefined);
+    return r;
+  };
   const expectError = (r: { status: number; body: any; text: string }, status: number, error: string) => {
     expect(r.status, r.text).to.equal(status);
     expect(r.body).to.deep.equal({ error });
@@ -41,11 +48,7 @@ describe('apps on a real Docker engine', function () {
   };
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`    skipping the apps runtime tests: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'apps', appsRuntime(), { need: [COMPOSE], also: missingRuntime });
     hostBefore = await hostState();
     lab = await startLab();
     d = await labDaemon(lab);
@@ -75,7 +78,7 @@ describe('apps on a real Docker engine', function () {
         const r = await d2.request(m, `${API}${p}`, { token: t, body });
         expect(r.status, `${m} ${p}: ${r.text}`).to.equal(503);
         expect(r.body).to.deep.equal({
-          error: 'Docker engine is not reachable at unix:///nonexistent/hostd-test/docker.sock (connect ENOENT /nonexistent/hostd-test/docker.sock); start dockerd or point DOCKER_HOST / apps.docker_host at a running engine',
+          error: 'dockerd is not available: Docker engine is not reachable at unix:///nonexistent/hostd-test/docker.sock (connect ENOENT /nonexistent/hostd-test/docker.sock); start dockerd or point DOCKER_HOST / apps.docker_host at a running engine',
         });
       }
       await d2.stop();
@@ -166,7 +169,7 @@ describe('apps on a real Docker engine', function () {
       expectError(await patch({ folder_id: f.folder_id, sub_path: '../..' }), 400, "argument 'folder_assignments[0].sub_path' must stay inside the folder");
       expectError(await patch({ folder_id: f.folder_id, sub_path: '/etc' }), 400, "argument 'folder_assignments[0].sub_path' must stay inside the folder (it is relative to the folder)");
       expectError(await patch({ folder_id: f.folder_id, sub_path: 'out' }), 400, `argument 'folder_assignments[0].sub_path' leads outside folder '${f.folder_id}' through a symbolic link`);
-      expectError(await patch({ folder_id: f.folder_id, container_path: 'www' }), 400, "argument 'folder_assignments[0].container_path' must be an absolute path inside the container");
+      expectError(await patch({ folder_id: f.folder_id, container_path: 'www' }), 400, "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments");
       expectError(await patch({ folder_id: f.folder_id, mount_point_id: 'nope' }), 400, "argument 'folder_assignments[0].mount_point_id' names no data folder of template 'test-web' and no service of the app ('nope')");
       // Nothing changed.
       expect((await getApp(app.app_id)).generation).to.equal(2);
@@ -224,6 +227,24 @@ describe('apps on a real Docker engine', function () {
       expectError(await req('POST', '/apps', { template_id: 'test-web', compose_content: 'services: {}' }), 400, "argument 'compose_content' is only for template_id 'custom'");
       expectError(await req('POST', '/apps', { template_id: 'custom', compose_content: webCompose(lab.image, 18090), storage_id: 'nope' }), 404, "storage pool 'nope' not found");
     });
+
+    it("two apps whose id and service names join alike ('a' + 'b-web', 'a-b' + 'web') both run, each with its own containers", async () => {
+      const sleeper = (service: string) => `services:\n  ${service}:\n    image: ${lab.image}\n    init: true\n    command: ["sleep", "3600"]\n`;
+      const made: string[] = [];
+      try {
+        const one = await install({ template_id: 'custom', name: 'a', compose_content: sleeper('b-web') });
+        made.push(one.app.app_id);
+        const two = await install({ template_id: 'custom', name: 'a-b', compose_content: sleeper('web') });
+        made.push(two.app.app_id);
+        for (const [r, service] of [[one, 'b-web'], [two, 'web']] as const) {
+          expect(r.app.state, r.app.app_id).to.equal('running');
+          expect(r.app.services.map((x: any) => x.service)).to.deep.equal([service]);
+        }
+        expect(one.app.services[0].name).to.not.equal(two.app.services[0].name);
+      } finally {
+        for (const id of made) expect((await req('DELETE', `/apps/${id}`)).status).to.equal(200);
+      }
+    });
   });
 
   describe('lifecycle of a custom app', () => {
@@ -258,7 +279,7 @@ volumes:
       const texts = all.body.lines.map((l: any) => [l.service, l.stream, l.text]);
       expect(texts).to.deep.include(['web', 'stderr', 'to-stderr']);
       expect(texts.some((t: string[]) => t[1] === 'stdout' && /^started-[0-9a-f]{12}$/.test(t[2]))).to.equal(true);
-      expect(all.body.lines[0].container).to.equal('hostd-life-web-1');
+      expect(all.body.lines[0].container).to.equal('hostd_life_app-web-1');
       expect(all.body.lines[0].time).to.match(/^\d{4}-\d\d-\d\dT/);
       const one = await req('GET', `/apps/${id}/logs?tail=1`);
       expect(one.body.lines).to.have.length(1);
@@ -282,7 +303,7 @@ volumes:
       expect(r.status).to.equal(200);
       expect(r.body.containers).to.have.length(1);
       const c = r.body.containers[0];
-      expect(c).to.deep.include({ service: 'web', name: 'hostd-life-web-1', state: 'running' });
+      expect(c).to.deep.include({ service: 'web', name: 'hostd_life_app-web-1', state: 'running' });
       expect(c.stats.cpu_total_ns).to.be.greaterThan(0);
       expect(c.stats.memory.usage_bytes).to.be.greaterThan(0);
       expect(c.stats.memory.limit_bytes).to.be.greaterThan(c.stats.memory.usage_bytes);
@@ -350,7 +371,7 @@ volumes:
       expectError(await req('POST', `/apps/${id}/move`, { storage_id: 'nope' }), 404, "storage pool 'nope' not found");
       const r = await req('POST', `/apps/${id}/move`, { storage_id: 'p2' });
       expect(r.status, r.text).to.equal(200);
-      expect(r.body.task).to.include({ kind: 'apps.move', resource: `apps/${id}` });
+      expect(r.body.task).to.include({ kind: 'apps.app.move', resource: `apps/${id}` });
       // The app is busy while it moves (stopping it alone takes longer than this request).
       expectError(await req('POST', `/apps/${id}/actions`, { action: 'restart' }), 409, "app 'life' is busy: move in progress");
       expect((await getApp(id)).state).to.equal('moving');
@@ -395,7 +416,7 @@ volumes:
       expect(r.status, r.text).to.equal(200);
       expect(r.body).to.deep.equal({ app_id: id, deleted: true, data_dir: app.data_dir, folders_kept: [f.folder_id] });
       expect(await getApp(id)).to.equal(undefined);
-      const label = 'label=com.docker.compose.project=hostd-life';
+      const label = 'label=com.docker.compose.project=hostd_life_app';
       expect((await lab.engine.docker(['ps', '-aq', '--filter', label])).stdout.trim()).to.equal('');
       expect((await lab.engine.docker(['network', 'ls', '-q', '--filter', label])).stdout.trim()).to.equal('');
       expect((await lab.engine.docker(['volume', 'ls', '-q', '--filter', label])).stdout.trim()).to.equal('');
@@ -417,7 +438,7 @@ volumes:
       const image = `${registry.address}/hostd/pulled:1`;
       const res = await install({ template_id: 'custom', name: 'pulled', compose_content: `services:\n  s:\n    image: ${image}\n    init: true\n    command: ["sleep", "600"]\n` });
       expect(res.app).to.deep.include({ app_id: 'pulled', state: 'installing' });
-      expect(res.task).to.include({ kind: 'apps.install', state: 'queued', resource: 'apps/pulled' });
+      expect(res.task).to.include({ kind: 'apps.app.install', state: 'queued', resource: 'apps/pulled' });
       // Busy while the task runs.
       expectError(await req('DELETE', '/apps/pulled'), 409, "app 'pulled' is busy: install in progress");
       const task = await waitTask(d, tok, res.task.task_id);
@@ -433,7 +454,7 @@ volumes:
       const image = `${registry.address}/hostd/next:2`;
       const r = await req('PATCH', '/apps/repull/compose', { compose_content: `services:\n  s:\n    image: ${image}\n    init: true\n    command: ["sleep", "600"]\n` });
       expect(r.status, r.text).to.equal(200);
-      expect(r.body.task).to.include({ kind: 'apps.update', resource: 'apps/repull' });
+      expect(r.body.task).to.include({ kind: 'apps.app.update', resource: 'apps/repull' });
       expect(r.body.app.generation).to.equal(app.app.generation);
       const task = await waitTask(d, tok, r.body.task.task_id);
       expect(task.state, task.error).to.equal('succeeded');

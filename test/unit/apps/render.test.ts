@@ -1,10 +1,16 @@
+/**
+ * Rendering the file compose runs (daemon/apps/compose/render.ts): relative
+ * binds and named volumes inside the app's data directory, host paths
+ * confined on their real path (no link out), folder assignments mounted as
+ * they allow, env files read by hostd, hostd's labels on everything.
+ */
 import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseCompose } from '../../daemon/apps/compose/model.js';
-import { renderCompose, type ResolvedMount } from '../../daemon/apps/compose/render.js';
-import { rejectsApi } from '../helpers/expect.js';
+import { parseCompose } from '../../../daemon/apps/compose/model.js';
+import { renderCompose, type ResolvedMount } from '../../../daemon/apps/compose/render.js';
+import { rejectsApi } from '../../helpers/expect.js';
 
 describe('apps: rendering the compose file (host paths confined)', () => {
   let dir: string;

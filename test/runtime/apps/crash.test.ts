@@ -1,16 +1,19 @@
 /**
  * Crash safety of the apps domain: hostd is killed (SIGKILL) at named steps of
  * install, compose update, move and uninstall (the test hook
- * HOSTD_APPS_PAUSE_AT stops the daemon there), then started again on the same
+ * HOSTD_TEST_PAUSE_AT=apps.<step> stops the change there), then started again on the same
  * data directory. After the restart the app record, its compose project on the
  * engine and its data directory agree.
  */
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { missingRuntime, stopEngines } from '../../helpers/apps-engine.js';
-import { APP_SCOPES, labDaemon, startLab, waitTask, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
+import { appsRuntime, missingRuntime, stopEngines } from '../../helpers/apps-engine.js';
+import { APP_SCOPES, appsResultProblem, labDaemon, startLab, waitTask, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
 import { eventually, tempDir, type TestDaemon } from '../../helpers/daemon.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
+import { COMPOSE } from '../../../daemon/apps/driver.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 
 const API = '/api/v1';
 
@@ -19,11 +22,7 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
   let lab: AppsLab;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`    skipping the apps recovery tests: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'apps', appsRuntime(), { need: [COMPOSE], also: missingRuntime });
     lab = await startLab();
   });
 
@@ -38,16 +37,20 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
   }
 
   async function start(pauseAt?: string, dataDir = tempDir('hostd-apps-rec-')): Promise<Run> {
-    const d = await labDaemon(lab, { dataDir, env: pauseAt ? { HOSTD_APPS_PAUSE_AT: pauseAt } : {} });
+    const d = await labDaemon(lab, { dataDir, env: pauseAt ? { HOSTD_TEST_PAUSE_AT: `apps.${pauseAt}` } : {} });
     return { d, tok: await d.token(`t${Date.now()}`, APP_SCOPES), dataDir };
   }
 
-  const req = (r: Run, method: string, p: string, body?: unknown) => r.d.request(method, `${API}${p}`, { token: r.tok, body });
+  const req = async (r: Run, method: string, p: string, body?: unknown) => {
+    const res = await r.d.request(method, `${API}${p}`, { token: r.tok, body });
+    expect(appsResultProblem(method, p, res)).to.equal(undefined);
+    return res;
+  };
 
   /** Sends a request that will stop at the paused step, waits for the pause, and kills the daemon. */
   async function killAt(r: Run, step: string, method: string, p: string, body?: unknown): Promise<void> {
     const pending = req(r, method, p, body).catch(() => undefined);
-    await eventually(() => r.d.logs.some((l) => l.msg === 'apps: paused at a test step, waiting to be killed' && l.step === step), 60_000, `the daemon to pause at ${step}`);
+    await eventually(() => r.d.logs.some((l) => isPauseLine(l, `apps.${step}`)), 60_000, `the daemon to pause at ${step}`);
     await r.d.kill();
     await pending;
   }
@@ -85,13 +88,13 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
   }
 
   it('install killed after the containers started: rolled back (no record, no containers, no data)', async () => {
-    const r = await start('install:after-up');
-    await killAt(r, 'install:after-up', 'POST', '/apps', { template_id: 'custom', name: 'crash-install', compose_content: webCompose(lab.image, 18200, '    volumes: ["./d:/d"]\n') });
+    const r = await start('install.after-up');
+    await killAt(r, 'install.after-up', 'POST', '/apps', { template_id: 'custom', name: 'crash-install', compose_content: webCompose(lab.image, 18200, '    volumes: ["./d:/d"]\n') });
     const dataDir = path.join(lab.pools.p1, '.hostd-apps', 'crash-install');
-    expect((await containers('hostd-crash-install')).length, 'containers were running when hostd died').to.equal(1);
+    expect((await containers('hostd_crash-install_app')).length, 'containers were running when hostd died').to.equal(1);
     const { r2, app } = await appAfterRestart(r, 'crash-install');
     expect(app).to.equal(undefined);
-    expect(await containers('hostd-crash-install')).to.deep.equal([]);
+    expect(await containers('hostd_crash-install_app')).to.deep.equal([]);
     expect(fs.existsSync(dataDir)).to.equal(false);
     expect(fs.existsSync(path.join(r.dataDir, 'apps', 'crash-install'))).to.equal(false);
     // The id is free again.
@@ -101,9 +104,9 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
     await r2.d.stop();
   });
 
-  for (const step of ['update:after-files', 'update:after-up']) {
+  for (const step of ['update.after-files', 'update.after-up']) {
     it(`compose update killed at ${step}: finished at restart (new content, record and containers at generation 2)`, async () => {
-      const id = `crash-${step.replace(':', '-')}`;
+      const id = `crash-${step.replace('.', '-')}`;
       const r = await start(step);
       const app = await install(r, id, 18201);
       expect(app.generation).to.equal(1);
@@ -122,12 +125,12 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
 
   it('move killed after the copy, before the switch: the app stays in its pool and runs; the copy is gone', async () => {
     const id = 'crash-move-copy';
-    const r = await start('move:after-copy');
+    const r = await start('move.after-copy');
     const app = await install(r, id, 18203, '    volumes: ["./keep:/keep"]\n');
     fs.writeFileSync(path.join(app.data_dir, 'keep', 'f'), 'data');
     const moving = await req(r, 'POST', `/apps/${id}/move`, { storage_id: 'p2' });
     expect(moving.status).to.equal(200);
-    await eventually(() => r.d.logs.some((l) => l.step === 'move:after-copy'), 60_000, 'the move to pause');
+    await eventually(() => r.d.logs.some((l) => isPauseLine(l, 'apps.move.after-copy')), 60_000, 'the move to pause');
     await r.d.kill();
     const target = path.join(lab.pools.p2, '.hostd-apps', id);
     expect(fs.existsSync(target), 'the copy was in place when hostd died').to.equal(true);
@@ -144,12 +147,12 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
 
   it('move killed after the switch: the app runs from its new pool; the old directory is gone', async () => {
     const id = 'crash-move-switch';
-    const r = await start('move:after-switch');
+    const r = await start('move.after-switch');
     const app = await install(r, id, 18204, '    volumes: ["./keep:/keep"]\n');
     fs.writeFileSync(path.join(app.data_dir, 'keep', 'f'), 'data');
     const moving = await req(r, 'POST', `/apps/${id}/move`, { storage_id: 'p2' });
     expect(moving.status).to.equal(200);
-    await eventually(() => r.d.logs.some((l) => l.step === 'move:after-switch'), 60_000, 'the move to pause');
+    await eventually(() => r.d.logs.some((l) => isPauseLine(l, 'apps.move.after-switch')), 60_000, 'the move to pause');
     await r.d.kill();
     const target = path.join(lab.pools.p2, '.hostd-apps', id);
     const { r2, app: after } = await appAfterRestart(r, id);
@@ -163,9 +166,9 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
 
   it('uninstall killed after its intent: finished at restart', async () => {
     const id = 'crash-delete';
-    const r = await start('delete:after-intent');
+    const r = await start('delete.after-intent');
     const app = await install(r, id, 18205);
-    await killAt(r, 'delete:after-intent', 'DELETE', `/apps/${id}`);
+    await killAt(r, 'delete.after-intent', 'DELETE', `/apps/${id}`);
     const { r2, app: after } = await appAfterRestart(r, id);
     expect(after).to.equal(undefined);
     expect(await containers(app.project)).to.deep.equal([]);

@@ -1,14 +1,24 @@
+/**
+ * The apps domain's small pure parts: the Docker driver's parsers (engine
+ * address, log frames, stats, compose's errors), the `apps:` settings, app ids
+ * and compose project names (no two apps share a container name), folder
+ * sub-paths and container paths, and the bundled templates.
+ */
 import { expect } from 'chai';
-import { engineAddress } from '../../daemon/apps/docker/address.js';
-import { composeError } from '../../daemon/apps/docker/compose.js';
-import { parseLogFrames, statsOf } from '../../daemon/apps/docker/parse.js';
-import { parseSettings } from '../../daemon/apps/index.js';
-import { checkContainerPath, slug, subPathSegments } from '../../daemon/apps/service.js';
-import { parseTemplate } from '../../daemon/apps/templates.js';
-import { BUNDLED } from '../../daemon/apps/catalog/bundled.js';
-import { ApiError } from '../../daemon/lib/errors.js';
-import { ProgramError } from '../../daemon/lib/run.js';
-import { rejectsApi } from '../helpers/expect.js';
+import { engineAddress } from '../../../daemon/apps/docker/address.js';
+import { composeError } from '../../../daemon/apps/docker/compose.js';
+import { parseLogFrames, statsOf } from '../../../daemon/apps/docker/parse.js';
+import { subPathSegments } from '../../../daemon/apps/mounts.js';
+import { projectName, slug } from '../../../daemon/apps/naming.js';
+import { parseSettings } from '../../../daemon/apps/settings.js';
+import { parseTemplate } from '../../../daemon/apps/templates.js';
+import { BUNDLED } from '../../../daemon/apps/catalog/bundled.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { normalContainerPath } from '../../../api/registry/schema.js';
+import { validateArgs } from '../../../api/validate.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
+import { ProgramError } from '../../../daemon/lib/run.js';
+import { rejectsApi } from '../../helpers/expect.js';
 
 const frame = (type: number, text: string) => {
   const body = Buffer.from(text);
@@ -98,21 +108,40 @@ describe('apps: settings, names and paths', () => {
     expect(slug('x'.repeat(80))).to.have.length(40);
   });
 
+  it('gives no two apps the same container name, whatever their ids and service names hold', () => {
+    // Compose names a container <project>-<service>-<n>; ids and service names both hold '-'.
+    const container = (appId: string, service: string) => `${projectName(appId)}-${service}-1`;
+    expect(container('a', 'b-web')).to.not.equal(container('a-b', 'web'));
+    expect(container('a', 'b-web')).to.equal('hostd_a_app-b-web-1');
+    // Compose's rule for project names: lower case letters, digits, '-' and '_', a letter or digit first.
+    for (const id of ['a', 'a-b', slug('My Media App!'), 'x'.repeat(40)]) expect(projectName(id)).to.match(/^[a-z0-9][a-z0-9_-]*$/);
+  });
+
   it('confines folder sub-paths and container paths', async () => {
     expect(subPathSegments('a//b/./c/', 'w')).to.deep.equal(['a', 'b', 'c']);
     expect(subPathSegments(undefined, 'w')).to.deep.equal([]);
     const sync = (fn: () => unknown) => new Promise((res, rej) => { try { res(fn()); } catch (e) { rej(e); } });
     await rejectsApi(sync(() => subPathSegments('a/../../b', 'w')), 400, 'w must stay inside the folder');
     await rejectsApi(sync(() => subPathSegments('a\\b', 'w')), 400, 'w must not contain backslashes');
-    expect(checkContainerPath('/data//x/', 'c')).to.equal('/data/x');
-    await rejectsApi(sync(() => checkContainerPath('/', 'c')), 400, "c must not be the container's root");
-    await rejectsApi(sync(() => checkContainerPath('/a:b', 'c')), 400, "c must not contain NUL, ':' or ','");
+    expect(normalContainerPath('/data//x/', 'c')).to.equal('/data/x');
+    await rejectsApi(sync(() => normalContainerPath('/', 'c')), 400, "argument 'c' must not be the container's root");
+    // The registry's rule (one for apps and LXC), as dispatch applies it to an install's assignment.
+    const install = getOperation('apps_create')!;
+    const assign = (container_path: string) => sync(() => validateArgs(install, { template_id: 'custom', compose_content: 'x', folder_assignments: [{ folder_id: 'f', container_path }] }));
+    await rejectsApi(assign('/a:b'), 400, "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments");
+    await rejectsApi(assign('relative/x'), 400, "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments");
+    await assign('/data//x/');
   });
 
   it('parses the bundled templates and names what is wrong in a bad one', async () => {
     expect(BUNDLED.map((b) => parseTemplate(b, 'bundled').template_id)).to.deep.equal(['whoami', 'static-site', 'uptime-kuma']);
     const sync = (fn: () => unknown) => new Promise((res, rej) => { try { res(fn()); } catch (e) { rej(e); } });
     await rejectsApi(sync(() => parseTemplate({ id: 'custom', text: 'name: x\ncompose: "services: {}"' }, 'directory')), 400, "template 'custom': the file name must be a template id (a-z, 0-9, '-'; not 'custom')");
+    // A default name is what an install without `name` uses: the `name` argument's rule.
+    for (const bad of ['"a/b"', '".."', '"   "']) {
+      await rejectsApi(sync(() => parseTemplate({ id: 't', text: `name: x\ndefault_name: ${bad}\ncompose: "services: {a: {image: b}}"` }, 'directory')), 400, "template 't': default_name must be 1-64 characters without control characters, '/' or '\\', not '.' or '..'");
+    }
+    expect(parseTemplate({ id: 't', text: 'name: x\ndefault_name: " My App "\ncompose: "services: {a: {image: b}}"' }, 'directory').default_name).to.equal('My App');
     await rejectsApi(sync(() => parseTemplate({ id: 't', text: 'name: x\nports: [{name: HOSTD_X, container_port: 1, default: 1}]\ncompose: "services: {}"' }, 'directory')), 400, "template 't' ports[0]: name must be an upper-case variable name not starting with HOSTD_");
     await rejectsApi(sync(() => parseTemplate({ id: 't', text: 'name: x\ndata_folders: [{id: d, service: nope, container_path: /d}]\ncompose: "services: {a: {image: b}}"' }, 'directory')), 400, "template 't': data folder 'd' names unknown service 'nope'");
   });

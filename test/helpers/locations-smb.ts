@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { findProcesses } from '../../daemon/locations/mounts.js';
+import { findProcesses } from '../../daemon/locations/smb/mounts.js';
 
 const exec = promisify(execFile);
 

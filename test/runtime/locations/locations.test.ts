@@ -11,8 +11,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { eventually, hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { findInFiles, missingForLocations, releaseDataDirMounts, SmbLab } from '../../helpers/locations-smb.js';
-import { kernelHasCifs } from '../../../daemon/locations/cifs/kernel.js';
-import { findProcesses, mountAt } from '../../../daemon/locations/mounts.js';
+import { kernelHasCifs } from '../../../daemon/locations/smb/cifs.js';
+import { findProcesses, mountAt } from '../../../daemon/locations/smb/mounts.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 
 const exec = promisify(execFile);
 const SCOPES = ['connections.read', 'connections.manage', 'files.read', 'files.manage', 'system.read'];
@@ -313,9 +314,9 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
 
   it('after a crash in the middle of connecting or removing, records, mounts and secrets agree', async () => {
     await d.stop();
-    await start({ HOSTD_TEST_LOCATIONS_PAUSE: 'create:mounted' });
+    await start({ HOSTD_TEST_PAUSE_AT: 'locations.create.mounted' });
     void api('POST', '/locations', { name: 'crashing', remote: '//127.0.0.1/private', username: 'smbtest', password: lab.password }).catch(() => undefined);
-    await eventually(() => d.logs.some((l) => l.msg === 'locations: paused for a test'), 30_000, 'the create to pause');
+    await eventually(() => d.logs.some((l) => isPauseLine(l, 'locations.create.mounted')), 30_000, 'the create to pause');
     const mnt = fs.readdirSync(path.join(dataDir, 'locations', 'mnt')).filter((n) => n !== guestId && n !== privId);
     expect(mnt.length).to.equal(1);
     expect(await mountAt(mountDir(mnt[0]))).to.not.equal(null);
@@ -329,9 +330,9 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
     expect(fs.readdirSync(path.join(dataDir, 'secrets', 'locations'))).to.deep.equal([privId]);
 
     await d.stop();
-    await start({ HOSTD_TEST_LOCATIONS_PAUSE: 'delete:unmounted' });
+    await start({ HOSTD_TEST_PAUSE_AT: 'locations.delete.unmounted' });
     void api('DELETE', `/locations/${privId}`).catch(() => undefined);
-    await eventually(() => d.logs.some((l) => l.msg === 'locations: paused for a test'), 30_000, 'the delete to pause');
+    await eventually(() => d.logs.some((l) => isPauseLine(l, 'locations.delete.unmounted')), 30_000, 'the delete to pause');
     await d.kill();
     await start();
     r = await api('GET', `/locations/${privId}`);

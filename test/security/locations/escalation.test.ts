@@ -19,7 +19,7 @@ import { promisify } from 'node:util';
 import { eventually, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { HostGuard } from '../../helpers/host-guard.js';
 import { findInFiles, missingForLocations, releaseDataDirMounts, SMB_USER, SmbLab } from '../../helpers/locations-smb.js';
-import { mountAt } from '../../../daemon/locations/mounts.js';
+import { mountAt } from '../../../daemon/locations/smb/mounts.js';
 import { Store } from '../../../daemon/store/store.js';
 
 const exec = promisify(execFile);

@@ -105,6 +105,27 @@ describe('locations: remote addresses and credentials', () => {
   });
 });
 
+describe('locations: the registry\'s argument rules', () => {
+  const NAME_RULE = "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'";
+
+  it('a location name follows the house\'s one name rule', async () => {
+    const make = (name: string) => schemaCheck('locations_create', { name, remote: '//nas/s' });
+    for (const bad of [' media', 'media ', 'a/b', 'a\\b', '..', 'a\u0085b']) await rejectsApi(make(bad), 400, NAME_RULE);
+    await rejectsApi(make(''), 400, "argument 'name' must not be empty");
+    await rejectsApi(make('x'.repeat(129)), 400, "argument 'name' must be at most 128 characters");
+    // Spaces inside, any script, 128 code points (an emoji is two UTF-16 units).
+    for (const good of ['My Files', 'Фото', '\u{1F4C1}'.repeat(128)]) await make(good);
+  });
+
+  it("discovery's host and ip: the rule's words, '' taken as omitted, 253 characters at most", async () => {
+    await schemaCheck('locations_discover', { host: '', ip: '', username: '', password: '' });
+    await schemaCheck('locations_discover', { host: 'nas.example.test', ip: '127.0.0.1' });
+    await rejectsApi(schemaCheck('locations_discover', { host: 'n'.repeat(254) }), 400, "argument 'host' must be at most 253 characters");
+    await rejectsApi(schemaCheck('locations_discover', { host: 'a..b' }), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
+    await rejectsApi(schemaCheck('locations_discover', { host: 'nas', ip: '10.0.0.01' }), 400, "argument 'ip' must be an IPv4 address");
+  });
+});
+
 describe('locations: SMB failures', () => {
   it('classifies what smbclient prints', () => {
     expect(classifySmbclient('session setup failed: NT_STATUS_LOGON_FAILURE', false)).to.deep.equal({ kind: 'credentials', status: 'NT_STATUS_LOGON_FAILURE' });

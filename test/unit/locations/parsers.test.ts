@@ -1,4 +1,4 @@
-/** Pure parts of the locations domain: addresses, credentials, SMB failures, mount table, discovery packets. */
+/** Pure parts of the locations domain: addresses, credentials, the registry's argument rules, SMB failures, mount table, settings, discovery packets. */
 import { expect } from 'chai';
 import { getOperation } from '../../../api/registry/index.js';
 import { validateArgs } from '../../../api/validate.js';

@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { findProcesses } from '../../daemon/locations/mounts.js';
+import { findProcesses } from '../../daemon/locations/smb/mounts.js';
 
 const exec = promisify(execFile);
 
@@ -263,6 +263,20 @@ async function processesWithArg(arg: string): Promise<number[]> {
 }
 
 /** Unmounts and ends whatever a hostd data dir left mounted (a test that failed midway). */
+/**
+ * A suite's end: hostd stopped and its data dir removed with every mount in
+ * it (released before the stop too: the monitor would otherwise mount a
+ * share again meanwhile). Either may be missing when the suite was skipped.
+ */
+export async function stopAndRemoveDataDir(d: { stop(): Promise<void> } | undefined, dataDir: string | undefined): Promise<void> {
+  if (dataDir) await releaseDataDirMounts(dataDir);
+  await d?.stop();
+  if (dataDir) {
+    await releaseDataDirMounts(dataDir);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 export async function releaseDataDirMounts(dataDir: string): Promise<void> {
   const text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
   const points = text

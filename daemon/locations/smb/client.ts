@@ -8,8 +8,9 @@
 import { ApiError } from '../../lib/errors.js';
 import { ProgramError, run, stderrTail } from '../../lib/run.js';
 import { availableAs, missing, type Availability } from '../../lib/availability.js';
-import type { MaybeCredentials, Remote } from './remote.js';
-import { classifySmbclient, parseShareList, scrub, smbError, type ShareEntry } from './status.js';
+import { scrub } from '../addresses.js';
+import type { MaybeCredentials, ProbeOptions, Remote, ShareEntry } from '../driver.js';
+import { classifySmbclient, parseShareList, smbError } from './status.js';
 
 const INSTALL = 'the smbclient package';
 
@@ -26,14 +27,14 @@ export class Smbclient {
   }
 
   /** Logs in and connects to the share; throws the classified error. */
-  async check(remote: Remote, creds: MaybeCredentials, opts: { ip?: string; signal?: AbortSignal } = {}): Promise<void> {
+  async check(remote: Remote, creds: MaybeCredentials, opts: ProbeOptions = {}): Promise<void> {
     const args = [`//${remote.host}/${remote.share}`, ...credentialArgs(creds), '-c', 'volume'];
     if (opts.ip) args.push('-I', opts.ip);
     await this.call(args, creds, remote.host, remote.share, opts.signal);
   }
 
   /** The shares of one host (disk shares first, then the rest, by name). */
-  async shares(host: string, creds: MaybeCredentials, opts: { ip?: string; signal?: AbortSignal } = {}): Promise<ShareEntry[]> {
+  async shares(host: string, creds: MaybeCredentials, opts: ProbeOptions = {}): Promise<ShareEntry[]> {
     const args = ['-L', `//${host}`, '-g', ...credentialArgs(creds)];
     if (opts.ip) args.push('-I', opts.ip);
     const out = await this.call(args, creds, host, null, opts.signal);

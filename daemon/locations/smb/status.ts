@@ -5,7 +5,7 @@
  * exist (404). Pure, unit-tested.
  */
 import { ApiError, badGateway, badRequest, notFound } from '../../lib/errors.js';
-import type { Remote } from './remote.js';
+import type { Remote, ShareEntry } from '../driver.js';
 
 export type SmbFailureKind = 'unreachable' | 'unresolved' | 'credentials' | 'guest-refused' | 'denied' | 'no-share' | 'other';
 
@@ -87,18 +87,6 @@ export function smbError(f: SmbFailure, host: string, share: string | null, deta
 }
 
 export const remoteError = (f: SmbFailure, r: Remote, detail: string): ApiError => smbError(f, r.host, r.share, detail);
-
-/** Removes every occurrence of `secret` from a message (belt and braces: programs should never print it). */
-export function scrub(text: string, secret: string | null | undefined): string {
-  if (!secret) return text;
-  return text.split(secret).join('[redacted]');
-}
-
-export interface ShareEntry {
-  name: string;
-  type: 'disk' | 'printer' | 'ipc' | 'other';
-  comment: string;
-}
 
 /** smbclient -L -g output: `Disk|name|comment` lines (other lines are ignored). */
 export function parseShareList(out: string): ShareEntry[] {

@@ -8,6 +8,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { eventually, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { findInFiles, missingForLocations, SmbLab } from '../../helpers/locations-smb.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
+import { SMB_CLIENT } from '../../../daemon/locations/driver.js';
+import { SmbDriver } from '../../../daemon/locations/smb/index.js';
 
 describe('locations: discovery on a test network (runtime)', function () {
   this.timeout(90_000);
@@ -17,11 +20,10 @@ describe('locations: discovery on a test network (runtime)', function () {
   const api = (body: unknown) => d.request('POST', '/api/v1/locations/discover', { token: tok, body });
 
   before(async function () {
-    const why = (await missingForLocations()) ?? (fs.existsSync('/usr/sbin/nmbd') ? null : 'nmbd is not installed (package samba)');
-    if (why) {
-      console.log(`    skipped: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'locations', new SmbDriver('auto'), {
+      need: [SMB_CLIENT],
+      also: async () => (await missingForLocations()) ?? (fs.existsSync('/usr/sbin/nmbd') ? null : 'nmbd is not installed (package samba)'),
+    });
     lab = new SmbLab({ netbiosName: 'HOSTDNBT' });
     await lab.setup();
     await lab.withPeer();

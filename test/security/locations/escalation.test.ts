@@ -18,8 +18,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { eventually, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { HostGuard } from '../../helpers/host-guard.js';
-import { findInFiles, missingForLocations, releaseDataDirMounts, SMB_USER, SmbLab } from '../../helpers/locations-smb.js';
-import { mountAt } from '../../../daemon/locations/mounts.js';
+import { findInFiles, missingForLocations, stopAndRemoveDataDir, SMB_USER, SmbLab } from '../../helpers/locations-smb.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
+import { MOUNT_ROUTE, SMB_CLIENT } from '../../../daemon/locations/driver.js';
+import { SmbDriver } from '../../../daemon/locations/smb/index.js';
+import { mountAt } from '../../../daemon/locations/smb/mounts.js';
 import { Store } from '../../../daemon/store/store.js';
 
 const exec = promisify(execFile);
@@ -62,11 +65,7 @@ describe('escalation: locations (connections.read, connections.manage) on a real
   const mnt = () => path.join(dataDir, 'locations', 'mnt');
 
   before(async function () {
-    const why = await missingForLocations();
-    if (why) {
-      console.log(`    skipping the locations escalation suite: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'locations', new SmbDriver('auto'), { need: [MOUNT_ROUTE, SMB_CLIENT], also: missingForLocations });
     lab = new SmbLab();
     await lab.setup();
     await lab.start();
@@ -80,12 +79,7 @@ describe('escalation: locations (connections.read, connections.manage) on a real
   });
 
   after(async () => {
-    if (dataDir) await releaseDataDirMounts(dataDir);
-    await d?.stop();
-    if (dataDir) {
-      await releaseDataDirMounts(dataDir);
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    }
+    await stopAndRemoveDataDir(d, dataDir);
     guard?.remove();
     if (outside) fs.rmSync(outside, { recursive: true, force: true });
     await lab?.cleanup();

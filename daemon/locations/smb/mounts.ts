@@ -3,7 +3,7 @@
  * helper processes found in /proc. Pure parsers plus thin readers.
  */
 import fs from 'node:fs/promises';
-import { run } from '../lib/run.js';
+import { run } from '../../lib/run.js';
 
 export interface MountEntry {
   mountPoint: string;

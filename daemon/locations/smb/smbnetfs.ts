@@ -16,12 +16,17 @@ import path from 'node:path';
 import { ApiError, badGateway, internal } from '../../lib/errors.js';
 import { ProgramError, run, stderrTail } from '../../lib/run.js';
 import { availableAs, missing, type Availability } from '../../lib/availability.js';
-import type { MountDriver, MountResult } from '../driver.js';
-import { findProcesses, mountAt, releaseMount } from '../mounts.js';
-import { smbnetfsQuote, type MaybeCredentials, type Remote } from '../smb/remote.js';
-import { scrub } from '../smb/status.js';
+import { scrub } from '../addresses.js';
+import type { MaybeCredentials, Remote } from '../driver.js';
+import { mountAt, releaseMount } from './mounts.js';
+import type { RouteDriver } from './route.js';
 
 const INSTALL = 'the smbnetfs and fuse3 packages';
+
+/** A double-quoted string for smbnetfs's config (it reads \" and \\ as escapes). */
+export function smbnetfsQuote(s: string): string {
+  return `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+}
 
 /** smbnetfs's config for one share: no browsing, no keyring, no config re-reads, no stat tricks. */
 export function smbnetfsConfig(remote: Remote, creds: MaybeCredentials, smbTimeoutMs: number): string {
@@ -40,7 +45,7 @@ export function smbnetfsConfig(remote: Remote, creds: MaybeCredentials, smbTimeo
   ].join('\n');
 }
 
-export class SmbnetfsDriver implements MountDriver {
+export class SmbnetfsRoute implements RouteDriver {
   readonly route = 'fuse' as const;
 
   constructor(private readonly smbTimeoutMs = 10_000) {}
@@ -67,7 +72,7 @@ export class SmbnetfsDriver implements MountDriver {
     return path.join(dir, remote.host, remote.share);
   }
 
-  async mount(remote: Remote, creds: MaybeCredentials, dir: string, work: string, signal?: AbortSignal): Promise<MountResult> {
+  async mount(remote: Remote, creds: MaybeCredentials, dir: string, work: string): Promise<void> {
     // smbnetfs (through libsmbclient) wants $HOME/.smb; it holds no secret.
     await fs.mkdir(path.join(work, '.smb'), { recursive: true, mode: 0o700 });
     await fs.writeFile(path.join(work, '.smb', 'smb.conf'), '# written by hostd: libsmbclient settings for smbnetfs (defaults)\n[global]\n', { mode: 0o600 });
@@ -79,7 +84,6 @@ export class SmbnetfsDriver implements MountDriver {
       const mounting = run('smbnetfs', [dir, '-o', `config=${fifo}`], {
         env: { HOME: work, LC_ALL: 'C' },
         timeoutMs: 30_000,
-        signal,
         install: INSTALL,
       }).finally(() => (settled = true));
       const feeding = feed(fifo, smbnetfsConfig(remote, creds, this.smbTimeoutMs), () => settled);
@@ -94,18 +98,9 @@ export class SmbnetfsDriver implements MountDriver {
     }
     const m = await mountAt(dir);
     if (!m || !m.fsType.startsWith('fuse')) {
-      await this.unmount(dir);
+      await releaseMount(dir);
       throw internal(`smbnetfs exited without mounting ${dir}`);
     }
-    return { pid: await this.helperPid(dir) };
-  }
-
-  async helperPid(dir: string): Promise<number | null> {
-    return (await findProcesses('smbnetfs', dir))[0] ?? null;
-  }
-
-  unmount(dir: string): Promise<void> {
-    return releaseMount(dir);
   }
 }
 

@@ -10,12 +10,17 @@ import path from 'node:path';
 import { ApiError, badGateway, badRequest, notFound, unavailable } from '../../lib/errors.js';
 import { ProgramError, run, stderrTail } from '../../lib/run.js';
 import { availableAs, missing, type Availability } from '../../lib/availability.js';
-import type { MountDriver, MountResult } from '../driver.js';
-import { mountAt, releaseMount } from '../mounts.js';
-import { cifsCredentialsFile, type MaybeCredentials, type Remote } from '../smb/remote.js';
-import { scrub } from '../smb/status.js';
+import { scrub } from '../addresses.js';
+import type { Credentials, MaybeCredentials, Remote } from '../driver.js';
+import { mountAt } from './mounts.js';
+import type { RouteDriver } from './route.js';
 
 const INSTALL = 'the cifs-utils package';
+
+/** The kernel client's `credentials=` file. */
+export function cifsCredentialsFile(c: Credentials): string {
+  return `username=${c.user}\npassword=${c.password}\n${c.domain ? `domain=${c.domain}\n` : ''}`;
+}
 
 /** Whether the running kernel can mount cifs: built in, loaded, or a module it can load on demand. */
 export async function kernelHasCifs(): Promise<{ ok: boolean; how: string }> {
@@ -63,7 +68,7 @@ export function classifyMountError(stderr: string, remote: Remote, guest: boolea
   }
 }
 
-export class KernelCifsDriver implements MountDriver {
+export class KernelCifsRoute implements RouteDriver {
   readonly route = 'cifs' as const;
 
   async availability(): Promise<Availability[]> {
@@ -83,7 +88,7 @@ export class KernelCifsDriver implements MountDriver {
     return dir;
   }
 
-  async mount(remote: Remote, creds: MaybeCredentials, dir: string, work: string, signal?: AbortSignal): Promise<MountResult> {
+  async mount(remote: Remote, creds: MaybeCredentials, dir: string, work: string): Promise<void> {
     const opts = ['uid=0', 'gid=0', 'file_mode=0640', 'dir_mode=0750', 'nosuid', 'nodev', 'noexec'];
     let credFile: string | null = null;
     if (creds) {
@@ -96,7 +101,6 @@ export class KernelCifsDriver implements MountDriver {
     try {
       await run('mount', ['-t', 'cifs', `//${remote.host}/${remote.share}`, dir, '-o', opts.join(',')], {
         timeoutMs: 60_000,
-        signal,
         env: { LC_ALL: 'C' },
         install: INSTALL,
       });
@@ -107,14 +111,5 @@ export class KernelCifsDriver implements MountDriver {
       if (credFile) await fs.rm(credFile, { force: true });
     }
     if (!(await mountAt(dir))) throw badGateway(`mount.cifs returned but nothing is mounted on ${dir}`);
-    return { pid: null };
-  }
-
-  async helperPid(): Promise<number | null> {
-    return null;
-  }
-
-  unmount(dir: string): Promise<void> {
-    return releaseMount(dir);
   }
 }

@@ -1,27 +1,19 @@
 /**
- * Share addresses and credentials as the locations domain accepts them, and
- * the text forms the SMB programs read (smbclient's auth file, smbnetfs's
- * config). Pure: no I/O, unit-tested.
+ * Share addresses and credentials as the locations domain accepts them: the
+ * rules the registry's schema cannot state with a message that names what is
+ * wrong (the share, user and domain name rule; the split of `DOMAIN\user`),
+ * the same rule held against stored records, and the text forms a location
+ * is shown in. Pure: no I/O, unit-tested.
+ *
+ * What the schema states (api/registry/locations.ts) is checked before any
+ * of this runs: `username` and `password` are strings without control
+ * characters, of at most 256 and 1024 characters.
  */
-import { badRequest } from '../../lib/errors.js';
-
-export interface Remote {
-  host: string;
-  share: string;
-}
-
-export interface Credentials {
-  /** The user name without its domain. */
-  user: string;
-  /** Workgroup or domain (`DOMAIN\user`, `DOMAIN/user` or `user@DOMAIN` given), or null. */
-  domain: string | null;
-  password: string;
-}
-
-/** Guest access is `null` credentials. */
-export type MaybeCredentials = Credentials | null;
+import { badRequest } from '../lib/errors.js';
+import type { Credentials, MaybeCredentials, Remote } from './driver.js';
 
 // A DNS name or NetBIOS name (letters, digits, '.', '-', '_'), or an IPv4 address.
+// The registry's `smbHost()` states the same rule for discovery's `host`.
 const HOST = /^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$/;
 /**
  * Characters refused in share names, user names and domains: Windows' own
@@ -55,13 +47,15 @@ function nameProblem(name: string, max: number): string | null {
   return null;
 }
 
+const validHost = (host: string) => HOST.test(host) && !host.includes('..');
+
 /**
  * The rule a stored share address must still pass (records made before it
  * existed may not): null, or a message naming what is refused. User and
  * domain are not secret; the password is never looked at here.
  */
 export function remoteRuleProblem(host: string, share: string, user: string | null, domain: string | null): string | null {
-  if (!HOST.test(host) || host.includes('..')) return `host name '${host.slice(0, 64).replace(CONTROLS, '?')}' is refused (a DNS or NetBIOS name, or an IPv4 address)`;
+  if (!validHost(host)) return `host name '${host.slice(0, 64).replace(CONTROLS, '?')}' is refused (a DNS or NetBIOS name, or an IPv4 address)`;
   const sp = share === '.' || share === '..' ? `it is '${share}'` : nameProblem(share, 80);
   if (sp) return `share name '${share.slice(0, 80).replace(CONTROLS, '?')}' is refused (${sp}; share names are ${nameRule(80)})`;
   const up = user === null ? null : nameProblem(user, 256);
@@ -69,6 +63,16 @@ export function remoteRuleProblem(host: string, share: string, user: string | nu
   const dp = domain === null ? null : nameProblem(domain, 256);
   if (dp) return `domain '${domain!.slice(0, 64).replace(CONTROLS, '?')}' is refused (${dp}; domains are ${nameRule(256)})`;
   return null;
+}
+
+/**
+ * The 409 of a stored location whose address the rule refuses now (made by
+ * an older version), or null: such a location is kept but never mounted again.
+ */
+export function refusal(r: { name: string; host: string; share: string; user: string | null; domain: string | null }): string | null {
+  const problem = remoteRuleProblem(r.host, r.share, r.user, r.domain);
+  if (!problem) return null;
+  return `location '${r.name}' is refused: its stored address breaks a rule added since it was created (${problem}); it is not mounted again, and nothing was removed: delete it and add the share again`;
 }
 
 /** `//host/share` or `host/share` (one trailing '/' tolerated); 400 naming `remote` otherwise. */
@@ -85,7 +89,7 @@ export function parseRemote(input: unknown, arg = 'remote'): Remote {
     throw badRequest(`argument '${arg}' must be //<host>/<share> or <host>/<share> (exactly one host and one share name)`);
   }
   const [host, share] = parts;
-  if (!HOST.test(host) || host.includes('..')) throw badRequest(`argument '${arg}' has an invalid host name '${host.slice(0, 64)}' (a DNS or NetBIOS name, or an IPv4 address)`);
+  if (!validHost(host)) throw badRequest(`argument '${arg}' has an invalid host name '${host.slice(0, 64)}' (a DNS or NetBIOS name, or an IPv4 address)`);
   const problem = share === '.' || share === '..' ? `it is '${share}'` : nameProblem(share, 80);
   if (problem) throw badRequest(`argument '${arg}' has an invalid share name (${problem}; share names are ${nameRule(80)})`);
   return { host, share };
@@ -93,41 +97,16 @@ export function parseRemote(input: unknown, arg = 'remote'): Remote {
 
 export const remoteText = (r: Remote): string => `//${r.host}/${r.share}`;
 
-/** A host name or IP alone (discovery's `host`). */
-export function parseHost(input: unknown, arg = 'host'): string {
-  if (typeof input !== 'string' || !HOST.test(input) || input.includes('..')) {
-    throw badRequest(`argument '${arg}' must be a DNS or NetBIOS host name or an IPv4 address`);
-  }
-  return input;
-}
-
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-export const isIPv4 = (s: string): boolean => IPV4.test(s);
-
-export function parseIp(input: unknown, arg = 'ip'): string {
-  if (typeof input !== 'string' || !isIPv4(input)) throw badRequest(`argument '${arg}' must be an IPv4 address`);
-  return input;
-}
-
 /**
  * The credentials of a create or discover call: none (guest) when both are
- * omitted; a password needs a username; an omitted password with a username
- * is the empty password. Control characters are refused because every
- * credentials format the SMB programs read is line based.
+ * omitted or empty; a password needs a username; an omitted password with a
+ * username is the empty password.
  */
-export function parseCredentials(username: unknown, password: unknown): MaybeCredentials {
-  const hasUser = username !== undefined && username !== null && username !== '';
-  const hasPass = password !== undefined && password !== null;
-  if (!hasUser) {
-    if (hasPass && password !== '') throw badRequest(`argument 'password' needs 'username' (omit both for guest access)`);
+export function parseCredentials(username: string | undefined, password: string | undefined): MaybeCredentials {
+  if (!username) {
+    if (password) throw badRequest(`argument 'password' needs 'username' (omit both for guest access)`);
     return null;
   }
-  if (typeof username !== 'string') throw badRequest(`argument 'username' must be a string`);
-  if (hasPass && typeof password !== 'string') throw badRequest(`argument 'password' must be a string`);
-  if (username.length > 256 || CONTROL.test(username)) throw badRequest(`argument 'username' must be at most 256 characters without control characters`);
-  const pw = (password as string | undefined) ?? '';
-  // Never quote the value: the message must not carry any part of the secret.
-  if (pw.length > 1024 || CONTROL.test(pw)) throw badRequest(`argument 'password' must be at most 1024 characters without control characters`);
   let user = username;
   let domain: string | null = null;
   const sep = username.search(/[\\/]/);
@@ -146,21 +125,18 @@ export function parseCredentials(username: unknown, password: unknown): MaybeCre
   if (up) throw badRequest(`argument 'username' has an invalid user name (${up}; user names are ${nameRule(256)})`);
   const dp = domain === null ? null : nameProblem(domain, 256);
   if (dp) throw badRequest(`argument 'username' has an invalid domain (${dp}; domains are ${nameRule(256)})`);
-  return { user, domain, password: pw };
+  const c: Credentials = { user, domain, password: password ?? '' };
+  return c;
 }
 
-/** The user as the record shows it (never the password). */
-export function userText(c: MaybeCredentials): string | null {
+/** The user as a location shows it (never the password). */
+export function userText(c: { user: string; domain: string | null } | null): string | null {
   if (!c) return null;
   return c.domain ? `${c.domain}\\${c.user}` : c.user;
 }
 
-/** A double-quoted string for smbnetfs's config (it reads \" and \\ as escapes). */
-export function smbnetfsQuote(s: string): string {
-  return `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
-}
-
-/** The kernel client's `credentials=` file. */
-export function cifsCredentialsFile(c: Credentials): string {
-  return `username=${c.user}\npassword=${c.password}\n${c.domain ? `domain=${c.domain}\n` : ''}`;
+/** Removes every occurrence of `secret` from a message (belt and braces: programs should never print it). */
+export function scrub(text: string, secret: string | null | undefined): string {
+  if (!secret) return text;
+  return text.split(secret).join('[redacted]');
 }

@@ -1,15 +1,20 @@
-/** Pure parts of the locations domain: addresses, credentials, SMB failures, mount table, discovery packets. */
+/** Pure parts of the locations domain: addresses, credentials, the registry's argument rules, SMB failures, mount table, settings, discovery packets. */
 import { expect } from 'chai';
-import { nameRule, parseCredentials, parseHost, parseRemote, remoteRuleProblem, smbnetfsQuote, cifsCredentialsFile } from '../../daemon/locations/smb/remote.js';
-import { classifySmbclient, parseShareList, scrub, smbError } from '../../daemon/locations/smb/status.js';
-import { parseMountinfo } from '../../daemon/locations/mounts.js';
-import { smbnetfsConfig } from '../../daemon/locations/fuse/smbnetfs.js';
-import { classifyMountError } from '../../daemon/locations/cifs/kernel.js';
-import { broadcastOf, encodeName, nodeStatusQuery, parseNodeStatus, responseInfo, serverOf, wildcardQuery } from '../../daemon/locations/discovery/netbios.js';
-import { parseMessage, ptrQuery, smbHostsOf } from '../../daemon/locations/discovery/mdns.js';
-import { parseProbeMatches, probe } from '../../daemon/locations/discovery/wsd.js';
-import { parseSettings } from '../../daemon/locations/index.js';
-import { rejectsApi } from '../helpers/expect.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { validateArgs } from '../../../api/validate.js';
+import { nameRule, parseCredentials, parseRemote, remoteRuleProblem, scrub } from '../../../daemon/locations/addresses.js';
+import { classifySmbclient, parseShareList, smbError } from '../../../daemon/locations/smb/status.js';
+import { parseMountinfo } from '../../../daemon/locations/smb/mounts.js';
+import { smbnetfsConfig, smbnetfsQuote } from '../../../daemon/locations/smb/smbnetfs.js';
+import { classifyMountError, cifsCredentialsFile } from '../../../daemon/locations/smb/cifs.js';
+import { broadcastOf, encodeName, nodeStatusQuery, parseNodeStatus, responseInfo, serverOf, wildcardQuery } from '../../../daemon/locations/smb/discovery/netbios.js';
+import { parseMessage, ptrQuery, smbHostsOf } from '../../../daemon/locations/smb/discovery/mdns.js';
+import { parseProbeMatches, probe } from '../../../daemon/locations/smb/discovery/wsd.js';
+import { parseSettings } from '../../../daemon/locations/settings.js';
+import { rejectsApi } from '../../helpers/expect.js';
+
+/** The 400 the dispatcher gives when `args` do not fit the operation's schema (checked before the service runs). */
+const schemaCheck = (op: string, args: Record<string, unknown>) => (async () => validateArgs(getOperation(op)!, args))();
 
 describe('locations: remote addresses and credentials', () => {
   it('accepts //host/share, host/share, \\\\host\\share and smb://host/share', () => {
@@ -32,7 +37,7 @@ describe('locations: remote addresses and credentials', () => {
     for (const [input, msg] of cases) await rejectsApi((async () => parseRemote(input))(), 400, msg);
   });
 
-  it('refuses in share names what mount.cifs, smbclient or smbnetfs read as syntax (issue 19, item 6)', async () => {
+  it('refuses in share names what mount.cifs, smbclient or smbnetfs read as syntax', async () => {
     const bad = (share: string, why: string) => rejectsApi((async () => parseRemote(`//127.0.0.9/${share}`))(), 400, `argument 'remote' has an invalid share name (${why}; share names are ${nameRule(80)})`);
     // mount.cifs copies the share into the kernel's comma-separated options (unc=\\host\share,...).
     await bad('s,uid=0,password=x', "it holds ','");
@@ -53,8 +58,8 @@ describe('locations: remote addresses and credentials', () => {
     expect(parseRemote('//nas/My Files')).to.deep.equal({ host: 'nas', share: 'My Files' });
     expect(parseRemote('//nas/C$')).to.deep.equal({ host: 'nas', share: 'C$' });
     await rejectsApi((async () => parseRemote('//127.0.0.9,ip=10.0.0.1/s'))(), 400, "argument 'remote' has an invalid host name '127.0.0.9,ip=10.0.0.1' (a DNS or NetBIOS name, or an IPv4 address)");
-    await rejectsApi((async () => parseHost('nas,port=1'))(), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
-    await rejectsApi((async () => parseHost('-nas'))(), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
+    await rejectsApi(schemaCheck('locations_discover', { host: 'nas,port=1' }), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
+    await rejectsApi(schemaCheck('locations_discover', { host: '-nas' }), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
   });
 
   it('refuses in user names and domains what becomes a mount option or a password', async () => {
@@ -65,7 +70,7 @@ describe('locations: remote addresses and credentials', () => {
     await user('-bob', "it starts with '-'");
     await rejectsApi((async () => parseCredentials('CORP,sec=none\\bob', 'pw'))(), 400, `argument 'username' has an invalid domain (it holds ','; domains are ${nameRule(256)})`);
     await rejectsApi((async () => parseCredentials('bob@corp%x', 'pw'))(), 400, `argument 'username' has an invalid domain (it holds '%'; domains are ${nameRule(256)})`);
-    await rejectsApi((async () => parseCredentials('bob\nauth "x"', 'pw'))(), 400, "argument 'username' must be at most 256 characters without control characters");
+    await rejectsApi(schemaCheck('locations_create', { name: 'n', remote: '//nas/s', username: 'bob\nauth "x"', password: 'pw' }), 400, "argument 'username' must be at most 256 characters without control characters");
     // A comma in a password is fine: mount.cifs doubles it, smbnetfs gets it quoted, smbclient on stdin.
     expect(parseCredentials('John Smith', 'a,uid=0')).to.deep.equal({ user: 'John Smith', domain: null, password: 'a,uid=0' });
   });
@@ -87,7 +92,7 @@ describe('locations: remote addresses and credentials', () => {
     expect(parseCredentials('bob@corp.example', 'pw')).to.deep.equal({ user: 'bob', domain: 'corp.example', password: 'pw' });
     await rejectsApi((async () => parseCredentials(undefined, 'pw'))(), 400, "argument 'password' needs 'username' (omit both for guest access)");
     // The message never quotes the password.
-    await rejectsApi((async () => parseCredentials('bob', 'line\nbreak'))(), 400, "argument 'password' must be at most 1024 characters without control characters");
+    await rejectsApi(schemaCheck('locations_create', { name: 'n', remote: '//nas/s', username: 'bob', password: 'line\nbreak' }), 400, "argument 'password' must be at most 1024 characters without control characters");
   });
 
   it('quotes for smbnetfs and writes the kernel credentials file', () => {
@@ -97,6 +102,27 @@ describe('locations: remote addresses and credentials', () => {
     expect(conf).to.include('auth "nas/m" "CORP/bob" "p\\"w"');
     expect(smbnetfsConfig({ host: 'nas', share: 'm' }, null, 5000)).to.include('auth "nas/m" "guest" ""');
     expect(cifsCredentialsFile({ user: 'bob', domain: null, password: 'x' })).to.equal('username=bob\npassword=x\n');
+  });
+});
+
+describe('locations: the registry\'s argument rules', () => {
+  const NAME_RULE = "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'";
+
+  it('a location name follows the house\'s one name rule', async () => {
+    const make = (name: string) => schemaCheck('locations_create', { name, remote: '//nas/s' });
+    for (const bad of [' media', 'media ', 'a/b', 'a\\b', '..', 'a\u0085b']) await rejectsApi(make(bad), 400, NAME_RULE);
+    await rejectsApi(make(''), 400, "argument 'name' must not be empty");
+    await rejectsApi(make('x'.repeat(129)), 400, "argument 'name' must be at most 128 characters");
+    // Spaces inside, any script, 128 code points (an emoji is two UTF-16 units).
+    for (const good of ['My Files', 'Фото', '\u{1F4C1}'.repeat(128)]) await make(good);
+  });
+
+  it("discovery's host and ip: the rule's words, '' taken as omitted, 253 characters at most", async () => {
+    await schemaCheck('locations_discover', { host: '', ip: '', username: '', password: '' });
+    await schemaCheck('locations_discover', { host: 'nas.example.test', ip: '127.0.0.1' });
+    await rejectsApi(schemaCheck('locations_discover', { host: 'n'.repeat(254) }), 400, "argument 'host' must be at most 253 characters");
+    await rejectsApi(schemaCheck('locations_discover', { host: 'a..b' }), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
+    await rejectsApi(schemaCheck('locations_discover', { host: 'nas', ip: '10.0.0.01' }), 400, "argument 'ip' must be an IPv4 address");
   });
 });
 

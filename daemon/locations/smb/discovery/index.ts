@@ -14,28 +14,7 @@ import os from 'node:os';
 import { broadcastOf, nodeStatusQuery, parseNodeStatus, responseInfo, serverOf, wildcardQuery } from './netbios.js';
 import { parseMessage, ptrQuery, smbHostsOf } from './mdns.js';
 import { parseProbeMatches, probe, WSD_GROUP, WSD_PORT } from './wsd.js';
-
-export type DiscoveryMethod = 'netbios' | 'mdns' | 'wsd';
-
-export interface DiscoveredHost {
-  /** Its NetBIOS server name, else its mDNS instance or host name, else null. */
-  name: string | null;
-  addresses: string[];
-  workgroup: string | null;
-  /** Whether it said it is a file server (NetBIOS <20> name, mDNS _smb._tcp, or a WS-Discovery device). */
-  file_server: boolean;
-  via: DiscoveryMethod[];
-}
-
-export interface DiscoveryResult {
-  hosts: DiscoveredHost[];
-  /** What each method did, e.g. `sent on 1 interface` or why it could not run. */
-  methods: Record<DiscoveryMethod, string>;
-}
-
-export interface Discovery {
-  hosts(timeoutMs: number): Promise<DiscoveryResult>;
-}
+import type { DiscoveredHost, DiscoveryMethod, DiscoveryResult } from '../../driver.js';
 
 interface Iface {
   name: string;
@@ -94,7 +73,7 @@ function openSocket(iface: Iface, onMessage: (msg: Buffer, from: dgram.RemoteInf
 const send = (s: dgram.Socket, buf: Buffer, port: number, addr: string) =>
   new Promise<void>((resolve) => s.send(buf, port, addr, () => resolve()));
 
-export class NetworkDiscovery implements Discovery {
+export class NetworkDiscovery {
   constructor(private readonly interfaces: () => Iface[] = localInterfaces) {}
 
   async hosts(timeoutMs: number): Promise<DiscoveryResult> {

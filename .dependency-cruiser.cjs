@@ -35,7 +35,6 @@ const DRIVER_BOUNDARY_DEBT = {
   'daemon/folders/service.ts': ['daemon/folders/fs/index.ts'],
   'daemon/locations/driver.ts': ['daemon/locations/smb/remote.ts', 'daemon/locations/smb/status.ts'],
   'daemon/locations/service.ts': ['daemon/locations/discovery/index.ts', 'daemon/locations/smb/remote.ts', 'daemon/locations/smb/status.ts'],
-  'daemon/lxc/service.ts': ['daemon/lxc/lxc/config.ts', 'daemon/lxc/lxc/guestfiles.ts', 'daemon/lxc/lxc/simplestreams.ts', 'daemon/lxc/lxc/storage.ts'],
   'daemon/proxy/dataplane.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/caddy/ca.ts', 'daemon/proxy/caddy/process.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
   'daemon/proxy/service.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
   'daemon/proxy/settings.ts': ['daemon/proxy/dns/responder.ts'],

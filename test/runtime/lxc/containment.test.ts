@@ -11,7 +11,7 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tempDir } from '../../helpers/daemon.js';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { MOUNT_RULE } from '../../../daemon/lxc/containment.js';
 import { ctKey, type ContainerRecord } from '../../../daemon/lxc/records.js';
 import { Store } from '../../../daemon/store/store.js';
@@ -25,7 +25,7 @@ describe('lxc runtime: containment rules, and containers made before them', func
   let priv: number;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     root = tempDir('hostd-lxc-root-');
     fs.mkdirSync(path.join(root, 'data'));
     env = await lxcEnv({ lxcYaml: `  allow_privileged: true\n  mount_roots: [${root}]` });

@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cgroupDir, cleanupLxc, lxcEnv, initPid, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cgroupDir, cleanupLxc, lxcEnv, initPid, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually } from '../../helpers/daemon.js';
 import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
 
@@ -17,7 +17,7 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   let shared: string;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     env = await lxcEnv();
     // Containers mount managed folders (or lxc.mount_roots), never a bare pool directory.
     shared = (await env.folder('shared')).path;

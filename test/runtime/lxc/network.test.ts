@@ -13,7 +13,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { tempDir } from '../../helpers/daemon.js';
 
 describe('lxc runtime: bridged networking with static addresses', function () {
@@ -24,7 +24,7 @@ describe('lxc runtime: bridged networking with static addresses', function () {
   let b: number;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     execFileSync('ip', ['netns', 'add', ns]);
     const inNs = (...args: string[]) => execFileSync('ip', ['-n', ns, ...args]);
     inNs('link', 'set', 'lo', 'up');

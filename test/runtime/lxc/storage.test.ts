@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
 
 const MiB = 1024 * 1024;
 
@@ -14,7 +14,7 @@ describe('lxc runtime: disk limits, clones, moves, templates, images', function 
   let env: LxcEnv;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     env = await lxcEnv({ pools: ['p1', 'p2'] });
   });
   after(cleanupLxc);

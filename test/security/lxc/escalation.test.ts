@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { HostGuard, hostMounts } from '../../helpers/host-guard.js';
 import { tempDir, type Reply } from '../../helpers/daemon.js';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { MOUNT_RULE } from '../../../daemon/lxc/containment.js';
 
 /** release_agent of every v1 hierarchy (what the cgroup escape writes). */
@@ -65,7 +65,7 @@ describe('security: LXC escalation attempts, one token per scope', function () {
   };
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     env = await lxcEnv();
     tok.read = await env.d.token('esc-read', ['lxc.read']);
     tok.manage = await env.d.token('esc-manage', ['lxc.manage']);

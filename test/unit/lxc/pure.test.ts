@@ -1,17 +1,19 @@
 /** Pure parts of the LXC domain: settings, argument rules, config rendering, parsers. */
 import { expect } from 'chai';
-import { parseSettings } from '../../daemon/lxc/settings.js';
-import {
-  checkCidr, checkContainerPath, checkEnvironment, checkGateway, checkImageId, checkName, imageIdFromName, randomHwaddr,
-} from '../../daemon/lxc/validate.js';
-import { escapeMountField, hostnameOf, renderConfig } from '../../daemon/lxc/lxc/config.js';
-import { catalogEntries, fileUrl, imageIdOf, productPaths, streamArch } from '../../daemon/lxc/lxc/simplestreams.js';
-import { parseCgroupMounts, parseProcCgroup, parseFibTrieLocal, parseIfInet6, parseKeyValues, parseNetDev, missingControllers } from '../../daemon/lxc/lxc/cgroups.js';
-import { compressionOf, mountsBelow, parseDumpe2fs } from '../../daemon/lxc/lxc/storage.js';
-import { idmapStatus, parseSubIds } from '../../daemon/lxc/lxc/host.js';
-import { parseLxcInfo } from '../../daemon/lxc/lxc/tools.js';
-import { hostsFile, interfacesFile, networkdFile, resolvConf } from '../../daemon/lxc/lxc/guestfiles.js';
-import type { ContainerRecord } from '../../daemon/lxc/records.js';
+import { parseSettings } from '../../../daemon/lxc/settings.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { checkGateway, normalContainerPath, withPrefix } from '../../../api/registry/schema.js';
+import { validateArgs } from '../../../api/validate.js';
+import { checkEnvironment } from '../../../daemon/lxc/create.js';
+import { hostnameOf, imageIdFromName, randomHwaddr } from '../../../daemon/lxc/naming.js';
+import { escapeMountField, renderConfig } from '../../../daemon/lxc/lxc-tools/config.js';
+import { catalogEntries, fileUrl, imageIdOf, productPaths, streamArch } from '../../../daemon/lxc/lxc-tools/simplestreams.js';
+import { parseCgroupMounts, parseProcCgroup, parseFibTrieLocal, parseIfInet6, parseKeyValues, parseNetDev, missingControllers } from '../../../daemon/lxc/lxc-tools/cgroups.js';
+import { compressionOf, mountsBelow, parseDumpe2fs } from '../../../daemon/lxc/lxc-tools/storage.js';
+import { idmapStatus, parseSubIds } from '../../../daemon/lxc/lxc-tools/host.js';
+import { parseLxcInfo } from '../../../daemon/lxc/lxc-tools/tools.js';
+import { hostsFile, interfacesFile, networkdFile, resolvConf } from '../../../daemon/lxc/guest-files.js';
+import type { ContainerRecord } from '../../../daemon/lxc/records.js';
 
 const err = (fn: () => unknown): string => {
   try {
@@ -44,41 +46,79 @@ describe('lxc settings', () => {
     expect(err(() => parseSettings({ allow_privileged: 'yes' }, cfg))).to.equal('config lxc.allow_privileged must be true or false');
     expect(parseSettings({ allow_privileged: true }, cfg).allowPrivileged).to.equal(true);
   });
+  it('refuses a mount root at or above a pool root, in an internal directory, or at, above or inside the data dir or the lxc path, naming the key', () => {
+    const c = { dataDir: '/var/lib/hostd', pools: [{ id: 'a', path: '/srv/pool-a' }] };
+    for (const bad of ['/srv/pool-a', '/srv', '/srv/pool-a/.hostd-lxc', '/mnt/x/.hostd-apps/y', '/var/lib/hostd', '/var/lib', '/var/lib/hostd/certs', '/opt/lxc/c1']) {
+      const msg = err(() => parseSettings({ mount_roots: [bad], lxc_path: '/opt/lxc' }, c));
+      expect(msg, bad).to.match(new RegExp(`^config lxc\\.mount_roots entry ${bad.replace(/[.]/g, '\\.')} .+; a mount root may hold only what containers may mount$`));
+    }
+    // A plain directory in a pool is no pool root: mount points below it are still judged by the rule.
+    expect(parseSettings({ mount_roots: ['/srv/media', '/mnt/x', '/srv/pool-a/media'], lxc_path: '/opt/lxc' }, c).mountRoots).to.deep.equal(['/srv/media', '/mnt/x', '/srv/pool-a/media']);
+  });
 });
 
 describe('lxc argument rules', () => {
-  it('names: the spec rules for new_name', () => {
-    expect(checkName('My Box 1', 'name')).to.equal('My Box 1');
-    expect(checkName('x'.repeat(128), 'name')).to.have.length(128);
-    expect(err(() => checkName('x'.repeat(129), 'new_name'))).to.equal("argument 'new_name' must be at most 128 characters");
-    expect(err(() => checkName('', 'name'))).to.equal("argument 'name' must not be empty");
-    expect(err(() => checkName('a\rb', 'name'))).to.equal("argument 'name' must not contain newlines");
-    expect(err(() => checkName('a\tb', 'name'))).to.equal("argument 'name' must not contain control characters");
-    expect(err(() => checkName('a\\b', 'name'))).to.equal("argument 'name' must not contain slashes");
-    expect(err(() => checkName('.', 'name'))).to.equal("argument 'name' must not be a path traversal ('.' or '..')");
-    expect(err(() => checkName('Svc-Lxc-x', 'name'))).to.equal("argument 'name' must not start with 'svc-lxc-' (reserved for LXC's own container names)");
-    expect(checkName('svc-lx', 'name')).to.equal('svc-lx');
+  /** The 400 dispatch answers for these arguments of `op` (the registry's schema), or null when they pass. */
+  const refusal = (op: string, args: Record<string, unknown>): string | null => {
+    try {
+      validateArgs(getOperation(op)!, args);
+      return null;
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+  const create = (args: Record<string, unknown>) => refusal('lxc_create', { name: 'box', template: 'busybox', ...args });
+
+  it("names: the registry's resource-name rule with LXC's reserved prefix, for name and new_name", () => {
+    const rule = "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
+    expect(create({ name: 'My Box 1' })).to.equal(null);
+    expect(create({ name: 'x'.repeat(128) })).to.equal(null);
+    expect(create({ name: 'svc-lx' })).to.equal(null);
+    expect(refusal('lxc_update', { id: 1, new_name: null })).to.equal(null);
+    expect(refusal('lxc_update', { id: 1, new_name: 'x'.repeat(129) })).to.equal("argument 'new_name' must be at most 128 characters");
+    expect(refusal('lxc_update', { id: 1, new_name: 'svc-lxc-1' })).to.equal(`argument 'new_name' ${rule}, or null`);
+    expect(create({ name: '' })).to.equal("argument 'name' must not be empty");
+    for (const bad of ['a\rb', 'a\tb', 'a\\b', 'a/b', '.', '..', 'Svc-Lxc-x', ' x']) {
+      expect(create({ name: bad }), JSON.stringify(bad)).to.equal(`argument 'name' ${rule}`);
+    }
   });
   it('addresses: CIDR with default prefixes, gateway in the subnet', () => {
-    expect(checkCidr('10.0.0.5')).to.equal('10.0.0.5/24');
-    expect(checkCidr('10.0.0.5/16')).to.equal('10.0.0.5/16');
-    expect(checkCidr('fd00::5')).to.equal('fd00::5/64');
-    expect(err(() => checkCidr('10.0.0.5/33'))).to.equal("argument 'ip_address' has a prefix outside 1-32");
+    expect(create({ ip_address: '10.0.0.5/16', gateway: '10.0.1.1' })).to.equal(null);
+    expect(create({ ip_address: '', gateway: '' })).to.equal(null);
+    expect(create({ ip_address: '10.0.0.5/33' })).to.match(/^argument 'ip_address' must be/);
+    expect(create({ ip_address: ' 10.0.0.5' })).to.match(/^argument 'ip_address' must be/);
+    expect(create({ gateway: '10.0.0.01' })).to.match(/^argument 'gateway' must be/);
+    expect(withPrefix('10.0.0.5')).to.equal('10.0.0.5/24');
+    expect(withPrefix('10.0.0.5/16')).to.equal('10.0.0.5/16');
+    expect(withPrefix('fd00::5')).to.equal('fd00::5/64');
     expect(checkGateway('10.0.1.1', '10.0.0.5/16')).to.equal('10.0.1.1');
-    expect(err(() => checkGateway('10.1.0.1', '10.0.0.5/16'))).to.equal("argument 'gateway' must be inside the subnet of ip_address");
-    expect(err(() => checkGateway('fd00::1', '10.0.0.5/16'))).to.equal("argument 'gateway' must be of the same address family as ip_address");
+    expect(err(() => checkGateway('10.1.0.1', '10.0.0.5/16'))).to.equal("argument 'gateway' is outside 10.0.0.5/16");
+    expect(err(() => checkGateway('fd00::1', '10.0.0.5/16'))).to.equal("argument 'gateway' is an IPv6 address and the address is IPv4");
+    expect(err(() => checkGateway('fd01::1', 'fd00::5/64'))).to.equal("argument 'gateway' is outside fd00::5/64 (and not link-local)");
   });
-  it('environment, image ids, container paths, MACs', () => {
+  it('environment, image ids, container paths, disk sizes, MACs', () => {
     expect(checkEnvironment({ A_1: 'x y' })).to.deep.equal({ A_1: 'x y' });
     expect(err(() => checkEnvironment({ A: 'x\ny' }))).to.equal("argument 'environment' has a value with a newline or NUL byte");
-    expect(checkImageId('debian-12_x.1')).to.equal('debian-12_x.1');
-    expect(err(() => checkImageId('../x'))).to.match(/^argument 'image_id' must be 1-128 of/);
+    expect(err(() => checkEnvironment({ 'A-B': 'x' }))).to.equal("argument 'environment' has a variable name that is not [A-Za-z_][A-Za-z0-9_]*");
+    expect(create({ template: 'debian-12_x.1' })).to.equal(null);
+    for (const bad of ['../x', 'a..b', '-x']) {
+      expect(create({ template: bad }), bad).to.match(/^argument 'template' must be 1-64 of/);
+      expect(refusal('lxc_template_create', { id: 1, image_id: bad }), bad).to.match(/^argument 'image_id' must be 1-64 of/);
+    }
+    expect(create({ template: 'x'.repeat(65) })).to.equal("argument 'template' must be at most 64 characters");
     expect(imageIdFromName('My Web/Box!', 7)).to.equal('My-Web-Box');
     expect(imageIdFromName('!!!', 7)).to.equal('lxc-7');
-    expect(checkContainerPath('/mnt//data/./x/', 'c')).to.equal('/mnt/data/x');
-    expect(err(() => checkContainerPath('/mnt/../etc', 'c'))).to.equal("argument 'c' must not contain '..'");
-    expect(err(() => checkContainerPath('/', 'c'))).to.equal("argument 'c' must not be the container's root");
-    expect(err(() => checkContainerPath('mnt', 'c'))).to.equal("argument 'c' must be an absolute path inside the container");
+    expect(imageIdFromName('a..b', 7)).to.equal('a.b');
+    const mount = (container_path: string) => create({ mount_points: [{ host_path: '/srv/x', container_path, read_only: false }] });
+    expect(mount('/mnt//data/./x/')).to.equal(null);
+    expect(normalContainerPath('/mnt//data/./x/', 'c')).to.equal('/mnt/data/x');
+    expect(mount('/mnt/../etc')).to.match(/^argument 'mount_points\/0\/container_path' must be|^argument 'mount_points\[0\]\.container_path' must be/);
+    expect(mount('mnt')).to.not.equal(null);
+    expect(mount('/a:b')).to.not.equal(null);
+    expect(err(() => normalContainerPath('/', 'c'))).to.equal("argument 'c' must not be the container's root");
+    expect(create({ disk_size_bytes: 0 })).to.equal(null);
+    expect(create({ disk_size_bytes: 32 * 1024 * 1024 })).to.equal(null);
+    expect(create({ disk_size_bytes: 1024 })).to.match(/^argument 'disk_size_bytes' must be 0 or at least 33554432/);
     expect(randomHwaddr(Buffer.from([1, 0xab, 255]))).to.equal('00:16:3e:01:ab:ff');
   });
 });
@@ -91,7 +131,7 @@ describe('lxc config rendering', () => {
     autostart: true, mount_points: [{ host_path: '/a/My Files', container_path: '/mnt/files', read_only: true }], linked_clone: false,
     rootfs_sync_pending: false, created_at: '', updated_at: '',
   };
-  const input = { rec, lxcName: 'svc-lxc-101', rootfs: 'loop:/a/.hostd-lxc/containers/101/disk.img', bridge: 'br0', logFile: '/l/lxc.log', cgroupDirs: { container: 'hostd-x/ct-101', monitor: 'hostd-x/mon-101' }, host: { cgroupKeys: 'v1' as const, apparmor: false }, mountIsDir: () => true };
+  const input = { rec, lxcName: 'svc-lxc-101', rootfs: 'loop:/a/.hostd-lxc/containers/101/disk.img', bridge: 'br0', logFile: '/l/lxc.log', cgroupDirs: { container: 'hostd-x/ct-101', monitor: 'hostd-x/mon-101' }, host: { cgroupKeys: 'v1' as const, apparmor: false }, mountIsDir: () => true, mountSource: (i: number) => `/l/svc-lxc-101/mounts/${i}` };
 
   it('an unprivileged container: id map, capability drops, v1 limits, veth with a static address, mounts, autostart', () => {
     const text = renderConfig(input);
@@ -120,7 +160,7 @@ describe('lxc config rendering', () => {
       'lxc.net.0.ipv4.address = 10.0.0.5/24',
       'lxc.net.0.ipv4.gateway = 10.0.0.1',
       'lxc.environment = A=b c',
-      'lxc.mount.entry = /a/My\\040Files mnt/files none bind,create=dir,ro 0 0',
+      'lxc.mount.entry = /l/svc-lxc-101/mounts/0 mnt/files none bind,create=dir,ro 0 0',
       'lxc.start.auto = 1',
     ]);
   });
@@ -143,7 +183,7 @@ describe('lxc config rendering', () => {
   it('refuses to render a value with a line break (it would add a key)', () => {
     for (const r of [
       { ...rec, environment: { A: 'x\nlxc.cap.keep = sys_admin' } },
-      { ...rec, mount_points: [{ host_path: '/a\nlxc.idmap =', container_path: '/mnt/x', read_only: true }] },
+      { ...rec, mount_points: [{ host_path: '/a', container_path: '/mnt/x\nlxc.idmap =', read_only: true }] },
       { ...rec, network: { ...rec.network, ip_address: '10.0.0.5/24\r' } },
     ]) {
       expect(() => renderConfig({ ...input, rec: r })).to.throw(/^container 101: the value of lxc\.[a-z0-9.]+ holds a line break or NUL; the config is not written$/);
@@ -153,6 +193,8 @@ describe('lxc config rendering', () => {
     expect(hostnameOf('Web  One!', 1)).to.equal('web-one');
     expect(hostnameOf('日本', 5)).to.equal('ct5');
     expect(escapeMountField('a b\\c\td')).to.equal('a\\040b\\134c\\011d');
+    const spaced = renderConfig({ ...input, rec: { ...rec, mount_points: [{ host_path: '/a', container_path: '/mnt/My Files', read_only: false }] } });
+    expect(spaced).to.contain('lxc.mount.entry = /l/svc-lxc-101/mounts/0 mnt/My\\040Files none bind,create=dir 0 0\n');
   });
 });
 

@@ -2,7 +2,8 @@
  * Running containers: start, stop, restart, freeze and unfreeze (the state
  * table of docs/lxc.md). A container that breaks a rule now (privileged while
  * lxc.allow_privileged is off, a mount point the host-path rule refuses) is
- * never started (a frozen one included) or restarted; it may be stopped. At a start, the mount points are
+ * never started, restarted or unfrozen (a start of a frozen one included); it
+ * may be stopped. At a start, the mount points are
  * opened and judged by where their descriptors lead, and LXC mounts those
  * descriptors: a path swapped for a symlink after the check is never what
  * the container gets.
@@ -78,6 +79,8 @@ export class Lifecycle {
     return this.ctx.onContainer(lxcid, 'unfreeze', async (rec) => {
       const st = await this.ctx.state(rec);
       if (st !== 'frozen') throw conflict(`container ${lxcid} is not frozen (it is ${st})`);
+      // Thawed, it runs again: the same rules as for a start (a frozen container may still be stopped).
+      await this.ctx.refuseViolations(rec, 'unfreeze');
       await this.ctx.driver.tools.unfreeze(lxcNameOf(lxcid));
       ctx.note({ summary: `Unfroze container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
       return { container: this.ctx.view(rec, 'running') };

@@ -61,7 +61,7 @@ describe('lxc runtime: bridged networking with static addresses', function () {
     expect(r2.body.container.network).to.deep.include({ bridge: 'br0', bridge_is_default: false, ip_address: '10.77.0.3/24' });
     const bad = await env.req('POST', '/lxc', { name: 'net c', template: 'bb', ip_address: '10.77.0.4/24', gateway: '10.88.0.1' });
     expect(bad.status).to.equal(400);
-    expect(bad.body).to.deep.equal({ error: "argument 'gateway' must be inside the subnet of ip_address" });
+    expect(bad.body).to.deep.equal({ error: "argument 'gateway' is outside 10.77.0.4/24" });
   });
 
   it('writes the network settings into the guest before it boots', async () => {

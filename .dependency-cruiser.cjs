@@ -33,7 +33,6 @@ const RUNTIME_FILE = `^daemon/${DOMAINS}/[^/]+/`;
  */
 const DRIVER_BOUNDARY_DEBT = {
   'daemon/folders/service.ts': ['daemon/folders/fs/index.ts'],
-  'daemon/lxc/service.ts': ['daemon/lxc/lxc/config.ts', 'daemon/lxc/lxc/guestfiles.ts', 'daemon/lxc/lxc/simplestreams.ts', 'daemon/lxc/lxc/storage.ts'],
   'daemon/proxy/dataplane.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/caddy/ca.ts', 'daemon/proxy/caddy/process.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
   'daemon/proxy/service.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
   'daemon/proxy/settings.ts': ['daemon/proxy/dns/responder.ts'],

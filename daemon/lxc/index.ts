@@ -1,29 +1,39 @@
 /**
  * The LXC domain: containers on the host's LXC (liblxc through the lxc-*
- * tools), their template images on the storage pools, and the `guests` port
- * through which system allocation and the proxy see them.
+ * tools, driven by lxc-tools/), their template images on the storage pools,
+ * and the `guests` port through which system allocation and the proxy see
+ * them.
  *
- * open(): settles intents a crash left open, clears work dirs, renders every
- * container's config from its record, and once per host boot starts the
- * containers marked autostart. Closing stops nothing: containers outlive the
- * daemon.
+ * open(): settles the changes a crash left open and reconciles (work dirs,
+ * mount staging, every config rendered from its record) before it serves a
+ * call, removes cgroup directories nothing uses, and once per host boot
+ * starts the containers marked autostart. Closing stops nothing: containers
+ * outlive the daemon.
  */
 import fs from 'node:fs';
 import { opsOf } from '../../api/registry/index.js';
 import { defineDomain } from '../domain.js';
-import { createLxcDriver } from './lxc/index.js';
+import { IntentRecovery } from '../lib/recovery.js';
+import { autostart, bootId } from './autostart.js';
+import { LxcContext } from './context.js';
+import type { LxcDriver } from './driver.js';
 import { lxcHandlers } from './handlers.js';
-import { LxcRecords } from './records.js';
-import { LxcService } from './service.js';
+import { createLxcDriver } from './lxc-tools/index.js';
+import { LxcRecords, type Intent } from './records.js';
+import { lxcServices } from './services.js';
 import { parseSettings } from './settings.js';
 
-function bootId(env: NodeJS.ProcessEnv): string {
-  // Test hook: a test simulates a host reboot by changing this.
-  if (env.HOSTD_TEST_LXC_BOOT_ID) return env.HOSTD_TEST_LXC_BOOT_ID;
+/**
+ * Removes this hostd's cgroup directories that nothing uses (LXC leaves the
+ * group's own directory in every hierarchy, a crash may leave more); those of
+ * running containers stay.
+ */
+function pruneCgroups(driver: LxcDriver, log: { info(o: object, m: string): void; warn(o: object, m: string): void }): void {
   try {
-    return fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-  } catch {
-    return 'unknown';
+    const removed = driver.cgroups.pruneGroup();
+    if (removed.length) log.info({ removed: removed.length }, 'lxc: removed unused cgroup directories');
+  } catch (err) {
+    log.warn({ err }, 'lxc: cannot remove unused cgroup directories');
   }
 }
 
@@ -35,32 +45,36 @@ export const lxcDomain = defineDomain({
     const log = deps.log.child({ domain: 'lxc' });
     fs.mkdirSync(settings.lxcPath, { recursive: true, mode: 0o711 });
     const driver = createLxcDriver(settings, deps.config.pools, log);
-    const svc = new LxcService({
-      records: new LxcRecords(deps.store),
-      driver,
-      settings,
-      pools: deps.config.pools,
-      tasks: deps.tasks,
-      log,
+    const records = new LxcRecords(deps.store);
+    const ctx = new LxcContext({
+      records, driver, settings, pools: deps.config.pools, tasks: deps.tasks, log,
       folders: () => deps.ports.all('folders')[0]?.list() ?? [],
       dataDir: deps.config.dataDir,
       env: deps.env,
     });
-    const probe = await svc.probe(true);
-    const settled = await svc.recover();
-    svc.pruneCgroups();
-    if (settled) log.warn({ settled }, 'lxc: settled intents left open by the last run');
-    await svc.syncConfigs();
-    const lxc = probe.programs.find((p) => p.name === 'lxc-start');
+    const services = lxcServices(ctx);
+    const recovery = new IntentRecovery<Intent>({
+      domain: 'lxc', journal: records.journal, log,
+      settle: (_key, intent) => services.recovery.settle(intent),
+      reconcile: () => services.recovery.reconcile(),
+      describe: (intent) => services.recovery.describe(intent),
+    });
+    await recovery.run();
+    pruneCgroups(driver, log);
+    let background: Promise<void> = Promise.resolve();
+    const lxc = (await driver.availability()).find((p) => p.name === 'lxc-start');
     if (!lxc?.available) log.warn({ reason: lxc?.reason }, 'lxc: LXC is not available; container operations answer 503');
-    else svc.startAutostart(bootId(deps.env));
+    else background = autostart(ctx, services.lifecycle, bootId(deps.env)).catch((err) => log.error({ err }, 'lxc: autostart pass failed'));
     return {
-      handlers: lxcHandlers(svc),
-      info: async () => ({ name: 'lxc', built: true, runtimes: (await svc.probe()).programs }),
-      close: () => svc.close(),
-      provides: { guests: { guests: () => svc.guests() } },
+      handlers: lxcHandlers(services),
+      info: async () => ({ name: 'lxc', built: true, runtimes: await driver.availability() }),
+      close: async () => {
+        await background;
+        pruneCgroups(driver, log);
+      },
+      provides: { guests: { guests: () => services.containers.guests() } },
       admin: {
-        'POST /admin/lxc/images/import': async (body) => [201, await svc.imagesImport(body)],
+        'POST /admin/lxc/images/import': async (body) => [201, await services.images.import(body)],
       },
     };
   },

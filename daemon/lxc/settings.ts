@@ -9,6 +9,7 @@
  *     default_storage: fast                # pool for new rootfs (default: the first pool)
  *     image_storage: fast                  # pool downloads go to (default: the first pool)
  *     mount_roots: [/srv/media]            # host dirs mount_points may use, besides managed folders
+ *                                          # (never at or above a pool root, in an internal dir, or overlapping the data dir or the lxc path)
  *     allow_privileged: false              # privileged containers (root on the host) may be created
  *     first_lxcid: 100                     # lowest id assigned automatically
  *     stop_timeout_seconds: 30             # clean shutdown wait before a hard stop
@@ -16,8 +17,11 @@
  *     default_memory_mb: 512
  *     idmap: { uid_start: 100000, gid_start: 100000, count: 65536 }  # default: root's range in /etc/subuid
  */
+import fs from 'node:fs';
 import path from 'node:path';
+import { PATTERNS } from '../../api/registry/schema.js';
 import type { Config } from '../config.js';
+import { judgeHostPath } from '../lib/host-paths.js';
 
 export interface IdRange {
   uid: number;
@@ -51,7 +55,34 @@ const KEYS = [
   'first_lxcid', 'stop_timeout_seconds', 'default_cpu_cores', 'default_memory_mb', 'idmap',
 ];
 
-export const BRIDGE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
+/** The registry's bridgeName() rule. */
+const isBridgeName = (v: string) => v.length >= 1 && v.length <= 15 && new RegExp(PATTERNS.bridgeName).test(v) && v !== '.' && v !== '..';
+
+/** The real path when it exists (the host-path rule judges real paths), else the path as given. */
+function real(p: string): string {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return path.resolve(p);
+  }
+}
+
+/**
+ * Why a mount root overlaps what hostd keeps for itself (a pool root or a
+ * directory that holds one, an internal directory, the data dir or the LXC
+ * path, at, above or below), or null: the same rule mount points are judged
+ * by, applied to the root itself, so a root can never allow what the rule
+ * refuses.
+ */
+function mountRootProblem(root: string, config: Pick<Config, 'dataDir' | 'pools'>, lxcPath: string): string | null {
+  const r = real(root);
+  const v = judgeHostPath(r, {
+    allowed: [{ path: r, label: 'lxc.mount_roots' }],
+    poolRoots: config.pools.map((p) => real(p.path)),
+    private: [{ path: real(config.dataDir), label: 'data directory' }, { path: real(lxcPath), label: 'LXC path (lxc.lxc_path)' }],
+  });
+  return v.ok ? null : v.reason;
+}
 
 function fail(msg: string): never {
   throw new Error(`config lxc.${msg}`);
@@ -92,7 +123,7 @@ export function parseSettings(raw: unknown, config: Pick<Config, 'dataDir' | 'po
   }
   let defaultBridge: string | null = null;
   if (s.default_bridge !== undefined && s.default_bridge !== null && s.default_bridge !== '') {
-    if (typeof s.default_bridge !== 'string' || !BRIDGE_NAME.test(s.default_bridge)) fail('default_bridge must be an interface name (1-15 of [A-Za-z0-9_.-])');
+    if (typeof s.default_bridge !== 'string' || !isBridgeName(s.default_bridge)) fail("default_bridge must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..')");
     defaultBridge = s.default_bridge;
   }
   const mountRoots: string[] = [];
@@ -101,6 +132,8 @@ export function parseSettings(raw: unknown, config: Pick<Config, 'dataDir' | 'po
     for (const r of s.mount_roots) {
       if (typeof r !== 'string' || !path.isAbsolute(r)) fail('mount_roots must be a list of absolute paths');
       if (path.resolve(r) === '/') fail('mount_roots must not contain / (that would allow every host path)');
+      const why = mountRootProblem(r, config, lxcPath);
+      if (why) fail(`mount_roots entry ${r} ${why}; a mount root may hold only what containers may mount`);
       mountRoots.push(path.resolve(r));
     }
   }

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { busyboxImage, haveBusybox } from '../helpers/lxc-image.js';
 import { lxcMissing } from '../helpers/lxc-env.js';
-import { streamArch } from '../../daemon/lxc/lxc/simplestreams.js';
+import { streamArch } from '../../daemon/lxc/lxc-tools/simplestreams.js';
 import { pair } from './util.js';
 
 describe('a task started on a member through peer_id is found through its peer_id', function () {

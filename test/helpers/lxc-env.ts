@@ -6,11 +6,15 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { ALL_SCOPES } from '../../api/registry/index.js';
 import { eventually, hostctl, startDaemon, tempDir, type StartOptions, type TestDaemon, type Reply } from './daemon.js';
 import { busyboxImage, haveBusybox, type TestImage } from './lxc-image.js';
-import { cgroupGroup } from '../../daemon/lxc/lxc/index.js';
+import { pino } from 'pino';
+import { cgroupGroup, createLxcDriver } from '../../daemon/lxc/lxc-tools/index.js';
+import { parseSettings } from '../../daemon/lxc/settings.js';
+import { requireRuntime } from './runtime-gate.js';
 
 export const API = '/api/v1';
 
@@ -28,13 +32,25 @@ export function lxcMissing(): string | null {
   return null;
 }
 
-/** Skips the suite with a visible reason when LXC is missing. */
-export function skipWithoutLxc(ctx: Mocha.Context): void {
-  const why = lxcMissing();
-  if (why) {
-    process.stdout.write(`      skipped: ${why}\n`);
-    ctx.skip();
-  }
+/** What every LXC runtime suite uses, by the names the LXC driver's availability() reports. */
+export const LXC_NEEDS = ['lxc-start', 'lxc-stop', 'lxc-attach', 'lxc-info', 'lxc-freeze', 'lxc-usernsexec', 'newuidmap', 'newgidmap', 'setfacl', 'mkfs.ext4', 'cgroups', 'idmap'];
+
+/** What the driver cannot say: root, and busybox for the test image. */
+function lxcTestMissing(): string | null {
+  if (process.getuid?.() !== 0) return 'LXC runtime tests need root';
+  if (!haveBusybox()) return 'busybox-static is not installed (run deploy/install-deps.sh)';
+  return null;
+}
+
+/**
+ * The runtime gate of LXC suites: asks the LXC driver itself (what
+ * host-status reports) for the programs, the cgroup controllers and the id
+ * map, then root and busybox; skips with the reason, or fails under CI.
+ */
+export async function requireLxc(ctx: Mocha.Context, need: readonly string[] = LXC_NEEDS): Promise<void> {
+  const settings = parseSettings(undefined, { dataDir: path.join(os.tmpdir(), 'hostd-lxc-gate'), pools: [] });
+  const driver = createLxcDriver(settings, [], pino({ level: 'silent' }));
+  await requireRuntime(ctx, 'lxc', driver, { need, also: lxcTestMissing });
 }
 
 export interface LxcEnv {

@@ -17,7 +17,6 @@ const TO_RENAME: Record<string, string[]> = {
   'daemon/vms/images.ts': ['local-admin'],
   'daemon/vms/templates.ts': ['local-admin'],
   'daemon/vms/service.ts': ['hostd'],
-  'daemon/lxc/service.ts': ['local-admin'],
   'daemon/sandboxes/index.ts': ['local-admin'],
   'daemon/sandboxes/service.ts': ['hostd'],
 };

@@ -18,7 +18,6 @@ const TO_RENAME: Record<string, string[]> = {
   'daemon/vms/service.ts': ['vms.create', 'vms.clone', 'vms.warm-state'],
   'daemon/vms/images.ts': ['vms.image-fetch', 'vms.image-import', 'vms.image-move', 'vms.iso-move', 'vms.template'],
   'daemon/vms/templates.ts': ['templates.build'],
-  'daemon/lxc/service.ts': ['lxc.move', 'lxc.template'],
   'daemon/sandboxes/service.ts': ['sandboxes.warm'],
 };
 

@@ -9,9 +9,9 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tempDir } from '../../helpers/daemon.js';
-import { cleanupLxc, lxcEnv, skipWithoutLxc } from '../../helpers/lxc-env.js';
-import { cgroupGroup } from '../../../daemon/lxc/lxc/index.js';
-import { parseCgroupMounts, parseProcCgroup } from '../../../daemon/lxc/lxc/cgroups.js';
+import { cleanupLxc, lxcEnv, requireLxc } from '../../helpers/lxc-env.js';
+import { cgroupGroup } from '../../../daemon/lxc/lxc-tools/index.js';
+import { parseCgroupMounts, parseProcCgroup } from '../../../daemon/lxc/lxc-tools/cgroups.js';
 
 /** Every place a group may be in: the root of each hierarchy, and below this process's own cgroup there. */
 function groupPlaces(group: string): string[] {
@@ -40,8 +40,8 @@ describe('lxc runtime: cgroup directories are removed once unused', function () 
   this.timeout(240_000);
   const planted: string[] = [];
 
-  before(function () {
-    skipWithoutLxc(this);
+  before(async function () {
+    await requireLxc(this);
   });
   after(async () => {
     await cleanupLxc();

@@ -4,14 +4,14 @@
  * folder renamed through the folders API since); and a host upgraded with
  * containers the rules now refuse (a privileged one, left running; a mount
  * into another domain's directory, as the old rule let through): nothing is
- * deleted, each is refused at its next start (and exec) with a message
- * naming the rule, and listed in host-status.
+ * deleted, each is refused at its next start (and exec, and the thaw of a
+ * frozen one) with a message naming the rule, and listed in host-status.
  */
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
 import { tempDir } from '../../helpers/daemon.js';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { MOUNT_RULE } from '../../../daemon/lxc/containment.js';
 import { ctKey, type ContainerRecord } from '../../../daemon/lxc/records.js';
 import { Store } from '../../../daemon/store/store.js';
@@ -25,7 +25,7 @@ describe('lxc runtime: containment rules, and containers made before them', func
   let priv: number;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     root = tempDir('hostd-lxc-root-');
     fs.mkdirSync(path.join(root, 'data'));
     env = await lxcEnv({ lxcYaml: `  allow_privileged: true\n  mount_roots: [${root}]` });
@@ -125,6 +125,15 @@ describe('lxc runtime: containment rules, and containers made before them', func
     expect(rs.status).to.equal(409);
     expect(rs.body).to.deep.equal({ error: `container ${priv} cannot restart: ${PRIV(priv)}` });
     expect((await env.req('GET', `/lxc/${priv}`)).body.container.state, 'a refused restart does not stop it').to.equal('running');
+    // Frozen, it is not let run again: neither a start (which thaws a frozen container) nor an unfreeze.
+    expect((await env.req('POST', `/lxc/${priv}/freeze`)).status).to.equal(200);
+    const sf = await env.req('POST', `/lxc/${priv}/start`);
+    expect(sf.status).to.equal(409);
+    expect(sf.body).to.deep.equal({ error: `container ${priv} cannot start: ${PRIV(priv)}` });
+    const uf = await env.req('POST', `/lxc/${priv}/unfreeze`);
+    expect(uf.status).to.equal(409);
+    expect(uf.body).to.deep.equal({ error: `container ${priv} cannot unfreeze: ${PRIV(priv)}` });
+    expect((await env.req('GET', `/lxc/${priv}`)).body.container.state, 'still frozen').to.equal('frozen');
     expect((await env.req('POST', `/lxc/${priv}/stop`)).status).to.equal(200);
     const st = await env.req('POST', `/lxc/${priv}/start`);
     expect(st.status).to.equal(409);

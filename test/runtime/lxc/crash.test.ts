@@ -12,8 +12,9 @@ import { expect } from 'chai';
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cleanupLxc, initPid, killContainers, removeCgroupGroup, lxcEnv, lxcState, skipWithoutLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, initPid, killContainers, removeCgroupGroup, lxcEnv, lxcState, requireLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually, hostctl, tempDir } from '../../helpers/daemon.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 
 describe('lxc runtime: crash safety and restarts', function () {
   this.timeout(240_000);
@@ -23,7 +24,7 @@ describe('lxc runtime: crash safety and restarts', function () {
   let env: LxcEnv;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     dataDir = tempDir('hostd-lxc-crash-');
     const p2img = path.join(tempDir('hostd-lxc-p2img-'), 'p2.img');
     fs.closeSync(fs.openSync(p2img, 'w'));
@@ -47,7 +48,7 @@ describe('lxc runtime: crash safety and restarts', function () {
     env = await lxcEnv({ dataDir, poolDirs: pools, env: { HOSTD_TEST_LXC_BOOT_ID: 'boot-A', ...extra } });
     return env;
   };
-  const pausedAt = (step: string) => eventually(() => env.d.logs.find((l) => l.msg === 'lxc test pause' && l.step === step), 60_000, `the pause at ${step}`);
+  const pausedAt = (step: string) => eventually(() => env.d.logs.find((l) => isPauseLine(l, `lxc.${step}`)), 60_000, `the pause at ${step}`);
 
   /** Records, container dirs, configs, work dirs and image dirs agree. */
   const consistent = async () => {
@@ -78,7 +79,7 @@ describe('lxc runtime: crash safety and restarts', function () {
 
   it('killed during create: the half-made container is gone after restart', async () => {
     await env.d.stop();
-    await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'create.before_commit' });
+    await boot({ HOSTD_TEST_PAUSE_AT: 'lxc.create.before_commit' });
     void env.req('POST', '/lxc', { name: 'doomed', template: 'bb', lxcid: 500 }).catch(() => undefined);
     await pausedAt('create.before_commit');
     expect(fs.existsSync(path.join(pools.p1, '.hostd-lxc/containers/500/rootfs/bin/busybox'))).to.equal(true);
@@ -101,7 +102,7 @@ describe('lxc runtime: crash safety and restarts', function () {
 
   it('killed during clone: the source is intact, the clone is gone', async () => {
     await env.d.stop();
-    await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'clone.before_commit' });
+    await boot({ HOSTD_TEST_PAUSE_AT: 'lxc.clone.before_commit' });
     void env.req('POST', `/lxc/${base + 1}/clone`, { source_lxcid: base, name: 'doomed clone' }).catch(() => undefined);
     await pausedAt('clone.before_commit');
     await env.d.kill();
@@ -112,7 +113,7 @@ describe('lxc runtime: crash safety and restarts', function () {
 
   it('killed during a move before its commit: the container stays where it was', async () => {
     await env.d.stop();
-    await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'move.copied' });
+    await boot({ HOSTD_TEST_PAUSE_AT: 'lxc.move.copied' });
     const r = await env.req('POST', `/lxc/${base}/move`, { storage_id: 'p2' });
     expect(r.status).to.equal(200);
     await pausedAt('move.copied');
@@ -127,7 +128,7 @@ describe('lxc runtime: crash safety and restarts', function () {
 
   it('killed during a move after its commit: the move is finished, the old copy removed', async () => {
     await env.d.stop();
-    await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'move.committed' });
+    await boot({ HOSTD_TEST_PAUSE_AT: 'lxc.move.committed' });
     const r = await env.req('POST', `/lxc/${base}/move`, { storage_id: 'p2' });
     expect(r.status).to.equal(200);
     await pausedAt('move.committed');
@@ -143,7 +144,7 @@ describe('lxc runtime: crash safety and restarts', function () {
 
   it('killed during a disk limit change: the old rootfs is kept', async () => {
     await env.d.stop();
-    await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'disk.copied' });
+    await boot({ HOSTD_TEST_PAUSE_AT: 'lxc.disk.copied' });
     void env.req('PATCH', `/lxc/${base}/disk`, { disk_size_bytes: 64 * 1024 * 1024 }).catch(() => undefined);
     await pausedAt('disk.copied');
     expect(fs.existsSync(path.join(pools.p2, '.hostd-lxc/containers', String(base), 'disk.img.new'))).to.equal(true);
@@ -159,7 +160,7 @@ describe('lxc runtime: crash safety and restarts', function () {
 
   it('killed during template capture and image import: no image appears, no work dir stays', async () => {
     await env.d.stop();
-    await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'template.packed' });
+    await boot({ HOSTD_TEST_PAUSE_AT: 'lxc.template.packed' });
     const r = await env.req('POST', `/lxc/${base}/template`, { image_id: 'half' });
     expect(r.status).to.equal(201);
     await pausedAt('template.packed');
@@ -168,7 +169,7 @@ describe('lxc runtime: crash safety and restarts', function () {
     expect(busy.status).to.equal(409);
     expect(busy.body).to.deep.equal({ error: `container ${base} is busy: template capture in progress` });
     await env.d.kill();
-    await boot({ HOSTD_TEST_LXC_PAUSE_AT: 'import.copied' });
+    await boot({ HOSTD_TEST_PAUSE_AT: 'lxc.import.copied' });
     void hostctl(dataDir, ['lxc', 'image', 'import', env.image.rootfs, '--id', 'half2', '--no-wait']);
     await pausedAt('import.copied');
     await env.d.kill();

@@ -9,8 +9,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { streamArch } from '../../../daemon/lxc/lxc/simplestreams.js';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
+import { streamArch } from '../../../daemon/lxc/lxc-tools/simplestreams.js';
+import { cleanupLxc, lxcEnv, requireLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
 import { busyboxImage } from '../../helpers/lxc-image.js';
 
 describe('lxc runtime: image catalog and downloads (simplestreams)', function () {
@@ -20,7 +20,7 @@ describe('lxc runtime: image catalog and downloads (simplestreams)', function ()
   let requests: string[] = [];
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     const img = busyboxImage();
     const arch = streamArch(process.arch);
     const file = (sha256: string) => ({ 'root.tar.xz': { ftype: 'root.tar.xz', path: 'images/busybox/root.tar.xz', sha256, size: img.size } });

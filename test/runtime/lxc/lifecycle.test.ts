@@ -6,9 +6,13 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cgroupDir, cleanupLxc, lxcEnv, initPid, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cgroupDir, cleanupLxc, lxcEnv, initPid, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually } from '../../helpers/daemon.js';
 import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
+
+
+/** The registry's rule for container names, as the 400 states it. */
+const NAME_RULE = "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
 
 describe('lxc runtime: create, lifecycle, exec, stats', function () {
   this.timeout(120_000);
@@ -17,7 +21,7 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   let shared: string;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     env = await lxcEnv();
     // Containers mount managed folders (or lxc.mount_roots), never a bare pool directory.
     shared = (await env.folder('shared')).path;
@@ -57,12 +61,13 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   it('refuses bad arguments with 400 naming them', async () => {
     const base = { template: 'bb' };
     const cases: Array<[Record<string, unknown>, string]> = [
-      [{ name: 'a/b' }, "argument 'name' must not contain slashes"],
-      [{ name: 'a\nb' }, "argument 'name' must not contain newlines"],
-      [{ name: '..' }, "argument 'name' must not be a path traversal ('.' or '..')"],
-      [{ name: 'svc-lxc-7' }, "argument 'name' must not start with 'svc-lxc-' (reserved for LXC's own container names)"],
+      // One rule for names (the registry's resourceName), one message for every way of breaking it.
+      [{ name: 'a/b' }, `argument 'name' ${NAME_RULE}`],
+      [{ name: 'a\nb' }, `argument 'name' ${NAME_RULE}`],
+      [{ name: '..' }, `argument 'name' ${NAME_RULE}`],
+      [{ name: 'svc-lxc-7' }, `argument 'name' ${NAME_RULE}`],
       [{ name: 'x'.repeat(129) }, "argument 'name' must be at most 128 characters"],
-      [{ name: 'ok', ip_address: '10.0.0.300' }, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix"],
+      [{ name: 'ok', ip_address: '10.0.0.300' }, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty"],
       [{ name: 'ok', ip_address: '10.0.0.2/24' }, "argument 'ip_address' needs network_type bridged"],
       [{ name: 'ok', environment: { 'BAD-KEY': 'x' } }, "argument 'environment' has a variable name that is not [A-Za-z_][A-Za-z0-9_]*"],
       [{ name: 'ok', disk_size_bytes: 1000 }, "argument 'disk_size_bytes' must be 0 or at least 33554432 (32 MiB)"],
@@ -303,10 +308,11 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   });
 
   it('PATCH: new_name rules, live CPU and memory, network needs a restart', async () => {
+    // One rule for names (the registry's resourceName), one message for every way of breaking it.
     for (const [new_name, error] of [
-      ['a/b', "argument 'new_name' must not contain slashes"],
-      ['x\u0000', "argument 'new_name' must not contain NUL bytes"],
-      ['SVC-LXC-1', "argument 'new_name' must not start with 'svc-lxc-' (reserved for LXC's own container names)"],
+      ['a/b', `argument 'new_name' ${NAME_RULE}, or null`],
+      ['x\u0000', `argument 'new_name' ${NAME_RULE}, or null`],
+      ['SVC-LXC-1', `argument 'new_name' ${NAME_RULE}, or null`],
     ]) {
       const r = await env.req('PATCH', ct(), { new_name });
       expect(r.status, new_name).to.equal(400);

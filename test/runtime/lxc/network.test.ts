@@ -13,7 +13,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { tempDir } from '../../helpers/daemon.js';
 
 describe('lxc runtime: bridged networking with static addresses', function () {
@@ -24,7 +24,7 @@ describe('lxc runtime: bridged networking with static addresses', function () {
   let b: number;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     execFileSync('ip', ['netns', 'add', ns]);
     const inNs = (...args: string[]) => execFileSync('ip', ['-n', ns, ...args]);
     inNs('link', 'set', 'lo', 'up');
@@ -61,7 +61,7 @@ describe('lxc runtime: bridged networking with static addresses', function () {
     expect(r2.body.container.network).to.deep.include({ bridge: 'br0', bridge_is_default: false, ip_address: '10.77.0.3/24' });
     const bad = await env.req('POST', '/lxc', { name: 'net c', template: 'bb', ip_address: '10.77.0.4/24', gateway: '10.88.0.1' });
     expect(bad.status).to.equal(400);
-    expect(bad.body).to.deep.equal({ error: "argument 'gateway' must be inside the subnet of ip_address" });
+    expect(bad.body).to.deep.equal({ error: "argument 'gateway' is outside 10.77.0.4/24" });
   });
 
   it('writes the network settings into the guest before it boots', async () => {

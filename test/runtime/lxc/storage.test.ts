@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
 
 const MiB = 1024 * 1024;
 
@@ -14,7 +14,7 @@ describe('lxc runtime: disk limits, clones, moves, templates, images', function 
   let env: LxcEnv;
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     env = await lxcEnv({ pools: ['p1', 'p2'] });
   });
   after(cleanupLxc);
@@ -111,7 +111,7 @@ describe('lxc runtime: disk limits, clones, moves, templates, images', function 
       expect(running.body).to.deep.equal({ error: `container ${src} is running; a clone needs the source stopped` });
       await ok('POST', `/lxc/${src}/stop`);
       const idTaken = await env.req('POST', `/lxc/${src}/clone`, { source_lxcid: src, name: 'copy' });
-      expect({ status: idTaken.status, body: idTaken.body }).to.deep.equal({ status: 409, body: { error: `lxcid ${src} is taken` } });
+      expect({ status: idTaken.status, body: idTaken.body }).to.deep.equal({ status: 409, body: { error: `lxcid ${src} is taken (by the source container itself); the path id names the new container` } });
       const noSource = await env.req('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src + 99, name: 'copy' });
       expect(noSource.status).to.equal(404);
       const taken = await env.req('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src, name: 'ORIGIN' });
@@ -144,7 +144,7 @@ describe('lxc runtime: disk limits, clones, moves, templates, images', function 
       expect(same.body).to.deep.equal({ error: `container ${clone} is on storage 'p1' already` });
       const r = await env.req('POST', `/lxc/${clone}/move`, { storage_id: 'p2' });
       expect(r.status).to.equal(200);
-      expect(r.body.task).to.include({ kind: 'lxc.move', resource: `lxc/${clone}` });
+      expect(r.body.task).to.include({ kind: 'lxc.container.move', resource: `lxc/${clone}` });
       const t = await waitTask(env, r.body.task.task_id);
       expect(t.state, t.error).to.equal('succeeded');
       expect(t.progress).to.equal(100);

@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { HostGuard, hostMounts } from '../../helpers/host-guard.js';
 import { tempDir, type Reply } from '../../helpers/daemon.js';
-import { cleanupLxc, lxcEnv, skipWithoutLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { MOUNT_RULE } from '../../../daemon/lxc/containment.js';
 
 /** release_agent of every v1 hierarchy (what the cgroup escape writes). */
@@ -65,7 +65,7 @@ describe('security: LXC escalation attempts, one token per scope', function () {
   };
 
   before(async function () {
-    skipWithoutLxc(this);
+    await requireLxc(this);
     env = await lxcEnv();
     tok.read = await env.d.token('esc-read', ['lxc.read']);
     tok.manage = await env.d.token('esc-manage', ['lxc.manage']);
@@ -175,21 +175,26 @@ describe('security: LXC escalation attempts, one token per scope', function () {
   it('newline injection into names, environment, bridges, addresses and paths is 400; no config carries it', async () => {
     const inject = `lxc.mount.entry = / mnt/host none bind 0 0 # ${crypto.randomBytes(4).toString('hex')}`;
     const nl = `\n${inject}`;
+    // The registry's shared rules (one message per rule, whatever breaks it).
+    const NAME_RULE = "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
+    const BRIDGE_RULE = "argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..'), or empty";
     const create: Array<[Record<string, unknown>, string]> = [
-      [{ name: `a${nl}` }, "argument 'name' must not contain newlines"],
+      [{ name: `a${nl}` }, `argument 'name' ${NAME_RULE}`],
       [{ name: 'e', environment: { A: `x${nl}` } }, "argument 'environment' has a value with a newline or NUL byte"],
       [{ name: 'e', environment: { [`A${nl}`]: 'x' } }, "argument 'environment' has a variable name that is not [A-Za-z_][A-Za-z0-9_]*"],
-      [{ name: 'b', network_bridge: `br0${nl}` }, "argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-])"],
-      [{ name: 'i', network_type: 'none', ip_address: `10.0.0.2/24${nl}` }, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix"],
+      [{ name: 'b', network_bridge: `br0${nl}` }, "argument 'network_bridge' must be at most 15 characters"],
+      [{ name: 'b', network_bridge: 'br\n0' }, BRIDGE_RULE],
+      [{ name: 'i', network_type: 'none', ip_address: `10.0.0.2/24${nl}` }, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty"],
       [{ name: 'd', dns_servers: [`10.0.0.1${nl}`] }, "argument 'dns_servers[0]' must be an IPv4 or IPv6 address"],
-      [{ name: 'm', mount_points: [{ host_path: share.path, container_path: `/mnt/x${nl}`, read_only: false }] }, "argument 'mount_points[0].container_path' must not contain control characters"],
+      [{ name: 'm', mount_points: [{ host_path: share.path, container_path: `/mnt/x${nl}`, read_only: false }] }, "argument 'mount_points[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments"],
       [{ name: 'm', mount_points: [{ host_path: `${share.path}${nl}`, container_path: '/mnt/x', read_only: false }] }, "argument 'mount_points[0].host_path' must be an absolute host path without control characters"],
     ];
     for (const [args, error] of create) expectError(await as(tok.both)('POST', '/lxc', { template: 'bb', ...args }), 400, error, JSON.stringify(args));
-    expectError(await as(tok.both)('POST', '/lxc', { name: 't', template: `bb${nl}` }), 400, "argument 'template' must be 1-128 of [A-Za-z0-9._-], starting with a letter or digit");
+    expectError(await as(tok.both)('POST', '/lxc', { name: 't', template: `bb${nl}` }), 400, "argument 'template' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'");
     const patch: Array<[Record<string, unknown>, string]> = [
-      [{ new_name: `v${nl}` }, "argument 'new_name' must not contain newlines"],
-      [{ network_bridge: `br0${nl}` }, "argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-])"],
+      [{ new_name: `v${nl}` }, `argument 'new_name' ${NAME_RULE}, or null`],
+      [{ network_bridge: `br0${nl}` }, "argument 'network_bridge' must be at most 15 characters"],
+      [{ network_bridge: 'br\n0' }, BRIDGE_RULE],
       [{ dns_servers: [`1.1.1.1${nl}`] }, "argument 'dns_servers[0]' must be an IPv4 or IPv6 address"],
     ];
     for (const [args, error] of patch) expectError(await as(tok.both)('PATCH', `/lxc/${victim}`, args), 400, error, JSON.stringify(args));

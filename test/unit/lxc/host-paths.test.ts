@@ -8,11 +8,11 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { INTERNAL_PREFIX, internalDirName, isInternalName, judgeHostPath, LEGACY_INTERNAL_NAMES, realRoots, type HostPathPolicy } from '../../daemon/lib/host-paths.js';
-import { checkNotInternal } from '../../daemon/folders/names.js';
-import { checkNewMounts, mountPolicy, mountViolation, violations, MOUNT_RULE } from '../../daemon/lxc/containment.js';
-import { INTERNAL_DIR } from '../../daemon/lxc/lxc/storage.js';
-import type { ContainerRecord } from '../../daemon/lxc/model.js';
+import { INTERNAL_PREFIX, internalDirName, isInternalName, judgeHostPath, LEGACY_INTERNAL_NAMES, realRoots, type HostPathPolicy } from '../../../daemon/lib/host-paths.js';
+import { checkNotInternal } from '../../../daemon/folders/names.js';
+import { checkNewMounts, mountPolicy, mountViolation, violations, MOUNT_RULE } from '../../../daemon/lxc/containment.js';
+import { INTERNAL_DIR } from '../../../daemon/lxc/lxc-tools/storage.js';
+import type { ContainerRecord } from '../../../daemon/lxc/model.js';
 
 const refusal = async (p: Promise<unknown>): Promise<{ status: number; message: string }> => {
   try {

@@ -11,9 +11,12 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { run, runBounded, ProgramError } from '../../lib/run.js';
 import { internal } from '../../lib/errors.js';
+import type { ContainerTools, ExecResult, HostFacts, LxcState, RootfsPlacement } from '../driver.js';
+import type { ContainerRecord } from '../model.js';
+import { lxcNameOf } from '../naming.js';
 import { CgroupReader, parseFibTrieLocal, parseIfInet6, parseNetDev } from './cgroups.js';
-
-import type { ContainerTools, ExecResult, LxcState } from '../driver.js';
+import { CPU_PERIOD_US, renderConfig } from './config.js';
+import { stagingEntry } from './mounts.js';
 
 const INSTALL = 'the lxc package';
 
@@ -31,8 +34,22 @@ export function parseLxcInfo(text: string): { state: LxcState | null; pid: numbe
   return { state, pid, ips };
 }
 
+export interface ToolsDeps {
+  cgroups: CgroupReader;
+  /** What the host has (the driver's cache): which cgroup keys LXC honours, AppArmor. */
+  host: () => Promise<HostFacts>;
+  /** The cgroup paths (relative to each hierarchy's root) a container's config names. */
+  cgroupDirs: (lxcid: number) => { container: string; monitor: string };
+  /** Removes a path, unmounting anything below it first. */
+  remove: (p: string) => Promise<void>;
+}
+
 export class LxcTools implements ContainerTools {
-  constructor(readonly lxcPath: string, readonly cgroups: CgroupReader) {}
+  private readonly cgroups: CgroupReader;
+
+  constructor(readonly lxcPath: string, private readonly d: ToolsDeps) {
+    this.cgroups = d.cgroups;
+  }
 
   confDir(name: string): string {
     return path.join(this.lxcPath, name);
@@ -44,8 +61,27 @@ export class LxcTools implements ContainerTools {
     return path.join(this.confDir(name), 'lxc.log');
   }
 
-  /** Writes the config atomically (temporary file, fsync, rename); 0600: it holds the environment. */
-  async writeConfig(name: string, text: string): Promise<boolean> {
+  /** Renders the container's config (config.ts) and writes it atomically (temporary file, fsync, rename); 0600: it holds the environment. */
+  async writeConfig(rec: ContainerRecord, at: { rootfs: RootfsPlacement; bridge: string | null }): Promise<boolean> {
+    const name = lxcNameOf(rec.lxcid);
+    const host = await this.d.host();
+    const text = renderConfig({
+      rec,
+      lxcName: name,
+      rootfs: at.rootfs.kind === 'loop' ? `loop:${at.rootfs.path}` : `dir:${at.rootfs.path}`,
+      bridge: at.bridge,
+      logFile: this.logFile(name),
+      cgroupDirs: this.d.cgroupDirs(rec.lxcid),
+      host: { cgroupKeys: host.cgroups.version === 'v2' ? 'v2' : 'v1', apparmor: host.apparmor },
+      mountIsDir: (m) => {
+        try {
+          return fs.statSync(m.host_path).isDirectory();
+        } catch {
+          return true;
+        }
+      },
+      mountSource: (i) => stagingEntry(this.confDir(name), i),
+    });
     const file = this.configFile(name);
     try {
       if ((await fsp.readFile(file, 'utf8')) === text) return false;
@@ -65,8 +101,9 @@ export class LxcTools implements ContainerTools {
     return true;
   }
 
+  /** Removes the container's directory; mount staging a crash left below it is unmounted first. */
   async removeConfig(name: string): Promise<void> {
-    await fsp.rm(this.confDir(name), { recursive: true, force: true });
+    await this.d.remove(this.confDir(name));
   }
 
   /** Names of container dirs under the lxcpath. */
@@ -137,8 +174,13 @@ export class LxcTools implements ContainerTools {
     await run('lxc-unfreeze', this.base(name), { timeoutMs: 30_000, install: INSTALL });
   }
 
-  async setCgroup(name: string, key: string, value: string): Promise<void> {
-    await run('lxc-cgroup', [...this.base(name), key, value], { timeoutMs: 15_000, install: INSTALL });
+  /** Live CPU and memory limits of a running container (lxc-cgroup, with the keys of this host's cgroup layout). */
+  async setLimits(name: string, limits: { cpuCores?: number; memoryMb?: number }): Promise<void> {
+    const keys = [
+      ...(limits.cpuCores ? this.cgroups.cpuLimitKeys(limits.cpuCores, CPU_PERIOD_US) : []),
+      ...(limits.memoryMb ? this.cgroups.memoryLimitKeys(limits.memoryMb) : []),
+    ];
+    for (const [k, v] of keys) await run('lxc-cgroup', [...this.base(name), k, v], { timeoutMs: 15_000, install: INSTALL });
   }
 
   /**

@@ -3,12 +3,12 @@
  * network tools agree with its record: /etc/hostname, /etc/hosts' own line,
  * /etc/resolv.conf, /etc/network/interfaces (ifupdown and busybox ifup) and
  * /etc/systemd/network/eth0.network (systemd-networkd). Pure rendering; which
- * of them is written depends on what the rootfs has (rootfs.ts).
+ * of them is written depends on what the rootfs has (network.ts).
  *
  * LXC also sets a static address on eth0 itself before init runs
  * (lxc.net.0.ipv4.address), so a guest with no network tool still has it.
  */
-import type { NetworkSettings } from '../model.js';
+import type { NetworkSettings } from './model.js';
 
 export const MANAGED_MARK = '# Managed by hostd (network settings of this container); rewritten when they change.';
 

@@ -12,6 +12,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import type { CgroupFigures } from '../driver.js';
 
 export type CgroupVersion = 'v1' | 'hybrid' | 'v2';
 
@@ -146,7 +147,7 @@ export function parseProcCgroup(text: string): Record<string, string> {
   return out;
 }
 
-export class CgroupReader {
+export class CgroupReader implements CgroupFigures {
   private readonly own: Record<string, string>;
 
   /**

@@ -23,14 +23,12 @@ import path from 'node:path';
 import { constants as C } from 'node:fs';
 import { run } from '../../lib/run.js';
 import { conflict, internal } from '../../lib/errors.js';
+import type { Compression, ContainerPaths, RootfsPlacement, RootfsStorage } from '../driver.js';
 import type { IdRange } from '../settings.js';
 
 export const INTERNAL_DIR = '.hostd-lxc';
 /** statfs f_type of ZFS. */
 export const ZFS_MAGIC = 0x2fc12fc1;
-
-import type { Compression, RootfsStorage } from '../driver.js';
-export type { Compression };
 
 export function poolRoot(poolPath: string): string {
   return path.join(poolPath, INTERNAL_DIR);
@@ -98,7 +96,55 @@ export class Storage implements RootfsStorage {
   /** Directories already made traversable for a uid in this process. */
   private readonly traversable = new Set<string>();
 
-  constructor(private readonly log: { info(o: object, m: string): void; warn(o: object, m: string): void }) {}
+  constructor(private readonly log: { info(o: object, m: string): void; warn(o: object, m: string): void; error(o: object, m: string): void }) {}
+
+  containerPaths(poolPath: string, lxcid: number): ContainerPaths {
+    const dir = containerDir(poolPath, lxcid);
+    return { dir, rootfs: path.join(dir, 'rootfs'), img: path.join(dir, 'disk.img') };
+  }
+
+  zfsImageMount(poolPath: string, imageId: string): string {
+    return path.join(poolRoot(poolPath), 'zfs-images', imageId);
+  }
+
+  /** A container's directory in its pool: 0711, traversable for its root, not listable. */
+  async makeContainerDir(dir: string): Promise<void> {
+    await fsp.mkdir(dir, { mode: 0o711 });
+  }
+
+  /** Removes every entry of the pool's work dir (mounts below are unmounted first); errors are logged per entry. */
+  async clearWorkDirs(poolPath: string): Promise<void> {
+    const tr = tmpRoot(poolPath);
+    let names: string[] = [];
+    try {
+      names = await fsp.readdir(tr);
+    } catch {
+      return;
+    }
+    for (const n of names) await this.remove(path.join(tr, n)).catch((err) => this.log.error({ err, dir: path.join(tr, n) }, 'lxc: cannot remove a work dir'));
+  }
+
+  async withRootfs<T>(poolPath: string, at: RootfsPlacement, readOnly: boolean, fn: (root: string) => Promise<T>): Promise<T> {
+    if (at.kind !== 'loop') return fn(at.path);
+    const tmp = await this.makeTmp(poolPath);
+    try {
+      return await this.withMounted(at.path, tmp, readOnly, fn);
+    } finally {
+      await this.remove(tmp);
+    }
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    await fsp.rename(from, to);
+  }
+
+  async exists(p: string): Promise<boolean> {
+    return fs.existsSync(p);
+  }
+
+  async isZfs(p: string): Promise<boolean> {
+    return (await this.fsType(p)) === ZFS_MAGIC;
+  }
 
   /** Makes hostd's directory tree in a pool (0711: traversable, not listable). */
   async preparePool(poolPath: string): Promise<void> {
@@ -427,7 +473,7 @@ export class Storage implements RootfsStorage {
   }
 
   /** The filesystem type of a path (statfs f_type). */
-  async fsType(p: string): Promise<number | null> {
+  private async fsType(p: string): Promise<number | null> {
     try {
       return (await fsp.statfs(p)).type;
     } catch {

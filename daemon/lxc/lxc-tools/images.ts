@@ -3,7 +3,8 @@
  * the rootfs tarball and `image.json`. The disk is the source of truth (a pool
  * carried to another host brings its images): an image appears only by an
  * atomic rename of a finished work dir, so a crash never leaves half an image
- * in the list.
+ * in the list. Also the image server: its simplestreams catalog (cached 30 s;
+ * simplestreams.ts reads the format) and downloads checked against it.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -12,12 +13,14 @@ import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { PoolConfig } from '../../config.js';
-import { badRequest, unavailable } from '../../lib/errors.js';
-import { IMAGE_ID } from '../validate.js';
-import type { ImageFiles, ImageMeta, ImageRef } from '../driver.js';
-import { compressionOf, imagesDir, readHead, TAR_SUFFIX } from './storage.js';
+import { ApiError, badRequest, unavailable } from '../../lib/errors.js';
+import type { CatalogEntry, Compression, ImageFiles, ImageMeta, ImageRef } from '../driver.js';
+import { isImageId } from '../naming.js';
+import { catalogEntries, fileUrl, productPaths, streamArch, StreamFormatError } from './simplestreams.js';
+import { compressionOf, imagesDir, readHead, TAR_SUFFIX, tmpRoot } from './storage.js';
 
-export type { ImageMeta, ImageRef };
+/** How long a catalog read from the image server is kept. */
+const CATALOG_TTL_MS = 30_000;
 
 export const META_FILE = 'image.json';
 
@@ -51,8 +54,27 @@ function hasher(onBytes: (n: number) => void): { stage: Transform; digest: () =>
   return { stage, digest: () => h.digest('hex'), bytes: () => n };
 }
 
+async function fetchJson(url: string): Promise<unknown> {
+  let res: Response;
+  try {
+    res = await fetch(url, { signal: AbortSignal.timeout(20_000) });
+  } catch (err) {
+    throw unavailable(`cannot reach the image server: ${(err as Error).message}`);
+  }
+  if (!res.ok) throw unavailable(`the image server answered ${res.status} for ${new URL(url).pathname}`);
+  try {
+    return await res.json();
+  } catch {
+    throw unavailable(`the image server sent something that is not JSON at ${new URL(url).pathname}`);
+  }
+}
+
+const unusable = (err: unknown) => unavailable(`the image server's index is not usable: ${(err as Error).message}`);
+
 export class ImageStore implements ImageFiles {
-  constructor(private readonly pools: PoolConfig[]) {}
+  private catalogCache: { at: number; server: string; entries: CatalogEntry[] } | null = null;
+
+  constructor(private readonly pools: PoolConfig[], private readonly remove_: (p: string) => Promise<void>) {}
 
   pool(storageId: string): PoolConfig | undefined {
     return this.pools.find((p) => p.id === storageId);
@@ -75,7 +97,7 @@ export class ImageStore implements ImageFiles {
     for (const pool of this.pools) {
       let names: string[] = [];
       try {
-        names = (await fsp.readdir(imagesDir(pool.path))).filter((n) => IMAGE_ID.test(n)).sort();
+        names = (await fsp.readdir(imagesDir(pool.path))).filter((n) => isImageId(n)).sort();
       } catch {
         continue;
       }
@@ -120,12 +142,43 @@ export class ImageStore implements ImageFiles {
     return final;
   }
 
+  /** One rename takes it out of the list (into the pool's work dir); the rest is clean-up that recovery may finish. */
+  async remove(ref: ImageRef, pool: PoolConfig): Promise<void> {
+    const tmp = path.join(tmpRoot(pool.path), `deleted-${crypto.randomBytes(6).toString('hex')}`);
+    await fsp.rename(ref.dir, tmp);
+    await this.remove_(tmp);
+  }
+
+  async catalog(server: string): Promise<CatalogEntry[]> {
+    const c = this.catalogCache;
+    if (c && c.server === server && Date.now() - c.at < CATALOG_TTL_MS) return c.entries;
+    try {
+      const index = await fetchJson(fileUrl(server, 'streams/v1/index.json'));
+      const entries: CatalogEntry[] = [];
+      for (const p of productPaths(index)) entries.push(...catalogEntries(await fetchJson(fileUrl(server, p)), streamArch(process.arch)));
+      this.catalogCache = { at: Date.now(), server, entries };
+      return entries;
+    } catch (err) {
+      if (err instanceof StreamFormatError) throw unusable(err);
+      throw err;
+    }
+  }
+
+  fileUrl(server: string, entry: CatalogEntry): string {
+    try {
+      return fileUrl(server, entry.file.path);
+    } catch (err) {
+      throw unusable(err);
+    }
+  }
+
   /**
    * Downloads `url` into `dest`, checking the size and SHA-256 the index
-   * gave; progress in bytes. Throws (and leaves `dest` for the caller's
-   * cleanup) on any mismatch, HTTP error or abort.
+   * gave; progress in bytes; answers the tarball's compression. Throws (and
+   * leaves `dest` for the caller's cleanup) on any mismatch, HTTP error,
+   * abort, or a file that is not a tar archive.
    */
-  async download(url: string, dest: string, want: { sha256: string; size: number }, signal: AbortSignal, progress: (bytes: number, total: number) => void): Promise<void> {
+  async download(url: string, dest: string, want: { sha256: string; size: number }, signal: AbortSignal, progress: (bytes: number, total: number) => void): Promise<Compression> {
     let res: Response;
     try {
       res = await fetch(url, { signal, redirect: 'follow' });
@@ -142,6 +195,18 @@ export class ImageStore implements ImageFiles {
     if (h.bytes() !== want.size) throw new Error(`size mismatch: got ${h.bytes()} bytes, the index gives ${want.size}`);
     const got = h.digest();
     if (got !== want.sha256) throw new Error(`checksum mismatch: SHA-256 ${got} differs from the index's ${want.sha256}`);
+    const comp = compressionOf(await readHead(dest));
+    if (!comp) throw new Error('the downloaded file is not a tar archive');
+    return comp;
+  }
+
+  async checkSource(src: string): Promise<void> {
+    try {
+      if (!(await fsp.stat(src)).isFile()) throw badRequest(`'${src}' is not a regular file`);
+    } catch (err) {
+      if (err instanceof ApiError) throw err;
+      throw badRequest(`cannot read '${src}'`);
+    }
   }
 
   /** Copies a local tarball into `workDir` under its canonical name, hashing it; returns the meta basics. */

@@ -6,8 +6,9 @@
 import fs from 'node:fs';
 import { run, which } from '../../lib/run.js';
 import { availableAs, missing, type Availability } from '../../lib/availability.js';
-import { missingControllers, readCgroupLayout, type CgroupLayout } from './cgroups.js';
+import { CGROUPS, IDMAP, type HostFacts } from '../driver.js';
 import type { IdRange } from '../settings.js';
+import { missingControllers, readCgroupLayout } from './cgroups.js';
 
 /** Programs hostd runs, what each is for, and the package that has it. */
 export const PROGRAMS: Array<{ name: string; pkg: string; for: string; versionArgs?: string[]; optional?: boolean }> = [
@@ -38,16 +39,6 @@ export interface IdmapStatus {
   uid_range: { start: number; count: number } | null;
   gid_range: { start: number; count: number } | null;
   reason: string | null;
-}
-
-export interface HostFactsFull {
-  programs: Availability[];
-  lxcVersion: string | null;
-  cgroups: CgroupLayout;
-  cgroupMissing: string[];
-  apparmor: boolean;
-  selinux: 'enforcing' | 'permissive' | null;
-  idmap: IdmapStatus;
 }
 
 /** root's ranges in an /etc/subuid-style text. */
@@ -98,7 +89,7 @@ export function idmapStatus(subuid: string, subgid: string, want: IdRange | null
   return { ready: true, uid_range: u, gid_range: g, range: { uid: u.start, gid: g.start, count: 65536 }, reason: null };
 }
 
-export async function probeHost(want: IdRange | null): Promise<HostFactsFull & { idrange: IdRange | null }> {
+export async function probeHost(want: IdRange | null): Promise<HostFacts> {
   const programs = await Promise.all(
     PROGRAMS.map(async (p): Promise<Availability> => {
       const at = await which(p.name);
@@ -124,11 +115,46 @@ export async function probeHost(want: IdRange | null): Promise<HostFactsFull & {
   return {
     programs,
     lxcVersion: programs.find((p) => p.name === 'lxc-start')?.version ?? null,
-    cgroups,
+    cgroups: { version: cgroups.version, controllers: cgroups.controllers },
     cgroupMissing: missingControllers(cgroups),
     apparmor,
     selinux,
     idmap,
     idrange: range,
   };
+}
+
+/**
+ * What availability() reports: the programs, and two entries for what the
+ * containers need besides them (the cgroup controllers mounted, root's
+ * subordinate id range), so that a call missing either is a 503 naming it,
+ * the same way as a missing program.
+ */
+export function availabilityOf(h: HostFacts): Availability[] {
+  const cg = h.cgroupMissing.length
+    ? missing(CGROUPS, `the cgroup controllers ${h.cgroupMissing.join(', ')} are not mounted (LXC needs them for limits, freeze and stats)`)
+    : availableAs(CGROUPS, h.cgroups.version);
+  const idm = h.idmap.ready ? availableAs(IDMAP, null) : missing(IDMAP, `unprivileged containers cannot run: ${h.idmap.reason}`);
+  return [...h.programs, cg, idm];
+}
+
+/**
+ * Whether `name` is a bridge in hostd's network namespace: /sys/class/net says
+ * so at once; when it does not (sysfs mounted for another namespace, as under
+ * nsenter), `ip -d link` asks the kernel of this namespace.
+ */
+export async function bridgeExists(name: string): Promise<boolean> {
+  try {
+    if (fs.statSync(`/sys/class/net/${name}/bridge`).isDirectory()) return true;
+  } catch {
+    /* ask ip */
+  }
+  try {
+    const r = await run('ip', ['-d', '-j', 'link', 'show', 'dev', name], { timeoutMs: 10_000, okCodes: [0, 1, 255] });
+    if (r.code !== 0) return false;
+    const links = JSON.parse(r.stdout) as Array<{ linkinfo?: { info_kind?: string } }>;
+    return links.some((l) => l.linkinfo?.info_kind === 'bridge');
+  } catch {
+    return false;
+  }
 }

@@ -11,9 +11,12 @@
  * - cgroup limits with v1 keys (`lxc.cgroup.*`) on v1 and hybrid hosts and v2
  *   keys (`lxc.cgroup2.*`) on unified hosts: LXC ignores the other kind;
  * - AppArmor: LXC's generated profile where the kernel has AppArmor, else
- *   unconfined (there is nothing to confine with).
+ *   unconfined (there is nothing to confine with);
+ * - mount points: LXC binds each one's staging entry, never the host path
+ *   itself (mounts.ts says why).
  */
 import type { ContainerRecord, MountPoint } from '../model.js';
+import { hostnameOf } from '../naming.js';
 
 export interface HostFacts {
   /** Which cgroup keys LXC honours: v1 for legacy and hybrid hierarchies. */
@@ -34,25 +37,17 @@ export interface RenderInput {
   host: HostFacts;
   /** Whether each mount point's host path is a directory (else a file). */
   mountIsDir: (m: MountPoint) => boolean;
+  /**
+   * What LXC mounts for mount point `index`: its staging entry, on which the
+   * start binds the descriptor of the checked host path (mounts.ts).
+   */
+  mountSource: (index: number) => string;
 }
 
 export const COMMON_CONF = '/usr/share/lxc/config/common.conf';
 /** Capabilities dropped in every container (common.conf's list). */
 export const DROPPED_CAPS = ['mac_admin', 'mac_override', 'sys_time', 'sys_module', 'sys_rawio'];
 export const CPU_PERIOD_US = 100_000;
-
-/** A hostname from a free-form container name: lowercase letters, digits and '-', at most 63. */
-export function hostnameOf(name: string, lxcid: number): string {
-  const h = name
-    .toLowerCase()
-    .normalize('NFKD')
-    .replace(/[^a-z0-9-]+/g, '-')
-    .replace(/-+/g, '-')
-    .replace(/^-|-$/g, '')
-    .slice(0, 63)
-    .replace(/-$/, '');
-  return h || `ct${lxcid}`;
-}
 
 /** fstab-style escaping for lxc.mount.entry fields (space, tab and backslash as octal). */
 export function escapeMountField(p: string): string {
@@ -132,10 +127,10 @@ export function renderConfig(input: RenderInput): string {
 
   for (const [k, v] of Object.entries(rec.environment)) set('lxc.environment', `${k}=${v}`);
 
-  for (const m of rec.mount_points) {
+  for (const [i, m] of rec.mount_points.entries()) {
     const opts = ['bind', input.mountIsDir(m) ? 'create=dir' : 'create=file'];
     if (m.read_only) opts.push('ro');
-    set('lxc.mount.entry', `${escapeMountField(m.host_path)} ${escapeMountField(m.container_path.replace(/^\/+/, ''))} none ${opts.join(',')} 0 0`);
+    set('lxc.mount.entry', `${escapeMountField(input.mountSource(i))} ${escapeMountField(m.container_path.replace(/^\/+/, ''))} none ${opts.join(',')} 0 0`);
   }
 
   set('lxc.start.auto', rec.autostart ? 1 : 0);

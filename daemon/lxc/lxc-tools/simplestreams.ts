@@ -6,26 +6,10 @@
  * uses the rootfs tarball item (`root.tar.xz` and kin). Pure functions.
  */
 
-export interface StreamFile {
-  path: string;
-  sha256: string;
-  size: number;
-  ftype: string;
-}
+import type { CatalogEntry } from '../driver.js';
+import { isImageId } from '../naming.js';
 
-export interface CatalogEntry {
-  image_id: string;
-  product: string;
-  os: string | null;
-  release: string | null;
-  arch: string | null;
-  variant: string | null;
-  version: string;
-  aliases: string[];
-  size_bytes: number;
-  sha256: string;
-  file: StreamFile;
-}
+type StreamFile = CatalogEntry['file'];
 
 /** Rootfs tarball item types, best first. */
 export const ROOTFS_FTYPES = ['root.tar.xz', 'rootfs.tar.xz', 'root.tar.zst', 'rootfs.tar.zst', 'root.tar.gz', 'rootfs.tar.gz', 'root.tar', 'rootfs.tar'];
@@ -50,9 +34,15 @@ export function productPaths(index: unknown): string[] {
   return out;
 }
 
-/** The image id hostd uses for a product: its key with every character outside [A-Za-z0-9._-] made '-'. */
+/**
+ * The image id hostd uses for a product: its key with every run of
+ * characters outside [A-Za-z0-9._-] made '-' (and of dots made one dot);
+ * empty when that is not an image id (longer than 64): such a product is left
+ * out of the catalog.
+ */
 export function imageIdOf(product: string): string {
-  return product.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 128);
+  const id = product.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/\.{2,}/g, '.').replace(/^[^A-Za-z0-9]+/, '');
+  return isImageId(id) ? id : '';
 }
 
 /** Node's process.arch as image servers name it. */

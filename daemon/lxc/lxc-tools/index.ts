@@ -1,0 +1,50 @@
+/**
+ * The LXC driver on the real programs (lxc-tools: the folder drives the lxc-*
+ * programs, hence its name): the lxc-* tools (tools.ts, config.ts), cgroup
+ * files (cgroups.ts), mount points pinned by descriptor (mounts.ts), rootfs
+ * storage with tar, e2fsprogs and loop mounts (storage.ts), image files and
+ * the image server (images.ts, simplestreams.ts), ZFS (zfs.ts), and what the
+ * host has (host.ts), probed into one short cache.
+ */
+import crypto from 'node:crypto';
+import type { Logger } from 'pino';
+import type { PoolConfig } from '../../config.js';
+import { ProbeCache } from '../../lib/availability.js';
+import type { LxcDriver } from '../driver.js';
+import type { LxcSettings } from '../settings.js';
+import { CgroupReader, readCgroupLayout } from './cgroups.js';
+import { availabilityOf, bridgeExists, probeHost } from './host.js';
+import { ImageStore } from './images.js';
+import { MountPins } from './mounts.js';
+import { Storage } from './storage.js';
+import { LxcTools } from './tools.js';
+import { Zfs } from './zfs.js';
+
+/** The cgroup group of one lxcpath: containers of two hostd instances never share a cgroup. */
+export function cgroupGroup(lxcPath: string): string {
+  return `hostd-${crypto.createHash('sha256').update(lxcPath).digest('hex').slice(0, 10)}`;
+}
+
+export function createLxcDriver(settings: LxcSettings, pools: PoolConfig[], log: Logger): LxcDriver {
+  const group = cgroupGroup(settings.lxcPath);
+  const cgroups = new CgroupReader(readCgroupLayout(), (name) => `${group}/ct-${name.replace(/^svc-lxc-/, '')}`, group);
+  const probe = new ProbeCache(() => probeHost(settings.idmap));
+  const host = (opts?: { fresh?: boolean }) => probe.get(opts);
+  const storage = new Storage(log);
+  const remove = (p: string) => storage.remove(p);
+  const tools = new LxcTools(settings.lxcPath, {
+    cgroups, host, remove,
+    cgroupDirs: (lxcid) => ({ container: `${group}/ct-${lxcid}`, monitor: `${group}/mon-${lxcid}` }),
+  });
+  return {
+    availability: async (opts) => availabilityOf(await host(opts)),
+    host,
+    bridgeExists,
+    tools,
+    cgroups,
+    mounts: new MountPins((name) => tools.confDir(name), settings.lxcPath),
+    storage,
+    images: new ImageStore(pools, remove),
+    zfs: new Zfs(),
+  };
+}

@@ -1,0 +1,116 @@
+/**
+ * A fake LXC driver for the service's rules that need no lxc-* program (what
+ * is refused before the runtime is touched, what the service asks of it). It
+ * keeps containers' states in a map and records every call that would change
+ * the host; a method the fake does not model throws, so a test that reaches
+ * one says so. It never replaces the runtime tests (test/runtime/lxc/).
+ */
+import { availableAs, missing, type Availability } from '../../daemon/lib/availability.js';
+import type {
+  CgroupFigures, ContainerTools, HostFacts, ImageFiles, ImageRef, LxcDriver, LxcState, MountStaging, RootfsStorage, ZfsOps,
+} from '../../daemon/lxc/driver.js';
+import { CGROUPS, IDMAP } from '../../daemon/lxc/driver.js';
+import { PROGRAMS } from '../../daemon/lxc/lxc-tools/host.js';
+
+/** An object whose every method throws naming itself: the parts of the driver a test does not model. */
+function notModelled<T extends object>(part: string, impl: Partial<T> = {}): T {
+  return new Proxy(impl as T, {
+    get(target, prop) {
+      if (prop in target) return (target as Record<string | symbol, unknown>)[prop];
+      if (prop === 'then') return undefined;
+      return () => {
+        throw new Error(`the fake LXC driver does not model ${part}.${String(prop)}`);
+      };
+    },
+  });
+}
+
+export class FakeLxcDriver implements LxcDriver {
+  /** Programs reported missing (by availability name), with why. */
+  missing = new Map<string, string>();
+  /** lxc-* state by LXC name; absent is STOPPED. */
+  states = new Map<string, LxcState>();
+  /** Images `images.find` knows. */
+  imageRefs: ImageRef[] = [];
+  /** Calls that would change the host, in order (`start svc-lxc-7`, `unfreeze svc-lxc-7`, ...). */
+  calls: string[] = [];
+
+  private readonly facts = (): HostFacts => ({
+    programs: this.programs(),
+    lxcVersion: '5.0.2',
+    cgroups: { version: 'hybrid', controllers: ['cpu', 'memory', 'pids', 'freezer'] },
+    cgroupMissing: [],
+    apparmor: false,
+    selinux: null,
+    idmap: { ready: true, uid_range: { start: 100000, count: 65536 }, gid_range: { start: 100000, count: 65536 }, reason: null },
+    idrange: { uid: 100000, gid: 100000, count: 65536 },
+  });
+
+  private programs(): Availability[] {
+    return [...PROGRAMS.map((p) => p.name), CGROUPS, IDMAP].map((n) => (this.missing.has(n) ? missing(n, this.missing.get(n)!) : availableAs(n, 'fake')));
+  }
+
+  async availability(): Promise<Availability[]> {
+    return this.programs();
+  }
+  async host(): Promise<HostFacts> {
+    return this.facts();
+  }
+  async bridgeExists(): Promise<boolean> {
+    return true;
+  }
+
+  private readonly state = (name: string): LxcState => this.states.get(name) ?? 'STOPPED';
+
+  readonly tools: ContainerTools = notModelled<ContainerTools>('tools', {
+    lxcPath: '/fake/lxc',
+    confDir: (name: string) => `/fake/lxc/${name}`,
+    state: async (name: string) => this.state(name),
+    info: async (name: string) => ({ state: this.state(name), pid: null, ips: [] }),
+    start: async (name: string) => {
+      this.calls.push(`start ${name}`);
+      this.states.set(name, 'RUNNING');
+    },
+    stop: async (name: string) => {
+      this.calls.push(`stop ${name}`);
+      this.states.set(name, 'STOPPED');
+    },
+    freeze: async (name: string) => {
+      this.calls.push(`freeze ${name}`);
+      this.states.set(name, 'FROZEN');
+    },
+    unfreeze: async (name: string) => {
+      this.calls.push(`unfreeze ${name}`);
+      this.states.set(name, 'RUNNING');
+    },
+    writeConfig: async (rec) => {
+      this.calls.push(`writeConfig svc-lxc-${rec.lxcid}`);
+      return true;
+    },
+  });
+
+  readonly cgroups: CgroupFigures = notModelled<CgroupFigures>('cgroups', {
+    fastState: (name: string) => {
+      const s = this.state(name);
+      return s === 'RUNNING' || s === 'FROZEN' ? s : null;
+    },
+    pruneGroup: () => [],
+  });
+
+  readonly mounts: MountStaging = notModelled<MountStaging>('mounts', {
+    pin: async (_name, mounts) => ({ pins: mounts.map((m) => ({ mount: m, real: m.host_path, problem: null })), stage: async () => {}, release: async () => {} }),
+    clearStale: async () => {},
+  });
+
+  readonly storage: RootfsStorage = notModelled<RootfsStorage>('storage', {
+    containerPaths: (poolPath: string, lxcid: number) => ({ dir: `${poolPath}/.hostd-lxc/containers/${lxcid}`, rootfs: `${poolPath}/.hostd-lxc/containers/${lxcid}/rootfs`, img: `${poolPath}/.hostd-lxc/containers/${lxcid}/disk.img` }),
+    ensureTraversable: async () => {},
+  });
+
+  readonly images: ImageFiles = notModelled<ImageFiles>('images', {
+    find: async (id: string, storageId?: string | null) => this.imageRefs.find((r) => r.meta.image_id === id && (!storageId || r.storage_id === storageId)) ?? null,
+    list: async () => this.imageRefs,
+  });
+
+  readonly zfs: ZfsOps = notModelled<ZfsOps>('zfs');
+}

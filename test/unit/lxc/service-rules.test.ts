@@ -1,0 +1,116 @@
+/**
+ * The LXC service's rules that hold before the runtime is touched, on a fake
+ * driver (no lxc-* program runs): a missing program is 503 naming it; an
+ * unknown container is 404, never a 409 about nothing; a name is taken
+ * without regard to case; a privileged container is 403 while the host
+ * turns them off; and a container that breaks a rule now is never let run
+ * again, neither by a start of a frozen one nor by an unfreeze (the fake
+ * records that the runtime was not asked). The same rules on the real
+ * runtime: test/runtime/lxc/ and test/security/lxc/.
+ */
+import { expect } from 'chai';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { noNotes, type CallContext } from '../../../daemon/lib/caller.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
+import { LxcContext } from '../../../daemon/lxc/context.js';
+import type { ContainerRecord } from '../../../daemon/lxc/model.js';
+import { LxcRecords } from '../../../daemon/lxc/records.js';
+import { lxcServices, type LxcServices } from '../../../daemon/lxc/services.js';
+import { parseSettings } from '../../../daemon/lxc/settings.js';
+import { Store } from '../../../daemon/store/store.js';
+import { TaskRunner } from '../../../daemon/tasks/runner.js';
+import { FakeLxcDriver } from '../../helpers/lxc-fake-driver.js';
+
+describe('lxc service rules (fake driver)', () => {
+  let dir: string;
+  let store: Store;
+  let tasks: TaskRunner;
+  let driver: FakeLxcDriver;
+  let records: LxcRecords;
+  let s: LxcServices;
+  const ctx: CallContext = { ...noNotes, requestId: 'r1', caller: { tokenId: 't1', tokenName: 't', scopes: [], transport: 'api', origin: 'n1' } };
+
+  /** The promise rejects with an ApiError of this status whose message matches. */
+  async function rejectsApi(p: Promise<unknown>, status: number, message: RegExp | string): Promise<void> {
+    const err = await p.then(() => null, (e: unknown) => e);
+    expect(err, `expected ApiError ${status}`).to.be.instanceOf(ApiError);
+    expect((err as ApiError).status, (err as Error).message).to.equal(status);
+    if (typeof message === 'string') expect((err as ApiError).message).to.equal(message);
+    else expect((err as ApiError).message).to.match(message);
+  }
+
+  const record = (lxcid: number, over: Partial<ContainerRecord> = {}): ContainerRecord => ({
+    lxcid, name: `ct-${lxcid}`, template: 'bb', template_storage_id: 'p', storage_id: 'p', rootfs_kind: 'dir', cpu_cores: 1, memory_mb: 64,
+    disk_size_bytes: 0, privileged: false, idmap: { uid: 100000, gid: 100000, count: 65536 }, nesting: false, environment: {},
+    network: { type: 'none', bridge: null, ip_address: null, gateway: null, dns_servers: [], hwaddr: '00:16:3e:00:00:01' },
+    autostart: false, mount_points: [], linked_clone: false, rootfs_sync_pending: false, created_at: '2026-01-01T00:00:00.000Z', updated_at: '2026-01-01T00:00:00.000Z',
+    ...over,
+  });
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-lxc-svc-'));
+    fs.mkdirSync(path.join(dir, 'pool'));
+    store = await Store.open(path.join(dir, 'db'));
+    tasks = new TaskRunner(store, 'n1');
+    driver = new FakeLxcDriver();
+    records = new LxcRecords(store);
+    const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
+    const settings = parseSettings(undefined, { dataDir: dir, pools });
+    s = lxcServices(new LxcContext({
+      records, driver, settings, pools, tasks, log: pino({ level: 'silent' }), folders: () => [], dataDir: dir, env: {},
+    }));
+  });
+  afterEach(async () => {
+    await tasks.drain();
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('503 naming the missing program, before anything else is looked at', async () => {
+    driver.missing.set('lxc-start', 'not installed (install lxc)');
+    await rejectsApi(s.lifecycle.start(404, ctx), 503, /lxc-start/);
+    await rejectsApi(s.create.create({ name: 'x', template: 'nope' }, ctx), 503, /lxc-start/);
+    expect(driver.calls).to.deep.equal([]);
+  });
+
+  it('an unknown container is 404 for every change, and the runtime is not asked', async () => {
+    const calls = [() => s.lifecycle.start(7, ctx), () => s.lifecycle.stop(7, ctx), () => s.lifecycle.freeze(7, ctx), () => s.lifecycle.unfreeze(7, ctx), () => s.containers.delete(7, ctx), () => s.containers.get(7)];
+    for (const call of calls) await rejectsApi(call(), 404, /^container 7 not found$/);
+    expect(driver.calls).to.deep.equal([]);
+  });
+
+  it('a name is taken without regard to case: 409 naming the holder', async () => {
+    await records.put(record(7, { name: 'Web' }));
+    await records.put(record(8, { name: 'db' }));
+    await rejectsApi(s.containers.update({ id: 8, new_name: 'WEB' }, ctx), 409, /^a container named 'WEB' exists already \(lxcid 7\)$/);
+  });
+
+  it('a privileged container is 403 naming lxc.allow_privileged, before the image is unpacked', async () => {
+    driver.imageRefs = [{ meta: { image_id: 'bb', source: 'import', file: 'rootfs.tar.xz', compression: 'xz', size_bytes: 1, sha256: 'x', created_at: '' }, storage_id: 'p', dir: '/x', file: '/x/rootfs.tar.xz' }];
+    await rejectsApi(s.create.create({ name: 'x', template: 'bb', privileged: true }, ctx), 403, /lxc\.allow_privileged is false/);
+    expect(driver.calls).to.deep.equal([]);
+  });
+
+  it('a frozen container that breaks a rule now is neither thawed by a start nor unfrozen: 409, and the runtime is not asked', async () => {
+    await records.put(record(7, { privileged: true, idmap: null }));
+    driver.states.set('svc-lxc-7', 'FROZEN');
+    const rule = 'container 7 is privileged and lxc.allow_privileged is false (a privileged container is root on the host)';
+    await rejectsApi(s.lifecycle.start(7, ctx), 409, `container 7 cannot start: ${rule}`);
+    await rejectsApi(s.lifecycle.unfreeze(7, ctx), 409, `container 7 cannot unfreeze: ${rule}`);
+    expect(driver.calls).to.deep.equal([]);
+    // It may still be stopped (the stop thaws it first).
+    await s.lifecycle.stop(7, ctx);
+    expect(driver.calls).to.deep.equal(['unfreeze svc-lxc-7', 'stop svc-lxc-7']);
+  });
+
+  it('a frozen container that breaks no rule is thawed by a start', async () => {
+    await records.put(record(7));
+    driver.states.set('svc-lxc-7', 'FROZEN');
+    const r = await s.lifecycle.start(7, ctx);
+    expect(r.container.state).to.equal('running');
+    expect(driver.calls).to.deep.equal(['unfreeze svc-lxc-7']);
+  });
+});

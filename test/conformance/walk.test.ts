@@ -325,6 +325,14 @@ describe('conformance walk over every registry operation', function () {
       expect(operations.filter((o) => implemented.get(o.name) !== true).map((o) => o.name)).to.deep.equal([]);
     });
 
+    /**
+     * The one valid call whose answer is another host's: discovery of a share
+     * host kept on loopback (the network rule), where no SMB server listens,
+     * is that host's 502 naming it, not a defect of the daemon.
+     */
+    const absentUpstream = (op: Operation, r: RawReply) =>
+      op.name === 'locations_discover' && r.status === 502 && String(r.body?.error ?? '').startsWith("cannot reach SMB host '127.0.0.1'");
+
     it('implemented operations never answer 501 nor 5xx to a valid call', async () => {
       const p = new Problems();
       const done = operations.filter((o) => implemented.get(o.name) === true);
@@ -333,7 +341,7 @@ describe('conformance walk over every registry operation', function () {
       const missing = await unavailableDomains(d.url, all);
       await pool(done, 4, async (op) => {
         const r = checkResult(p, op, await send(valid(op)));
-        p.add(where(op), r.status >= 500 && !runtimeMissing(op, r, missing) ? `answered ${show(r)}` : undefined);
+        p.add(where(op), r.status >= 500 && !runtimeMissing(op, r, missing) && !absentUpstream(op, r) ? `answered ${show(r)}` : undefined);
       });
       p.check(done.length);
     });

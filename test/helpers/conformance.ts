@@ -83,8 +83,17 @@ export function sampleValue(schemaIn: JsonSchema, overrides: Record<string, unkn
 }
 
 /** Required body/query arguments with sample values (path parameters excluded); overrides by argument name. */
+/**
+ * Arguments without which a valid call would send traffic off this machine
+ * (the network rule: tests reach only loopback and namespaces they made).
+ * `locations_discover` without a host broadcasts on every interface.
+ */
+const STAY_ON_LOOPBACK: Record<string, Record<string, unknown>> = {
+  locations_discover: { host: '127.0.0.1' },
+};
+
 export function minimalArgs(op: Operation, overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+  const out: Record<string, unknown> = { ...(STAY_ON_LOOPBACK[op.name] ?? {}) };
   for (const name of op.required ?? []) out[name] = name in overrides ? overrides[name] : sampleValue(op.args[name] ?? {}, overrides);
   return out;
 }

@@ -18,7 +18,7 @@
  * two widening settings on (what they allow, and what stays refused); the
  * defaults again over entries made under the wider settings plus entries
  * written into the stored replicated configuration as an upgrade would find
- * them (item 11): nothing deleted, the refused ones left out of what Caddy
+ * them: nothing deleted, the refused ones left out of what Caddy
  * dials and listed in host-status, the others serving.
  */
 import fs from 'node:fs';
@@ -31,7 +31,8 @@ import { callFor, minimalArgs } from '../../helpers/conformance.js';
 import { eventually, startDaemon, tempDir, type Reply, type TestDaemon } from '../../helpers/daemon.js';
 import { HostGuard, hostMounts, readCorePattern, type Sentinel } from '../../helpers/host-guard.js';
 import { ProxyLab } from '../../helpers/proxy-lab.js';
-import { caddyMissing, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
+import { labMissing, proxyAvailability, proxyNodeEnv, proxyResultProblem, proxyYaml } from '../../helpers/proxy-node.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
 
 const D = 'esc.test';
 const LOOPBACK_SVC = 9180;
@@ -64,6 +65,7 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
   const call = async (method: string, p: string, body?: unknown, token = manage): Promise<Reply> => {
     const r = await d.request(method, `/api/v1${p}`, { token, body });
     answers.push(r.text);
+    expect(proxyResultProblem(method, p, r.status, r.body), `${method} ${p}`).to.equal(undefined);
     return r;
   };
   /** One attempt: exactly this status and error. */
@@ -116,11 +118,7 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
   };
 
   before(async function () {
-    const why = (await ProxyLab.available()) ? await caddyMissing() : 'network namespaces need root';
-    if (why) {
-      console.log(`skipping proxy escalation tests: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'proxy', proxyAvailability, { also: labMissing });
     lab = new ProxyLab(1);
     await lab.setup();
     const n = lab.nodes[0];

@@ -210,6 +210,10 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       for (const h of ['unix//run/hostd.sock', 'unix/', '{env.HOME}', `{file.${sentinel.file}}`]) {
         await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: h }), 400, `host '${h}' must be an IP address or a hostname`);
       }
+      // The proxy's own listener (the web entry's 443, on every address of the node) is a loop, on create and on update.
+      const loop = `upstream host '${node}' port 443 is one of the proxy's own listeners; an entry that dials the proxy itself is a loop`;
+      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: node, port: 443 }), 400, loop);
+      await refused('PATCH', `/proxy/domains/${D}/entries/web`, { port: 443, host: node }, 400, loop);
       // The DNS responder's forwarders are upstreams too (it sends a client's query bytes on as they came).
       await refused('PUT', '/proxy/dns', { dns_upstreams: [LOOPBACK_DNS] }, 403, `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`);
       await refused('PUT', '/proxy/dns', { dns_upstreams: [`${node}:53`] }, 400, `dns_upstreams '${node}:53': upstream host '${node}' port 53 is hostd's DNS responder (proxy.dns_listen) on this host; ${NEVER_PUBLISHED}`);
@@ -316,6 +320,8 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       expect(cfg.config.domains[0].entries.map((e: any) => e.subdomain).sort()).to.deep.equal(['adm', 'clu', 'leak', 'lo', 'ssh', 'web']);
       const st = (await call('GET', '/proxy/host-status', undefined, read)).body;
       expect(st.rules).to.deep.equal({ allow_loopback_upstreams: false, allow_privileged_listen_ports: false });
+      // The list is this node's view: its settings, its listeners, its addresses.
+      expect(st.refused_on).to.equal(d.nodeId);
       expect(st.refused).to.deep.equal([
         { kind: 'dns-upstream', name: LOOPBACK_DNS, rule: 'loopback-upstream', message: `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}` },
         { kind: 'entry', name: `adm.${D}:2019`, rule: 'held-listen-port', message: "listen_port 2019 is held by Caddy's admin endpoint (its default port); the proxy never listens on a port hostd or Caddy's admin holds" },

@@ -7,6 +7,7 @@
  * go to the secret store, never here: this object is copied to every member, shown by
  * `GET /proxy/config` and logged. validateProxyConfig refuses credential-looking keys.
  */
+import { PATTERNS, headerMap } from '../../api/registry/schema.js';
 import { badRequest } from '../lib/errors.js';
 import type { LeaseView, ReplicatedSnapshot } from '../domain.js';
 
@@ -37,10 +38,13 @@ export interface ProxyEntry {
   header_up: Record<string, string>;
 }
 
-/** A DNS label: what a subdomain and each part of a base domain must be. */
-export const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
-/** RFC 7230 token (header field names). */
-export const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+// The registry's rules for these arguments, applied here to what is stored (an upgrade or a
+// member may have stored what the arguments would refuse now): one source for each rule.
+const DNS_LABEL = new RegExp(PATTERNS.dnsLabel);
+const HEADER_TOKEN = new RegExp((headerMap().propertyNames as { pattern: string }).pattern);
+
+/** A stored label: the registry's DNS label, lowercase (services store names lowercase). */
+export const isLabel = (s: string): boolean => DNS_LABEL.test(s) && s === s.toLowerCase();
 
 /** 0 or omitted means 443. */
 export const listenPortOf = (p: number | null | undefined): number => (p ? p : 443);
@@ -53,15 +57,22 @@ export const effectiveScheme = (e: Pick<ProxyEntry, 'upstream_scheme' | 'port'>)
 export const effectiveSkipVerify = (e: Pick<ProxyEntry, 'upstream_scheme' | 'port' | 'tls_skip_verify'>): boolean =>
   effectiveScheme(e) === 'https' && (e.tls_skip_verify ?? e.port === 443);
 
-/** A base domain: lowercase DNS labels, at least two, at most 253 characters. */
+/**
+ * What is wrong with a stored base domain name (the registry's `dnsName` of
+ * two labels or more, lowercase), or null. Arguments are checked by the
+ * registry's schema; this checks what is stored, before Caddy is given it.
+ */
 export function domainNameProblem(name: string): string | null {
   if (name.length > 253) return 'is longer than 253 characters';
   const labels = name.split('.');
   if (labels.length < 2) return 'needs at least two labels (e.g. home.example)';
-  const bad = labels.find((l) => !LABEL.test(l));
+  const bad = labels.find((l) => !isLabel(l));
   if (bad !== undefined) return `has an invalid label '${bad}' (lowercase letters, digits and inner hyphens, 1-63 characters)`;
   return null;
 }
+
+/** An entry's key in the built configuration and in host-status: `<subdomain>.<domain>:<listen_port>`. */
+export const entryKey = (domain: string, e: Pick<ProxyEntry, 'subdomain' | 'listen_port'>): string => `${e.subdomain}.${domain}:${e.listen_port}`;
 
 /** ACME account settings. The DNS provider credentials are NOT here: they go to the secret store. */
 export interface ProxyAcme {
@@ -172,7 +183,7 @@ const isPort = (v: unknown): boolean => Number.isInteger(v) && (v as number) >= 
 function validateEntry(e: Record<string, unknown>, what: string): void {
   onlyKeys(e, ENTRY_KEYS, what);
   for (const k of ENTRY_KEYS) if (!(k in e)) throw badRequest(`${what}.${k} is missing`);
-  if (typeof e.subdomain !== 'string' || !LABEL.test(e.subdomain)) throw badRequest(`${what}.subdomain must be one DNS label`);
+  if (typeof e.subdomain !== 'string' || !isLabel(e.subdomain)) throw badRequest(`${what}.subdomain must be one DNS label`);
   if (!isPort(e.listen_port)) throw badRequest(`${what}.listen_port must be an integer 1-65535`);
   if (!isPort(e.port)) throw badRequest(`${what}.port must be an integer 1-65535`);
   if (e.host !== null && (typeof e.host !== 'string' || e.host === '')) throw badRequest(`${what}.host must be a non-empty string or null`);

@@ -1,78 +1,33 @@
-/**
- * The proxy operations. GET /proxy/config and POST /proxy/move work on the
- * lease and the replicated configuration; POST /proxy/move with peer_id moves
- * the holder role to that member (503 when no majority stored the new epoch
- * or the target is unreachable); without it, this node takes the role over,
- * only when the recorded holder is unreachable (409 otherwise). Both answer
- * {holder, epoch, holding}. A peer_id that names no member is 404 `no cluster
- * member '<id>'`: here the peer_id is the resource the call names, not a route.
- */
+/** The proxy operations: each to the file of the resource it names, nothing else. */
 import type { HandlersOf } from '../../api/registry/handlers.js';
-import { notFound } from '../lib/errors.js';
-import type { ClusterPorts, LeaseView } from '../domain.js';
-import { proxyConfigView, type ProxyConfigSnapshot } from './config.js';
-import type { ProxyService } from './service.js';
 import type { OperationName } from '../../api/registry/index.js';
+import type { ProxyOps } from './ops.js';
 
 type ProxyOp = Extract<OperationName, `proxy_${string}`>;
 
-export function proxyLeaseHandlers(
-  cluster: ClusterPorts,
-  selfId: string,
-  onTakeover?: (previous: string | null, now: LeaseView) => Promise<void>,
-): HandlersOf<'proxy_config_get' | 'proxy_move'> {
-  const config = cluster.proxyConfig as { get(): ProxyConfigSnapshot };
-  const view = () => proxyConfigView(cluster.lease, config, selfId);
-  const answer = (s: LeaseView) => ({ holder: s.holder, epoch: s.epoch, holding: s.holding });
+export function proxyHandlers(o: ProxyOps): HandlersOf<ProxyOp> {
   return {
-    proxy_config_get: async () => view(),
-    proxy_move: async (args, ctx) => {
-      const target = args.peer_id;
-      const before = cluster.lease.state();
-      if (typeof target === 'string') {
-        if (!cluster.members().includes(target)) throw notFound(`no cluster member '${target}'`);
-        const s = await cluster.lease.move(target);
-        ctx.note({
-          summary: before.holder === s.holder ? `Proxy holder stays ${s.holder} (epoch ${s.epoch})` : `Proxy moved from ${before.holder ?? 'nobody'} to ${s.holder} at epoch ${s.epoch}`,
-          target: `proxy/holder/${target}`,
-          metadata: { holder: s.holder, epoch: s.epoch, previous_holder: before.holder },
-        });
-        return answer(s);
-      }
-      const s = await cluster.lease.takeover();
-      ctx.note({
-        summary: `Proxy taken over by ${s.holder} at epoch ${s.epoch} (was ${before.holder ?? 'nobody'})`,
-        target: `proxy/holder/${selfId}`,
-        metadata: { holder: s.holder, epoch: s.epoch, previous_holder: before.holder, takeover: true },
-      });
-      if (onTakeover && s.holding && s.epoch !== before.epoch) await onTakeover(before.holder, s);
-      return answer(s);
-    },
-  };
-}
-
-/** Every other proxy operation: arguments to the service, nothing else. */
-export function proxyHandlers(svc: ProxyService): HandlersOf<Exclude<ProxyOp, 'proxy_config_get' | 'proxy_move'>> {
-  return {
-    proxy_update: (a, ctx) => svc.setEnabled(a, ctx),
-    proxy_upstreams_list: () => svc.upstreams(),
-    proxy_providers_list: () => svc.providers(),
-    proxy_host_status: () => svc.hostStatus(),
-    proxy_acme_credentials_set: (a, ctx) => svc.acmeCredentialsSet(a, ctx),
-    proxy_acme_config_set: (a, ctx) => svc.acmeConfigSet(a, ctx),
-    proxy_vip_set: (a, ctx) => svc.vipSet(a, ctx),
-    proxy_dns_set: (a, ctx) => svc.dnsSet(a, ctx),
-    proxy_http3_update: (a, ctx) => svc.setHttp3(a, ctx),
-    proxy_certs_list: (_a, ctx) => svc.certs(ctx),
-    proxy_diagnostics_get: (_a, ctx) => svc.diagnostics(ctx),
-    proxy_incidents_list: () => svc.incidents(),
-    proxy_incidents_get: (a) => svc.incident(a.incident_id),
-    proxy_domains_create: (a, ctx) => svc.domainsCreate(a, ctx),
-    proxy_domains_update: (a, ctx) => svc.domainsUpdate(a, ctx),
-    proxy_domains_delete: (a, ctx) => svc.domainsDelete(a, ctx),
-    proxy_entries_create: (a, ctx) => svc.entriesCreate(a, ctx),
-    proxy_entries_update: (a, ctx) => svc.entriesUpdate(a, ctx),
-    proxy_entries_delete: (a, ctx) => svc.entriesDelete(a, ctx),
-    proxy_certs_renew: (a, ctx) => svc.renew(a, ctx),
+    proxy_config_get: () => o.holder.config(),
+    proxy_move: (a, call) => o.holder.move(a, call),
+    proxy_update: (a, call) => o.serving.setEnabled(a, call),
+    proxy_http3_update: (a, call) => o.serving.setHttp3(a, call),
+    proxy_upstreams_list: () => o.entries.upstreams(),
+    proxy_providers_list: () => o.acme.providersList(),
+    proxy_acme_credentials_set: (a, call) => o.acme.setCredentials(a, call),
+    proxy_acme_config_set: (a, call) => o.acme.setConfig(a, call),
+    proxy_vip_set: (a, call) => o.network.setVip(a, call),
+    proxy_dns_set: (a, call) => o.network.setDns(a, call),
+    proxy_host_status: () => o.status.hostStatus(),
+    proxy_diagnostics_get: (_a, call) => o.status.diagnostics(call),
+    proxy_certs_list: (_a, call) => o.certs.list(call),
+    proxy_certs_renew: (a, call) => o.certs.renew(a, call),
+    proxy_incidents_list: () => o.incidents.list(),
+    proxy_incidents_get: (a) => o.incidents.get(a.incident_id),
+    proxy_domains_create: (a, call) => o.domains.create(a, call),
+    proxy_domains_update: (a, call) => o.domains.update(a, call),
+    proxy_domains_delete: (a, call) => o.domains.delete(a, call),
+    proxy_entries_create: (a, call) => o.entries.create(a, call),
+    proxy_entries_update: (a, call) => o.entries.update(a, call),
+    proxy_entries_delete: (a, call) => o.entries.delete(a, call),
   };
 }

@@ -6,15 +6,13 @@
  *    `vip` {iface, cidrs}), so that a restart after a crash finds and removes it;
  *  - `proxy-incidents`: captured incident bundles, keyed by a time-ordered id.
  *
- * Recovery at open undoes everything: a node that just started serves
- * nothing until the data plane decides it holds the lease, and then claims
- * everything again. Undoing is always safe; finishing could make two nodes
- * answer on the floating address.
+ * Recovery at open (recovery.ts) undoes everything these record.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import { IntentJournal, type JournalOp } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
+import type { ProxyConfig } from './config.js';
+import type { CaddyLogLine } from './driver.js';
 
 export type ProxyIntent =
   | { kind: 'caddy-start'; boot: string }
@@ -43,11 +41,11 @@ export interface Incident {
   lease: { holder: string | null; epoch: number; holding: boolean };
   config_version: number;
   /** The replicated proxy configuration at the time (it holds no secrets). */
-  config: unknown;
-  /** The Caddy configuration hostd last asked for, provider credentials redacted. */
+  config: ProxyConfig;
+  /** The Caddy configuration hostd last asked for, provider credentials redacted (null: none). */
   caddy_config: unknown;
   /** Caddy's recent log lines, secrets redacted. */
-  caddy_log: unknown[];
+  caddy_log: CaddyLogLine[];
   details: Record<string, unknown>;
 }
 
@@ -82,42 +80,9 @@ export class ProxyRecords {
     return (await this.state.get('vip')) as VipState | undefined;
   }
 
-  /**
-   * Undoes what an earlier run left: open intents and recorded state alike.
-   * `releaseVip` removes addresses; Caddy processes of this data dir are killed.
-   */
-  async recover(releaseVip: (s: VipState) => Promise<void>, dropParked: (addrs: string[]) => Promise<void>): Promise<{ intents: number; vip: boolean; caddy: boolean }> {
-    let vip = false;
-    let caddy = false;
-    const intents = await this.journal.recover(async (_key, intent) => {
-      if (intent.kind === 'vip-add' || intent.kind === 'vip-del') {
-        await releaseVip({ iface: intent.iface, cidrs: intent.cidrs });
-        vip = true;
-        return [this.delVip()];
-      }
-      killCaddyOf(intent.boot, intent.kind === 'caddy-stop' ? intent.pid : null);
-      caddy = true;
-      return [this.delCaddy()];
-    });
-    const v = await this.vip();
-    if (v) {
-      await releaseVip(v);
-      await this.state.del('vip');
-      vip = true;
-    }
-    const parked = (await this.state.get('parked')) as string[] | undefined;
-    if (parked) {
-      await dropParked(parked);
-      await this.state.del('parked');
-      vip = true;
-    }
-    const c = await this.caddy();
-    if (c) {
-      killCaddyOf(c.boot, c.pid);
-      await this.state.del('caddy');
-      caddy = true;
-    }
-    return { intents, vip, caddy };
+  /** IPv4 floating addresses parked on lo by the last handoff, if any. */
+  async parked(): Promise<string[] | undefined> {
+    return (await this.state.get('parked')) as string[] | undefined;
   }
 
   async addIncident(inc: Omit<Incident, 'incident_id'>): Promise<Incident> {
@@ -137,35 +102,5 @@ export class ProxyRecords {
 
   async getIncident(id: string): Promise<Incident | undefined> {
     return this.incidents.get(id);
-  }
-}
-
-/**
- * Kills the Caddy that ran with this boot file: `pid` when it is still that
- * Caddy, and any other process whose command line names the boot file.
- */
-function killCaddyOf(boot: string, pid: number | null): void {
-  const pids = new Set<number>();
-  if (pid) pids.add(pid);
-  try {
-    for (const d of fs.readdirSync('/proc')) if (/^\d+$/.test(d)) pids.add(Number(d));
-  } catch {
-    /* no /proc: only the recorded pid */
-  }
-  for (const p of pids) {
-    let cmd: string;
-    try {
-      cmd = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
-    } catch {
-      continue;
-    }
-    const args = cmd.split('\0');
-    if (args.includes(boot) && args.some((a) => a.endsWith('caddy')) && args.includes('run')) {
-      try {
-        process.kill(p, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
-    }
   }
 }

@@ -18,7 +18,7 @@
  * (docs/security.md): each is the operator's knowing choice, per node.
  */
 import net from 'node:net';
-import { parseHostPort } from './dns/responder.js';
+import { parseHostPort } from './host-port.js';
 
 export interface ProxySettings {
   listenHost: string;

@@ -5,18 +5,11 @@
  */
 import http from 'node:http';
 import { SerialQueue } from '../../lib/serial.js';
+import { ConfigRefused } from '../driver.js';
 
 export interface AdminReply {
   status: number;
   body: string;
-}
-
-/** Caddy refused a configuration; `reason` is its own message. */
-export class CaddyRefused extends Error {
-  constructor(readonly reason: string) {
-    super(reason);
-    this.name = 'CaddyRefused';
-  }
 }
 
 export class CaddyAdmin {
@@ -51,7 +44,7 @@ export class CaddyAdmin {
   /**
    * Applies a whole configuration atomically (POST /load). Caddy keeps the
    * running configuration when it refuses the new one; that refusal is a
-   * CaddyRefused with Caddy's reason. `force` reloads even an identical one
+   * ConfigRefused with Caddy's reason. `force` reloads even an identical one
    * (certificate renewal).
    */
   load(config: unknown, force = false): Promise<void> {
@@ -66,7 +59,7 @@ export class CaddyAdmin {
       } catch {
         /* not JSON: keep the text */
       }
-      if (r.status === 400) throw new CaddyRefused(reason);
+      if (r.status === 400) throw new ConfigRefused(reason);
       throw new Error(`caddy admin /load answered ${r.status}: ${reason}`);
     });
   }

@@ -16,7 +16,8 @@
  *    socket live under the data dir; the admin API does not persist the
  *    configuration (it can hold provider credentials).
  */
-import { domainNameProblem, effectiveScheme, effectiveSkipVerify, type ProxyConfig, type ProxyEntry } from '../config.js';
+import { domainNameProblem, effectiveScheme, effectiveSkipVerify, entryKey, type ProxyConfig, type ProxyEntry } from '../config.js';
+import type { ServePlan, UpstreamDial } from '../driver.js';
 import { caddyLiteral } from '../policy/placeholders.js';
 import { acmeSettingsProblem, credentialKeysWithBraces, headerRefusal } from '../policy/rules.js';
 
@@ -54,12 +55,8 @@ function pkiApp(root?: { certFile: string; keyFile: string }): Record<string, un
   return { certificate_authorities: { local } };
 }
 
-export type UpstreamDial = { dial: string; serverName?: string | null } | { error: string };
-
 /** Rules about the listen port: an entry refused by one of them is left out whole. */
 const LISTEN_RULES = new Set(['privileged-listen-port', 'held-listen-port']);
-
-export const entryKey = (domain: string, e: Pick<ProxyEntry, 'subdomain' | 'listen_port'>): string => `${e.subdomain}.${domain}:${e.listen_port}`;
 
 const listenAddr = (host: string, port: number): string => (host === '' ? `:${port}` : host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
 
@@ -143,6 +140,19 @@ export function buildCaddyConfig(cfg: ProxyConfig, o: BuildOptions): Record<stri
     storage: { module: 'file_system', root: o.storageRoot },
     apps,
   };
+}
+
+/** What buildCaddyConfig is given for a plan: the plan, and where this Caddy keeps its admin socket and storage. */
+export function buildPlan(plan: ServePlan, place: Pick<BuildOptions, 'adminSocket' | 'storageRoot'>): Record<string, unknown> {
+  return buildCaddyConfig(plan.config, {
+    ...place,
+    listenHost: plan.listenHost,
+    upstreams: plan.upstreams,
+    refused: plan.refused,
+    credentials: plan.credentials,
+    skipDomains: plan.skipDomains,
+    caRoot: plan.caRoot,
+  });
 }
 
 /** The bootstrap configuration Caddy starts with: admin socket and storage only. */

@@ -19,15 +19,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import forge from 'node-forge';
-
-export interface ProxyRoot {
-  certFile: string;
-  keyFile: string;
-  /** The root certificate (PEM): what clients trust. */
-  certPem: string;
-  /** SHA-256 of the certificate (DER), hex. */
-  fingerprint: string;
-}
+import type { CaRoot } from '../driver.js';
 
 /** A byte stream from HMAC-SHA256 in counter mode over the seed: the same seed, the same bytes. */
 function streamOf(seed: Buffer): { getBytesSync(n: number): string } {
@@ -50,7 +42,7 @@ function streamOf(seed: Buffer): { getBytesSync(n: number): string } {
  * The root certificate and key for `seed`, made (in `dir`) the first time this
  * seed is seen. Generation runs in slices so the daemon keeps serving meanwhile.
  */
-export async function proxyRoot(seed: Buffer, dir: string): Promise<ProxyRoot> {
+export async function proxyRoot(seed: Buffer, dir: string): Promise<CaRoot> {
   const id = crypto.createHash('sha256').update(seed).digest('hex').slice(0, 16);
   const certFile = path.join(dir, `root-${id}.crt`);
   const keyFile = path.join(dir, `root-${id}.key`);

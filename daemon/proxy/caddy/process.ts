@@ -18,15 +18,7 @@ import { CaddyAdmin } from './admin.js';
 import { bootConfig } from './build.js';
 import { availableAs, missing, type Availability } from '../../lib/availability.js';
 import { run, which } from '../../lib/run.js';
-
-export interface CaddyLogLine {
-  ts: string;
-  level: string;
-  logger: string;
-  msg: string;
-  /** The rest of the structured line (error, identifier, ...). */
-  fields: Record<string, unknown>;
-}
+import type { CaddyLogLine } from '../driver.js';
 
 export interface CaddyProbe {
   caddy: Availability;

@@ -8,40 +8,32 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import dnsPacket from 'dns-packet';
-
-export interface ZoneAnswer {
-  /** Whether the name is under a configured base domain. */
-  inZone: boolean;
-  a: string[];
-  aaaa: string[];
-}
-
-export interface ResponderHooks {
-  zone(name: string): ZoneAnswer;
-  upstreams(): string[];
-}
+import type { DnsServer, DnsStats, ResponderHooks } from '../driver.js';
+import { hostPort, type HostPort } from '../host-port.js';
 
 export const ZONE_TTL = 30;
 const FORWARD_TIMEOUT_MS = 2000;
 const RCODE_SERVFAIL = 2;
 
-/** `host`, `host:port`, `[v6]:port` or a bare IPv6 address into host and port (53 by default). */
-export function parseHostPort(s: string, defPort = 53): { host: string; port: number } | null {
-  const t = s.trim();
-  if (net.isIP(t)) return { host: t, port: defPort };
-  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(t) ?? /^([^:]+):(\d{1,5})$/.exec(t);
-  if (!m || !net.isIP(m[1])) return null;
-  const port = Number(m[2]);
-  return port >= 1 && port <= 65535 ? { host: m[1], port } : null;
-}
-
-export class DnsResponder {
+export class DnsResponder implements DnsServer {
   private udp: dgram.Socket | null = null;
   private tcp: net.Server | null = null;
-  readonly stats = { answered: 0, forwarded: 0, failed: 0 };
+  private readonly counts: DnsStats = { answered: 0, forwarded: 0, failed: 0 };
   lastError: string | null = null;
 
-  constructor(readonly host: string, readonly port: number, private readonly hooks: ResponderHooks) {}
+  constructor(readonly listen: HostPort, private readonly hooks: ResponderHooks) {}
+
+  private get host(): string {
+    return this.listen.host;
+  }
+
+  private get port(): number {
+    return this.listen.port;
+  }
+
+  stats(): DnsStats {
+    return { ...this.counts };
+  }
 
   async start(): Promise<void> {
     const type = net.isIPv6(this.host) ? 'udp6' : 'udp4';
@@ -85,7 +77,7 @@ export class DnsResponder {
     if (tcp) await new Promise<void>((r) => tcp.close(() => r()));
   }
 
-  get running(): boolean {
+  running(): boolean {
     return this.udp !== null;
   }
 
@@ -122,7 +114,7 @@ export class DnsResponder {
     const question = q.questions[0];
     const z = this.hooks.zone(question.name.toLowerCase().replace(/\.$/, ''));
     if (z.inZone) {
-      this.stats.answered++;
+      this.counts.answered++;
       const answers: dnsPacket.Answer[] = [];
       if (question.type === 'A') for (const a of z.a) answers.push({ type: 'A', name: question.name, ttl: ZONE_TTL, class: 'IN', data: a });
       if (question.type === 'AAAA') for (const a of z.aaaa) answers.push({ type: 'AAAA', name: question.name, ttl: ZONE_TTL, class: 'IN', data: a });
@@ -135,17 +127,15 @@ export class DnsResponder {
       });
     }
     for (const u of this.hooks.upstreams()) {
-      const hp = parseHostPort(u);
-      if (!hp) continue;
       try {
-        const out = await forwardUdp(msg, hp.host, hp.port);
-        this.stats.forwarded++;
+        const out = await forwardUdp(msg, u.host, u.port);
+        this.counts.forwarded++;
         return out;
       } catch (err) {
-        this.lastError = `upstream ${u}: ${(err as Error).message}`;
+        this.lastError = `upstream ${hostPort(u.host, u.port)}: ${(err as Error).message}`;
       }
     }
-    this.stats.failed++;
+    this.counts.failed++;
     return dnsPacket.encode({ type: 'response', id: q.id, flags: RCODE_SERVFAIL | (q.flag_rd ? dnsPacket.RECURSION_DESIRED : 0), questions: q.questions });
   }
 }

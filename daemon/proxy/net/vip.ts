@@ -19,14 +19,9 @@ import fs from 'node:fs';
 import { availableAs, missing, type Availability } from '../../lib/availability.js';
 import { ProgramError, run, which } from '../../lib/run.js';
 import { conflict } from '../../lib/errors.js';
-import type { ProxyVip } from '../config.js';
+import type { FloatingAddresses } from '../driver.js';
 
-export interface VipProbe {
-  ip: Availability;
-  arping: Availability;
-}
-
-export async function probeVip(): Promise<VipProbe> {
+export async function probeVip(): Promise<Availability[]> {
   const ip = (await which('ip')) ? availableAs('ip', null) : missing('ip', 'ip is not installed (apt-get install iproute2)');
   let arping: Availability;
   if (await which('arping')) {
@@ -38,11 +33,11 @@ export async function probeVip(): Promise<VipProbe> {
       arping = missing('arping', (err as Error).message);
     }
   } else arping = missing('arping', 'arping is not installed (apt-get install iputils-arping)');
-  return { ip, arping };
+  return [ip, arping];
 }
 
-export const cidr4 = (v: ProxyVip) => `${v.vip}/${v.vip_prefix}`;
-export const cidr6 = (v: ProxyVip) => (v.vip6 ? `${v.vip6}/${v.vip6_prefix ?? 64}` : null);
+/** The address of `addr/prefix`. */
+const addrOf = (cidr: string): string => cidr.split('/')[0];
 
 /** Addresses on `iface` as `addr/prefix` (with the IPv6 DAD state flags). */
 export async function addressesOn(iface: string): Promise<Array<{ cidr: string; family: string; dadfailed: boolean; tentative: boolean }>> {
@@ -87,38 +82,43 @@ async function del(iface: string, cidr: string): Promise<void> {
 }
 
 /** Removes the floating addresses (idempotent). */
-export async function releaseVip(v: Pick<ProxyVip, 'vip_iface'> & { cidrs: string[] }): Promise<void> {
-  for (const c of v.cidrs) await del(v.vip_iface, c);
+export async function releaseVip(a: FloatingAddresses): Promise<void> {
+  for (const c of a.cidrs) await del(a.iface, c);
 }
 
 /**
  * Adds the floating addresses and announces them. 409 when another host
- * answers for the IPv4 address (the previous holder has not let go yet).
+ * answers for an IPv4 address (the previous holder has not let go yet).
  */
-export async function claimVip(v: ProxyVip): Promise<void> {
+export async function claimVip(a: FloatingAddresses): Promise<void> {
+  const { iface } = a;
+  const v4 = a.cidrs.filter((c) => !c.includes(':'));
+  const v6 = a.cidrs.filter((c) => c.includes(':'));
   // Answer ARP on this interface only for its own addresses, so that an address parked on lo
   // (handoff below) is silent there; and never use the floating address as an ARP source.
-  writeSysctl(`ipv4/conf/${v.vip_iface}/arp_ignore`, '1');
-  writeSysctl(`ipv4/conf/${v.vip_iface}/arp_announce`, '2');
-  await dropParked([v.vip]);
-  const have = new Set((await addressesOn(v.vip_iface)).map((a) => a.cidr));
-  const c4 = cidr4(v);
-  if (!have.has(c4)) {
-    const owner = await arpOwner(v.vip_iface, v.vip);
-    if (owner) throw conflict(`floating address ${v.vip} is still answered by ${owner} on ${v.vip_iface}`);
-    await run('ip', ['addr', 'add', c4, 'dev', v.vip_iface], { timeoutMs: 5000, install: 'iproute2' });
+  writeSysctl(`ipv4/conf/${iface}/arp_ignore`, '1');
+  writeSysctl(`ipv4/conf/${iface}/arp_announce`, '2');
+  await dropParked(v4.map(addrOf));
+  const have = new Set((await addressesOn(iface)).map((x) => x.cidr));
+  for (const c of v4) {
+    const addr = addrOf(c);
+    if (!have.has(c)) {
+      const owner = await arpOwner(iface, addr);
+      if (owner) throw conflict(`floating address ${addr} is still answered by ${owner} on ${iface}`);
+      await run('ip', ['addr', 'add', c, 'dev', iface], { timeoutMs: 5000, install: 'iproute2' });
+    }
+    await garp(iface, addr);
+    // A second announcement for switches and hosts that missed the first.
+    setTimeout(() => void garp(iface, addr).catch(() => undefined), 1000).unref();
   }
-  await garp(v.vip_iface, v.vip);
-  // A second announcement for switches and hosts that missed the first.
-  setTimeout(() => void garp(v.vip_iface, v.vip).catch(() => undefined), 1000).unref();
-  const c6 = cidr6(v);
-  if (c6 && !have.has(c6)) {
+  for (const c of v6) {
+    if (have.has(c)) continue;
     try {
-      fs.writeFileSync(`/proc/sys/net/ipv6/conf/${v.vip_iface}/ndisc_notify`, '1');
+      fs.writeFileSync(`/proc/sys/net/ipv6/conf/${iface}/ndisc_notify`, '1');
     } catch {
       /* no IPv6 on this interface: the add below says so */
     }
-    await run('ip', ['-6', 'addr', 'add', c6, 'dev', v.vip_iface], { timeoutMs: 5000 });
+    await run('ip', ['-6', 'addr', 'add', c, 'dev', iface], { timeoutMs: 5000 });
   }
 }
 
@@ -131,7 +131,7 @@ function writeSysctl(key: string, value: string): void {
 }
 
 /** `a.b.c.d` of each IPv4 `a.b.c.d/n` (IPv6 is never parked). */
-export const parkable = (cidrs: string[]) => cidrs.filter((c) => !c.includes(':')).map((c) => c.split('/')[0]);
+export const parkable = (cidrs: string[]): string[] => cidrs.filter((c) => !c.includes(':')).map(addrOf);
 
 /**
  * Hands the addresses off: each IPv4 address is parked on lo (/32) before it

@@ -14,8 +14,9 @@
  * makes it acceptable (docs/api-decisions.md).
  */
 import net from 'node:net';
+import { PATTERNS } from '../../../api/registry/schema.js';
 import { ApiError } from '../../lib/errors.js';
-import { classifyIp, loopbackName, numericHostForm, type AddressKind } from './addresses.js';
+import { canonicalIp, classifyIp, loopbackName, numericHostForm, type AddressKind } from './addresses.js';
 import type { HeldPorts } from './listeners.js';
 import { hasBrace, placeholderProblem } from './placeholders.js';
 import type { NameResolver } from './resolve.js';
@@ -24,6 +25,7 @@ export type RuleName =
   | 'header-placeholder'
   | 'upstream-host'
   | 'hostd-port'
+  | 'proxy-loop'
   | 'loopback-upstream'
   | 'target-address'
   | 'privileged-listen-port'
@@ -46,13 +48,36 @@ export interface RuleContext {
   /** This node's own addresses (canonical). */
   local(): Set<string>;
   resolver: NameResolver;
+  /** The proxy's own listeners, when what is checked is an entry's upstream (proxyListeners()). */
+  proxy?: ProxyListeners;
+}
+
+/** Where the proxy itself listens: an entry that dials one of these is a loop. */
+export interface ProxyListeners {
+  /** Every listen port of the configuration. */
+  ports: ReadonlySet<number>;
+  /** `proxy.listen_host` ('' for every address of this host). */
+  listenHost: string;
+  /** The configured floating addresses (canonical): the proxy's wherever it is held. */
+  floating: ReadonlySet<string>;
+}
+
+/** The proxy's listeners for a configuration (its entries' listen ports, its floating addresses). */
+export function proxyListeners(cfg: { domains: Array<{ entries: Array<{ listen_port: number }> }>; vip: { vip: string; vip6: string | null } | null }, listenHost: string): ProxyListeners {
+  const floating = new Set<string>();
+  for (const a of [cfg.vip?.vip, cfg.vip?.vip6]) {
+    const c = a ? canonicalIp(a) : null;
+    if (c) floating.add(c);
+  }
+  return { ports: new Set(cfg.domains.flatMap((d) => d.entries.map((e) => e.listen_port))), listenHost, floating };
 }
 
 export const refusalError = (r: Refusal): ApiError => new ApiError(r.status, r.message);
 
 const refuse = (rule: RuleName, status: 400 | 403, message: string): Refusal => ({ rule, status, message });
 
-const HOST_LABEL = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/;
+// The registry's label rule (api/registry/schema.ts), for hosts stored before the schema said so.
+const HOST_LABEL = new RegExp(PATTERNS.dnsLabel);
 
 // ------------------------------------------------------------------ listen ports
 
@@ -100,19 +125,24 @@ const KIND_WORDS: Record<Exclude<AddressKind, 'other'>, string> = {
  * What dialling `ip:port` from this node is refused for, or null.
  * `via`: how the address was chosen. A `host` the caller gave may reach
  * this host's loopback only with `proxy.allow_loopback_upstreams`, and
- * hostd's own ports never, on any address of this host; an app's published
+ * hostd's own ports never, on any address of this host, nor the proxy's own
+ * listeners (`ctx.proxy`: a loop, also on a floating address); an app's published
  * port is set up by hostd and allowed; a VM
  * or container never has an address of this host (one reporting it is not
  * to be believed: its guest agent or its network namespace says so).
  */
 export function dialRefusal(ip: string, port: number, via: { host: string } | { target: string; kind: 'app' | 'vm' | 'lxc' | 'sandbox' }, ctx: RuleContext): Refusal | null {
   const kind = classifyIp(ip, ctx.local());
-  if (kind === 'other') return null;
   const shown = 'host' in via && via.host !== ip ? `'${via.host}' (${ip})` : `'${ip}'`;
+  const loop = 'host' in via && ctx.proxy && dialsProxy(ip, kind, port, ctx.proxy)
+    ? refuse('proxy-loop', 400, `upstream host ${shown} port ${port} is one of the proxy's own listeners; an entry that dials the proxy itself is a loop`)
+    : null;
+  if (kind === 'other') return loop;
   const held = ctx.held.holder(port);
   if (held) {
     return refuse('hostd-port', 400, `upstream ${'host' in via ? `host ${shown}` : `${via.target} at ${ip}`} port ${port} is ${held.what} on this host; the proxy never publishes hostd's listeners or Caddy's admin endpoint`);
   }
+  if (loop) return loop;
   if ('target' in via) {
     if (via.kind === 'app') return null;
     return refuse('target-address', 400, `${via.target} reports ${ip}, ${KIND_WORDS[kind]}, as its address; a ${via.kind === 'lxc' ? 'container' : 'VM'} never has one, so the proxy does not dial it`);
@@ -121,6 +151,20 @@ export function dialRefusal(ip: string, port: number, via: { host: string } | { 
   // network, never a loopback-only service: allowed, but for hostd's ports (above).
   if (kind === 'this-host' || ctx.allowLoopback) return null;
   return refuse('loopback-upstream', 403, `host ${shown} is ${KIND_WORDS[kind]}; upstreams on this host are refused unless proxy.allow_loopback_upstreams is true in the config file (an app, VM or container is reached through its target_id)`);
+}
+
+/**
+ * Whether `ip:port` reaches the proxy's own listener: a listen port of the
+ * configuration on a floating address, or on an address of this host that
+ * Caddy listens on (every one when `listen_host` is empty or a wildcard).
+ */
+function dialsProxy(ip: string, kind: AddressKind, port: number, p: ProxyListeners): boolean {
+  if (!p.ports.has(port)) return false;
+  const c = canonicalIp(ip);
+  if (c && p.floating.has(c)) return true;
+  if (kind === 'other') return false;
+  if (p.listenHost === '' || p.listenHost === '0.0.0.0' || p.listenHost === '::' || kind === 'unspecified') return true;
+  return c !== null && c === canonicalIp(p.listenHost);
 }
 
 export type HostDial = { dial: string; ip: string; serverName: string | null } | { refusal: Refusal } | { error: string; kind: 'missing' | 'unavailable' };
@@ -183,6 +227,7 @@ export function credentialKeysWithBraces(creds: Record<string, string>): string[
  * hostd's own ports never (its own responder would be a forwarding loop).
  */
 export function dnsUpstreamRefusal(text: string, hp: { host: string; port: number }, ctx: RuleContext): Refusal | null {
-  const r = dialRefusal(hp.host, hp.port, { host: hp.host }, ctx);
+  // A forwarder on a proxy listen port is no loop (the responder speaks DNS, not HTTP).
+  const r = dialRefusal(hp.host, hp.port, { host: hp.host }, { ...ctx, proxy: undefined });
   return r ? { ...r, message: `dns_upstreams '${text}': ${r.message}` } : null;
 }

@@ -26,6 +26,8 @@ import { expect } from 'chai';
 import { CaddyAdmin } from '../../../daemon/proxy/caddy/admin.js';
 import { caddyLiteral, placeholderProblem } from '../../../daemon/proxy/policy/placeholders.js';
 import { eventually } from '../../helpers/daemon.js';
+import { proxyAvailability } from '../../helpers/proxy-node.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
 
 const freePort = () => new Promise<number>((resolve, reject) => {
   const s = net.createServer();
@@ -62,11 +64,7 @@ describe('Caddy placeholders (the real Caddy, loopback)', function () {
   const refused = ['{env.HOSTD_SENTINEL}', 'x{env.HOME}', '{system.hostname}', '{host}', '{path}', '{file./etc/hostname}', '{x{env.HOSTD_SENTINEL}}', '{time.now.year}'];
 
   before(async function () {
-    const has = await new Promise<boolean>((r) => spawn('caddy', ['version']).on('exit', (c) => r(c === 0)).on('error', () => r(false)));
-    if (!has) {
-      console.log('skipping Caddy placeholder tests: caddy is not installed (deploy/install-deps.sh installs it)');
-      this.skip();
-    }
+    await requireRuntime(this, 'proxy', proxyAvailability, { need: ['caddy'] });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-caddy-ph-'));
     upstream = http.createServer((req, res) => {
       seen.push(req.headers);

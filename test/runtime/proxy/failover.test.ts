@@ -1,5 +1,5 @@
 /**
- * Failover that clients feel (issue item 7): three hostd nodes in network
+ * Failover that clients feel: three hostd nodes in network
  * namespaces, a client in its own namespace, an upstream HTTP server, an
  * entry with cert_source internal and a floating address. The client keeps
  * requesting https://web.<domain>/ through the floating address while the
@@ -16,7 +16,8 @@ import { expect } from 'chai';
 import { startDaemon, eventually, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 import { pair } from '../../cluster/util.js';
 import { LAN_DEV, ProxyLab, type ClientLoop, type VipWatch } from '../../helpers/proxy-lab.js';
-import { caddyMissing, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
+import { labMissing, proxyAvailability, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
 
 describe('proxy failover across three nodes (network namespaces)', function () {
   this.timeout(180_000);
@@ -32,11 +33,7 @@ describe('proxy failover across three nodes (network namespaces)', function () {
   const status = async (i: number) => (await req(i, 'GET', '/proxy/host-status')).body;
 
   before(async function () {
-    const why = (await ProxyLab.available()) ? await caddyMissing() : 'network namespaces need root';
-    if (why) {
-      console.log(`skipping proxy failover: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'proxy', proxyAvailability, { also: labMissing });
     lab = new ProxyLab(3);
     await lab.setup();
     const upstream = await lab.startUpstream(8080);

@@ -18,7 +18,7 @@
  * two widening settings on (what they allow, and what stays refused); the
  * defaults again over entries made under the wider settings plus entries
  * written into the stored replicated configuration as an upgrade would find
- * them (item 11): nothing deleted, the refused ones left out of what Caddy
+ * them: nothing deleted, the refused ones left out of what Caddy
  * dials and listed in host-status, the others serving.
  */
 import fs from 'node:fs';
@@ -31,7 +31,8 @@ import { callFor, minimalArgs } from '../../helpers/conformance.js';
 import { eventually, startDaemon, tempDir, type Reply, type TestDaemon } from '../../helpers/daemon.js';
 import { HostGuard, hostMounts, readCorePattern, type Sentinel } from '../../helpers/host-guard.js';
 import { ProxyLab } from '../../helpers/proxy-lab.js';
-import { caddyMissing, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
+import { labMissing, proxyAvailability, proxyNodeEnv, proxyResultProblem, proxyYaml } from '../../helpers/proxy-node.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
 
 const D = 'esc.test';
 const LOOPBACK_SVC = 9180;
@@ -64,6 +65,7 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
   const call = async (method: string, p: string, body?: unknown, token = manage): Promise<Reply> => {
     const r = await d.request(method, `/api/v1${p}`, { token, body });
     answers.push(r.text);
+    expect(proxyResultProblem(method, p, r.status, r.body), `${method} ${p}`).to.equal(undefined);
     return r;
   };
   /** One attempt: exactly this status and error. */
@@ -116,11 +118,7 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
   };
 
   before(async function () {
-    const why = (await ProxyLab.available()) ? await caddyMissing() : 'network namespaces need root';
-    if (why) {
-      console.log(`skipping proxy escalation tests: ${why}`);
-      this.skip();
-    }
+    await requireRuntime(this, 'proxy', proxyAvailability, { also: labMissing });
     lab = new ProxyLab(1);
     await lab.setup();
     const n = lab.nodes[0];
@@ -212,6 +210,10 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       for (const h of ['unix//run/hostd.sock', 'unix/', '{env.HOME}', `{file.${sentinel.file}}`]) {
         await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: h }), 400, `host '${h}' must be an IP address or a hostname`);
       }
+      // The proxy's own listener (the web entry's 443, on every address of the node) is a loop, on create and on update.
+      const loop = `upstream host '${node}' port 443 is one of the proxy's own listeners; an entry that dials the proxy itself is a loop`;
+      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: node, port: 443 }), 400, loop);
+      await refused('PATCH', `/proxy/domains/${D}/entries/web`, { port: 443, host: node }, 400, loop);
       // The DNS responder's forwarders are upstreams too (it sends a client's query bytes on as they came).
       await refused('PUT', '/proxy/dns', { dns_upstreams: [LOOPBACK_DNS] }, 403, `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`);
       await refused('PUT', '/proxy/dns', { dns_upstreams: [`${node}:53`] }, 400, `dns_upstreams '${node}:53': upstream host '${node}' port 53 is hostd's DNS responder (proxy.dns_listen) on this host; ${NEVER_PUBLISHED}`);
@@ -318,6 +320,8 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       expect(cfg.config.domains[0].entries.map((e: any) => e.subdomain).sort()).to.deep.equal(['adm', 'clu', 'leak', 'lo', 'ssh', 'web']);
       const st = (await call('GET', '/proxy/host-status', undefined, read)).body;
       expect(st.rules).to.deep.equal({ allow_loopback_upstreams: false, allow_privileged_listen_ports: false });
+      // The list is this node's view: its settings, its listeners, its addresses.
+      expect(st.refused_on).to.equal(d.nodeId);
       expect(st.refused).to.deep.equal([
         { kind: 'dns-upstream', name: LOOPBACK_DNS, rule: 'loopback-upstream', message: `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}` },
         { kind: 'entry', name: `adm.${D}:2019`, rule: 'held-listen-port', message: "listen_port 2019 is held by Caddy's admin endpoint (its default port); the proxy never listens on a port hostd or Caddy's admin holds" },

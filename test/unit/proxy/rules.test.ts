@@ -7,16 +7,16 @@
  * the attempts against a daemon.
  */
 import { expect } from 'chai';
-import { buildCaddyConfig } from '../../daemon/proxy/caddy/build.js';
-import { defaultProxyConfig, type ProxyConfig, type ProxyEntry } from '../../daemon/proxy/config.js';
-import { canonicalIp, classifyIp, loopbackName, numericHostForm } from '../../daemon/proxy/policy/addresses.js';
-import { CADDY_ADMIN_PORT, HeldPorts, configuredPorts, ownListeningPorts } from '../../daemon/proxy/policy/listeners.js';
-import { caddyLiteral, placeholderKeys, placeholderProblem } from '../../daemon/proxy/policy/placeholders.js';
-import { NameResolver } from '../../daemon/proxy/policy/resolve.js';
+import { buildCaddyConfig } from '../../../daemon/proxy/caddy/build.js';
+import { defaultProxyConfig, type ProxyConfig, type ProxyEntry } from '../../../daemon/proxy/config.js';
+import { canonicalIp, classifyIp, loopbackName, numericHostForm } from '../../../daemon/proxy/policy/addresses.js';
+import { CADDY_ADMIN_PORT, HeldPorts, configuredPorts, ownListeningPorts } from '../../../daemon/proxy/policy/listeners.js';
+import { caddyLiteral, placeholderKeys, placeholderProblem } from '../../../daemon/proxy/policy/placeholders.js';
+import { NameResolver } from '../../../daemon/proxy/policy/resolve.js';
 import {
-  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, hostFormRefusal, listenPortRefusal, resolveHost, type RuleContext,
-} from '../../daemon/proxy/policy/rules.js';
-import type { Config } from '../../daemon/config.js';
+  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, hostFormRefusal, listenPortRefusal, proxyListeners, resolveHost, type RuleContext,
+} from '../../../daemon/proxy/policy/rules.js';
+import type { Config } from '../../../daemon/config.js';
 import net from 'node:net';
 
 const ONLY_REQUEST = "only the request's placeholders ({http.request.*}) are allowed";
@@ -170,6 +170,28 @@ describe('proxy rules: ports hostd holds, listen ports, upstreams', () => {
       expect(r?.status).to.equal(400);
     }
     expect(dialRefusal('127.0.0.1', 8787, { host: '127.0.0.1' }, ctx())?.message).to.equal("upstream host '127.0.0.1' port 8787 is hostd's API listener (http_addr) on this host; the proxy never publishes hostd's listeners or Caddy's admin endpoint");
+  });
+
+  it('an upstream on one of the proxy\'s own listeners is a loop (400), on this host\'s addresses and on the floating ones; other ports and hosts pass', () => {
+    const cfg = {
+      domains: [{ entries: [{ listen_port: 443 }, { listen_port: 8443 }] }],
+      vip: { vip: '198.51.100.10', vip6: 'fd00:5eed::10' },
+    };
+    const all = ctx({ proxy: proxyListeners(cfg, '') });
+    expect(dialRefusal('192.0.2.7', 443, { host: 'lan.example' }, all)).to.deep.equal({
+      rule: 'proxy-loop', status: 400,
+      message: "upstream host 'lan.example' (192.0.2.7) port 443 is one of the proxy's own listeners; an entry that dials the proxy itself is a loop",
+    });
+    // Floating addresses are the proxy's wherever it is held, also when this node does not carry them now.
+    for (const ip of ['198.51.100.10', 'fd00:5eed::10']) expect(dialRefusal(ip, 8443, { host: ip }, all)?.rule, ip).to.equal('proxy-loop');
+    // Loopback allowed by the operator is still no way around it.
+    expect(dialRefusal('127.0.0.1', 443, { host: '127.0.0.1' }, ctx({ allowLoopback: true, proxy: proxyListeners(cfg, '') }))?.rule).to.equal('proxy-loop');
+    expect(dialRefusal('192.0.2.7', 8080, { host: '192.0.2.7' }, all)).to.equal(null);
+    expect(dialRefusal('10.0.0.1', 443, { host: '10.0.0.1' }, all)).to.equal(null);
+    // Caddy bound to one address: this host's other addresses are no loop.
+    expect(dialRefusal('192.0.2.7', 443, { host: '192.0.2.7' }, ctx({ proxy: proxyListeners(cfg, '127.0.0.1') }))).to.equal(null);
+    // Without the proxy's listeners (a DNS forwarder: the responder speaks DNS, not HTTP) nothing is a loop.
+    expect(dnsUpstreamRefusal('192.0.2.7:443', { host: '192.0.2.7', port: 443 }, all)).to.equal(null);
   });
 
   it('targets: an app\'s published loopback port passes; a VM or container claiming an address of this host does not', () => {

@@ -1,11 +1,18 @@
+/**
+ * What the proxy's runtime folders make without running anything: the Caddy
+ * configuration built from a plan (servers, routes, certificates, redaction),
+ * entry targets and their dial addresses, the proxy settings of the config
+ * file, host:port parsing, and the DNS responder's answers.
+ */
 import { expect } from 'chai';
 import dnsPacket from 'dns-packet';
-import { buildCaddyConfig, redactCaddyConfig } from '../../daemon/proxy/caddy/build.js';
-import { defaultProxyConfig, effectiveScheme, effectiveSkipVerify, validateProxyConfig, type ProxyConfig, type ProxyEntry } from '../../daemon/proxy/config.js';
-import { dialFor, findTarget, type UpstreamTarget } from '../../daemon/proxy/targets.js';
-import { parseProxySettings } from '../../daemon/proxy/settings.js';
-import { DnsResponder, parseHostPort } from '../../daemon/proxy/dns/responder.js';
-import { ApiError } from '../../daemon/lib/errors.js';
+import { buildCaddyConfig, redactCaddyConfig } from '../../../daemon/proxy/caddy/build.js';
+import { defaultProxyConfig, effectiveScheme, effectiveSkipVerify, validateProxyConfig, type ProxyConfig, type ProxyEntry } from '../../../daemon/proxy/config.js';
+import { dialFor, findTarget, type UpstreamTarget } from '../../../daemon/proxy/targets.js';
+import { parseProxySettings } from '../../../daemon/proxy/settings.js';
+import { DnsResponder } from '../../../daemon/proxy/dns/responder.js';
+import { parseHostPort } from '../../../daemon/proxy/host-port.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
 
 const entry = (over: Partial<ProxyEntry> = {}): ProxyEntry => ({
   subdomain: 'web', listen_port: 443, port: 8080, host: '10.0.0.9', target_id: null, upstream_scheme: '', tls_skip_verify: null, header_up: {}, ...over,
@@ -145,7 +152,7 @@ describe('proxy: settings and DNS responder', () => {
   });
 
   it('answers zone names authoritatively; SERVFAIL when a forward has no upstream', async () => {
-    const r = new DnsResponder('127.0.0.1', 0, { zone: (n) => ({ inZone: n.endsWith('home.test'), a: ['10.0.0.50'], aaaa: ['fd00::50'] }), upstreams: () => [] });
+    const r = new DnsResponder({ host: '127.0.0.1', port: 0 }, { zone: (n) => ({ inZone: n.endsWith('home.test'), a: ['10.0.0.50'], aaaa: ['fd00::50'] }), upstreams: () => [] });
     const q = (name: string, type: 'A' | 'AAAA' | 'MX') => dnsPacket.encode({ type: 'query', id: 7, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type, name }] });
     const a = dnsPacket.decode((await r.answer(q('Web.Home.Test', 'A')))!);
     expect(a.flag_aa).to.equal(true);

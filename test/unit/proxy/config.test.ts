@@ -1,13 +1,18 @@
+/**
+ * The replicated proxy configuration: what validation accepts and refuses
+ * (credentials never in it), and GET /proxy/config's view of it and of the
+ * lease on each member.
+ */
 import { expect } from 'chai';
-import { ApiError, notFound } from '../../daemon/lib/errors.js';
+import { ApiError, notFound } from '../../../daemon/lib/errors.js';
 import {
   defaultProxyConfig,
   proxyConfigView,
   validateProxyConfig,
   type ProxyConfig,
   type ProxyConfigSnapshot,
-} from '../../daemon/proxy/config.js';
-import { LeaseNet } from '../helpers/lease-net.js';
+} from '../../../daemon/proxy/config.js';
+import { LeaseNet } from '../../helpers/lease-net.js';
 
 async function rejection(p: Promise<unknown>): Promise<ApiError> {
   try {

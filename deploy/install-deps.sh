@@ -28,6 +28,7 @@ PKGS=(
   qemu-utils      # VMs: qemu-img (disks, linked clones, copies, templates)
   genisoimage     # VMs: the cloud-init NoCloud seed ISO
   debootstrap     # VM tests: builds the Debian test guest (cached in /var/cache/hostd-test/vms)
+  prometheus      # metrics tests: promtool checks the exposition; a real Prometheus scrapes two members
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get)" >&2

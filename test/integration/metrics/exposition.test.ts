@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { eventually, startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 import { API, raw } from '../../helpers/conformance.js';
+import { fileURLToPath } from 'node:url';
 import { sample } from '../../helpers/metrics.js';
 
 /** `promtool check metrics` on `text`: its exit code and what it printed (it reads stdin). */
@@ -22,6 +23,8 @@ function promtool(text: string): Promise<{ code: number; out: string }> {
     p.stdin!.end(text);
   });
 }
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
 
 describe('metrics: GET /api/v1/metrics', function () {
   this.timeout(120_000);
@@ -96,5 +99,28 @@ describe('metrics: GET /api/v1/metrics', function () {
     expect(names).to.not.include('metrics_get');
     const call = await d.request('POST', '/mcp', { headers, body: { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'metrics_get', arguments: {} } } });
     expect(call.body?.error?.message).to.include('metrics_get not found');
+  });
+
+  it('deploy/: every query of the Grafana dashboard names families this member serves; promtool accepts the scrape config', async () => {
+    const text = (await scrape()).text;
+    const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    const dash = JSON.parse(fs.readFileSync(path.join(REPO, 'deploy/prometheus/grafana-dashboard.json'), 'utf8'));
+    const exprs: string[] = dash.panels.flatMap((p: { targets: Array<{ expr: string }> }) => p.targets.map((t) => t.expr));
+    expect(exprs.length).to.be.greaterThan(5);
+    for (const expr of exprs) {
+      const names = [...expr.matchAll(/\bhostd_[a-z0-9_]+/g)].map((m) => m[0].replace(/_(bucket|count|sum)$/, ''));
+      expect(names, expr).to.not.deep.equal([]);
+      for (const n of names) expect(served.has(n) || served.has(n.replace(/_total$/, '')), `${n} in ${expr}`).to.equal(true);
+    }
+    // The scrape config names token files that exist on a real Prometheus host only: check a copy pointing at one here.
+    const dir = tempDir('hostd-promcfg-');
+    fs.writeFileSync(path.join(dir, 't'), 'x');
+    const cfg = fs.readFileSync(path.join(REPO, 'deploy/prometheus/prometheus.yml'), 'utf8').replace(/\/etc\/prometheus\/[a-z-]+\.token/g, path.join(dir, 't'));
+    fs.writeFileSync(path.join(dir, 'prometheus.yml'), cfg);
+    const check = await new Promise<{ code: number; out: string }>((resolve) => {
+      execFile('promtool', ['check', 'config', path.join(dir, 'prometheus.yml')], { timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? 1 : 0, out: `${stdout}${stderr}` }));
+    });
+    expect(check.code, check.out).to.equal(0);
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 });

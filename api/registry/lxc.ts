@@ -40,17 +40,6 @@ const mountPoint = () => object({
   read_only: bool('Mounted read-only'),
 }, ['host_path', 'container_path', 'read_only']);
 
-/**
- * `emptyOr(rule)` with the rule as the first alternative: a reader that takes
- * an anyOf's first non-null alternative for the argument's bounds (the
- * conformance walk, client generators) then sees the rule's maxLength, not
- * the empty string's.
- */
-const ruleOrEmpty = <T extends string>(s: Schema<T>): Schema<T | ''> => {
-  const e = emptyOr(s) as JsonSchema;
-  return { ...e, anyOf: [...(e.anyOf as JsonSchema[])].reverse() } as Schema<T | ''>;
-};
-
 const lxcId = { id: int('LXC container ID', 0) };
 const imageParam = { image_id: imageId('LXC template image ID') };
 
@@ -230,8 +219,8 @@ export const operations = [
       lxcid: int('Numeric container ID; assigned automatically when omitted', 0),
       network_type: oneOf(['bridged', 'none'], 'Network type'),
       dns_servers: nullable(dnsServers('DNS servers')),
-      ip_address: ruleOrEmpty(cidr('Static IP address, optional CIDR (without a prefix: /24, or /64 for IPv6); empty: DHCP')),
-      gateway: ruleOrEmpty(ipAddress('Gateway address, inside the subnet of ip_address')),
+      ip_address: emptyOr(cidr('Static IP address, optional CIDR (without a prefix: /24, or /64 for IPv6); empty: DHCP')),
+      gateway: emptyOr(ipAddress('Gateway address, inside the subnet of ip_address')),
       autostart: bool('Start on host boot'),
       privileged: bool('Privileged container; default false; when false, idmap, capability dropping and seccomp confinement apply. A privileged container is root on the host: refused (403) unless the host sets lxc.allow_privileged'),
       nesting: bool('Allow nested containers; changeable later by update'),
@@ -239,7 +228,7 @@ export const operations = [
       disk_size_bytes: diskBytes('Root disk size in bytes; 0 uses the template default', ''),
       template_storage_id: str('Pool where the image resides'),
       mount_points: nullable(arrayOf(mountPoint(), 'Host paths to mount into the container: managed folders (or paths inside them) and lxc.mount_roots only, never a storage pool root or a directory hostd keeps for itself', { maxItems: 64 })),
-      network_bridge: ruleOrEmpty(bridgeName('Bridge name; empty uses the global default')),
+      network_bridge: emptyOr(bridgeName('Bridge name; empty uses the global default')),
       linked_clone: bool("Rootfs as a copy-on-write ZFS clone of the image's base dataset; storage_id must be a ZFS pool; the image cannot be deleted or moved while the container exists"),
       seed_data: str('Written into the guest at /etc/svc/seed before first boot; at most 1 MiB'),
     },
@@ -380,11 +369,11 @@ export const operations = [
       memory_mb: { ...uint32('Memory in MiB; 0 leaves unchanged'), anyOf: [{ const: 0 }, { minimum: 16 }], 'x-expect': '0 (unchanged) or at least 16' } as Schema<number>,
       nesting: bool('Allow nested containers (native config only)'),
       new_name: newName('New name; omit or null keeps the name; unique among containers without regard to case'),
-      ip_address: nullable(ruleOrEmpty(cidr('Static IP address; omit keeps; empty string clears, reverting to DHCP'))),
-      gateway: nullable(ruleOrEmpty(ipAddress('Gateway address; omit keeps; empty clears'))),
+      ip_address: nullable(emptyOr(cidr('Static IP address; omit keeps; empty string clears, reverting to DHCP'))),
+      gateway: nullable(emptyOr(ipAddress('Gateway address; omit keeps; empty clears'))),
       dns_servers: nullable(dnsServers('DNS servers; omit keeps; empty array clears')),
       network_type: oneOf(['bridged', 'none'], 'Network type'),
-      network_bridge: ruleOrEmpty(bridgeName('Bridge name; empty uses the global default')),
+      network_bridge: emptyOr(bridgeName('Bridge name; empty uses the global default')),
     },
     result: object({ container: containerView(), restart_required: bool('Some of the change takes effect at the next start') }, ['container', 'restart_required']),
   },

@@ -310,7 +310,9 @@ export const bridgeName = (description?: string): Schema<string> =>
 /** `s`, or an empty string (the spec's "empty clears"). */
 export const emptyOr = <T extends string>(s: Schema<T>): Schema<T | ''> => {
   const { description, examples, ...rest } = s;
-  const out: JsonSchema = { anyOf: [{ type: 'string', maxLength: 0 }, rest], 'x-expect': `${String(s['x-expect'] ?? 'a valid value')}, or empty` };
+  // The rule first: a reader that takes an anyOf's first alternative for the
+  // argument's bounds (client generators, the conformance walk) sees the rule's.
+  const out: JsonSchema = { anyOf: [rest, { type: 'string', maxLength: 0 }], 'x-expect': `${String(s['x-expect'] ?? 'a valid value')}, or empty` };
   if (examples) out.examples = examples;
   if (description) out.description = description;
   return out as Schema<T | ''>;

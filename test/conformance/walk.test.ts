@@ -13,6 +13,7 @@ import {
   API, METHODS, ONE_MIB, Problems, allowAt, callFor, concretePath, errorProblem, minimalArgs, nonNull, pathValues, pool,
   primaryType, props, queryString, queryText, raw, registryMethodsAt, resultMismatch, sampleValue, show, takesBody, typesOf,
   unrelatedScope, runtimeMissing, unavailableDomains, wrongValue, type CallSpec, type RawReply,
+  absentUpstream,
 } from '../helpers/conformance.js';
 
 describe('conformance walk over every registry operation', function () {
@@ -324,14 +325,6 @@ describe('conformance walk over every registry operation', function () {
     it('every operation is built: the catalog marks none unimplemented (the 501 of an unbuilt one: test/unit/mcp-tools.test.ts)', () => {
       expect(operations.filter((o) => implemented.get(o.name) !== true).map((o) => o.name)).to.deep.equal([]);
     });
-
-    /**
-     * The one valid call whose answer is another host's: discovery of a share
-     * host kept on loopback (the network rule), where no SMB server listens,
-     * is that host's 502 naming it, not a defect of the daemon.
-     */
-    const absentUpstream = (op: Operation, r: RawReply) =>
-      op.name === 'locations_discover' && r.status === 502 && String(r.body?.error ?? '').startsWith("cannot reach SMB host '127.0.0.1'");
 
     it('implemented operations never answer 501 nor 5xx to a valid call', async () => {
       const p = new Problems();

@@ -92,6 +92,14 @@ const STAY_ON_LOOPBACK: Record<string, Record<string, unknown>> = {
   locations_discover: { host: '127.0.0.1' },
 };
 
+/**
+ * The one valid call whose answer is another host's: discovery of a share
+ * host kept on loopback (the network rule), where no SMB server listens, is
+ * that host's 502 naming it, not a defect of the daemon.
+ */
+export const absentUpstream = (op: Operation, r: RawReply): boolean =>
+  op.name === 'locations_discover' && r.status === 502 && String(r.body?.error ?? '').startsWith("cannot reach SMB host '127.0.0.1'");
+
 export function minimalArgs(op: Operation, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const out: Record<string, unknown> = { ...(STAY_ON_LOOPBACK[op.name] ?? {}) };
   for (const name of op.required ?? []) out[name] = name in overrides ? overrides[name] : sampleValue(op.args[name] ?? {}, overrides);

@@ -84,6 +84,10 @@ describe('a client generated from the OpenAPI document', function () {
     const requestId = `genclient-${++seq}`;
     const init: Record<string, unknown> = { params: { path: c.path, query: c.query }, headers: { 'x-request-id': requestId } };
     if (c.body !== undefined) init.body = c.body;
+    // An operation answering text (the metrics exposition), as its document says: read as text.
+    const ok = Object.entries<any>(found.op.responses ?? {}).find(([code]) => code.startsWith('2'))?.[1];
+    const json = !ok?.content || 'application/json' in ok.content;
+    if (!json) init.parseAs = 'text';
     const res = await (client as any).request(found.method.toLowerCase(), found.key, init);
     const out: Done = { ...c, key: found.key, method: found.method, status: res.response.status, data: res.data ?? res.error, requestId };
     done.push(out);

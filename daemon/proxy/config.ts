@@ -207,8 +207,10 @@ export const proxyConfigSpec = {
 };
 
 /** What GET /proxy/config returns on node `selfId`. */
-export function proxyConfigView(lease: { state(): LeaseView }, configStore: { get(): ProxyConfigSnapshot }, selfId: string): ProxyConfigView {
+export function proxyConfigView(lease: { state(): LeaseView }, configStore: { get(): ProxyConfigSnapshot }, selfId: string, alone = false): ProxyConfigView {
   const l = lease.state();
   const c = configStore.get();
+  // A node outside a cluster holds the proxy without a lease: say so, as host-status does.
+  if (alone && !l.holder) return { holder: selfId, epoch: l.epoch, holding_here: true, version: c.version, config: c.config };
   return { holder: l.holder, epoch: l.epoch, holding_here: l.holding && l.holder === selfId, version: c.version, config: c.config };
 }

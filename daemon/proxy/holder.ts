@@ -22,7 +22,7 @@ export class HolderOps {
   ) {}
 
   async config(): Promise<ResultOf<'proxy_config_get'>> {
-    return proxyConfigView(this.cluster.lease, this.cluster.proxyConfig as { get(): ProxyConfigSnapshot }, this.selfId);
+    return proxyConfigView(this.cluster.lease, this.cluster.proxyConfig as { get(): ProxyConfigSnapshot }, this.selfId, this.cluster.members().length <= 1);
   }
 
   async move(args: ArgsOf<'proxy_move'>, call: CallContext): Promise<ResultOf<'proxy_move'>> {

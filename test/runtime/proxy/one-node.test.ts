@@ -79,6 +79,8 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     expect(r.body.runtimes.map((x: any) => [x.name, x.available])).to.deep.equal([['caddy', true], ['setpriv', true], ['ip', true], ['arping', true]]);
     expect(r.body.missing).to.deep.equal([]);
     expect(r.body.dns).to.deep.equal({ listen: `${lab.nodes[0].addr}:53`, running: false, error: null });
+    // /proxy/config says the same of the holder (it said null on a node alone).
+    expect((await api('GET', '/proxy/config')).body).to.include({ holder: d.nodeId, holding_here: true, epoch: 0 });
   });
 
   it('PATCH /proxy enables (idempotent): Caddy runs; domains and entries are checked', async () => {

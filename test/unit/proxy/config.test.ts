@@ -201,6 +201,13 @@ describe('replicated proxy configuration', function () {
     expect(proxyConfigView(net.lease('n1'), net.config('n1'), 'n1')).to.include({ holder: 'n2', epoch: 2, holding_here: false });
   });
 
+  it('proxyConfigView on a node outside a cluster names it the holder, as host-status does (no lease there)', async () => {
+    net = await LeaseNet.create(1);
+    expect(net.lease('n1').state().holder).to.equal(null);
+    expect(proxyConfigView(net.lease('n1'), net.config('n1'), 'n1', true)).to.include({ holder: 'n1', holding_here: true });
+    expect(proxyConfigView(net.lease('n1'), net.config('n1'), 'n1')).to.include({ holder: null, holding_here: false });
+  });
+
   it('start() keeps a member in sync on a timer', async () => {
     net = await LeaseNet.create(2);
     net.partition(['n1'], ['n2']);

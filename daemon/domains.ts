@@ -11,6 +11,8 @@ import { PortRegistry, type AdminCommand, type DomainDef, type DomainDeps, type 
 import type { Handler } from './lib/caller.js';
 import type { ActivityLog } from './activity/log.js';
 import type { TaskRunner } from './tasks/runner.js';
+import type { EventService } from './events/service.js';
+import { eventsDomain } from './events/index.js';
 import { foldersDomain } from './folders/index.js';
 import { systemDomain } from './system/index.js';
 import { tasksDomain } from './tasks/index.js';
@@ -27,6 +29,7 @@ import { sandboxesDomain } from './sandboxes/index.js';
 export interface Spine {
   tasks: TaskRunner;
   activity: ActivityLog;
+  events: EventService;
 }
 
 export function domainList(spine: Spine) {
@@ -37,6 +40,7 @@ export function domainList(spine: Spine) {
     systemDomain,
     tasksDomain(spine.tasks),
     activityDomain(spine.activity),
+    eventsDomain(spine.events),
     peersDomain,
     proxyDomain,
     vms,

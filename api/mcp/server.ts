@@ -155,7 +155,7 @@ function createServer(deps: McpDeps): Server {
     const op = getOperation(name);
     // An unknown tool is a protocol error; a known one the token may not use
     // is the operation's own 403, as on the HTTP API.
-    if (!op) throw protocolError(ErrorCode.InvalidParams, `Tool ${name} not found`);
+    if (!op || !op.mcp) throw protocolError(ErrorCode.InvalidParams, `Tool ${name} not found`);
     // A batch may carry several calls; each gets its own request id.
     const callId = scope.tools.length ? `${scope.id}:${scope.tools.length}` : scope.id;
     scope.tools.push(name);

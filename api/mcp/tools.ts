@@ -27,7 +27,7 @@ export function toolFor(op: Operation): Tool {
   };
 }
 
-const allTools: ReadonlyArray<{ op: Operation; tool: Tool }> = operations.map((op) => ({ op, tool: toolFor(op) }));
+const allTools: ReadonlyArray<{ op: Operation; tool: Tool }> = operations.filter((op) => op.mcp).map((op) => ({ op, tool: toolFor(op) }));
 
 /** Every tool, in registry order. */
 export const ALL_TOOLS: readonly Tool[] = allTools.map((t) => t.tool);

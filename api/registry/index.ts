@@ -17,10 +17,11 @@ import { operations as foldersOps } from './folders.js';
 import { operations as locationsOps } from './locations.js';
 import { operations as proxyOps } from './proxy.js';
 import { operations as sandboxesOps } from './sandboxes.js';
+import { operations as eventsOps } from './events.js';
 
 const SPECS = [
   ...catalogOps, ...vmsOps, ...templatesOps, ...tasksOps, ...systemOps, ...appsOps,
-  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps,
+  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps, ...eventsOps,
 ] as const;
 
 export type OperationName = (typeof SPECS)[number]['name'];
@@ -50,6 +51,7 @@ export function complete(spec: OperationSpec): Operation {
     segments: spec.path.split('/').filter(Boolean),
     successStatus: spec.method === 'POST' && spec.name.endsWith('_create') ? 201 : 200,
     result: spec.result ?? null,
+    mcp: spec.mcp ?? true,
   };
 }
 

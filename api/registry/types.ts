@@ -29,7 +29,7 @@ export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: 
 
 /** Domains as the registry groups them (one registry file each); task kinds start with one. */
 export const DOMAINS = [
-  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes',
+  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes', 'events',
 ] as const;
 export type Domain = (typeof DOMAINS)[number];
 
@@ -76,11 +76,18 @@ export interface OperationSpec {
    * publish it, and the conformance walk validates every success answer.
    */
   result?: JsonSchema;
+  /**
+   * false: not offered as an MCP tool (a long-lived stream, which a tool call
+   * cannot carry; its page-wise sibling is the tool). Default true.
+   */
+  mcp?: boolean;
 }
 
 /** An operation with everything derived from its spec filled in. */
-export interface Operation extends Omit<OperationSpec, 'result'> {
+export interface Operation extends Omit<OperationSpec, 'result' | 'mcp'> {
   peerId: PeerIdMode;
+  /** Offered as an MCP tool. */
+  mcp: boolean;
   readOnly: boolean;
   destructive: boolean;
   idempotent: boolean;

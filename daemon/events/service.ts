@@ -148,7 +148,7 @@ export class EventService {
 
   /** Closes every stream of a token (it was revoked). */
   closeToken(tokenId: string): void {
-    for (const s of [...this.subs]) if (s.caller.tokenId === tokenId) s.finish('closed', 0, 'the token of this stream was revoked');
+    for (const s of [...this.subs]) if (s.caller.tokenId === tokenId) s.finish('closed', undefined, 'the token of this stream was revoked');
   }
 
   /** Streams open now (tests, host-status). */

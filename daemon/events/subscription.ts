@@ -189,8 +189,9 @@ export class Subscription {
   }
 
   /** Sends a last control event (reset, lagged, closed) and ends the stream. */
-  finish(type: 'reset' | 'lagged' | 'closed', seq: number, summary: string): void {
+  finish(type: 'reset' | 'lagged' | 'closed', seq: number | undefined, summary: string): void {
     if (this.closed) return;
+    seq ??= this.position;
     this.sink.send(JSON.stringify(controlEvent(this.log, type, seq, summary)), cursorAt(this.log, seq));
     this.close();
   }

@@ -151,6 +151,7 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
     let admitted: { caller: Caller; args: StreamArgs };
     try {
       admitted = admit(deps, req, header(req, 'authorization') ?? bearerFromProtocols(header(req, 'sec-websocket-protocol')));
+      deps.events.precheck(admitted.caller, admitted.args, header(req, 'last-event-id'));
     } catch (err) {
       return refuse(err);
     }

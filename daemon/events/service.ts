@@ -26,6 +26,9 @@ export interface ListArgs extends StreamArgs {
 /** Where a reader starts: after `seq`, or with a `reset` (its cursor is from another epoch or older than retention). */
 type Start = { seq: number } | { reset: true };
 
+/** Whose streams count together: a token (of the member it came from, over the cluster). */
+const streamKey = (caller: Caller) => (caller.transport === 'cluster' ? `${caller.origin}/${caller.tokenId}` : caller.tokenId);
+
 /** How many stored events one page may pass over looking for matches (a narrow filter answers early, with a cursor that moved on). */
 const SCAN_PER_PAGE = 10_000;
 
@@ -47,17 +50,33 @@ export class EventService {
 
   /** Counts an open stream (or waiting long poll) of the caller's token; 429 past the limit. */
   private admit(caller: Caller, what: object): () => void {
-    const key = caller.transport === 'cluster' ? `${caller.origin}/${caller.tokenId}` : caller.tokenId;
+    const key = streamKey(caller);
     const set = this.open.get(key) ?? new Set<object>();
-    if (set.size >= this.settings.maxStreamsPerToken) {
-      throw new ApiError(429, `token '${caller.tokenName}' already holds ${set.size} open event streams, the limit (events.max_streams_per_token = ${this.settings.maxStreamsPerToken}); close one first`);
-    }
+    if (set.size >= this.settings.maxStreamsPerToken) throw this.overLimit(caller, set.size);
     set.add(what);
     this.open.set(key, set);
     return () => {
       set.delete(what);
       if (!set.size) this.open.delete(key);
     };
+  }
+
+  /**
+   * The refusals `openStream` would answer (403, 400, 429), checked before a
+   * transport commits to the stream (a WebSocket handshake refused with its
+   * status rather than a socket closed after it).
+   */
+  precheck(caller: Caller, args: StreamArgs, lastEventId?: string): void {
+    requireSomeRead(caller);
+    parseFilter(args);
+    if (args.cursor) this.start(args.cursor, true);
+    else this.start(lastEventId, true, 'header Last-Event-ID');
+    const n = this.open.get(streamKey(caller))?.size ?? 0;
+    if (n >= this.settings.maxStreamsPerToken) throw this.overLimit(caller, n);
+  }
+
+  private overLimit(caller: Caller, n: number): ApiError {
+    return new ApiError(429, `token '${caller.tokenName}' already holds ${n} open event streams, the limit (events.max_streams_per_token = ${this.settings.maxStreamsPerToken}); close one first`);
   }
 
   /**

@@ -43,13 +43,15 @@ export function stateAcl(domain: string, owner?: string): EventAcl {
 
 /** 403 unless the caller holds at least one read scope: a token that can read nothing opens no stream. */
 export function requireSomeRead(caller: Caller): void {
-  if (caller.scopes.some((s) => s.endsWith('.read'))) return;
+  if (isLocalOperator(caller) || caller.scopes.some((s) => s.endsWith('.read'))) return;
   throw forbidden(`token '${caller.tokenName}' holds no read scope, and events are only delivered to a token that may read something`);
 }
 
+/** The local operator (the admin socket) sees everything; a call forwarded over the cluster never is that. */
+const isLocalOperator = (caller: Caller) => caller.tokenId === 'admin' && caller.transport !== 'cluster';
+
 export function visibleTo(acl: EventAcl, caller: Caller): boolean {
-  // The local operator (admin socket) sees everything.
-  if (caller.tokenId === 'admin' && caller.transport !== 'cluster') return true;
+  if (isLocalOperator(caller)) return true;
   if (!acl.scopes.some((s) => caller.scopes.includes(s))) return false;
   if (acl.owner !== undefined && acl.owner !== caller.tokenId && acl.owner !== caller.tokenName) return false;
   return true;

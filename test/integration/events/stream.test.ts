@@ -7,7 +7,8 @@
  * subprotocol auth; a token in the URL is refused.
  */
 import { expect } from 'chai';
-import { startDaemon, eventually, tempDir, type TestDaemon } from '../../helpers/daemon.js';
+import { spawn } from 'node:child_process';
+import { HOSTCTL, hostctl, startDaemon, eventually, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 import { SseClient, WsClient } from './stream-client.js';
 
 const STREAM = '/api/v1/events/stream';
@@ -133,6 +134,23 @@ describe('event stream (integration)', function () {
     expect((await d.admin.request('DELETE', '/admin/tokens/revoked-soon')).status).to.equal(200);
     await eventually(() => c.ended, 10_000, 'the stream to end');
     expect(c.got.at(-1)!.event.type).to.equal('closed');
+  });
+
+  it('hostctl events prints a page and the cursor to go on from; --follow prints events as they come', async () => {
+    const [name] = await mutate(d, 'cli-a', 1);
+    const page = await hostctl(d.dataDir, ['events', '--json', '--types', 'activity', '--limit', '1000']);
+    expect(page.code, page.stderr).to.equal(0);
+    const listed = page.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(listed.map((e) => e.resource)).to.include(name);
+    const cursor = /next cursor: (\S+)/.exec(page.stderr)![1];
+    const follow = spawn(process.execPath, [HOSTCTL, '--data-dir', d.dataDir, 'events', '--follow', '--json', '--types', 'activity', '--cursor', cursor]);
+    clients.push({ close: () => follow.kill() });
+    let out = '';
+    follow.stdout.on('data', (c) => (out += c));
+    const later = await mutate(d, 'cli-b', 2);
+    await eventually(() => later.every((r) => out.includes(`"resource":"${r}"`)), 30_000, 'hostctl events --follow to print the new events');
+    const printed = out.trim().split('\n').map((l) => JSON.parse(l).resource);
+    expect(printed).to.deep.equal(later);
   });
 
   it('events_list long-polls: it answers with the first event that comes', async () => {

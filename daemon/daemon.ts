@@ -16,6 +16,7 @@ import { EventLog } from './events/log.js';
 import { EventService } from './events/service.js';
 import { parseEventSettings } from './events/settings.js';
 import { eventsPort } from './events/state.js';
+import { holderEvent, memberEvent } from './events/sources.js';
 import { loadIdentity } from './identity.js';
 import type { ClusterPorts, NodeIdentity } from './domain.js';
 import { domainList, openDomains } from './domains.js';
@@ -91,7 +92,11 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     // Without an actor the event is the local operator's; events caused over the cluster port name their cause.
     await dispatch?.audit({ ...e, actor: e.actor ?? ADMIN_ACTOR, metadata: e.metadata ?? { transport: 'api', via: 'admin-socket' } });
   };
-  const cluster = await Cluster.start({ config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs });
+  const stateEvent = (e: Parameters<EventLog['append']>[0]) => void eventLog.append(e).catch((err) => log.error({ err }, 'event write failed'));
+  const cluster = await Cluster.start({
+    config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs,
+    onReachability: (m, up) => stateEvent(memberEvent(m, up)),
+  });
   const link = cluster.leaseLink();
   const lease = new LeaseManager(store, link, log.child({ mod: 'lease' }));
   await lease.init();
@@ -104,6 +109,14 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     exportLease: () => { const { holder, epoch } = lease.state(); return { holder, epoch }; },
     adoptLease: async (rec) => { await lease.adopt(rec); },
     afterJoin: async () => { await Promise.allSettled([lease.sync(), proxyConfig.sync()]); },
+  });
+  // One proxy.holder event per move this member learns of (the lease fires on every record change).
+  let lastHolder = `${lease.state().holder}@${lease.state().epoch}`;
+  lease.onChange((st) => {
+    const now = `${st.holder}@${st.epoch}`;
+    if (now === lastHolder) return;
+    lastHolder = now;
+    stateEvent(holderEvent(st.holder, st.epoch));
   });
   lease.start();
   proxyConfig.start();

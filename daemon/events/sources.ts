@@ -46,3 +46,23 @@ export function taskEnded(rec: TaskRecord): NewEvent {
 export function progressWorthAnEvent(before: number, after: number): boolean {
   return after === 100 || Math.floor(after / PROGRESS_STEP) !== Math.floor(before / PROGRESS_STEP);
 }
+
+/** `members.up` / `members.down`: this member's probe of another one answered again, or stopped answering. */
+export function memberEvent(member: { peer_id: string; name: string }, up: boolean): NewEvent {
+  return {
+    type: up ? 'members.up' : 'members.down', domain: 'members', resource: `peers/${member.peer_id}`, actor: 'admin',
+    summary: `member '${member.name}' (${member.peer_id}) is ${up ? 'reachable' : 'unreachable'}`,
+    data: { peer_id: member.peer_id, name: member.name, reachable: up },
+    acl: SYSTEM_ACL,
+  };
+}
+
+/** `proxy.holder`: the proxy lease moved (as this member learned it). */
+export function holderEvent(holder: string | null, epoch: number): NewEvent {
+  return {
+    type: 'proxy.holder', domain: 'proxy', resource: 'proxy', actor: 'admin',
+    summary: holder ? `the proxy is held by ${holder} (epoch ${epoch})` : `the proxy has no holder (epoch ${epoch})`,
+    data: { holder, epoch },
+    acl: SYSTEM_ACL,
+  };
+}

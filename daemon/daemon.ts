@@ -128,6 +128,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   precompile(operations);
   dispatch = new Dispatch({ handlers, activity, forwarder: cluster.forwarder, log });
   cluster.setDispatch(dispatch);
+  cluster.setEvents(events);
   const router = new Router(operations);
   let openapi: unknown;
   const openApi = () => (openapi ??= openApiDocument(handlers, VERSION));
@@ -139,6 +140,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
       const where = cluster.forwarder.resolve(peerId);
       return where === undefined ? undefined : where === 'self' ? 'self' as const : 'other' as const;
     },
+    forwardStream: cluster.streamForwarder(),
   };
   const app = createHttpApp({
     dispatch, router, log, requestLog, openapi: openApi, events: streams,

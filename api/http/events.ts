@@ -34,6 +34,8 @@ export interface EventStreamDeps {
   authenticate: (authorization: string | undefined) => Caller | undefined;
   /** 'self' when a peer_id names this member, 'other' for another member, undefined when unknown. */
   resolvePeer: (peerId: string) => 'self' | 'other' | undefined;
+  /** Opens another member's stream for the caller (its refusals as ApiErrors); answers a function that closes it. */
+  forwardStream?: (peerId: string, caller: Caller, args: StreamArgs, lastEventId: string | undefined, requestId: string, sink: Sink) => Promise<() => void>;
   log: Logger;
   requestLog: RequestLog;
 }
@@ -44,7 +46,7 @@ export function wantsSse(req: IncomingMessage): boolean {
 }
 
 /** The caller and arguments of a stream request, or the ApiError that refuses it. */
-function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: string | undefined): { caller: Caller; args: StreamArgs } {
+function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: string | undefined): { caller: Caller; args: StreamArgs; peer?: string } {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const query = q === -1 ? '' : url.slice(q + 1);
@@ -57,20 +59,25 @@ function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: strin
   const op = getOperation('events_stream')!;
   const args = assembleArgs(op, {}, query, Buffer.alloc(0));
   validateArgs(op, args);
+  let peer: string | undefined;
   if (typeof args.peer_id === 'string') {
     const where = deps.resolvePeer(args.peer_id);
     if (!where) throw notFound(`peer '${args.peer_id}' not found`);
-    if (where === 'other') throw new ApiError(501, `events_stream with peer_id naming another member is not served by this build yet: call that member's /events/stream directly, or page with events_list and peer_id`);
+    // A stream that came over the cluster has made its one hop (the member serves its own events).
+    if (where === 'other') {
+      if (!deps.forwardStream) throw new ApiError(501, 'this listener does not forward event streams');
+      peer = args.peer_id;
+    }
   }
-  if (args.members === 'all') throw new ApiError(501, 'events_stream with members=all is not served by this build yet: read each member with events_list and peer_id');
+  if (args.members === 'all') throw new ApiError(501, 'events_stream with members=all is not served by this build yet: read each member with peer_id');
   const { peer_id: _p, members: _m, ...rest } = args;
   void _p;
   void _m;
-  return { caller, args: rest as StreamArgs };
+  return { caller, args: rest as StreamArgs, peer };
 }
 
 /** Serves an SSE stream request (the caller checked `wantsSse`). */
-export function serveSse(deps: EventStreamDeps, req: IncomingMessage, res: ServerResponse, requestId: string): void {
+export async function serveSse(deps: EventStreamDeps, req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
   const started = performance.now();
   let caller: Caller | undefined;
   const line = (status: number) =>
@@ -103,6 +110,14 @@ export function serveSse(deps: EventStreamDeps, req: IncomingMessage, res: Serve
   try {
     const a = admit(deps, req, header(req, 'authorization'));
     caller = a.caller;
+    if (a.peer) {
+      const close = await deps.forwardStream!(a.peer, a.caller, a.args, header(req, 'last-event-id'), requestId, sink);
+      head();
+      line(200);
+      if (closed || res.destroyed) close();
+      else res.once('close', () => { closed = true; close(); });
+      return;
+    }
     const sub = deps.events.openStream(a.caller, a.args, sink, header(req, 'last-event-id'));
     head();
     line(200);
@@ -148,12 +163,37 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
       deps.requestLog.write({ req_id: id, method: req.method, path, status: e.status, op: 'events_stream', ms: performance.now() - started });
     };
     if (path !== STREAM_PATH) return refuse(new ApiError(404, `no WebSocket endpoint at ${path}`));
-    let admitted: { caller: Caller; args: StreamArgs };
+    let admitted: { caller: Caller; args: StreamArgs; peer?: string };
     try {
       admitted = admit(deps, req, header(req, 'authorization') ?? bearerFromProtocols(header(req, 'sec-websocket-protocol')));
-      deps.events.precheck(admitted.caller, admitted.args, header(req, 'last-event-id'));
+      if (!admitted.peer) deps.events.precheck(admitted.caller, admitted.args, header(req, 'last-event-id'));
     } catch (err) {
       return refuse(err);
+    }
+    if (admitted.peer) {
+      // The member's refusals come before the handshake: the stream is opened first, its messages held until the socket is up.
+      const early: Array<[string, string]> = [];
+      let ws: WebSocket | undefined;
+      let sink: Sink | undefined;
+      let ended = false;
+      const relay: Sink = {
+        send: (text, mid) => (sink ? sink.send(text, mid) : (early.push([text, mid]), true)),
+        drained: () => (sink ? sink.drained() : Promise.resolve()),
+        end: () => (sink ? sink.end() : (ended = true)),
+      };
+      deps.forwardStream!(admitted.peer, admitted.caller, admitted.args, header(req, 'last-event-id'), id, relay).then((close) => {
+        wss.handleUpgrade(req, socket, head, (w) => {
+          ws = w;
+          sink = wsSink(w);
+          for (const [t, m] of early.splice(0)) sink.send(t, m);
+          if (ended) sink.end();
+          deps.requestLog.write({ req_id: id, method: req.method, path, status: 101, op: 'events_stream', actor: admitted.caller.tokenName, ms: performance.now() - started });
+          w.on('close', close);
+          w.on('error', close);
+        });
+      }, refuse);
+      void ws;
+      return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const sink = wsSink(ws);

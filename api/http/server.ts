@@ -32,7 +32,7 @@ export interface HttpDeps {
   /** Listeners for exact paths (such as /mcp), served directly like the API. */
   direct?: Record<string, RequestListener>;
   /** The event stream (SSE on its path; WebSocket upgrades go through `eventsUpgrade`). */
-  events?: Pick<EventStreamDeps, 'events' | 'resolvePeer'>;
+  events?: Pick<EventStreamDeps, 'events' | 'resolvePeer' | 'forwardStream'>;
 }
 
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -77,7 +77,8 @@ export function createHttpApp(deps: HttpDeps): RequestListener {
   return (req, res) => {
     const url = req.url ?? '/';
     if (stream && url.startsWith(STREAM_PATH) && (url.length === STREAM_PATH.length || url[STREAM_PATH.length] === '?') && wantsSse(req)) {
-      return serveSse(stream, req, res, requestId(req));
+      void serveSse(stream, req, res, requestId(req));
+      return;
     }
     if (url.startsWith(API_PREFIX + '/') && !url.startsWith(openapiPath)) return apiCall(deps, req, res);
     const q = url.indexOf('?');

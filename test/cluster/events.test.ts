@@ -1,9 +1,8 @@
 /**
  * The event stream in a cluster of two real daemons: a member that stops
  * shows as `members.down` in the other's stream, and `members.up` when it is
- * back; `events_list` with `peer_id` reads that member's events (under the
- * caller's scopes there); `events_stream` with `peer_id` of another member
- * is not served by this build yet (501, documented in docs/events.md).
+ * back; `events_list` and `events_stream` with `peer_id` read that member's
+ * events, under the caller's scopes there.
  */
 import { expect } from 'chai';
 import { eventually, startDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -64,8 +63,36 @@ describe('events in a cluster', function () {
     const hidden = await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1000`, { token: vmOnly });
     expect(hidden.status).to.equal(200);
     expect(hidden.body.events).to.deep.equal([]);
-    // The stream of another member is not forwarded by this build: said, not silently served from here.
-    const s = await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}`, { authorization: `Bearer ${reader}` });
-    expect(s.status).to.equal(501);
+  });
+
+  it("events_stream with peer_id streams that member's events, under the caller's scopes there, and resumes from its cursor", async () => {
+    const reader = await a.token('stream-reader', ['system.read']);
+    const vmOnly = await a.token('stream-vm-only', ['vm.read']);
+    const first = await eventually(async () => {
+      const x = await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1000`, { token: reader });
+      return x.status === 200 ? x : undefined;
+    }, 60_000, 'a forwarded events_list');
+    const cursor = first.body.next_cursor as string;
+    const s = await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}&cursor=${cursor}&types=activity`, { authorization: `Bearer ${reader}` });
+    const hidden = await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}&types=activity`, { authorization: `Bearer ${vmOnly}` });
+    try {
+      expect(s.status).to.equal(200);
+      expect(hidden.status).to.equal(200);
+      // Activity on B: tokens made there.
+      const made = ['on-b-1', 'on-b-2'];
+      for (const n of made) await b.token(n, ['vm.read']);
+      await eventually(() => made.every((n) => s.events().some((e) => e.resource === `tokens/${n}`)), 60_000, "B's events through A");
+      expect(s.events().every((e) => e.node_id === b.nodeId)).to.equal(true);
+      expect(s.events().filter((e) => e.resource.startsWith('tokens/on-b-')).map((e) => e.resource)).to.deep.equal(made.map((n) => `tokens/${n}`));
+      expect(hidden.events()).to.deep.equal([]);
+      // The member logged the stream as one forwarded over the cluster.
+      expect(b.logs.some((l) => l.msg === 'forwarded event stream opened' && l.transport === 'cluster')).to.equal(true);
+      // A refusal on the member comes back as its status: a token with no read scope.
+      const none = await a.token('stream-none', ['vm.manage']);
+      expect((await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}`, { authorization: `Bearer ${none}` })).status).to.equal(403);
+    } finally {
+      s.close();
+      hidden.close();
+    }
   });
 });

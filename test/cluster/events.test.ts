@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { eventually, startDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { SseClient } from '../integration/events/stream-client.js';
+import { SseClient, WsClient } from '../integration/events/stream-client.js';
 import { pair } from './util.js';
 
 describe('events in a cluster', function () {
@@ -85,6 +85,14 @@ describe('events in a cluster', function () {
       expect(s.events().every((e) => e.node_id === b.nodeId)).to.equal(true);
       expect(s.events().filter((e) => e.resource.startsWith('tokens/on-b-')).map((e) => e.resource)).to.deep.equal(made.map((n) => `tokens/${n}`));
       expect(hidden.events()).to.deep.equal([]);
+      // The same over a WebSocket.
+      const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?peer_id=${b.nodeId}&cursor=${cursor}&types=activity`, { protocols: [`bearer.${reader}`, 'hostd.events.v1'] });
+      try {
+        await eventually(() => made.every((n) => ws.events().some((e) => e.resource === `tokens/${n}`)), 60_000, "B's events through A over a WebSocket");
+        expect(ws.events().filter((e) => e.resource.startsWith('tokens/on-b-')).map((e) => e.resource)).to.deep.equal(made.map((n) => `tokens/${n}`));
+      } finally {
+        ws.close();
+      }
       // The member logged the stream as one forwarded over the cluster.
       expect(b.logs.some((l) => l.msg === 'forwarded event stream opened' && l.transport === 'cluster')).to.equal(true);
       // A refusal on the member comes back as its status: a token with no read scope.

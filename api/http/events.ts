@@ -173,7 +173,6 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
     if (admitted.peer) {
       // The member's refusals come before the handshake: the stream is opened first, its messages held until the socket is up.
       const early: Array<[string, string]> = [];
-      let ws: WebSocket | undefined;
       let sink: Sink | undefined;
       let ended = false;
       const relay: Sink = {
@@ -183,7 +182,6 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
       };
       deps.forwardStream!(admitted.peer, admitted.caller, admitted.args, header(req, 'last-event-id'), id, relay).then((close) => {
         wss.handleUpgrade(req, socket, head, (w) => {
-          ws = w;
           sink = wsSink(w);
           for (const [t, m] of early.splice(0)) sink.send(t, m);
           if (ended) sink.end();
@@ -192,7 +190,6 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
           w.on('error', close);
         });
       }, refuse);
-      void ws;
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {

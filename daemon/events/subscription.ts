@@ -96,7 +96,15 @@ export class Subscription {
   }
 
   private onEvent(e: StoredEvent): void {
-    if (this.closed || this.behind || e.seq <= this.seen) return;
+    if (this.closed) return;
+    if (this.behind) {
+      // Served from the store, and not reading: past the bound it is told so, as a live reader would be.
+      if (this.blocked && this.log.head - this.position > this.settings.queueEvents) {
+        this.finish('lagged', this.position, `this reader fell more than ${this.settings.queueEvents} events behind without reading; resume from its last cursor`);
+      }
+      return;
+    }
+    if (e.seq <= this.seen) return;
     this.seen = e.seq;
     if (!this.wants(e)) {
       if (!this.queue.length && !this.pumping) this.position = e.seq;

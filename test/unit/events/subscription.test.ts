@@ -108,6 +108,22 @@ describe('event subscriptions', function () {
     expect([...delivered, ...rest.events.map((e) => e.seq)]).to.deep.equal(Array.from({ length: 40 }, (_, i) => i + 1));
   });
 
+  it('a reader that stops reading while it replays from the store gets lagged too, once the bound is passed', async () => {
+    await setup({ queueEvents: 4 });
+    for (let i = 1; i <= 3; i++) await log.append(ev(i));
+    const sink = new TestSink();
+    sink.blocked = true;
+    // From before the first event: the replay writes one event and finds the buffer full.
+    const start = (await svc.list(reader, { limit: 1 })).events[0];
+    svc.openStream(reader, { cursor: start.cursor }, sink);
+    await eventually(() => sink.got.length >= 1, 10_000, 'the first replayed event');
+    expect(sink.ended).to.equal(false);
+    for (let i = 4; i <= 12; i++) await log.append(ev(i));
+    await eventually(() => sink.ended, 10_000, 'lagged');
+    expect(sink.got.at(-1)!.type).to.equal('lagged');
+    expect(svc.streams).to.equal(0);
+  });
+
   it('filters per event by scope and by the filters asked for; a bookmark moves a filtered reader past what it does not see', async () => {
     await setup({ bookmarkMs: 20 });
     const vmReader: Caller = { ...reader, tokenId: 't2', scopes: ['vm.read'] };

@@ -119,6 +119,57 @@ export class PeerClients {
     return e.calls.call(req, deadlineMs);
   }
 
+  /**
+   * A forwarded event stream: resolves once the member says it is open (its
+   * first, empty message), with a function that closes it; each later
+   * message goes to `onMessage` (a promise it answers pauses the stream until
+   * it resolves), and `onEnd` is called once when the stream
+   * ends. Rejects with the grpc ServiceError of a refusal (its hostd status
+   * in the `hostd-status` metadata) or of an unreachable member.
+   */
+  eventStream(member: Member, req: W.EventStreamRequest, onMessage: (m: W.EventMessage) => void | Promise<void>, onEnd: () => void): Promise<() => void> {
+    let client: AnyClient;
+    try {
+      client = this.client(member);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return new Promise((resolve, reject) => {
+      const call = (client as unknown as { EventStream(req: unknown, md: grpc.Metadata): grpc.ClientReadableStream<W.EventMessage> }).EventStream(req, new grpc.Metadata());
+      let open = false;
+      let ended = false;
+      // onEnd is for a stream that opened; a refusal is the rejection alone.
+      const end = () => {
+        if (ended || !open) return;
+        ended = true;
+        onEnd();
+      };
+      call.on('data', (m: W.EventMessage) => {
+        if (!open) {
+          open = true;
+          resolve(() => call.cancel());
+          return;
+        }
+        // A reader that cannot take more: the member's stream waits (HTTP/2 flow control), nothing piles up here.
+        const wait = onMessage(m);
+        if (wait) {
+          call.pause();
+          void wait.then(() => call.resume());
+        }
+      });
+      call.on('error', (err) => {
+        if (!open) reject(err);
+        end();
+      });
+      const closed = () => {
+        if (!open) reject(Object.assign(new Error('the member ended the stream before opening it'), { details: 'the member ended the stream before opening it' }));
+        end();
+      };
+      call.on('end', closed);
+      call.on('close', closed);
+    });
+  }
+
   /** One unary call to a member, with a deadline in milliseconds. Rejects with the grpc ServiceError. */
   unary<Res>(member: Member, method: Method, req: unknown, deadlineMs: number): Promise<Res> {
     let client: AnyClient;

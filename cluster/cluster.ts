@@ -17,6 +17,7 @@ import { Probes } from './probes.js';
 import { Pairing } from './pairing.js';
 import { Forwarding } from './forwarding.js';
 import { RpcService } from './rpc-service.js';
+import type { EventService } from '../daemon/events/service.js';
 
 export type { AuditEvent, ClusterOptions, ClusterStatus, LeaseHooks } from './mesh.js';
 
@@ -81,6 +82,17 @@ export class Cluster {
 
   get advertise(): string {
     return this.mesh.advertise;
+  }
+
+  /** Opens another member's event stream for a caller (events_stream with peer_id). */
+  streamForwarder(): Forwarding['stream'] {
+    const f = this.forwarder as Forwarding;
+    return (peerId, caller, args, lastEventId, requestId, sink) => f.stream(peerId, caller, args, lastEventId, requestId, sink);
+  }
+
+  /** The event service forwarded event streams are served from. */
+  setEvents(events: EventService): void {
+    this.rpc.setEvents(events);
   }
 
   setDispatch(dispatch: Dispatch): void {

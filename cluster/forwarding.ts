@@ -28,6 +28,35 @@ export class Forwarding implements Forwarder {
     return member ? { forward: (op, args, caller, requestId) => this.forward(member, op.name, args, caller, requestId) } : undefined;
   }
 
+  /**
+   * Opens a member's event stream for a caller (events_stream with peer_id):
+   * refusals come back with the member's status; an unreachable member is
+   * 502 naming it. Each message goes to `sink`; the sink is ended when the
+   * member's stream ends.
+   */
+  async stream(peerId: string, caller: Caller, args: object, lastEventId: string | undefined, requestId: string,
+    sink: { send(text: string, id: string): boolean; drained(): Promise<void>; end(): void }): Promise<() => void> {
+    const member = this.mesh.membership.get(peerId);
+    if (!member) throw new ApiError(404, `peer '${peerId}' not found`);
+    if (caller.tokenId === 'admin') {
+      throw forbidden(`streams opened over the local admin socket read only this node; to read peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`);
+    }
+    const label = `peer '${member.name}' (${member.peer_id})`;
+    try {
+      return await this.mesh.clients.eventStream(member, {
+        caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
+        origin: this.mesh.selfId,
+        args_json: JSON.stringify(args),
+        last_event_id: lastEventId ?? '',
+        request_id: requestId,
+      }, (m) => (sink.send(m.text, m.id) ? undefined : sink.drained()), () => sink.end());
+    } catch (err) {
+      const status = Number((err as { metadata?: grpc.Metadata }).metadata?.get('hostd-status')?.[0]);
+      if (status >= 400 && status < 600) throw new ApiError(status, String((err as { details?: string }).details ?? 'refused'));
+      throw badGateway(`${label} could not be reached to stream its events: ${String((err as { details?: string }).details ?? (err as Error).message)}`);
+    }
+  }
+
   private async forward(member: Member, operation: string, args: Record<string, unknown>, caller: Caller, requestId: string): Promise<unknown> {
     if (caller.tokenId === 'admin') {
       throw forbidden(`calls made over the local admin socket run only on this node; to reach peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`);

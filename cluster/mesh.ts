@@ -72,6 +72,8 @@ export interface ClusterOptions {
   log: Logger;
   /** Health probe period (default 2000 ms, env HOSTD_CLUSTER_PROBE_MS). */
   probeIntervalMs?: number;
+  /** Told when a member's probe answers after not answering (up) or stops answering (down): the event stream's members.* events. */
+  onReachability?(member: { peer_id: string; name: string }, reachable: boolean): void;
 }
 
 export interface PeerHealth {

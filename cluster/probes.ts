@@ -45,6 +45,7 @@ export class Probes {
     if (!health) this.mesh.health.set(member.peer_id, (health = { reachable: false, last_seen: null, probing: false }));
     if (health.probing) return health.reachable;
     health.probing = true;
+    const was = health.reachable;
     try {
       const reply = await this.mesh.clients.unary<W.HealthReply>(member, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.probe);
       health.reachable = true;
@@ -61,6 +62,7 @@ export class Probes {
       return false;
     } finally {
       health.probing = false;
+      if (health.reachable !== was) this.mesh.options.onReachability?.({ peer_id: member.peer_id, name: member.name }, health.reachable);
     }
   }
 

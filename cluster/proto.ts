@@ -54,6 +54,8 @@ export interface JoinReply {
   lease_json: Buffer; proxy_config_json: Buffer;
 }
 export interface Ack { ok: boolean; detail: string }
+export interface EventStreamRequest { caller: WireCaller; origin: string; args_json: string; last_event_id: string; request_id: string }
+export interface EventMessage { id: string; text: string }
 export type Empty = Record<string, never>;
 export interface Json { json: Buffer }
 

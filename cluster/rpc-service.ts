@@ -9,9 +9,10 @@ import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Dispatch } from '../api/dispatch.js';
 import type { Caller } from '../daemon/lib/caller.js';
-import { errorBody } from '../daemon/lib/errors.js';
+import { ApiError, errorBody } from '../daemon/lib/errors.js';
+import type { EventService } from '../daemon/events/service.js';
 import type { Member } from './membership.js';
-import { RpcError, type ClusterHandlers } from './server.js';
+import { RpcError, type ClusterHandlers, type EventSinkLike } from './server.js';
 import type { ClusterMesh } from './mesh.js';
 import type { Pairing } from './pairing.js';
 import type { Probes } from './probes.js';
@@ -20,6 +21,7 @@ import type * as W from './proto.js';
 
 export class RpcService implements ClusterHandlers {
   private dispatch?: Dispatch;
+  private events?: EventService;
 
   constructor(
     private readonly mesh: ClusterMesh,
@@ -32,32 +34,69 @@ export class RpcService implements ClusterHandlers {
     this.dispatch = dispatch;
   }
 
-  /** One forwarded call (a frame of `peer`'s CallStream): origin, token directory and scope checks, then dispatch. */
-  async rpcCall(req: W.CallFrame, peer: Member): Promise<W.CallOutcome> {
-    const fail = (status: number, error: string): W.CallOutcome => ({ ok: false, result_json: '', status, error });
+  setEvents(events: EventService): void {
+    this.events = events;
+  }
+
+  /**
+   * The caller of a forwarded request: the origin must be the certificate's
+   * member, the token in that member's directory, the claimed scopes the
+   * token's. A refusal as [status, message].
+   */
+  private async callerOf(origin: string, c: W.WireCaller | undefined, peer: Member): Promise<Caller | [number, string]> {
     const log = this.mesh.log;
-    if (!this.dispatch) return fail(503, 'this node is starting');
-    if (req.origin !== peer.peer_id) {
-      log.warn({ peer_id: peer.peer_id, claimed: String(req.origin).slice(0, 64) }, 'forwarded call refused: origin does not match the client certificate');
-      return fail(403, `the calling member is '${peer.peer_id}', not '${req.origin}'`);
+    if (origin !== peer.peer_id) {
+      log.warn({ peer_id: peer.peer_id, claimed: String(origin).slice(0, 64) }, 'forwarded call refused: origin does not match the client certificate');
+      return [403, `the calling member is '${peer.peer_id}', not '${origin}'`];
     }
-    const c = req.caller ?? { token_id: '', token_name: '', scopes: [] };
-    let tok = this.mesh.directory.lookup(peer.peer_id, c.token_id);
+    const wc = c ?? { token_id: '', token_name: '', scopes: [] };
+    let tok = this.mesh.directory.lookup(peer.peer_id, wc.token_id);
     if (!tok) {
       await this.tokens.pull(peer);
-      tok = this.mesh.directory.lookup(peer.peer_id, c.token_id);
+      tok = this.mesh.directory.lookup(peer.peer_id, wc.token_id);
     }
     if (!tok) {
-      log.warn({ peer_id: peer.peer_id, token_id: String(c.token_id).slice(0, 64) }, 'forwarded call refused: token unknown to the directory');
-      return fail(403, `token '${c.token_name || c.token_id}' is not a token of member '${peer.name}' (${peer.peer_id}) in this node's token directory`);
+      log.warn({ peer_id: peer.peer_id, token_id: String(wc.token_id).slice(0, 64) }, 'forwarded call refused: token unknown to the directory');
+      return [403, `token '${wc.token_name || wc.token_id}' is not a token of member '${peer.name}' (${peer.peer_id}) in this node's token directory`];
     }
-    const claimed = [...new Set(c.scopes ?? [])];
+    const claimed = [...new Set(wc.scopes ?? [])];
     const extra = claimed.filter((s) => !tok!.scopes.includes(s));
     if (extra.length) {
       log.warn({ peer_id: peer.peer_id, token_id: tok.id, extra }, 'forwarded call refused: claimed scopes exceed the token');
-      return fail(403, `forwarded scopes exceed those of token '${tok.name}': ${extra.join(', ')}`);
+      return [403, `forwarded scopes exceed those of token '${tok.name}': ${extra.join(', ')}`];
     }
-    const caller: Caller = { tokenId: tok.id, tokenName: tok.name, scopes: claimed, transport: 'cluster', origin: peer.peer_id };
+    return { tokenId: tok.id, tokenName: tok.name, scopes: claimed, transport: 'cluster', origin: peer.peer_id };
+  }
+
+  /** A forwarded event stream: the caller checked like a forwarded call, then this member's stream under the caller's scopes. */
+  async rpcEventStream(req: W.EventStreamRequest, peer: Member, sink: EventSinkLike): Promise<() => void> {
+    if (!this.events) throw new ApiError(503, 'this node is starting');
+    const caller = await this.callerOf(req.origin, req.caller, peer);
+    if (Array.isArray(caller)) throw new ApiError(caller[0], caller[1]);
+    let args: Record<string, unknown>;
+    try {
+      const parsed = JSON.parse(req.args_json || '{}');
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+      args = parsed;
+    } catch {
+      throw new ApiError(400, 'forwarded arguments are not a JSON object');
+    }
+    const str = (k: string) => (typeof args[k] === 'string' ? (args[k] as string) : undefined);
+    const streamArgs = { cursor: str('cursor'), types: str('types'), resource: str('resource'), task_id: str('task_id') };
+    this.events.precheck(caller, streamArgs, req.last_event_id || undefined);
+    // The empty first message says the stream is open (refusals came before it).
+    sink.send('', '');
+    this.mesh.log.info({ peer_id: peer.peer_id, token: caller.tokenName, transport: 'cluster', req_id: req.request_id }, 'forwarded event stream opened');
+    const sub = this.events.openStream(caller, streamArgs, sink, req.last_event_id || undefined);
+    return () => sub?.close();
+  }
+
+  /** One forwarded call (a frame of `peer`'s CallStream): origin, token directory and scope checks, then dispatch. */
+  async rpcCall(req: W.CallFrame, peer: Member): Promise<W.CallOutcome> {
+    const fail = (status: number, error: string): W.CallOutcome => ({ ok: false, result_json: '', status, error });
+    if (!this.dispatch) return fail(503, 'this node is starting');
+    const caller = await this.callerOf(req.origin, req.caller, peer);
+    if (Array.isArray(caller)) return fail(caller[0], caller[1]);
     let args: Record<string, unknown>;
     try {
       const parsed = JSON.parse(req.args_json || '{}');

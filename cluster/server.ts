@@ -25,7 +25,7 @@ import type * as W from './proto.js';
 import { serveCallStream } from './call-stream.js';
 import type { Member } from './membership.js';
 import { normalizeFingerprint } from '../certs/pki.js';
-import { ApiError } from '../daemon/lib/errors.js';
+import { ApiError, errorBody } from '../daemon/lib/errors.js';
 import { RefusalThrottle, SHARED_KEY, type TraceLimits } from '../daemon/lib/throttle.js';
 import { JOIN_MESSAGE_MAX } from './join-guard.js';
 
@@ -51,6 +51,15 @@ export interface ClusterHandlers {
   rpcTokenDirectoryGet(peer: Member): Promise<W.DirectorySnapshot>;
   rpcLease(msg: unknown, peer: Member): Promise<unknown>;
   rpcProxyConfig(msg: unknown, peer: Member): Promise<unknown>;
+  /** A forwarded event stream from member `peer`: answers a function that closes it, or throws the refusal (an ApiError). */
+  rpcEventStream(req: W.EventStreamRequest, peer: Member, sink: EventSinkLike): Promise<() => void>;
+}
+
+/** Where a forwarded event stream writes (daemon/events/subscription.ts Sink). */
+export interface EventSinkLike {
+  send(text: string, id: string): boolean;
+  drained(): Promise<void>;
+  end(): void;
 }
 
 type Unary = (call: grpc.ServerUnaryCall<any, any>, cb: grpc.sendUnaryData<any>) => void;
@@ -235,6 +244,42 @@ export class ClusterServer {
     });
   }
 
+  /** An EventStream: the member is identified once; the stream ends when the call is cancelled or the member is removed (its connection dropped). */
+  private eventStream(call: grpc.ServerWritableStream<W.EventStreamRequest, W.EventMessage>): void {
+    const peer = this.identify(call as unknown as grpc.ServerUnaryCall<unknown, unknown>);
+    if (!peer) {
+      call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: 'a client certificate of a current cluster member is required' });
+      return;
+    }
+    let ended = false;
+    const sink: EventSinkLike = {
+      send: (text, id) => (ended ? true : call.write({ id, text })),
+      drained: () => new Promise<void>((resolve) => {
+        if (ended) return resolve();
+        call.once('drain', () => resolve());
+        call.once('cancelled', () => resolve());
+      }),
+      end: () => {
+        if (ended) return;
+        ended = true;
+        call.end();
+      },
+    };
+    this.handlers.rpcEventStream(call.request, peer, sink).then(
+      (close) => {
+        call.once('cancelled', () => { ended = true; close(); });
+        call.once('error', () => { ended = true; close(); });
+      },
+      (err) => {
+        const e = errorBody(err);
+        const md = new grpc.Metadata();
+        md.set('hostd-status', String(e.status));
+        ended = true;
+        call.emit('error', { code: grpc.status.FAILED_PRECONDITION, details: e.body.error, metadata: md });
+      },
+    );
+  }
+
   private implementation(): grpc.UntypedServiceImplementation {
     const h = this.handlers;
     const member = <Req, Res>(fn: (req: Req, peer: Member) => Promise<Res>): Unary => (call, cb) => {
@@ -257,6 +302,7 @@ export class ClusterServer {
     });
     return {
       CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => this.callStream(call)) as grpc.handleBidiStreamingCall<W.CallBatch, W.ReplyBatch>,
+      EventStream: ((call: grpc.ServerWritableStream<W.EventStreamRequest, W.EventMessage>) => this.eventStream(call)) as grpc.handleServerStreamingCall<W.EventStreamRequest, W.EventMessage>,
       Health: member(h.rpcHealth.bind(h)),
       Membership: member(h.rpcMembership.bind(h)),
       TokenDirectory: member(h.rpcTokenDirectory.bind(h)),
@@ -275,6 +321,7 @@ export class ClusterServer {
     const unauthenticated: Unary = (_call, cb) => cb(refused);
     return {
       CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => call.emit('error', refused)) as grpc.handleBidiStreamingCall<W.CallBatch, W.ReplyBatch>,
+      EventStream: ((call: grpc.ServerWritableStream<W.EventStreamRequest, W.EventMessage>) => call.emit('error', refused)) as grpc.handleServerStreamingCall<W.EventStreamRequest, W.EventMessage>,
       Health: unauthenticated,
       Membership: unauthenticated,
       TokenDirectory: unauthenticated,

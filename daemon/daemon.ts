@@ -14,6 +14,11 @@ import { Store } from './store/store.js';
 import { TokenStore } from './auth/tokens.js';
 import { ActivityLog } from './activity/log.js';
 import { TaskRunner } from './tasks/runner.js';
+import { EventLog } from './events/log.js';
+import { EventService } from './events/service.js';
+import { parseEventSettings } from './events/settings.js';
+import { eventsPort } from './events/state.js';
+import { holderEvent, memberEvent } from './events/sources.js';
 import { loadIdentity } from './identity.js';
 import type { ClusterPorts, NodeIdentity } from './domain.js';
 import { domainList, openDomains } from './domains.js';
@@ -25,7 +30,8 @@ import { Dispatch } from '../api/dispatch.js';
 import { Router } from '../api/router.js';
 import { precompile } from '../api/validate.js';
 import { openApiDocument } from '../api/catalog.js';
-import { createHttpApp, createApiServer, bearerAuthenticator } from '../api/http/server.js';
+import { createHttpApp, createApiServer, bearerAuthenticator, requestId } from '../api/http/server.js';
+import { eventsUpgrade } from '../api/http/events.js';
 import { mcpListener, MCP_PATH } from '../api/mcp/server.js';
 import { Cluster, type AuditEvent } from '../cluster/cluster.js';
 import { registerClusterAdmin } from '../cluster/admin-routes.js';
@@ -42,6 +48,7 @@ export interface Daemon {
   tokens: TokenStore;
   activity: ActivityLog;
   tasks: TaskRunner;
+  events: EventService;
   dispatch: Dispatch;
   httpServer: http.Server;
   adminServer: http.Server;
@@ -65,10 +72,16 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const identity = await loadIdentity(store, config.nodeName);
   const tokens = new TokenStore(store, ALL_SCOPES);
   await tokens.init();
-  const activity = new ActivityLog(store, config.activity);
+  // The event log joins the activity log's and the task runner's batches: an event and its cause are stored together.
+  const eventSettings = parseEventSettings(config.sections.events, process.env);
+  const eventLog = new EventLog(store, identity.id, eventSettings);
+  await eventLog.init();
+  const events = new EventService(eventLog, eventSettings);
+  tokens.onChange((c) => { if (c.type === 'revoke') events.closeToken(c.token.id); });
+  const activity = new ActivityLog(store, config.activity, Date.now, eventLog);
   // A log written before the indexes existed is indexed once, here, before the daemon serves.
   await activity.init();
-  const tasks = new TaskRunner(store, identity.id);
+  const tasks = new TaskRunner(store, identity.id, eventLog);
   const interrupted = await tasks.init();
   if (interrupted) log.warn({ count: interrupted }, 'marked tasks interrupted by the last shutdown as failed');
 
@@ -81,7 +94,11 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     // Without an actor the event is the local operator's; events caused over the cluster port name their cause.
     await dispatch?.audit({ ...e, actor: e.actor ?? ADMIN_ACTOR, metadata: e.metadata ?? { transport: 'api', via: 'admin-socket' } });
   };
-  const cluster = await Cluster.start({ config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs });
+  const stateEvent = (e: Parameters<EventLog['append']>[0]) => void eventLog.append(e).catch((err) => log.error({ err }, 'event write failed'));
+  const cluster = await Cluster.start({
+    config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs,
+    onReachability: (m, up) => stateEvent(memberEvent(m, up)),
+  });
   const link = cluster.leaseLink();
   const lease = new LeaseManager(store, link, log.child({ mod: 'lease' }));
   await lease.init();
@@ -95,30 +112,48 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     adoptLease: async (rec) => { await lease.adopt(rec); },
     afterJoin: async () => { await Promise.allSettled([lease.sync(), proxyConfig.sync()]); },
   });
+  // One proxy.holder event per move this member learns of (the lease fires on every record change).
+  let lastHolder = `${lease.state().holder}@${lease.state().epoch}`;
+  lease.onChange((st) => {
+    const now = `${st.holder}@${st.epoch}`;
+    if (now === lastHolder) return;
+    lastHolder = now;
+    stateEvent(holderEvent(st.holder, st.epoch));
+  });
   lease.start();
   proxyConfig.start();
 
   const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers(), sharedSecret: (purpose) => cluster.sharedSecret(purpose) };
   const secrets = new FileSecretStore(config.dataDir);
   const metrics = new MetricsService();
-  const domains = await openDomains(domainList({ tasks, activity, metrics, version: VERSION }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts }, config.sections);
+  const domains = await openDomains(domainList({ tasks, activity, events, metrics, version: VERSION }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) }, config.sections);
   // The API's and MCP's calls are counted; the admin socket's are the operator's, logged but not counted.
   const apiRequestLog = metrics.observeRequests(requestLog);
   const handlers = domains.handlers;
   precompile(operations);
   dispatch = new Dispatch({ handlers, activity, forwarder: cluster.forwarder, log });
   cluster.setDispatch(dispatch);
+  cluster.setEvents(events);
   const router = new Router(operations);
   let openapi: unknown;
   const openApi = () => (openapi ??= openApiDocument(handlers, VERSION));
 
   const bearer = (transport: 'api' | 'mcp') => bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, transport);
+  const streams = {
+    events,
+    resolvePeer: (peerId: string) => {
+      const where = cluster.forwarder.resolve(peerId);
+      return where === undefined ? undefined : where === 'self' ? 'self' as const : 'other' as const;
+    },
+    forwardStream: cluster.streamForwarder(),
+  };
   const app = createHttpApp({
-    dispatch, router, log, requestLog: apiRequestLog, openapi: openApi, cors: new Cors(config.corsOrigins),
+    dispatch, router, log, requestLog: apiRequestLog, openapi: openApi, cors: new Cors(config.corsOrigins), events: streams,
     authenticate: bearer('api'),
     direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog: apiRequestLog, version: VERSION, authenticate: bearer('mcp') }) },
   });
   const httpServer = createApiServer(app, config.httpLimits);
+  httpServer.on('upgrade', eventsUpgrade({ ...streams, authenticate: bearer('api'), log, requestLog: apiRequestLog }, requestId));
   await new Promise<void>((resolve, reject) => {
     httpServer.once('error', reject);
     httpServer.listen(config.http.port, config.http.host, () => resolve());
@@ -129,18 +164,21 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   registerClusterAdmin(admin, cluster);
   registerDomainAdmin(admin, domains.admin);
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
-  const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a) });
+  const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a), events: streams });
   const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));
+  adminServer.on('upgrade', eventsUpgrade({ ...streams, authenticate: () => ({ ...adminCaller }), log, requestLog }, requestId));
 
   log.info({ http: `http://${config.http.host}:${httpPort}`, socket: socketPath(config.dataDir), cluster: cluster.listenAddress, cluster_advertise: cluster.advertise, in_cluster: cluster.inCluster, node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');
   log.flush();
 
   let closed = false;
   return {
-    config, identity, store, tokens, activity, tasks, dispatch, httpServer, adminServer, admin, httpPort, cluster,
+    config, identity, store, tokens, activity, tasks, events, dispatch, httpServer, adminServer, admin, httpPort, cluster,
     async close() {
       if (closed) return;
       closed = true;
+      // Open streams end first: a server waits for its connections to close.
+      events.close();
       await Promise.all([httpServer, adminServer].map((s) => new Promise<void>((r) => { s.close(() => r()); s.closeAllConnections?.(); })));
       lease.stop();
       proxyConfig.stop();

@@ -74,11 +74,30 @@ export interface DomainDeps {
   log: Logger;
   ports: Ports;
   cluster: ClusterPorts;
+  /** Where the domain reports state changes to the event stream (docs/events.md, "What each domain reports"). */
+  events: EventsPort;
   /** What every domain of this build says about itself (built, runtimes), asked when called. */
   domainInfo(): Promise<DomainInfo[]>;
 }
 
 // ------------------------------------------------------------------ ports
+
+/**
+ * The event stream as a domain sees it: `publishState` writes one
+ * `<domain>.state` event (synced) and resolves once it is in the store.
+ * Report every change of a resource's state, including the ones nobody
+ * asked for (a guest that powered itself off, a container whose init
+ * exited, a mount that went stale), from the place that sees it (the
+ * service after a call's change, the driver's watcher otherwise).
+ * `resource` is the resource path (`vms/101`, `lxc/7`, `apps/wiki`,
+ * `locations/loc_1`, `proxy`, `sandboxes/sb_1`); `state` the state word the
+ * domain's records use; `data` what a client needs beside it (never a secret).
+ * A sandbox's events name its owner token (`opts.owner`: id or name): only
+ * that token receives them.
+ */
+export interface EventsPort {
+  publishState(domain: string, resource: string, state: string, data?: Record<string, unknown>, opts?: { actor?: string; summary?: string; owner?: string }): Promise<void>;
+}
 
 /** A managed folder as other domains see it. */
 export interface FolderRef {

@@ -11,6 +11,8 @@ import { PortRegistry, type AdminCommand, type DomainDef, type DomainDeps, type 
 import type { Handler } from './lib/caller.js';
 import type { ActivityLog } from './activity/log.js';
 import type { TaskRunner } from './tasks/runner.js';
+import type { EventService } from './events/service.js';
+import { eventsDomain } from './events/index.js';
 import { foldersDomain } from './folders/index.js';
 import { systemDomain } from './system/index.js';
 import { tasksDomain } from './tasks/index.js';
@@ -32,6 +34,7 @@ export interface Spine {
   /** Counts requests and tasks from the start; the metrics domain exposes it. */
   metrics: MetricsService;
   version: string;
+  events: EventService;
 }
 
 export function domainList(spine: Spine) {
@@ -42,6 +45,7 @@ export function domainList(spine: Spine) {
     systemDomain,
     tasksDomain(spine.tasks),
     activityDomain(spine.activity),
+    eventsDomain(spine.events),
     peersDomain,
     proxyDomain,
     vms,

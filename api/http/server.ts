@@ -18,6 +18,7 @@ import { errorBody, unauthorized, ApiError } from '../../daemon/lib/errors.js';
 import { afterParse, assembleArgs, bodyPending, hasUnreadBody, readBody, LIMITS, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
 import type { Caller } from '../../daemon/lib/caller.js';
 import type { RequestLog } from '../../daemon/logger.js';
+import { STREAM_PATH, serveSse, wantsSse, type EventStreamDeps } from './events.js';
 
 export interface HttpDeps {
   dispatch: Dispatch;
@@ -34,6 +35,8 @@ export interface HttpDeps {
   direct?: Record<string, RequestListener>;
   /** Cross-origin access for bearer-token browser clients (config `cors_origins`). */
   cors?: Cors;
+  /** The event stream (SSE on its path; WebSocket upgrades go through `eventsUpgrade`). */
+  events?: Pick<EventStreamDeps, 'events' | 'resolvePeer' | 'forwardStream'>;
 }
 
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -95,8 +98,13 @@ export function createHttpApp(deps: HttpDeps): RequestListener {
   const openapiPath = `${API_PREFIX}/openapi.json`;
 
   const direct = new Map(Object.entries(deps.direct ?? {}));
+  const stream: EventStreamDeps | undefined = deps.events && { ...deps.events, authenticate: deps.authenticate, log: deps.log, requestLog: deps.requestLog };
   return (req, res) => {
     const url = req.url ?? '/';
+    if (stream && url.startsWith(STREAM_PATH) && (url.length === STREAM_PATH.length || url[STREAM_PATH.length] === '?') && wantsSse(req)) {
+      void serveSse(stream, req, res, requestId(req));
+      return;
+    }
     if (url.startsWith(API_PREFIX + '/') && !url.startsWith(openapiPath)) return apiCall(deps, req, res);
     const q = url.indexOf('?');
     const own = direct.get(q === -1 ? url : url.slice(0, q));

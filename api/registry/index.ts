@@ -18,10 +18,11 @@ import { operations as locationsOps } from './locations.js';
 import { operations as proxyOps } from './proxy.js';
 import { operations as sandboxesOps } from './sandboxes.js';
 import { operations as metricsOps } from './metrics.js';
+import { operations as eventsOps } from './events.js';
 
 const SPECS = [
   ...catalogOps, ...vmsOps, ...templatesOps, ...tasksOps, ...systemOps, ...appsOps,
-  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps, ...metricsOps,
+  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps, ...metricsOps, ...eventsOps,
 ] as const;
 
 export type OperationName = (typeof SPECS)[number]['name'];

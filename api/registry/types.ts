@@ -29,7 +29,7 @@ export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: 
 
 /** Domains as the registry groups them (one registry file each); task kinds start with one. */
 export const DOMAINS = [
-  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes', 'metrics',
+  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes', 'metrics', 'events',
 ] as const;
 export type Domain = (typeof DOMAINS)[number];
 
@@ -83,13 +83,18 @@ export interface OperationSpec {
    * types. Such an operation is not an MCP tool.
    */
   textResult?: readonly string[];
-  /** false: not offered as an MCP tool (a stream, a text answer). Default: true unless `textResult`. */
+  /**
+   * false: not offered as an MCP tool (a long-lived stream, which a tool call
+   * cannot carry; a text answer). Default: true unless `textResult`.
+   */
   mcp?: boolean;
 }
 
 /** An operation with everything derived from its spec filled in. */
-export interface Operation extends Omit<OperationSpec, 'result'> {
+export interface Operation extends Omit<OperationSpec, 'result' | 'mcp'> {
   peerId: PeerIdMode;
+  /** Offered as an MCP tool. */
+  mcp: boolean;
   readOnly: boolean;
   destructive: boolean;
   idempotent: boolean;
@@ -101,6 +106,4 @@ export interface Operation extends Omit<OperationSpec, 'result'> {
   successStatus: 200 | 201;
   /** The result schema, or null while the operation has none. */
   result: JsonSchema | null;
-  /** Whether MCP offers it as a tool. */
-  mcp: boolean;
 }

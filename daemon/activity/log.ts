@@ -33,7 +33,9 @@
 import crypto from 'node:crypto';
 import type { AbstractSublevel } from 'abstract-level';
 import type { Level } from 'level';
-import { LAZY, SYNC, type Store, type Sub } from '../store/store.js';
+import { LAZY, SYNC, type BatchOp, type BatchParticipant, type Store, type Sub } from '../store/store.js';
+import { activityEvent } from '../events/sources.js';
+import type { NewEvent } from '../events/types.js';
 import { DEFAULT_ACTIVITY_RETENTION, type ActivityRetention } from '../config.js';
 import type { ActivityRow, NewActivity } from '../../api/registry/types.js';
 import { badRequest } from '../lib/errors.js';
@@ -123,6 +125,8 @@ export class ActivityLog {
     private readonly store: Store,
     readonly retention: Retention = DEFAULT_RETENTION,
     private readonly now: () => number = Date.now,
+    /** The event log: each row's `activity` event is written in the row's batch. */
+    private readonly events?: BatchParticipant<NewEvent | NewEvent[]>,
   ) {
     this.rows = store.sub<ActivityRow>('activity');
     this.ix = store.db.sublevel<string, string>('activity_ix', { valueEncoding: 'utf8' }) as unknown as Ix;
@@ -221,20 +225,22 @@ export class ActivityLog {
     const ops: Op[] = [{ type: 'put', sub: this.rows, key, value: full }, ...this.indexOps(key, full, 'put')];
     const sync = opts.durable === false ? LAZY : SYNC;
     const lastSealed = this.blocks.at(-1);
+    let write: (extra: BatchOp[]) => Promise<void>;
     if (!lastSealed || key > lastSealed.last) {
       this.addToOpen(key, full);
       if (this.open.count < BLOCK_ROWS) {
-        await this.store.batch(ops, sync);
+        write = (extra) => this.store.batch([...ops, ...extra], sync);
       } else {
         const sealed = this.seal();
-        await this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(sealed)], sync));
+        write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(sealed), ...extra], sync));
       }
     } else {
       // A key inside the sealed blocks' range (the clock went back, or a row with an old timestamp).
       const block = this.sealedBlockFor(key);
       addRow(block, key, full);
-      await this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(block)], sync));
+      write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(block), ...extra], sync));
     }
+    await (this.events ? this.events.join(activityEvent(full), write) : write([]));
     if (this.size > this.retention.maxRows + BLOCK_ROWS) this.schedulePrune(0);
     return full;
   }
@@ -243,11 +249,13 @@ export class ActivityLog {
   async recordMany(rows: NewActivity[]): Promise<void> {
     if (!this.loaded) await this.ready;
     const ops: Op[] = [];
+    const written: ActivityRow[] = [];
     for (const row of rows) {
       const ts = row.timestamp ? new Date(row.timestamp) : new Date(this.now());
       const key = this.nextKey(ts.getTime());
       const full: ActivityRow = { ...bounded(row), id: key, timestamp: ts.toISOString() };
       ops.push({ type: 'put', sub: this.rows, key, value: full }, ...this.indexOps(key, full, 'put'));
+      written.push(full);
       const lastSealed = this.blocks.at(-1);
       if (!lastSealed || key > lastSealed.last) {
         this.addToOpen(key, full);
@@ -258,7 +266,8 @@ export class ActivityLog {
         ops.push(this.blockOp(block));
       }
     }
-    await this.blockWrites.run(() => this.store.batch(ops, LAZY));
+    const write = (extra: BatchOp[]) => this.blockWrites.run(() => this.store.batch([...ops, ...extra], LAZY));
+    await (this.events ? this.events.join(written.map(activityEvent), write) : write([]));
   }
 
   private indexOps(key: string, row: Pick<ActivityRow, 'category' | 'severity' | 'summary' | 'target'>, type: 'put' | 'del'): Op[] {

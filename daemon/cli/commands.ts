@@ -10,3 +10,4 @@ import './proxy.js';
 import './lxc.js';
 import './vms.js';
 import './sandboxes.js';
+import './events.js';

@@ -23,6 +23,8 @@ const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PA
   token list                                names, scopes, created, last used
   token revoke NAME                         revoke a token
   task watch TASK_ID [--peer PEER_ID]       follow a background task to its end
+  events [--follow] [--types T,..] [--resource R] [--cursor C] [--json]
+                                            print events (hostctl events --help)
   cluster init | join-token | join ADDRESS TOKEN | remove PEER_ID | leave | status
                                             pair hosts (hostctl cluster --help)
   ops                                       what this build serves, and every operation

@@ -1,64 +1,147 @@
 /**
- * `hostctl task watch`: polls a task, prints its new log lines and shows a
- * progress bar until it ends. Exit status 0 when it succeeded, 1 otherwise.
+ * `hostctl task watch`: prints a task's log lines and shows a progress bar
+ * until it ends. It follows the event stream (`tasks.*` events of the task);
+ * against a daemon without the stream (an older member), or when the stream
+ * ends before the task does, it polls. Exit status 0 when it succeeded, 1
+ * otherwise.
  */
 import cliProgress from 'cli-progress';
 import type { AdminClient } from './client.js';
 import { API_PREFIX } from '../../api/catalog.js';
+import { openSse, type StreamEvent } from './sse.js';
 
 export interface WatchOptions {
   peerId?: string;
   intervalMs?: number;
+  /** Poll even when the stream is there (tests of the fallback). */
+  poll?: boolean;
   out?: NodeJS.WritableStream;
   err?: NodeJS.WriteStream | NodeJS.WritableStream;
 }
 
 const TERMINAL = new Set(['succeeded', 'failed']);
 
+interface Task {
+  state: string;
+  progress?: number;
+  error?: string | null;
+}
+
+/** What watching prints: log lines on stdout above a bar on stderr, and the ending. */
+class View {
+  afterLine = 0;
+  private started = false;
+  private readonly bar: cliProgress.SingleBar;
+  private readonly tty: boolean;
+
+  constructor(private readonly taskId: string, private readonly out: NodeJS.WritableStream, private readonly err: NodeJS.WriteStream) {
+    this.tty = Boolean(err.isTTY);
+    this.bar = new cliProgress.SingleBar(
+      { format: `${taskId} [{bar}] {percentage}% | {state}`, stream: err, noTTYOutput: !this.tty, notTTYSchedule: 1000, hideCursor: this.tty },
+      cliProgress.Presets.shades_classic,
+    );
+  }
+
+  update(task: Task): void {
+    if (!this.started) {
+      this.bar.start(100, task.progress ?? 0, { state: task.state });
+      this.started = true;
+    } else this.bar.update(task.progress ?? 0, { state: task.state });
+  }
+
+  line(n: number, text: string, task: Task): void {
+    if (n <= this.afterLine) return;
+    // Log lines go to stdout above the bar, which lives on stderr.
+    if (this.tty && this.started) this.bar.stop();
+    this.out.write(`${n}: ${text}\n`);
+    if (this.tty && this.started) this.bar.start(100, task.progress ?? 0, { state: task.state });
+    this.afterLine = n;
+  }
+
+  fail(msg: string): number {
+    if (this.started) this.bar.stop();
+    this.err.write(`hostctl: ${msg}\n`);
+    return 1;
+  }
+
+  end(task: Task): number {
+    this.update(task);
+    this.bar.stop();
+    if (task.state === 'succeeded') {
+      this.out.write(`task ${this.taskId} succeeded\n`);
+      return 0;
+    }
+    this.out.write(`task ${this.taskId} failed: ${task.error ?? 'unknown error'}\n`);
+    return 1;
+  }
+}
+
 export async function watchTask(client: AdminClient, taskId: string, opts: WatchOptions = {}): Promise<number> {
-  const out = opts.out ?? process.stdout;
-  const err = (opts.err ?? process.stderr) as NodeJS.WriteStream;
+  const view = new View(taskId, opts.out ?? process.stdout, (opts.err ?? process.stderr) as NodeJS.WriteStream);
+  // A peer's task is polled through peer_id (the stream of another member is not forwarded over the admin socket).
+  if (!opts.peerId && !opts.poll) {
+    const code = await follow(client, taskId, view);
+    if (code !== undefined) return code;
+  }
+  return poll(client, taskId, view, opts);
+}
+
+/** Follows the stream; undefined when the stream is not there or ended early (the caller polls on). */
+async function follow(client: AdminClient, taskId: string, view: View): Promise<number | undefined> {
+  const q = new URLSearchParams({ task_id: taskId, types: 'tasks.' });
+  const early: StreamEvent[] = [];
+  let handle: ((e: StreamEvent) => void) | undefined;
+  let finished: ((code: number) => void) | undefined;
+  const result = new Promise<number>((r) => (finished = r));
+  // The stream opens first, so that nothing between reading the task and following it is missed.
+  const stream = await openSse(client.socketPath, `${API_PREFIX}/events/stream?${q}`, (e) => (handle ? handle(e) : early.push(e))).catch(() => undefined);
+  if (!stream) return undefined;
+  try {
+    const r = await client.request('GET', `${API_PREFIX}/tasks/${encodeURIComponent(taskId)}`);
+    if (r.status !== 200) return view.fail(r.body?.error ?? `status ${r.status}`);
+    const task: Task = r.body.task;
+    view.update(task);
+    if (!(await printLogs(client, taskId, view, task, ''))) return undefined;
+    if (TERMINAL.has(task.state)) return view.end(task);
+    const current: Task = { ...task };
+    handle = (e) => {
+      const d = e.data as { state?: string; progress?: number; line?: number; text?: string; error?: string | null };
+      if (d.state) current.state = d.state;
+      if (typeof d.progress === 'number') current.progress = d.progress;
+      if (e.type === 'tasks.log' && typeof d.line === 'number') view.line(d.line, String(d.text ?? ''), current);
+      else if (e.type === 'tasks.ended') {
+        current.error = d.error ?? null;
+        finished?.(view.end(current));
+      } else if (e.type === 'tasks.progress') view.update(current);
+    };
+    for (const e of early.splice(0)) handle(e);
+    const ended = await Promise.race([result, stream.done.then(() => undefined)]);
+    return ended;
+  } finally {
+    stream.close();
+  }
+}
+
+/** Prints the log lines after the view's last one; false when they cannot be read. */
+async function printLogs(client: AdminClient, taskId: string, view: View, task: Task, peer: string): Promise<boolean> {
+  for (;;) {
+    const logs = await client.request('GET', `${API_PREFIX}/tasks/${encodeURIComponent(taskId)}/logs?after_line=${view.afterLine}&limit=500${peer ? '&' + peer : ''}`);
+    if (logs.status !== 200) return false;
+    for (const l of logs.body.lines) view.line(l.line, l.text, task);
+    if (logs.body.lines.length < 500) return true;
+  }
+}
+
+async function poll(client: AdminClient, taskId: string, view: View, opts: WatchOptions): Promise<number> {
   const interval = opts.intervalMs ?? 300;
   const peer = opts.peerId ? `peer_id=${encodeURIComponent(opts.peerId)}` : '';
-  const tty = Boolean(err.isTTY);
-  const bar = new cliProgress.SingleBar(
-    { format: `${taskId} [{bar}] {percentage}% | {state}`, stream: err, noTTYOutput: !tty, notTTYSchedule: 1000, hideCursor: tty },
-    cliProgress.Presets.shades_classic,
-  );
-  let afterLine = 0;
-  let started = false;
   for (;;) {
     const r = await client.request('GET', `${API_PREFIX}/tasks/${encodeURIComponent(taskId)}${peer ? '?' + peer : ''}`);
-    if (r.status !== 200) {
-      if (started) bar.stop();
-      err.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}\n`);
-      return 1;
-    }
-    const task = r.body.task;
-    if (!started) {
-      bar.start(100, task.progress ?? 0, { state: task.state });
-      started = true;
-    }
-    const logs = await client.request('GET', `${API_PREFIX}/tasks/${encodeURIComponent(taskId)}/logs?after_line=${afterLine}&limit=500${peer ? '&' + peer : ''}`);
-    if (logs.status === 200) {
-      for (const l of logs.body.lines) {
-        // Log lines go to stdout above the bar, which lives on stderr.
-        if (tty) bar.stop();
-        out.write(`${l.line}: ${l.text}\n`);
-        if (tty) bar.start(100, task.progress ?? 0, { state: task.state });
-        afterLine = l.line;
-      }
-    }
-    bar.update(task.progress ?? 0, { state: task.state });
-    if (TERMINAL.has(task.state)) {
-      bar.stop();
-      if (task.state === 'succeeded') {
-        out.write(`task ${taskId} succeeded\n`);
-        return 0;
-      }
-      out.write(`task ${taskId} failed: ${task.error ?? 'unknown error'}\n`);
-      return 1;
-    }
+    if (r.status !== 200) return view.fail(r.body?.error ?? `status ${r.status}`);
+    const task: Task = r.body.task;
+    view.update(task);
+    await printLogs(client, taskId, view, task, peer);
+    if (TERMINAL.has(task.state)) return view.end(task);
     await new Promise((res) => setTimeout(res, interval));
   }
 }

@@ -29,6 +29,20 @@ export type Sub<V> = AbstractSublevel<Level<string, unknown>, string | Buffer | 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnySub = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, any>;
 
+/** One write of a `Store.batch`. */
+export type BatchOp = { type: 'put'; sub: AnySub; key: string; value: unknown } | { type: 'del'; sub: AnySub; key: string };
+
+/**
+ * A writer that adds its own ops to another writer's batch, so that what it
+ * records and what caused it are stored together or not at all (the event
+ * log joins the activity log's and the task runner's batches). `write` gets
+ * the participant's ops, must include them in one batch, and resolves once
+ * that batch is written; `join` answers what `write` answered.
+ */
+export interface BatchParticipant<Item> {
+  join<T>(item: Item, write: (ops: BatchOp[]) => Promise<T>): Promise<T>;
+}
+
 export class Store {
   private readonly subs = new Map<string, Sub<unknown>>();
   private readonly closing: Array<() => Promise<void> | void> = [];
@@ -59,7 +73,7 @@ export class Store {
   }
 
   /** Atomic writes across sublevels: each op names its sublevel. `options`: SYNC or LAZY. */
-  async batch(ops: Array<{ type: 'put'; sub: AnySub; key: string; value: unknown } | { type: 'del'; sub: AnySub; key: string }>, options?: {}): Promise<void> {
+  async batch(ops: BatchOp[], options?: {}): Promise<void> {
     const mapped = ops.map((o) =>
       o.type === 'put'
         ? { type: 'put' as const, sublevel: o.sub, key: o.key, value: o.value }

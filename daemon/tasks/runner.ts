@@ -6,7 +6,9 @@
  * work is expected to stop and clean up.
  */
 import crypto from 'node:crypto';
-import { LAZY, SYNC, type Store, type Sub } from '../store/store.js';
+import { LAZY, SYNC, type BatchOp, type BatchParticipant, type Store, type Sub } from '../store/store.js';
+import { progressWorthAnEvent, taskCreated, taskEnded, taskLog, taskProgress } from '../events/sources.js';
+import type { NewEvent } from '../events/types.js';
 import { notFound } from '../lib/errors.js';
 import type { TaskHandle, TaskRecord, TaskStart, TaskWork, Tasks } from '../lib/tasks.js';
 
@@ -42,7 +44,12 @@ export class TaskRunner implements Tasks {
   /** Records of tasks this process runs; their writes are serialised per task. */
   private readonly live = new Map<string, Live>();
 
-  constructor(private readonly store: Store, private readonly nodeId = '') {
+  constructor(
+    private readonly store: Store,
+    private readonly nodeId = '',
+    /** The event log: each record change's `tasks.*` event is written in the change's batch. */
+    private readonly events?: BatchParticipant<NewEvent | NewEvent[]>,
+  ) {
     this.tasks = store.sub<TaskRecord>('tasks');
     this.logs = store.sub<TaskLogLine>('task_logs');
   }
@@ -54,14 +61,20 @@ export class TaskRunner implements Tasks {
       if (rec.state === 'queued' || rec.state === 'running') {
         const line: TaskLogLine = { line: rec.log_lines + 1, time: new Date().toISOString(), text: 'interrupted: the daemon restarted while this task was running' };
         const upd: TaskRecord = { ...rec, state: 'failed', error: 'interrupted by a daemon restart', finished_at: line.time, log_lines: line.line };
-        await this.store.batch([
+        await this.write([
           { type: 'put', sub: this.tasks, key: id, value: upd },
           { type: 'put', sub: this.logs, key: lineKey(id, line.line), value: line },
-        ]);
+        ], [taskLog(upd, line.line, line.text), taskEnded(upd)], SYNC);
         n++;
       }
     }
     return n;
+  }
+
+  /** One batch of the task store, with its events. */
+  private write(ops: BatchOp[], events: NewEvent[], sync: {}): Promise<void> {
+    const write = (extra: BatchOp[]) => this.store.batch([...ops, ...extra], sync);
+    return this.events && events.length ? this.events.join(events, write) : write([]);
   }
 
   start(what: TaskStart, work: TaskWork): TaskRecord {
@@ -73,17 +86,22 @@ export class TaskRunner implements Tasks {
       created_at: now, started_at: null, finished_at: null, result: null, error: null, log_lines: 0,
     };
     let ended!: () => void;
-    const entry: Live = { rec, shown: { ...rec }, chain: this.tasks.put(rec.task_id, { ...rec }), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
+    const entry: Live = { rec, shown: { ...rec }, chain: this.write([{ type: 'put', sub: this.tasks, key: rec.task_id, value: { ...rec } }], [taskCreated({ ...rec })], SYNC), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
     this.live.set(rec.task_id, entry);
     // Progress and log lines are written lazily (a power loss may lose the last
     // seconds of them; a restart marks the task interrupted anyway); the record
     // of a task that ended is synced: a result the caller may have read must
     // still be there after a power loss (docs/durability.md).
-    const persist = () => {
+    // Events: `tasks.progress` when the percent crosses a step (sources.ts) or the task starts running,
+    // one `tasks.log` per line, `tasks.ended` with the synced end record.
+    const persist = (events: (snapshot: TaskRecord) => NewEvent[] = () => [], line?: TaskLogLine) => {
       const snapshot = { ...entry.rec };
       const ended = snapshot.state === 'succeeded' || snapshot.state === 'failed';
+      const ops: BatchOp[] = [{ type: 'put', sub: this.tasks, key: snapshot.task_id, value: snapshot }];
+      if (line) ops.unshift({ type: 'put', sub: this.logs, key: lineKey(rec.task_id, line.line), value: line });
+      // Readers are shown what the store has: the record with the line it counts (one batch).
       entry.chain = entry.chain
-        .then(() => this.tasks.put(snapshot.task_id, snapshot, ended ? SYNC : LAZY))
+        .then(() => this.write(ops, events(snapshot), ended ? SYNC : LAZY))
         .then(() => { entry.shown = snapshot; })
         .catch(() => undefined);
     };
@@ -92,20 +110,20 @@ export class TaskRunner implements Tasks {
       signal: entry.abort.signal,
       log: (text) => {
         const line: TaskLogLine = { line: ++entry.rec.log_lines, time: new Date().toISOString(), text };
-        entry.chain = entry.chain.then(() => this.logs.put(lineKey(rec.task_id, line.line), line, LAZY)).catch(() => undefined);
-        persist();
+        persist((snap) => [taskLog(snap, line.line, line.text)], line);
       },
       progress: (p) => {
         const next = Math.max(0, Math.min(100, Math.round(p)));
-        if (next === entry.rec.progress) return;
+        const before = entry.rec.progress;
+        if (next === before) return;
         entry.rec.progress = next;
-        persist();
+        persist((snap) => (progressWorthAnEvent(before, next) ? [taskProgress(snap)] : []));
       },
     };
     void entry.chain.then(async () => {
       entry.rec.state = 'running';
       entry.rec.started_at = new Date().toISOString();
-      persist();
+      persist((snap) => [taskProgress(snap)]);
       try {
         if (entry.abort.signal.aborted) throw new Error(String(entry.abort.signal.reason ?? 'cancelled'));
         entry.rec.result = (await work(handle)) ?? null;
@@ -119,7 +137,7 @@ export class TaskRunner implements Tasks {
         handle.log(`failed: ${entry.rec.error}`);
       }
       entry.rec.finished_at = new Date().toISOString();
-      persist();
+      persist((snap) => [taskEnded(snap)]);
       await entry.chain;
       this.live.delete(rec.task_id);
       ended();

@@ -14,6 +14,7 @@ import { lxcBench } from './lxc.js';
 import { activityQueries } from './activity.js';
 import { vmsBench } from './vms.js';
 import { sandboxesBench } from './sandboxes.js';
+import { eventsBench } from './events.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -28,6 +29,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['activity', activityQueries],
   ['vms', vmsBench],
   ['sandboxes', sandboxesBench],
+  ['events', eventsBench],
 ];
 
 async function main(): Promise<void> {

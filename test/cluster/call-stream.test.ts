@@ -45,6 +45,7 @@ describe('CallStream in process', function () {
       return run(f, peer);
     },
     rpcHealth: nop, rpcJoin: nop, rpcMembership: nop, rpcTokenDirectory: nop, rpcTokenDirectoryGet: nop, rpcLease: nop, rpcProxyConfig: nop,
+    rpcEventStream: async () => () => undefined,
   };
   const echo = async (f: W.CallFrame, peer: Member): Promise<W.CallOutcome> => ({ ok: true, result_json: JSON.stringify({ op: f.operation, args: JSON.parse(f.args_json), by: peer.peer_id }), status: 200, error: '' });
   const req = (operation: string, args: unknown = {}) => ({

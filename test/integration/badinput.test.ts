@@ -119,7 +119,7 @@ describe('bad input to every endpoint', function () {
     await pool(operations, 8, async (op) => {
       for (const b of bad) p.add(where(op, JSON.stringify(b)), only4xx(await send(op.method, realPath(op), b)));
     });
-    p.check(129 * bad.length);
+    p.check(operations.length * bad.length);
   });
 
   it('2 MiB bodies (with a length and chunked): 413 from every endpoint', async () => {
@@ -152,7 +152,7 @@ describe('bad input to every endpoint', function () {
         }
       }
     });
-    p.check(129 * 4);
+    p.check(operations.length * 4);
   });
 
   it('deeply nested JSON text in object-valued query arguments: 4xx', async () => {
@@ -193,7 +193,7 @@ describe('bad input to every endpoint', function () {
         }
       }
     });
-    p.check(129 * ODD.length);
+    p.check(operations.length * ODD.length);
   });
 
   it('bytes that are not UTF-8 (overlong forms, 0xFF, CESU surrogates) in bodies, query strings and paths: no server error', async () => {
@@ -226,7 +226,7 @@ describe('bad input to every endpoint', function () {
         }
       }
     });
-    p.check(129 * BAD_BYTES.length);
+    p.check(operations.length * BAD_BYTES.length);
   });
 
   it('weird query strings (%zz, repeated keys, __proto__/constructor keys, huge values): 4xx from every endpoint', async () => {
@@ -243,7 +243,7 @@ describe('bad input to every endpoint', function () {
       ];
       for (const v of variants) p.add(where(op, `?${v.slice(0, 40)}`), only4xx(await send(op.method, `${base}?${q}${v}`, c.body)));
     });
-    p.check(129 * 16);
+    p.check(operations.length * 16);
     // Nothing got polluted in the daemon: it still validates as before.
     const r = await send('GET', `${API}/folders?polluted=1`);
     expect(r.status).to.equal(400);

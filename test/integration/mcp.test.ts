@@ -126,6 +126,7 @@ describe('MCP transport', function () {
       expect(operations.filter((o) => !built.has(o.name)).map((o) => o.name)).to.deep.equal([]);
       const names = (await (await client(admin)).listTools()).tools.map((t) => t.name);
       expect(names).to.have.length(operations.filter((o) => o.mcp).length);
+      expect(names).to.include('events_list').and.not.include('events_stream');
     });
 
     it("lists only the tools the token's scopes allow", async function () {

@@ -13,9 +13,10 @@ import { operations as locations } from '../../api/registry/locations.js';
 import { operations as proxy } from '../../api/registry/proxy.js';
 import { operations as sandboxes } from '../../api/registry/sandboxes.js';
 import { operations as metrics } from '../../api/registry/metrics.js';
+import { operations as events } from '../../api/registry/events.js';
 
 const files: Record<string, readonly OperationSpec[]> = {
-  catalog, vms, templates, tasks, system, apps, lxc, folders, locations, proxy, sandboxes, metrics,
+  catalog, vms, templates, tasks, system, apps, lxc, folders, locations, proxy, sandboxes, metrics, events,
 };
 const all: readonly OperationSpec[] = Object.values(files).flat();
 
@@ -24,7 +25,7 @@ const pathParams = (path: string): string[] =>
 
 describe('operation registry', () => {
   /** Operations beyond the spec that an issue asked for (each a row in docs/api-decisions.md). */
-  const EXTENSIONS = ['metrics_get'];
+  const EXTENSIONS = ['metrics_get', 'events_list', 'events_stream'];
 
   it('declares the spec\'s 128 endpoints, catalog_get, and the listed extensions', () => {
     expect(all).to.have.length(129 + EXTENSIONS.length);

@@ -1,0 +1,176 @@
+/**
+ * The event stream's figures, each against a baseline of the same run:
+ *
+ * - events_delivery_ratio_{1,100,1000}: p99 from sending a mutation
+ *   (POST /api/v1/folders) to its `activity` event reaching a subscribed SSE
+ *   client, over the p99 of the mutation's own round trip, with 1, 100 and
+ *   1,000 subscribers connected (target at most 2 at 1,000).
+ * - events_replay_per_s and events_replay_ratio: a subscription resuming
+ *   100,000 events behind (the log and subscription code on a store, no
+ *   HTTP), over reading the same rows from the store directly.
+ * - events_idle_subscriber_kib: the daemon's resident memory per idle SSE
+ *   subscriber (1,000 of them).
+ * - api_overhead_with_subscribers_ratio: GET /api/v1/folders throughput
+ *   without subscribers over the same with 100 connected (target at most 1.1).
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { load, median, pct, print } from './lib.js';
+import { Store } from '../../daemon/store/store.js';
+import { EventLog } from '../../daemon/events/log.js';
+import { EventService } from '../../daemon/events/service.js';
+import { DEFAULT_EVENT_SETTINGS } from '../../daemon/events/settings.js';
+import { SYSTEM_ACL } from '../../daemon/events/filter.js';
+import type { Caller } from '../../daemon/lib/caller.js';
+
+const STREAM = '/api/v1/events/stream';
+
+function rss(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m![1]) * 1024;
+}
+
+/** An SSE subscriber that reads and drops everything, or hands each data line to `onData`. */
+function subscribe(d: TestDaemon, token: string, query = '', onData?: (json: string) => void): Promise<http.ClientRequest> {
+  const u = new URL(d.url);
+  return new Promise((resolve, reject) => {
+    const agent = new http.Agent({ keepAlive: false });
+    const req = http.request({ host: u.hostname, port: u.port, path: STREAM + query, agent, headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` } }, (res) => {
+      if (res.statusCode !== 200) return reject(new Error(`subscribe: ${res.statusCode}`));
+      res.setEncoding('utf8');
+      let buf = '';
+      res.on('data', (c: string) => {
+        if (!onData) return;
+        buf += c;
+        for (let i = buf.indexOf('\n'); i !== -1; i = buf.indexOf('\n')) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          if (line.startsWith('data: ')) onData(line.slice(6));
+        }
+      });
+      resolve(req);
+    });
+    req.on('error', () => undefined);
+    req.end();
+  });
+}
+
+async function idle(d: TestDaemon, token: string, n: number): Promise<http.ClientRequest[]> {
+  const out: http.ClientRequest[] = [];
+  for (let i = 0; i < n; i++) out.push(await subscribe(d, token, '', () => undefined));
+  return out;
+}
+
+async function delivery(d: TestDaemon, token: string, subscribers: number, round: number): Promise<number> {
+  const others = await idle(d, token, subscribers - 1);
+  const arrived = new Map<string, number>();
+  const waiting = new Map<string, () => void>();
+  const mine = await subscribe(d, token, '?types=activity', (json) => {
+    const id = JSON.parse(json).data?.metadata?.request_id as string | undefined;
+    if (!id) return;
+    arrived.set(id, performance.now());
+    waiting.get(id)?.();
+  });
+  const trips: number[] = [];
+  const deliveries: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const id = `bench-${subscribers}-${round}-${i}`;
+    const seen = new Promise<void>((r) => waiting.set(id, r));
+    const t0 = performance.now();
+    const r = await fetch(`${d.url}/api/v1/folders`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'x-request-id': id }, body: JSON.stringify({ storage_id: 'default', name: id }) });
+    const t1 = performance.now();
+    if (r.status !== 201) throw new Error(`folder create: ${r.status} ${await r.text()}`);
+    await seen;
+    trips.push(t1 - t0);
+    deliveries.push(arrived.get(id)! - t0);
+  }
+  mine.destroy();
+  for (const o of others) o.destroy();
+  trips.sort((a, b) => a - b);
+  deliveries.sort((a, b) => a - b);
+  return pct(deliveries, 0.99) / pct(trips, 0.99);
+}
+
+export async function eventsBench(): Promise<void> {
+  const d = await startDaemon({
+    env: { HOSTD_LOG_LEVEL: 'info', HOSTD_EVENTS_MAX_STREAMS_PER_TOKEN: '5000' },
+    configYaml: 'http_limits:\n  max_connections: 5000\n  max_connections_per_client: 5000\n',
+    logToFile: true,
+  });
+  try {
+    const token = await d.token('bench', ['files.read', 'files.manage', 'system.read']);
+    // Memory per idle subscriber, first, on a daemon whose heap has not yet grown and freed for other subscribers.
+    const before = rss(d.proc.pid!);
+    const subs = await idle(d, token, 1000);
+    const after = rss(d.proc.pid!);
+    print('events_idle_subscriber_kib', (after - before) / 1000 / 1024, 1);
+    for (const s of subs) s.destroy();
+    for (const n of [1, 100, 1000]) {
+      const ratios: number[] = [];
+      for (let round = 0; round < 3; round++) ratios.push(await delivery(d, token, n, round));
+      print(`events_delivery_ratio_${n}`, median(ratios));
+    }
+    // API overhead with 100 subscribers connected, against none, alternating rounds.
+    const url = d.url + '/api/v1/folders';
+    const headers = { authorization: `Bearer ${token}` };
+    await load(url, { headers, duration: 1 });
+    const without: number[] = [];
+    const withSubs: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      without.push((await load(url, { headers, duration: 3 })).rps);
+      const hundred = await idle(d, token, 100);
+      withSubs.push((await load(url, { headers, duration: 3 })).rps);
+      for (const s of hundred) s.destroy();
+    }
+    print('api_rps_without_subscribers', median(without), 0);
+    print('api_rps_with_100_subscribers', median(withSubs), 0);
+    print('api_overhead_with_subscribers_ratio', median(without) / median(withSubs));
+  } finally {
+    await d.stop();
+  }
+  await replay();
+}
+
+/** Resuming 100,000 events behind, against reading the same rows from the store. */
+async function replay(): Promise<void> {
+  const dir = tempDir('hostd-bench-events-');
+  const store = await Store.open(path.join(dir, 'db'), { sync: false });
+  try {
+    const log = new EventLog(store, 'bench', { ...DEFAULT_EVENT_SETTINGS, reserveBlock: 200_000 });
+    await log.init();
+    const N = 100_000;
+    for (let i = 0; i < N; i += 1000) {
+      await log.append(Array.from({ length: 1000 }, (_, j) => ({ type: 'activity', domain: 'activity', resource: `folders/f${i + j}`, actor: 'bench', summary: `Created folder f${i + j}`, data: { id: String(i + j), category: 'storage', severity: 'info', metadata: { transport: 'api' } }, acl: SYSTEM_ACL })), false);
+    }
+    const t0 = performance.now();
+    let rows = 0;
+    for await (const _v of store.sub('events').values()) rows++;
+    const direct = rows / ((performance.now() - t0) / 1000);
+    const svc = new EventService(log, log.settings);
+    const reader: Caller = { tokenId: 'b', tokenName: 'bench', scopes: ['system.read'], transport: 'api', origin: 'bench' };
+    let got = 0;
+    let done!: () => void;
+    const finished = new Promise<void>((r) => (done = r));
+    const t1 = performance.now();
+    const first = (await svc.list(reader, { limit: 1 })).events[0].cursor;
+    svc.openStream(reader, { cursor: first }, {
+      send: () => {
+        if (++got >= N - 1) done();
+        return true;
+      },
+      drained: async () => undefined,
+      end: () => undefined,
+    });
+    await finished;
+    const replayRate = got / ((performance.now() - t1) / 1000);
+    svc.close();
+    print('events_store_read_per_s', direct, 0);
+    print('events_replay_per_s', replayRate, 0);
+    print('events_replay_ratio', replayRate / direct);
+  } finally {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

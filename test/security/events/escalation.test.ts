@@ -1,0 +1,123 @@
+/**
+ * The event stream's containment against a real daemon: a token scoped to
+ * one domain reads nothing of the others (here: every read scope but
+ * system.read against activity events, the events this build writes for any
+ * call; the per-event rules for every domain are in
+ * test/unit/events/cursor-filter.test.ts); and readers that stop reading do
+ * not grow the daemon's memory with the traffic: each gets `lagged` and is
+ * closed, and the daemon's resident memory grows by far less than what they
+ * were sent (measured from /proc, the daemon's own figure).
+ */
+import { expect } from 'chai';
+import fs from 'node:fs';
+import net from 'node:net';
+import { startDaemon, eventually, type TestDaemon } from '../../helpers/daemon.js';
+import { SseClient } from '../../integration/events/stream-client.js';
+
+const STREAM = '/api/v1/events/stream';
+const READ_SCOPES = ['vm.read', 'lxc.read', 'apps.read', 'files.read', 'connections.read', 'proxy.read', 'sandbox.read'];
+
+/** Resident memory of a process, in bytes. */
+function rss(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m![1]) * 1024;
+}
+
+/** A reader that sends its request and never reads a byte of the answer. */
+function stalledReader(d: TestDaemon, token: string): Promise<{ socket: net.Socket; drain: () => Promise<string> }> {
+  const u = new URL(d.url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(u.port), u.hostname, () => {
+      socket.write(`GET ${STREAM} HTTP/1.1\r\nhost: ${u.host}\r\naccept: text/event-stream\r\nauthorization: Bearer ${token}\r\n\r\n`);
+      socket.pause();
+      resolve({
+        socket,
+        // Reads all that was sent, to its end (the daemon closes a lagged stream).
+        drain: () => new Promise((res) => {
+          const chunks: Buffer[] = [];
+          socket.on('data', (c) => chunks.push(c));
+          socket.on('close', () => res(Buffer.concat(chunks).toString('utf8')));
+          socket.resume();
+        }),
+      });
+    });
+    socket.once('error', reject);
+  });
+}
+
+describe('event stream containment (security)', function () {
+  this.timeout(600_000);
+  let d: TestDaemon;
+
+  afterEach(async () => {
+    await d?.stop();
+  });
+
+  it('a token scoped to one domain reads nothing of another domain, on a stream or a page; system.read reads the activity', async () => {
+    d = await startDaemon({ env: { HOSTD_EVENTS_BOOKMARK_MS: '100' } });
+    const scoped = await Promise.all(READ_SCOPES.map(async (s) => ({ scope: s, token: await d.token(`only-${s.replace('.', '-')}`, [s]) })));
+    const system = await d.token('system-reader', ['system.read']);
+    const streams = await Promise.all(scoped.map((t) => SseClient.open(d.url + STREAM, { authorization: `Bearer ${t.token}` })));
+    const sys = await SseClient.open(d.url + STREAM, { authorization: `Bearer ${system}` });
+    try {
+      // Activity of every domain: calls that fail and calls that succeed, by each scoped token and by the operator.
+      for (const t of scoped) {
+        await d.request('GET', '/api/v1/vms', { token: t.token });
+        await d.request('DELETE', '/api/v1/folders/f_nope', { token: t.token });
+      }
+      await d.token('made-later', ['vm.read']);
+      await eventually(() => sys.events().some((e) => e.resource === 'tokens/made-later'), 30_000, 'the system reader to see the last row');
+      const top = sys.events().at(-1)!.seq;
+      for (const [i, s] of streams.entries()) {
+        await eventually(() => s.got.some((g) => g.event.type === 'bookmark' && g.event.seq >= top), 30_000, `a bookmark past seq ${top} for ${scoped[i].scope}`);
+        expect(s.events(), scoped[i].scope).to.deep.equal([]);
+        const page = await d.request('GET', '/api/v1/events?limit=1000', { token: scoped[i].token });
+        expect(page.status).to.equal(200);
+        expect(page.body.events, scoped[i].scope).to.deep.equal([]);
+      }
+      expect(sys.events().filter((e) => e.type === 'activity').length).to.be.greaterThan(READ_SCOPES.length);
+      // Nothing of who may read an event is ever sent.
+      expect(sys.got.every((g) => !('acl' in g.event))).to.equal(true);
+    } finally {
+      for (const s of [...streams, sys]) s.close();
+    }
+  });
+
+  it('readers that stop reading get lagged and are closed; the daemon does not keep what they did not read', async () => {
+    const QUEUE_BYTES = 64 * 1024;
+    const READERS = 40;
+    const CALLS = 2500;
+    d = await startDaemon({
+      // Unsynced writes: this measures memory, not durability, and the calls must be many.
+      env: { HOSTD_STORE_SYNC: '0', HOSTD_EVENTS_QUEUE_EVENTS: '64', HOSTD_EVENTS_QUEUE_BYTES: String(QUEUE_BYTES), HOSTD_EVENTS_MAX_STREAMS_PER_TOKEN: String(READERS) },
+    });
+    const token = await d.token('slow', ['system.read']);
+    const readers = [];
+    for (let i = 0; i < READERS; i++) readers.push(await stalledReader(d, token));
+    const before = rss(d.proc.pid!);
+    // Each call writes a refused-call row of about 1.5 KiB (a long folder id in its target and error), and its event.
+    const id = 'f_' + 'x'.repeat(400);
+    let sent = 0;
+    const admin = d.admin;
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      while (sent < CALLS) {
+        sent++;
+        await admin.request('DELETE', `/api/v1/folders/${id}`);
+      }
+    }));
+    const page = await d.request('GET', `/api/v1/events?limit=1&resource=folders/${id}`, { token });
+    const eventBytes = JSON.stringify(page.body.events[0]).length;
+    const after = rss(d.proc.pid!);
+    const offered = READERS * CALLS * eventBytes;
+    // What an unbounded daemon would hold is `offered`; this one holds per reader at most its queue and a write buffer.
+    const allowed = 64 * 1024 * 1024;
+    expect(offered, 'the traffic must dwarf the bound for the check to mean anything').to.be.greaterThan(allowed * 2);
+    expect(after - before, `RSS grew by ${after - before} bytes for ${offered} bytes offered`).to.be.lessThan(allowed);
+    const texts = await Promise.all(readers.map((r) => r.drain()));
+    for (const t of texts) {
+      // Raw HTTP/1.1 (chunked): each message is one chunk, so its data line is whole.
+      const last = t.match(/^data: .*$/gm)?.at(-1) ?? '';
+      expect(last, 'the last message of a stalled reader').to.match(/"type":"lagged"/);
+    }
+  });
+});

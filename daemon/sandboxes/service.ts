@@ -199,7 +199,7 @@ export class SandboxService {
     const s = this.e.settings;
     const pick = (v: number | undefined, min: number, def: number, name: string): number => {
       if (v === undefined || v === 0) return Math.max(min, def);
-      if (v < min) throw badRequest(`argument '${arg}.${name}' (${v}) is below image '${img.image_id}''s minimum of ${min}`);
+      if (v < min) throw badRequest(`argument '${arg}.${name}' (${v}) is below the minimum of image '${img.image_id}' (${min})`);
       return v;
     };
     const cpu = pick(r?.cpu_cores, img.min_cpu_cores, s.defaultCpuCores, 'cpu_cores');
@@ -208,7 +208,7 @@ export class SandboxService {
     if (mem < 64) throw badRequest(`argument '${arg}.memory_mb' must be at least 64`);
     const floor = Math.max(img.min_disk_gb, Math.ceil(img.virtual_size_bytes / GiB));
     const given = r?.disk_gb ?? 0;
-    if (given !== 0 && given < floor) throw badRequest(`argument '${arg}.disk_gb' (${given}) is below image '${img.image_id}''s ${floor} GiB (disks cannot shrink)`);
+    if (given !== 0 && given < floor) throw badRequest(`argument '${arg}.disk_gb' (${given}) is below the minimum of image '${img.image_id}' (${floor} GiB; disks cannot shrink)`);
     if (given > 65536) throw badRequest(`argument '${arg}.disk_gb' must be at most 65536`);
     return { cpu_cores: cpu, memory_mb: mem, disk_gb: Math.max(given || s.defaultDiskGb, floor), diskFloor: floor };
   }
@@ -526,7 +526,7 @@ export class SandboxService {
         image_id: img.image_id, name: img.name, kind: img.kind, storage_id: img.storage_id, labels: img.labels,
         min_cpu_cores: img.min_cpu_cores, min_memory_mb: img.min_memory_mb, min_disk_gb: res.diskFloor,
         default_resources: { cpu_cores: res.cpu_cores, memory_mb: res.memory_mb, disk_gb: res.disk_gb },
-        default_start: fit.id ? 'warm' : 'cold',
+        default_start: fit.id ? ('warm' as const) : ('cold' as const),
         warm_states: warm.filter((w) => w.image_id === img.image_id).map((w) => ({
           warm_state_id: w.id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb, disk_gb: w.disk_size_gb, created_at: w.created_at, resumable: w.resumable, reason: w.reason,
         })),

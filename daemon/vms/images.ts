@@ -12,8 +12,8 @@ import { badRequest, conflict, errnoCode, notFound } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
 import type { TaskHandle, TaskRecord } from '../lib/tasks.js';
 import { download, loadCatalog, type CatalogEntry } from './catalog.js';
-import { checkImageId, imagesDir, isosDir, ISO_ID, now, partialDir, slug, checkName } from './common.js';
-import { GiB } from './qemu/img.js';
+import { checkImageId, checkName, imagesDir, isIsoFile, isosDir, now, partialDir, slug } from './common.js';
+import { formatSize, GiB } from './sizes.js';
 import { VmRecords, type ImageRecord } from './records.js';
 import { hold, lockLabel, type VmService } from './service.js';
 
@@ -101,7 +101,7 @@ export class ImageService {
       if (!full.min_disk_gb) full.min_disk_gb = Math.ceil(info.virtualSize / GiB);
       await this.vms.step('image:placed');
       await this.vms.records.journal.commit(key, [this.vms.records.putImage(full)]);
-      th.log(`image ${rec.image_id} ready in pool ${rec.storage_id} (${Math.round(info.virtualSize / GiB)} GiB virtual)`);
+      th.log(`image ${rec.image_id} ready in pool ${rec.storage_id} (${formatSize(info.virtualSize)} virtual)`);
       return full;
     } catch (err) {
       await fs.rm(rec.file, { force: true });
@@ -195,7 +195,7 @@ export class ImageService {
         const tmp = path.join(partialDir(pool), `${id}.import.qcow2`);
         try {
           await fs.mkdir(partialDir(pool), { recursive: true });
-          th.log(`converting ${a.file} (${info.format}, ${Math.round(info.virtualSize / GiB)} GiB virtual) to qcow2 in pool ${pool.id}`);
+          th.log(`converting ${a.file} (${info.format}, ${formatSize(info.virtualSize)} virtual) to qcow2 in pool ${pool.id}`);
           await this.vms.driver.copyDisk(a.file, tmp, { signal: th.signal, sourceFormat: info.format, onProgress: (p) => th.progress(Math.floor(p * 0.95)) });
           const img = await this.addImage({
             image_id: id, storage_id: pool.id, name, kind: 'image', file: path.join(imagesDir(pool), `${id}.qcow2`),
@@ -326,7 +326,7 @@ export class ImageService {
         continue;
       }
       for (const n of names.sort()) {
-        if (!n.toLowerCase().endsWith('.iso') || !ISO_ID.test(n)) continue;
+        if (!isIsoFile(n)) continue;
         const st = await fs.stat(path.join(isosDir(p), n)).catch(() => null);
         if (st?.isFile()) out.push({ iso_id: n, storage_id: p.id, size_bytes: st.size, modified: st.mtime.toISOString() });
       }
@@ -336,7 +336,7 @@ export class ImageService {
 
   /** POST /vms/isos/{iso_id}/move (a task). */
   async moveIso(isoId: string, sourceStorageId: string, targetStorageId: string, ctx: Caller) {
-    if (!ISO_ID.test(isoId) || !isoId.toLowerCase().endsWith('.iso')) throw badRequest("argument 'iso_id' must be an ISO file name (1-128 of [A-Za-z0-9_.+-], ending in .iso)");
+    if (!isoId.toLowerCase().endsWith('.iso')) throw badRequest("argument 'iso_id' must be an ISO file name, ending in .iso");
     const src = this.vms.pool(sourceStorageId, 'source_storage_id');
     const dst = this.vms.pool(targetStorageId, 'target_storage_id');
     const from = path.join(isosDir(src), isoId);
@@ -378,7 +378,7 @@ export class ImageService {
   async capture(vmid: number, templateName: string | undefined, ctx: Caller) {
     await this.vms.requirePrograms('qemu-img');
     const rec0 = await this.vms.vm(vmid);
-    const name = templateName === undefined ? rec0.name : checkName(templateName, 'template_name');
+    const name = templateName ?? rec0.name;
     const id = slug(name);
     if (!id) throw badRequest(`argument 'template_name' gives no usable image id (letters, digits, '.', '_' or '-')`);
     await this.freeId(id);

@@ -56,7 +56,8 @@ import type { JournalOp } from '../lib/journal.js';
 import type { ExecResult } from '../lib/exec-output.js';
 import { AgentError, AgentTimeout } from './qemu/agent.js';
 import { FIRST_DISK_SLOT, LAST_DISK_SLOT, macFor, type MachineSpec, type NetSpec } from './qemu/args.js';
-import { GiB } from './qemu/img.js';
+import { formatSize, GiB } from './sizes.js';
+import { checkGateway, withPrefix } from '../../api/registry/schema.js';
 import { NoExtRoot } from './qemu/identity.js';
 import { hostResources, bootId } from './qemu/host.js';
 import { renderSeed, type CloudInitSettings } from './qemu/seed.js';
@@ -65,7 +66,7 @@ import { VmRecords, vmKey, WARM_FORMAT, type DiskRecord, type ImageRecord, type 
 import type { VmSettings } from './settings.js';
 import { validBridgeName } from './settings.js';
 import {
-  checkCidr, checkDns, checkIp, checkName, checkSshKey, checkUsername, freeLoopbackPort, hostnameOf, newUuid, now, poolOf, randomHex, sleep,
+  belowMinimum, checkSshKey, checkUsername, freeLoopbackPort, hostnameOf, newUuid, now, poolOf, randomHex, sleep,
   vmDir, warmDir, WARM_ID,
 } from './common.js';
 
@@ -377,13 +378,13 @@ export class VmService {
   async create(a: CreateInput, ctx: NoteSink, o: OwnerOpts & { labels?: Record<string, string>; catalogHint?: (id: string) => boolean; seedUserData?: string } = {}): Promise<{ vm: VmView; task: TaskRecord | null }> {
     if (this.closed) throw unavailable('the VM domain is shutting down');
     await this.requirePrograms('qemu-img');
-    const name = checkName(a.name);
+    const name = a.name;
     const img = await this.image(a.image_id, o.catalogHint);
     const pool = this.pool(a.storage_id ?? this.e.settings.defaultStorage);
     const s = this.e.settings;
     const pick = (v: number | undefined, min: number, def: number, arg: string): number => {
       if (v === undefined || v === 0) return min > 0 ? min : def;
-      if (v < min) throw badRequest(`argument '${arg}' (${v}) is below image '${img.image_id}''s minimum of ${min}`);
+      if (v < min) throw badRequest(belowMinimum(arg, v, img.image_id, String(min)));
       return v;
     };
     const cpu = pick(a.cpu_cores, img.min_cpu_cores, s.defaultCpuCores, 'cpu_cores');
@@ -391,8 +392,7 @@ export class VmService {
     const imgGb = Math.ceil(img.virtual_size_bytes / GiB);
     const minDisk = Math.max(img.min_disk_gb, imgGb);
     const disk = a.disk_size_gb === undefined || a.disk_size_gb === 0 ? (img.min_disk_gb ? minDisk : Math.max(minDisk, s.defaultDiskGb)) : a.disk_size_gb;
-    if (disk < minDisk) throw badRequest(`argument 'disk_size_gb' (${disk}) is below image '${img.image_id}''s ${minDisk} GiB${imgGb >= img.min_disk_gb ? ' (its disk size; disks cannot shrink)' : ' minimum'}`);
-    if (disk > 65536) throw badRequest("argument 'disk_size_gb' must be at most 65536");
+    if (disk < minDisk) throw badRequest(`${belowMinimum('disk_size_gb', disk, img.image_id, `${minDisk} GiB`)}${imgGb >= img.min_disk_gb ? ' (its disk size; disks cannot shrink)' : ''}`);
     await this.hostLimits(cpu, mem);
     const ci = this.initialCloudInit(a, img);
     if (a.seed_data !== undefined && Buffer.byteLength(a.seed_data) > SEED_MAX) throw badRequest(`argument 'seed_data' must be at most ${SEED_MAX} bytes`);
@@ -439,7 +439,7 @@ export class VmService {
       task = this.e.tasks.start({ kind: 'vms.create', title: `Create VM ${vmid} '${name}' (full copy of ${img.image_id})`, owner: (ctx as { caller?: { tokenName: string } }).caller?.tokenName ?? 'hostd', resource: `vms/${vmid}` }, async (th) => {
         await written;
         try {
-          th.log(`copying image ${img.image_id} (${Math.round(img.virtual_size_bytes / GiB)} GiB virtual)`);
+          th.log(`copying image ${img.image_id} (${formatSize(img.virtual_size_bytes)} virtual)`);
           await this.buildDisk(rec, img, a.seed_data ?? null, th, o.seedUserData);
           rec.state = 'stopped';
           rec.task_id = null;
@@ -483,9 +483,9 @@ export class VmService {
       ssh_public_key: a.ssh_public_key ? checkSshKey(a.ssh_public_key) : null,
       ssh_enabled: true,
       ssh_password_auth: a.ssh_password_auth ?? false,
-      dns_servers: a.dns_servers ? checkDns(a.dns_servers) : [],
-      ip_address: a.ip_address ? checkCidr(a.ip_address) : null,
-      gateway: a.gateway ? checkIp(a.gateway, 'gateway') : null,
+      dns_servers: a.dns_servers ?? [],
+      ip_address: a.ip_address ? withPrefix(a.ip_address) : null,
+      gateway: a.gateway ? (a.ip_address ? checkGateway(a.gateway, a.ip_address) : a.gateway) : null,
       package_upgrade: a.package_upgrade ?? false,
       network_type: s.network,
       network_bridge: null,
@@ -708,13 +708,18 @@ export class VmService {
     }, lockLabel);
   }
 
-  /** POST /vms/{id}/stop (idempotent): ACPI power-down, hard stop after the grace period. A suspended VM's saved memory is dropped. */
-  async stop(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; stopped_by: 'acpi' | 'forced' | 'already-stopped' | 'discarded-suspend' }> {
+  /**
+   * POST /vms/{id}/stop (idempotent): ACPI power-down, hard stop after
+   * `timeoutSeconds` (default the setting vms.stop_grace_seconds); `force`
+   * powers off at once without asking the guest. A suspended VM's saved memory is dropped.
+   */
+  async stop(vmid: number, ctx: NoteSink, o: OwnerOpts & { force?: boolean; timeoutSeconds?: number } = {}): Promise<{ vm: VmView; stopped_by: 'acpi' | 'forced' | 'already-stopped' | 'discarded-suspend' }> {
     await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'stop', async () => {
       const rec = await this.vm(vmid, o);
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
-      const how = await this.driver.stop(this.ref(vmid), this.e.settings.stopGraceMs);
+      const grace = o.timeoutSeconds === undefined ? this.e.settings.stopGraceMs : o.timeoutSeconds * 1000;
+      const how = o.force ? await this.powerOff(vmid) : await this.driver.stop(this.ref(vmid), grace);
       if (how === 'not-running') {
         if (rec.state === 'suspended') {
           const file = rec.resume_file;
@@ -728,9 +733,17 @@ export class VmService {
         return { vm: this.view(rec, 'stopped'), stopped_by: 'already-stopped' as const };
       }
       await this.save(rec);
-      ctx.note({ summary: `VM ${vmid} '${rec.name}' stopped (${how === 'acpi' ? 'ACPI power-down' : 'hard stop after the grace period'})`, target: `vms/${vmid}`, metadata: { vmid, stopped_by: how } });
+      const words = how === 'acpi' ? 'ACPI power-down' : o.force ? 'force: powered off at once' : `hard stop after ${grace / 1000} s without an ACPI power-down`;
+      ctx.note({ summary: `VM ${vmid} '${rec.name}' stopped (${words})`, target: `vms/${vmid}`, metadata: { vmid, stopped_by: how, force: o.force ?? false } });
       return { vm: this.view(rec, 'stopped'), stopped_by: how };
     }, lockLabel);
+  }
+
+  /** Power off now, as `qm stop` does: the guest is not asked. */
+  private async powerOff(vmid: number): Promise<'forced' | 'not-running'> {
+    if (!(await this.driver.status(this.ref(vmid))).running) return 'not-running';
+    await this.driver.kill(this.ref(vmid));
+    return 'forced';
   }
 
   /** POST /vms/{id}/suspend (idempotent): memory to `<dir>/suspend.state`, the process ends. */
@@ -764,7 +777,7 @@ export class VmService {
       rec.resume_file = file;
       rec.updated_at = now();
       await this.records.journal.commit(key, [this.records.putVm(rec)]);
-      ctx.note({ summary: `VM ${vmid} '${rec.name}' suspended (${Math.round(saved.bytes / 1024 / 1024)} MiB of memory saved)`, target: `vms/${vmid}`, metadata: { vmid, bytes: saved.bytes } });
+      ctx.note({ summary: `VM ${vmid} '${rec.name}' suspended (${formatSize(saved.bytes)} of memory saved)`, target: `vms/${vmid}`, metadata: { vmid, bytes: saved.bytes } });
       return { vm: this.view(rec, 'suspended'), already_suspended: false, saved_bytes: saved.bytes };
     }, lockLabel);
   }
@@ -843,13 +856,13 @@ export class VmService {
       const changed: string[] = [];
       if (a.cpu_cores != null) {
         if (a.cpu_cores < 1) throw badRequest("argument 'cpu_cores' must be at least 1");
-        if (img && a.cpu_cores < img.min_cpu_cores) throw badRequest(`argument 'cpu_cores' (${a.cpu_cores}) is below image '${img.image_id}''s minimum of ${img.min_cpu_cores}`);
+        if (img && a.cpu_cores < img.min_cpu_cores) throw badRequest(belowMinimum('cpu_cores', a.cpu_cores, img.image_id, String(img.min_cpu_cores)));
         rec.cpu_cores = a.cpu_cores;
         changed.push('cpu_cores');
       }
       if (a.memory_mb != null) {
         if (a.memory_mb < 64) throw badRequest("argument 'memory_mb' must be at least 64");
-        if (img && a.memory_mb < img.min_memory_mb) throw badRequest(`argument 'memory_mb' (${a.memory_mb}) is below image '${img.image_id}''s minimum of ${img.min_memory_mb}`);
+        if (img && a.memory_mb < img.min_memory_mb) throw badRequest(belowMinimum('memory_mb', a.memory_mb, img.image_id, String(img.min_memory_mb)));
         rec.memory_mb = a.memory_mb;
         changed.push('memory_mb');
       }
@@ -869,7 +882,7 @@ export class VmService {
   /** POST /vms/{id}/clone: `id` is the new VM's id; the stopped source's root disk is copied (flattened) by a task. */
   async clone(newId: number, sourceId: number, name: string, ctx: NoteSink & { caller?: { tokenName: string } }, o: OwnerOpts = {}): Promise<{ vm: VmView; task: TaskRecord }> {
     await this.requirePrograms('qemu-img', 'genisoimage');
-    const nm = checkName(name);
+    const nm = name;
     const src = await this.vm(sourceId, o);
     if (newId === sourceId) throw conflict(`vmid ${newId} is taken (by the source VM itself); the path id names the new VM`);
     const vmid = await this.allocVmid(newId);
@@ -954,16 +967,17 @@ export class VmService {
       if (a.ssh_public_key != null) set('ssh_public_key', a.ssh_public_key === '' ? null : checkSshKey(a.ssh_public_key));
       if (a.ssh_enabled != null) set('ssh_enabled', a.ssh_enabled);
       if (a.ssh_password_auth != null) set('ssh_password_auth', a.ssh_password_auth);
-      if (a.dns_servers != null) set('dns_servers', checkDns(a.dns_servers));
-      if (a.ip_address != null) set('ip_address', a.ip_address === '' ? null : checkCidr(a.ip_address));
-      if (a.gateway != null) set('gateway', a.gateway === '' ? null : checkIp(a.gateway, 'gateway'));
+      if (a.dns_servers != null) set('dns_servers', [...a.dns_servers]);
+      if (a.ip_address != null) set('ip_address', a.ip_address === '' ? null : withPrefix(a.ip_address));
+      if (a.gateway != null) set('gateway', a.gateway === '' ? null : a.gateway);
       if (a.package_upgrade != null) set('package_upgrade', a.package_upgrade);
       if (a.network_bridge != null) {
-        if (a.network_bridge !== '' && !validBridgeName(a.network_bridge)) throw badRequest("argument 'network_bridge' must be 1-15 of [A-Za-z0-9_.-], not '.' or '..'");
         if (a.network_bridge !== '') this.requireAllowedBridge(a.network_bridge);
         set('network_bridge', a.network_bridge === '' ? null : a.network_bridge);
       }
       if (a.network_type != null) set('network_type', a.network_type);
+      // The pair is checked as it will be stored when the call changes either one.
+      if ((a.gateway != null || a.ip_address != null) && ci.gateway && ci.ip_address) checkGateway(ci.gateway, ci.ip_address);
       if (ci.network_type === 'bridged' && !ci.network_bridge && !this.e.settings.bridge) {
         throw badRequest("argument 'network_bridge' is needed for network_type 'bridged' (no default bridge is configured)");
       }
@@ -1129,7 +1143,6 @@ export class VmService {
 
   async diskAttach(vmid: number, sizeGb: number, ctx: NoteSink, o: OwnerOpts = {}) {
     if (sizeGb < 1) throw badRequest("argument 'size_gb' must be at least 1");
-    if (sizeGb > 65536) throw badRequest("argument 'size_gb' must be at most 65536");
     await this.requirePrograms('qemu-img');
     await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'disk attach', async () => {
@@ -1164,7 +1177,6 @@ export class VmService {
 
   async diskGrow(vmid: number, diskId: string, sizeGb: number, ctx: NoteSink, o: OwnerOpts = {}) {
     if (sizeGb < 1) throw badRequest("argument 'size_gb' must be at least 1");
-    if (sizeGb > 65536) throw badRequest("argument 'size_gb' must be at most 65536");
     await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
     return this.lock.exclusive([`vm:${vmid}`], 'disk grow', async () => {
       const rec = await this.vm(vmid, o);
@@ -1247,7 +1259,7 @@ export class VmService {
    */
   async saveWarmState(vmid: number, name: string | undefined, ctx: NoteSink & { caller?: { tokenName: string } }, o: OwnerOpts & { wait?: boolean } = {}): Promise<{ task: TaskRecord; warm_state_id: string; warm_state?: ReturnType<VmService['warmView']> }> {
     const rec0 = await this.vm(vmid, o);
-    const wsName = name === undefined ? rec0.name : checkName(name);
+    const wsName = name ?? rec0.name;
     const release = await hold(this.lock, [`vm:${vmid}`], 'warm-state save');
     let started = false;
     try {
@@ -1302,7 +1314,7 @@ export class VmService {
       th.log('saving guest memory');
       th.progress(5);
       const saved = await this.driver.saveMemory(ref, `${w.memory_file}.part`);
-      th.log(`memory saved (${Math.round(saved.bytes / 1024 / 1024)} MiB in ${saved.ms} ms); freezing the disk`);
+      th.log(`memory saved (${formatSize(saved.bytes)} in ${saved.ms} ms); freezing the disk`);
       th.progress(70);
       await this.step('warm:saved');
       const frozen = await this.driver.snapshotRoot(ref, path.join(rec.dir, newLayer), `root-${newLayer.split('.')[1]}`);
@@ -1338,7 +1350,7 @@ export class VmService {
    */
   async restoreWarmState(id: string, a: { name: string; vmid?: number; seed_data?: string; skip_rekey?: boolean; labels?: Record<string, string>; autostart?: boolean }, ctx: NoteSink, o: OwnerOpts = {}) {
     await this.requirePrograms('qemu-system-x86_64', 'qemu-img', 'genisoimage');
-    const nm = checkName(a.name);
+    const nm = a.name;
     if (a.seed_data !== undefined && Buffer.byteLength(a.seed_data) > SEED_MAX) throw badRequest(`argument 'seed_data' must be at most ${SEED_MAX} bytes`);
     // Restores of one warm state run side by side (sandboxes start many); a use count, registered
     // under the warm state's lock, keeps a delete from removing its files meanwhile.

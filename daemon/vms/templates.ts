@@ -12,7 +12,7 @@ import path from 'node:path';
 import { badRequest, conflict, notFound } from '../lib/errors.js';
 import { noNotes, type NoteSink } from '../lib/caller.js';
 import type { TaskHandle } from '../lib/tasks.js';
-import { checkName, imagesDir, now, partialDir, slug, sleep } from './common.js';
+import { imagesDir, now, partialDir, slug, sleep } from './common.js';
 import type { ImageService } from './images.js';
 import { hold, VmService } from './service.js';
 import { GiB } from './qemu/img.js';
@@ -25,7 +25,7 @@ export class TemplateBuilder {
   constructor(private readonly vms: VmService, private readonly images: ImageService) {}
 
   async create(a: { base_image_id: string; name: string; user_data?: string; labels?: Record<string, string> }, ctx: Caller) {
-    const name = checkName(a.name);
+    const name = a.name;
     const id = slug(name);
     if (!id) throw badRequest("argument 'name' gives no usable image id (letters, digits, '.', '_' or '-')");
     const labels = a.labels ?? {};

@@ -43,7 +43,11 @@ export class FakeDriver implements VmDriver {
     return x ? { running: true, pid: 4242, status: x.status } : { running: false };
   }
 
-  async stop(m: MachineRef): Promise<'acpi' | 'forced' | 'not-running'> {
+  /** The grace period of every stop asked for (an ACPI power-down), in order. */
+  readonly stopGraces: number[] = [];
+
+  async stop(m: MachineRef, graceMs: number): Promise<'acpi' | 'forced' | 'not-running'> {
+    this.stopGraces.push(graceMs);
     if (!this.machines.has(m.runDir)) return 'not-running';
     await new Promise((r) => setTimeout(r, this.stopDelayMs));
     this.machines.delete(m.runDir);

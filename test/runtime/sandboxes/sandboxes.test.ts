@@ -11,7 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
-import { killGuests, missingRuntime, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { killGuests, missingRuntime, operationAt, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { resultProblem } from '../../../api/validate.js';
 import { eventually } from '../../helpers/daemon.js';
 import { call, importImages, onlyTheseVms, sbxSh, startSandboxDaemon, startWarm, untilRunning, vmDirs, warmDone } from '../../helpers/sandboxes-fixture.js';
 import { generationIdOf, withHostdDown } from '../../helpers/vms-qmp.js';
@@ -51,6 +52,8 @@ describe('sandboxes runtime (QEMU)', function () {
   const ok = async (token: string, method: string, p: string, body?: unknown, status = 200) => {
     const r = await call(e, token, method, p, body);
     expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
+    const op = operationAt(method, p);
+    if (op) expect(resultProblem(op, r.body), `${method} ${p}: the answer fits ${op.name}'s result schema`).to.equal(undefined);
     return r.body;
   };
   const fails = async (token: string, method: string, p: string, body: unknown, status: number, error: string) => {
@@ -73,7 +76,7 @@ describe('sandboxes runtime (QEMU)', function () {
     expect(r.defaults).to.deep.equal({ cpu_cores: 1, memory_mb: 512, disk_gb: 0 });
     await fails(alice, 'POST', '/sandboxes', { image_id: 'nope' }, 404, "image 'nope' not found");
     await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', name: 'Not_A_Hostname' }, 400, "argument 'name' has an invalid form");
-    await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', resources: { memory_mb: 100 } }, 400, "argument 'resources.memory_mb' (100) is below image 'deb12''s minimum of 512");
+    await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', resources: { memory_mb: 100 } }, 400, "argument 'resources.memory_mb' (100) is below the minimum of image 'deb12' (512)");
     const readOnly = await e.d.token('reader', ['sandbox.read']);
     const denied = await call(e, readOnly, 'POST', '/sandboxes', { image_id: 'deb12' });
     expect(denied.status).to.equal(403);

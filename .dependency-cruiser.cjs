@@ -39,11 +39,6 @@ const DRIVER_BOUNDARY_DEBT = {
   'daemon/proxy/dataplane.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/caddy/ca.ts', 'daemon/proxy/caddy/process.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
   'daemon/proxy/service.ts': ['daemon/proxy/caddy/admin.ts', 'daemon/proxy/caddy/build.ts', 'daemon/proxy/dns/responder.ts', 'daemon/proxy/net/vip.ts'],
   'daemon/proxy/settings.ts': ['daemon/proxy/dns/responder.ts'],
-  'daemon/vms/driver.ts': ['daemon/vms/qemu/args.ts', 'daemon/vms/qemu/exec.ts', 'daemon/vms/qemu/host.ts', 'daemon/vms/qemu/identity.ts', 'daemon/vms/qemu/img.ts', 'daemon/vms/qemu/machine.ts', 'daemon/vms/qemu/seed.ts'],
-  'daemon/vms/images.ts': ['daemon/vms/qemu/img.ts'],
-  'daemon/vms/records.ts': ['daemon/vms/qemu/seed.ts'],
-  'daemon/vms/service.ts': ['daemon/vms/qemu/agent.ts', 'daemon/vms/qemu/args.ts', 'daemon/vms/qemu/host.ts', 'daemon/vms/qemu/identity.ts', 'daemon/vms/qemu/img.ts', 'daemon/vms/qemu/seed.ts'],
-  'daemon/vms/templates.ts': ['daemon/vms/qemu/img.ts'],
 };
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

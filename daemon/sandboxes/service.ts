@@ -26,6 +26,8 @@ import { KeyedLock } from '../lib/lock.js';
 import { noNotes, type Caller, type NoteSink } from '../lib/caller.js';
 import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
+import type { PauseHook } from '../lib/test-pause.js';
+import { OPERATOR } from '../lib/operator.js';
 import type { ImageRecord } from '../vms/records.js';
 import { O, SANDBOX_LABEL, WARM_BUILD_LABEL, type SandboxVms, type VmView } from './driver.js';
 import { checkSandboxName, friendlyName } from './names.js';
@@ -40,6 +42,8 @@ export interface SandboxEnv {
   settings: SandboxSettings;
   log: Logger;
   env: NodeJS.ProcessEnv;
+  /** The crash tests' pause hook (daemon/lib/test-pause.ts); none in tests that build the service by hand. */
+  pause?: PauseHook;
 }
 
 export type SandboxState = 'booting' | 'running' | 'paused' | 'suspended' | 'stopped' | 'destroying' | 'destroyed' | 'failed';
@@ -116,11 +120,9 @@ export class SandboxService {
     return this.e.records;
   }
 
-  /** Test hook: with HOSTD_SANDBOXES_PAUSE_AT=<step> the change stops there (the crash tests kill hostd). */
-  private async step(name: string): Promise<void> {
-    if (this.e.env.HOSTD_SANDBOXES_PAUSE_AT !== name) return;
-    this.e.log.warn({ step: name }, 'sandboxes paused at step');
-    await new Promise<never>(() => undefined);
+  /** The crash tests' pause: with HOSTD_TEST_PAUSE_AT=sandboxes.<step> a change stops for good at that step. */
+  private step(name: string): Promise<void> {
+    return this.e.pause?.(name) ?? Promise.resolve();
   }
 
   // ------------------------------------------------------------ records and views
@@ -682,7 +684,7 @@ export class SandboxService {
     this.warming.add(img.image_id);
     try {
       const task = this.e.tasks.start(
-        { kind: 'sandboxes.warm', title: `Save a warm state of '${img.image_id}' for sandboxes (${res.cpu_cores} CPU, ${res.memory_mb} MiB)`, owner, resource: `sandboxes/images/${img.image_id}` },
+        { kind: 'sandboxes.warm-state.save', title: `Save a warm state of '${img.image_id}' for sandboxes (${res.cpu_cores} CPU, ${res.memory_mb} MiB)`, owner, resource: `sandboxes/images/${img.image_id}` },
         async (th) => {
           try {
             return await this.buildWarm(img, res, owner, th);
@@ -758,7 +760,7 @@ export class SandboxService {
       if ((await this.warmFor({ image_id: img.image_id, ...res })).id) continue;
       const failed = this.warmFailedAt.get(img.image_id);
       if (failed && Date.now() - failed < 3_600_000) continue;
-      const { task } = await this.saveWarm({ image_id: img.image_id }, 'hostd');
+      const { task } = await this.saveWarm({ image_id: img.image_id }, OPERATOR);
       void this.e.tasks.settled(task.task_id).then((t) => {
         if (t.state === 'failed') this.warmFailedAt.set(img.image_id, Date.now());
       });

@@ -46,22 +46,19 @@ import type { Logger } from 'pino';
 import type { PoolConfig } from '../config.js';
 import type { GuestInfo } from '../domain.js';
 import { ApiError, badRequest, conflict, forbidden, internal, notFound, unavailable } from '../lib/errors.js';
-import { KeyedLock } from '../lib/lock.js';
+import { KeyedLock, lockLabels } from '../lib/lock.js';
 import { nextDocs } from '../lib/docs.js';
 import type { NoteSink } from '../lib/caller.js';
+import { actorOf } from '../lib/operator.js';
+import type { PauseHook } from '../lib/test-pause.js';
 import type { TaskHandle, TaskRecord, Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
-import { requireAvailable, type Availability } from '../lib/availability.js';
+import { ensureAvailable } from '../lib/availability.js';
 import type { JournalOp } from '../lib/journal.js';
 import type { ExecResult } from '../lib/exec-output.js';
-import { AgentError, AgentTimeout } from './qemu/agent.js';
-import { FIRST_DISK_SLOT, LAST_DISK_SLOT, macFor, type MachineSpec, type NetSpec } from './qemu/args.js';
 import { formatSize, GiB } from './sizes.js';
 import { checkGateway, withPrefix } from '../../api/registry/schema.js';
-import { NoExtRoot } from './qemu/identity.js';
-import { hostResources, bootId } from './qemu/host.js';
-import { renderSeed, type CloudInitSettings } from './qemu/seed.js';
-import type { MachineRef, VmDriver } from './driver.js';
+import { AgentError, AgentTimeout, NoExtRoot, type CloudInitSettings, type MachineRef, type MachineSpec, type NetSpec, type VmDriver } from './driver.js';
 import { VmRecords, vmKey, WARM_FORMAT, type DiskRecord, type ImageRecord, type NetworkType, type StoredCloudInit, type VmIntent, type VmRecord, type WarmStateRecord } from './records.js';
 import type { VmSettings } from './settings.js';
 import { validBridgeName } from './settings.js';
@@ -82,6 +79,8 @@ export interface VmEnv {
   runBase: string;
   log: Logger;
   env: NodeJS.ProcessEnv;
+  /** The crash tests' pause hook (daemon/lib/test-pause.ts); none in tests that build the service by hand. */
+  pause?: PauseHook;
 }
 
 export type VmState = 'creating' | 'stopped' | 'running' | 'paused' | 'suspended';
@@ -163,29 +162,8 @@ const SEED_NS = 'vms-cloudinit';
 const SEED_MAX = 64 * 1024;
 const TEMPLATE_BUILD_OWNER = 'template-build';
 
-/** Lock key labels in 409 messages. */
-export function lockLabel(key: string): string {
-  const [kind, id] = [key.slice(0, key.indexOf(':')), key.slice(key.indexOf(':') + 1)];
-  if (kind === 'vm') return `VM ${id}`;
-  if (kind === 'image') return `image '${id}'`;
-  if (kind === 'ws') return `warm state '${id}'`;
-  if (kind === 'iso') return `ISO '${id}'`;
-  return key;
-}
-
-/** Holds `keys` until the returned release is called (for a task's whole run), or 409 naming the holder. */
-export async function hold(lock: KeyedLock, keys: string[], what: string): Promise<() => void> {
-  let release!: () => void;
-  const gate = new Promise<void>((r) => (release = r));
-  let entered!: () => void;
-  const inside = new Promise<void>((r) => (entered = r));
-  const done = lock.exclusive(keys, what, async () => {
-    entered();
-    await gate;
-  }, lockLabel);
-  await Promise.race([inside, done]);
-  return release;
-}
+/** How the domain's lock keys read in a 409 (`VM 101 is busy: clone to VM 102 in progress`). */
+export const VM_LOCK_LABELS = lockLabels({ vm: (id) => `VM ${id}`, image: (id) => `image '${id}'`, ws: (id) => `warm state '${id}'`, iso: (id) => `ISO '${id}'` });
 
 /** A disk chain the driver refused to open (qemu/img.ts DiskChainEscape). */
 const isChainEscape = (err: unknown): boolean => (err as Error)?.name === 'DiskChainEscape';
@@ -209,7 +187,7 @@ export function agentFailure(vmid: number, err: unknown): ApiError {
 }
 
 export class VmService {
-  readonly lock = new KeyedLock();
+  readonly lock = new KeyedLock(VM_LOCK_LABELS);
   /** vmids being created (not yet in the store). */
   private readonly reserved = new Set<number>();
   /** Image ids a create in progress is cloning from (move/delete wait for them). */
@@ -231,11 +209,9 @@ export class VmService {
     return this.e.driver;
   }
 
-  /** Test hook: with HOSTD_VMS_PAUSE_AT=<step>, the change stops at that step (the crash tests kill hostd there). */
-  async step(name: string): Promise<void> {
-    if (this.e.env.HOSTD_VMS_PAUSE_AT !== name) return;
-    this.e.log.warn({ step: name }, 'vms paused at step');
-    await new Promise<never>(() => undefined);
+  /** The crash tests' pause: with HOSTD_TEST_PAUSE_AT=vms.<step> a change stops for good at that step. */
+  step(name: string): Promise<void> {
+    return this.e.pause?.(name) ?? Promise.resolve();
   }
 
   ref(vmid: number): MachineRef {
@@ -256,9 +232,7 @@ export class VmService {
 
   /** 503 naming the first missing program among `names`. */
   async requirePrograms(...names: string[]): Promise<void> {
-    const h = await this.driver.host();
-    const list: Availability[] = [...h.programs, h.fuse];
-    requireAvailable(...names.map((n) => list.find((a) => a.name === n)).filter((a): a is Availability => Boolean(a)));
+    await ensureAvailable(this.driver, names);
   }
 
   /** The VM as the caller may see it: 404 for unknown ids and for VMs of another owner. */
@@ -365,7 +339,7 @@ export class VmService {
 
   private async hostLimits(cpu: number, mem: number): Promise<void> {
     if (cpu > 255) throw badRequest("argument 'cpu_cores' must be at most 255");
-    const h = await hostResources();
+    const h = await this.driver.resources();
     if (mem > h.memoryTotalMb) throw badRequest(`argument 'memory_mb' (${mem}) is more than the host's ${h.memoryTotalMb} MiB`);
   }
 
@@ -401,13 +375,13 @@ export class VmService {
     const releaseImage = this.useImage(img.image_id);
     let releaseLock: (() => void) | null = null;
     try {
-      releaseLock = await hold(this.lock, [`vm:${vmid}`], 'create');
+      releaseLock = this.lock.hold([`vm:${vmid}`], 'create');
       const t = now();
       const rec: VmRecord = {
         vmid, name, owner: o.owner ?? null, labels: o.labels ?? {}, storage_id: pool.id, dir: vmDir(pool, vmid),
         image_id: img.image_id, linked_clone: linked, base_image_id: linked ? img.image_id : null, base_warm_state_id: null,
         cpu_cores: cpu, memory_mb: mem, disk_size_gb: disk, autostart: a.autostart ?? false,
-        state: 'creating', root_layers: ['root.qcow2'], disks: [], cloud_init: ci, mac: macFor(vmid, Date.now() % 9973), uuid: newUuid(),
+        state: 'creating', root_layers: ['root.qcow2'], disks: [], cloud_init: ci, mac: this.driver.macFor(vmid, Date.now() % 9973), uuid: newUuid(),
         ssh_port: null, identity: { method: null, pending: true, skip_rekey: a.skip_rekey ?? false, seed_written: false }, seed_generation: null,
         resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
       };
@@ -436,7 +410,7 @@ export class VmService {
       // The task's work waits until the `creating` record is written, so its commit comes after it.
       let recorded!: () => void;
       const written = new Promise<void>((r) => (recorded = r));
-      task = this.e.tasks.start({ kind: 'vms.create', title: `Create VM ${vmid} '${name}' (full copy of ${img.image_id})`, owner: (ctx as { caller?: { tokenName: string } }).caller?.tokenName ?? 'hostd', resource: `vms/${vmid}` }, async (th) => {
+      task = this.e.tasks.start({ kind: 'vms.vm.create', title: `Create VM ${vmid} '${name}' (full copy of ${img.image_id})`, owner: actorOf(ctx as { caller?: { tokenName: string } }), resource: `vms/${vmid}` }, async (th) => {
         await written;
         try {
           th.log(`copying image ${img.image_id} (${formatSize(img.virtual_size_bytes)} virtual)`);
@@ -558,16 +532,15 @@ export class VmService {
     }
     const hash = rec.cloud_init.password_set ? await this.e.secrets.get(SEED_NS, `password-${rec.vmid}`) : null;
     const fallback = rec.identity.method === 'cloud-init' ? await this.e.secrets.get(SEED_NS, `seed-${rec.vmid}`) : null;
-    const files = renderSeed({
+    await this.driver.writeSeed(iso, {
       settings: { ...rec.cloud_init, network_bridge: rec.cloud_init.network_bridge },
       instanceId: `hostd-${rec.vmid}-${rec.uuid.slice(0, 8)}-${rec.cloud_init.generation}`,
       hostname: hostnameOf(rec.name, rec.vmid),
       mac: rec.cloud_init.network_type === 'none' ? null : rec.mac,
       passwordHash: hash,
       seedFallback: fallback,
+      userData,
     });
-    if (userData !== undefined) files['user-data'] = userData;
-    await this.driver.writeSeed(iso, files);
     rec.seed_generation = rec.cloud_init.generation;
   }
 
@@ -691,8 +664,7 @@ export class VmService {
       const r = await this.resume(vmid, ctx, o);
       return { vm: r.vm, already_running: false };
     }
-    return this.lock.exclusive([`vm:${vmid}`], 'start', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'start', async (rec) => {
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
       const st = await this.driver.status(this.ref(vmid));
       if (st.running) {
@@ -705,7 +677,7 @@ export class VmService {
       await this.save(rec);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' started`, target: `vms/${vmid}`, metadata: { vmid } });
       return { vm: this.view(rec, 'running'), already_running: false };
-    }, lockLabel);
+    });
   }
 
   /**
@@ -714,9 +686,7 @@ export class VmService {
    * powers off at once without asking the guest. A suspended VM's saved memory is dropped.
    */
   async stop(vmid: number, ctx: NoteSink, o: OwnerOpts & { force?: boolean; timeoutSeconds?: number } = {}): Promise<{ vm: VmView; stopped_by: 'acpi' | 'forced' | 'already-stopped' | 'discarded-suspend' }> {
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'stop', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'stop', async (rec) => {
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
       const grace = o.timeoutSeconds === undefined ? this.e.settings.stopGraceMs : o.timeoutSeconds * 1000;
       const how = o.force ? await this.powerOff(vmid) : await this.driver.stop(this.ref(vmid), grace);
@@ -736,7 +706,7 @@ export class VmService {
       const words = how === 'acpi' ? 'ACPI power-down' : o.force ? 'force: powered off at once' : `hard stop after ${grace / 1000} s without an ACPI power-down`;
       ctx.note({ summary: `VM ${vmid} '${rec.name}' stopped (${words})`, target: `vms/${vmid}`, metadata: { vmid, stopped_by: how, force: o.force ?? false } });
       return { vm: this.view(rec, 'stopped'), stopped_by: how };
-    }, lockLabel);
+    });
   }
 
   /** Power off now, as `qm stop` does: the guest is not asked. */
@@ -748,9 +718,7 @@ export class VmService {
 
   /** POST /vms/{id}/suspend (idempotent): memory to `<dir>/suspend.state`, the process ends. */
   async suspend(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; already_suspended: boolean; saved_bytes: number }> {
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'suspend', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'suspend', async (rec) => {
       const st = await this.driver.status(this.ref(vmid));
       if (!st.running) {
         if (rec.state === 'suspended') return { vm: this.view(rec, 'suspended'), already_suspended: true, saved_bytes: 0 };
@@ -779,14 +747,12 @@ export class VmService {
       await this.records.journal.commit(key, [this.records.putVm(rec)]);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' suspended (${formatSize(saved.bytes)} of memory saved)`, target: `vms/${vmid}`, metadata: { vmid, bytes: saved.bytes } });
       return { vm: this.view(rec, 'suspended'), already_suspended: false, saved_bytes: saved.bytes };
-    }, lockLabel);
+    });
   }
 
   /** POST /vms/{id}/resume: from the suspend file (idempotent for a running VM; 409 for a stopped one). */
   async resume(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; already_running: boolean }> {
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'resume', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'resume', async (rec) => {
       const st = await this.driver.status(this.ref(vmid));
       if (st.running) {
         if (st.status === 'paused') await this.driver.cont(this.ref(vmid));
@@ -814,7 +780,7 @@ export class VmService {
       void this.syncClock(vmid);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' resumed`, target: `vms/${vmid}`, metadata: { vmid } });
       return { vm: this.view(rec, 'running'), already_running: false };
-    }, lockLabel);
+    });
   }
 
   /** After a resume the guest clock is as old as the save: set it from the host (best effort). */
@@ -828,9 +794,7 @@ export class VmService {
 
   /** DELETE /vms/{id}: a running VM is hard-stopped first (no graceful shutdown), then its files go. */
   async remove(vmid: number, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ deleted: VmView; was_running: boolean }> {
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'delete', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'delete', async (rec) => {
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
       const state = await this.state(rec);
       const key = VmRecords.intentKey(`delete-${vmid}`);
@@ -842,14 +806,12 @@ export class VmService {
       this.addrCache.delete(vmid);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' deleted${state === 'running' || state === 'paused' ? ' (it was running: hard-stopped)' : ''}`, target: `vms/${vmid}`, metadata: { vmid } });
       return { deleted: this.view(rec, 'stopped'), was_running: state === 'running' || state === 'paused' };
-    }, lockLabel);
+    });
   }
 
   /** PATCH /vms/{id}: CPU, memory, autostart of a stopped VM. */
   async update(vmid: number, a: { cpu_cores?: number | null; memory_mb?: number | null; autostart?: boolean | null }, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView }> {
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'update', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'update', async (rec) => {
       const state = await this.state(rec);
       if (state !== 'stopped') throw conflict(`VM ${vmid} is ${state}: stop it before changing CPU, memory or autostart`);
       const img = await this.records.image(rec.image_id);
@@ -874,7 +836,7 @@ export class VmService {
       await this.save(rec);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' updated${changed.length ? ': ' + changed.join(', ') : ' (no change)'}`, target: `vms/${vmid}`, metadata: { vmid, changed, cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, autostart: rec.autostart } });
       return { vm: this.view(rec, 'stopped') };
-    }, lockLabel);
+    });
   }
 
   // ------------------------------------------------------------ clone
@@ -888,7 +850,7 @@ export class VmService {
     const vmid = await this.allocVmid(newId);
     let releaseAll: (() => void) | null = null;
     try {
-      releaseAll = await hold(this.lock, [`vm:${sourceId}`, `vm:${vmid}`], `clone to VM ${vmid}`);
+      releaseAll = this.lock.hold([`vm:${sourceId}`, `vm:${vmid}`], `clone to VM ${vmid}`);
       const state = await this.state(src);
       if (state !== 'stopped') throw conflict(`source VM ${sourceId} is ${state}: clone needs a stopped VM`);
       const pool = this.pool(src.storage_id);
@@ -896,7 +858,7 @@ export class VmService {
       const rec: VmRecord = {
         ...structuredClone(src),
         vmid, name: nm, dir: vmDir(pool, vmid), linked_clone: false, base_image_id: null, base_warm_state_id: null,
-        state: 'creating', root_layers: ['root.qcow2'], disks: [], mac: macFor(vmid, Date.now() % 9973), uuid: newUuid(), ssh_port: null,
+        state: 'creating', root_layers: ['root.qcow2'], disks: [], mac: this.driver.macFor(vmid, Date.now() % 9973), uuid: newUuid(), ssh_port: null,
         identity: { method: null, pending: true, skip_rekey: false, seed_written: false }, seed_generation: null, resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
         cloud_init: { ...src.cloud_init, password_set: false, generation: 1 },
       };
@@ -907,7 +869,7 @@ export class VmService {
       releaseAll = null;
       let recorded!: () => void;
       const written = new Promise<void>((r) => (recorded = r));
-      const task = this.e.tasks.start({ kind: 'vms.clone', title: `Clone VM ${sourceId} to VM ${vmid} '${nm}'`, owner: ctx.caller?.tokenName ?? 'hostd', resource: `vms/${vmid}` }, async (th) => {
+      const task = this.e.tasks.start({ kind: 'vms.vm.clone', title: `Clone VM ${sourceId} to VM ${vmid} '${nm}'`, owner: actorOf(ctx), resource: `vms/${vmid}` }, async (th) => {
         await written;
         try {
           await fs.mkdir(rec.dir, { recursive: true, mode: 0o700 });
@@ -951,9 +913,7 @@ export class VmService {
 
   /** POST /vms/{id}/cloud-init: omitted/null keeps; empty string or array clears; the seed is rebuilt. */
   async cloudInit(vmid: number, a: CloudInitUpdate, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vm: VmView; applies: 'next boot' }> {
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'cloud-init update', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'cloud-init update', async (rec) => {
       if (rec.state === 'creating') throw conflict(`VM ${vmid} is still being created (task ${rec.task_id})`);
       const ci: StoredCloudInit = { ...rec.cloud_init, dns_servers: [...rec.cloud_init.dns_servers] };
       const changed: string[] = [];
@@ -1008,7 +968,7 @@ export class VmService {
       await this.records.journal.commit(key, [this.records.putVm(rec)]);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' cloud-init settings updated${changed.length ? ': ' + changed.join(', ') : ''}`, target: `vms/${vmid}`, metadata: { vmid, changed, password: passwordChange } });
       return { vm: await this.viewOf(rec), applies: 'next boot' as const };
-    }, lockLabel);
+    });
   }
 
   // ------------------------------------------------------------ guest
@@ -1144,12 +1104,11 @@ export class VmService {
   async diskAttach(vmid: number, sizeGb: number, ctx: NoteSink, o: OwnerOpts = {}) {
     if (sizeGb < 1) throw badRequest("argument 'size_gb' must be at least 1");
     await this.requirePrograms('qemu-img');
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'disk attach', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'disk attach', async (rec) => {
       const state = await this.state(rec);
       if (state === 'creating' || state === 'suspended' || state === 'paused') throw conflict(`VM ${vmid} is ${state}: disks can be added to a running or stopped VM`);
       const used = new Set(rec.disks.map((d) => d.slot));
+      const { first: FIRST_DISK_SLOT, last: LAST_DISK_SLOT } = this.driver.diskSlots;
       let slot = FIRST_DISK_SLOT;
       while (used.has(slot)) slot++;
       if (slot > LAST_DISK_SLOT) throw conflict(`VM ${vmid} has no free disk slot (at most ${LAST_DISK_SLOT - FIRST_DISK_SLOT + 1} additional disks)`);
@@ -1172,14 +1131,12 @@ export class VmService {
       });
       ctx.note({ summary: `Disk ${disk.disk_id} (${sizeGb} GiB) added to VM ${vmid}${state === 'running' ? ' (hot-plugged)' : ''}`, target: `vms/${vmid}/disks/${disk.disk_id}`, metadata: { vmid, disk_id: disk.disk_id, size_gb: sizeGb, hotplug: state === 'running' } });
       return { vmid, disk: { disk_id: disk.disk_id, size_gb: sizeGb }, hotplugged: state === 'running' };
-    }, lockLabel);
+    });
   }
 
   async diskGrow(vmid: number, diskId: string, sizeGb: number, ctx: NoteSink, o: OwnerOpts = {}) {
     if (sizeGb < 1) throw badRequest("argument 'size_gb' must be at least 1");
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'disk grow', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'disk grow', async (rec) => {
       const disk = rec.disks.find((d) => d.disk_id === diskId);
       if (!disk) throw notFound(`VM ${vmid} has no disk '${diskId}'`);
       if (sizeGb <= disk.size_gb) throw badRequest(`argument 'size_gb' (${sizeGb}) must be larger than disk ${diskId}'s current ${disk.size_gb} GiB: disks only grow`);
@@ -1199,13 +1156,11 @@ export class VmService {
       });
       ctx.note({ summary: `Disk ${diskId} of VM ${vmid} grown from ${from} to ${sizeGb} GiB`, target: `vms/${vmid}/disks/${diskId}`, metadata: { vmid, disk_id: diskId, from_gb: from, size_gb: sizeGb, live: state === 'running' } });
       return { vmid, disk: { disk_id: diskId, size_gb: sizeGb }, live: state === 'running' };
-    }, lockLabel);
+    });
   }
 
   async diskDelete(vmid: number, diskId: string, ctx: NoteSink, o: OwnerOpts = {}) {
-    await this.vm(vmid, o); // 404 before 409: an unknown VM is never busy
-    return this.lock.exclusive([`vm:${vmid}`], 'disk delete', async () => {
-      const rec = await this.vm(vmid, o);
+    return this.lock.exclusiveOn(() => this.vm(vmid, o), [`vm:${vmid}`], 'disk delete', async (rec) => {
       const disk = rec.disks.find((d) => d.disk_id === diskId);
       if (!disk) throw notFound(`VM ${vmid} has no disk '${diskId}'`);
       const state = await this.state(rec);
@@ -1225,7 +1180,7 @@ export class VmService {
       await this.records.journal.commit(key, [this.records.putVm(rec)]);
       ctx.note({ summary: `Disk ${diskId} of VM ${vmid} detached and deleted`, target: `vms/${vmid}/disks/${diskId}`, metadata: { vmid, disk_id: diskId, hot_unplug: state === 'running' } });
       return { vmid, deleted: { disk_id: diskId, size_gb: disk.size_gb } };
-    }, lockLabel);
+    });
   }
 
   // ------------------------------------------------------------ warm states
@@ -1260,7 +1215,7 @@ export class VmService {
   async saveWarmState(vmid: number, name: string | undefined, ctx: NoteSink & { caller?: { tokenName: string } }, o: OwnerOpts & { wait?: boolean } = {}): Promise<{ task: TaskRecord; warm_state_id: string; warm_state?: ReturnType<VmService['warmView']> }> {
     const rec0 = await this.vm(vmid, o);
     const wsName = name ?? rec0.name;
-    const release = await hold(this.lock, [`vm:${vmid}`], 'warm-state save');
+    const release = this.lock.hold([`vm:${vmid}`], 'warm-state save');
     let started = false;
     try {
       const rec = await this.vm(vmid, o);
@@ -1283,7 +1238,7 @@ export class VmService {
         cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_size_gb: rec.disk_size_gb, network_type: rec.cloud_init.network_type,
         cloud_init: { ...rec.cloud_init }, size_bytes: 0, created_at: now(), format: WARM_FORMAT, vmgenid: generationId,
       };
-      const task = this.e.tasks.start({ kind: 'vms.warm-state', title: `Save VM ${vmid} '${rec.name}' as warm state ${id}`, owner: ctx.caller?.tokenName ?? 'hostd', resource: `vms/${vmid}` }, async (th) => {
+      const task = this.e.tasks.start({ kind: 'vms.warm-state.save', title: `Save VM ${vmid} '${rec.name}' as warm state ${id}`, owner: actorOf(ctx), resource: `vms/${vmid}` }, async (th) => {
         try {
           return await this.doWarmSave(rec, w, newLayer, th);
         } finally {
@@ -1375,14 +1330,14 @@ export class VmService {
     }
     let release: (() => void) | null = null;
     try {
-      release = await hold(this.lock, [`vm:${vmid}`], 'warm-state restore');
+      release = this.lock.hold([`vm:${vmid}`], 'warm-state restore');
       const pool = this.pool(w.storage_id);
       const t = now();
       const rec: VmRecord = {
         vmid, name: nm, owner: o.owner ?? null, labels: a.labels ?? {}, storage_id: pool.id, dir: vmDir(pool, vmid), image_id: w.image_id,
         linked_clone: true, base_image_id: w.base_image_id, base_warm_state_id: w.id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb,
         disk_size_gb: w.disk_size_gb, autostart: a.autostart ?? false, state: 'stopped', root_layers: ['root.qcow2'], disks: [],
-        cloud_init: { ...w.cloud_init, password_set: false, generation: w.cloud_init.generation + 1 }, mac: macFor(vmid, Date.now() % 9973),
+        cloud_init: { ...w.cloud_init, password_set: false, generation: w.cloud_init.generation + 1 }, mac: this.driver.macFor(vmid, Date.now() % 9973),
         uuid: newUuid(), ssh_port: null, identity: { method: 'agent', pending: false, skip_rekey: a.skip_rekey ?? false, seed_written: false }, seed_generation: null,
         // Its own generation ID: QEMU writes it into the resumed memory, and the guest kernel reseeds.
         resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
@@ -1446,8 +1401,7 @@ export class VmService {
   }
 
   async deleteWarmState(id: string, ctx: NoteSink, o: OwnerOpts = {}) {
-    const w = await this.warmState(id, o);
-    return this.lock.exclusive([`ws:${id}`], 'warm-state delete', async () => {
+    return this.lock.exclusiveOn(() => this.warmState(id, o), [`ws:${id}`], 'warm-state delete', async (w) => {
       const deps = (await this.records.allVms()).filter((v) => v.base_warm_state_id === id);
       if (deps.length) throw conflict(`warm state '${id}' is the base of VMs ${deps.map((v) => v.vmid).join(', ')}: delete them first`);
       if (this.warmUsers.get(id)) throw conflict(`warm state '${id}' is busy: warm-state restore in progress`);
@@ -1457,7 +1411,7 @@ export class VmService {
       await this.records.journal.commit(key, [this.records.delWarm(id)]);
       ctx.note({ summary: `Warm state ${id} '${w.name}' deleted`, target: `vms/warm-states/${id}`, metadata: { warm_state_id: id, vmid: w.vmid } });
       return { deleted: this.warmView(w, []) };
-    }, lockLabel);
+    });
   }
 
   // ------------------------------------------------------------ templates (capture)
@@ -1491,7 +1445,7 @@ export class VmService {
   // ------------------------------------------------------------ host
 
   async hostStatus() {
-    const h = await this.driver.host(true);
+    const h = await this.driver.host({ fresh: true });
     const programs = h.programs;
     const qemu = programs.find((p) => p.name === 'qemu-system-x86_64');
     const missingList = [...programs, h.fuse].filter((p) => !p.available).map((p) => ({ name: p.name, reason: p.reason }));
@@ -1540,7 +1494,7 @@ export class VmService {
   }
 
   async capacity() {
-    const [h, probe, vms] = await Promise.all([hostResources(), this.driver.host(), this.records.allVms()]);
+    const [h, probe, vms] = await Promise.all([this.driver.resources(), this.driver.host(), this.records.allVms()]);
     let runCpu = 0;
     let runMem = 0;
     let running = 0;
@@ -1625,7 +1579,7 @@ export class VmService {
 
   /** At start: autostart VMs after a host boot (the boot id changed since hostd last ran). */
   async autostart(bootIdFile?: string): Promise<number[]> {
-    const id = await bootId(bootIdFile);
+    const id = await this.driver.bootId(bootIdFile);
     const last = (await this.records.meta.get('boot_id')) as string | undefined;
     await this.records.meta.put('boot_id', id);
     if (last === undefined || last === id) return [];

@@ -15,6 +15,7 @@ import { run, which } from '../../daemon/lib/run.js';
 import { operations } from '../../api/registry/index.js';
 import type { Operation } from '../../api/registry/types.js';
 import { resultProblem } from '../../api/validate.js';
+import { isPauseLine } from '../../daemon/lib/test-pause.js';
 
 export const SCOPES = ['vm.read', 'vm.manage', 'vm.exec', 'sandbox.read', 'sandbox.manage', 'system.read'];
 
@@ -120,9 +121,9 @@ export async function succeeded(e: VmsEnv, taskId: string, ms?: number): Promise
   return t;
 }
 
-/** Waits until hostd logged that it paused at `step` (HOSTD_VMS_PAUSE_AT). */
+/** Waits until hostd logged that the VM domain paused at `step` (HOSTD_TEST_PAUSE_AT=vms.<step>). */
 export async function pausedAt(e: VmsEnv, step: string, ms = 120_000): Promise<void> {
-  await eventually(() => e.d.logs.some((l) => l.msg === 'vms paused at step' && l.step === step), ms, `hostd to pause at ${step}`);
+  await eventually(() => e.d.logs.some((l) => isPauseLine(l, `vms.${step}`)), ms, `hostd to pause at ${step}`);
 }
 
 /** QEMU processes started from this data dir (any hostd incarnation). */

@@ -13,6 +13,7 @@ import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
 import { killGuests, missingRuntime, operationAt, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { resultProblem } from '../../../api/validate.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { eventually } from '../../helpers/daemon.js';
 import { call, importImages, onlyTheseVms, sbxSh, startSandboxDaemon, startWarm, untilRunning, vmDirs, warmDone } from '../../helpers/sandboxes-fixture.js';
 import { generationIdOf, withHostdDown } from '../../helpers/vms-qmp.js';
@@ -219,7 +220,7 @@ describe('sandboxes runtime (QEMU)', function () {
     expect(all.find((x: any) => x.id === made.sandbox.id)).to.include({ owner: 'erin', state: 'booting' });
     const gone = await e.d.admin.request('POST', '/admin/sandboxes/destroy', { id: made.sandbox.id });
     expect(gone.status, JSON.stringify(gone.body)).to.equal(200);
-    expect(gone.body.sandbox).to.include({ state: 'destroyed', destroyed_by: 'local-admin' });
+    expect(gone.body.sandbox).to.include({ state: 'destroyed', destroyed_by: 'admin' });
     await onlyTheseVms(e, [warm.vmid, twin.vmid]);
   });
 
@@ -258,11 +259,11 @@ describe('sandboxes runtime (QEMU)', function () {
 
   // ---------------------------------------------------------------- crash safety
 
-  const pausedAtStep = (step: string) => eventually(() => e.d.logs.some((l) => l.msg === 'sandboxes paused at step' && l.step === step), 120_000, `hostd to pause at ${step}`);
+  const pausedAtStep = (step: string) => eventually(() => e.d.logs.some((l) => isPauseLine(l, `sandboxes.${step}`)), 120_000, `hostd to pause at ${step}`);
   const liveVmids = async () => (await ok(alice, 'GET', '/sandboxes')).sandboxes.map((x: any) => x.vmid).filter((v: number | null) => v !== null);
 
   it('killed while admitting a create (the caller got no answer): after a restart the sandbox exists once, boots, and a replay returns it', async () => {
-    await restart({ HOSTD_SANDBOXES_PAUSE_AT: 'create:recorded' });
+    await restart({ HOSTD_TEST_PAUSE_AT: 'sandboxes.create:recorded' });
     const pending = call(e, alice, 'POST', '/sandboxes', { image_id: 'deb12', idempotency_key: 'crash-1', seed_data: 'crash-seed' }).catch((err) => err);
     await pausedAtStep('create:recorded');
     await restart();
@@ -280,7 +281,7 @@ describe('sandboxes runtime (QEMU)', function () {
   });
 
   it('killed during the boot (its VM resumed, not yet its own): after a restart that VM is replaced, not doubled, and the sandbox runs', async () => {
-    await restart({ HOSTD_SANDBOXES_PAUSE_AT: 'boot:warm-resumed' });
+    await restart({ HOSTD_TEST_PAUSE_AT: 'sandboxes.boot:warm-resumed' });
     const c = await ok(alice, 'POST', '/sandboxes', { image_id: 'deb12', idempotency_key: 'crash-2', seed_data: 'seed-2' }, 201);
     await pausedAtStep('boot:warm-resumed');
     const first = (await ok(alice, 'GET', `/sandboxes/${c.sandbox.id}`)).sandbox;
@@ -302,7 +303,7 @@ describe('sandboxes runtime (QEMU)', function () {
 
   it('killed during a suspend (memory saved, QEMU not yet gone): after a restart the sandbox runs on with its processes', async () => {
     const pid = (await sbxSh(e, warm.id, 'setsid sleep 100000 >/dev/null 2>&1 < /dev/null & echo $!')).trim();
-    await restart({ HOSTD_VMS_PAUSE_AT: 'suspend:saved' });
+    await restart({ HOSTD_TEST_PAUSE_AT: 'vms.suspend:saved' });
     const pending = call(e, alice, 'POST', `/sandboxes/${warm.id}/suspend`, {}).catch((err) => err);
     await pausedAt(e, 'suspend:saved');
     await restart();
@@ -316,12 +317,12 @@ describe('sandboxes runtime (QEMU)', function () {
   });
 
   it('killed during a destroy, before or after its VM was stopped: after a restart it is a tombstone and nothing of it remains', async () => {
-    for (const [env, step] of [[{ HOSTD_SANDBOXES_PAUSE_AT: 'destroy:marked' }, 'destroy:marked'], [{ HOSTD_VMS_PAUSE_AT: 'delete:stopped' }, 'delete:stopped']] as const) {
+    for (const [domain, step] of [['sandboxes', 'destroy:marked'], ['vms', 'delete:stopped']] as const) {
       const c = await ok(alice, 'POST', '/sandboxes', { image_id: 'deb12' }, 201);
       const s = await untilRunning(e, alice, c.sandbox.id, 300);
-      await restart(env);
+      await restart({ HOSTD_TEST_PAUSE_AT: `${domain}.${step}` });
       const pending = call(e, alice, 'DELETE', `/sandboxes/${s.id}`).catch((err) => err);
-      if ('HOSTD_VMS_PAUSE_AT' in env) await pausedAt(e, step);
+      if (domain === 'vms') await pausedAt(e, step);
       else {
         await pausedAtStep(step);
         expect((await ok(alice, 'GET', `/sandboxes/${s.id}`)).sandbox.state).to.equal('destroying');

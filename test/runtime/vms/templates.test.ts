@@ -57,7 +57,7 @@ describe('vms template builds (QEMU)', function () {
   it('downloads the missing base, builds from user-data until the guest powers off, and keeps labels', async function () {
     const r = await ok(e, 'POST', '/templates', { base_image_id: 'guest', name: 'Web Base', user_data: USER_DATA, labels: { role: 'web', tier: 'base' } }, 201);
     expect(r.image_id).to.equal('web-base');
-    expect(r.task).to.include({ kind: 'templates.build', resource: 'vms/images/web-base' });
+    expect(r.task).to.include({ kind: 'templates.template.build', resource: 'vms/images/web-base' });
     await fails(e, 'POST', '/templates', { base_image_id: 'guest', name: 'web base' }, 409, "image 'web-base' already exists");
     const during = await ok(e, 'GET', `/templates/${r.task.task_id}`);
     expect(during.task.task_id).to.equal(r.task.task_id);

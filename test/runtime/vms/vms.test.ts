@@ -109,7 +109,7 @@ describe('vms runtime (QEMU)', function () {
     // Omitted vmid: the first free one from vmid_min (100). Without linked_clone: a full copy, as a task.
     const b = await ok(e, 'POST', '/vms', { name: 'beta', image_id: 'deb12' }, 201);
     expect(b.vm).to.include({ vmid: 100, state: 'creating', linked_clone: false, disk_size_gb: img.min_disk_gb });
-    expect(b.task).to.include({ kind: 'vms.create', resource: 'vms/100' });
+    expect(b.task).to.include({ kind: 'vms.vm.create', resource: 'vms/100' });
     await fails(e, 'POST', '/vms/100/start', {}, 409, /^VM 100 is (still being created \(task task_[0-9a-f]+\)|busy: create in progress)$/);
     await succeeded(e, b.task.task_id);
     expect((await ok(e, 'GET', '/vms/100')).vm).to.include({ state: 'stopped', task_id: null });

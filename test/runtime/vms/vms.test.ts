@@ -87,7 +87,7 @@ describe('vms runtime (QEMU)', function () {
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ssh_public_key: 'not a key' }, 400, "argument 'ssh_public_key' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)");
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', username: 'Root' }, 400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])");
     await fails(e, 'POST', '/vms', { name: '  ', image_id: 'deb12' }, 400, "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ip_address: '10.1.2.3/40' }, 400, "argument 'ip_address' has a prefix outside 1-32");
+    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ip_address: '10.1.2.3/40' }, 400, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty");
     await fails(e, 'GET', '/vms/999', undefined, 404, 'VM 999 not found');
     expect((await ok(e, 'GET', '/vms')).vms).to.deep.equal([]);
   });

@@ -26,7 +26,9 @@ export function sandboxesDomain(vms: VmsDomain) {
       const settings = parseSandboxSettings(deps.settings);
       const log = deps.log.child({ domain: 'sandboxes' });
       const vmService = vms.service();
-      const svc = new SandboxService({ records: new SandboxRecords(deps.store), vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env, pause: testPause(deps.env, 'sandboxes', log) });
+      const records = new SandboxRecords(deps.store);
+      const svc = new SandboxService({ records, vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env, pause: testPause(deps.env, 'sandboxes', log) });
+      // No call is served while a destroy a crash interrupted is still open (IntentRecovery, in recover()).
       const r = await svc.recover();
       if (r.destroys || r.boots || r.orphans || r.lost) log.warn(r, 'sandboxes: finished interrupted changes');
       const prune = new Periodic(() => svc.prune(), (err) => log.error({ err }, 'sandboxes: pruning tombstones failed'));

@@ -280,6 +280,11 @@ export class VmContext {
     return id;
   }
 
+  /** Every image and template on this host (the port the sandboxes domain lists images through). */
+  allImages(): Promise<ImageRecord[]> {
+    return this.records.allImages();
+  }
+
   /** The image by id, 404 naming it (and hinting at the catalog when it is downloadable). */
   async image(id: string, catalogHint?: (id: string) => boolean): Promise<ImageRecord> {
     const img = await this.records.image(id);

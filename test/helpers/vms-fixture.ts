@@ -16,16 +16,27 @@ import { operations } from '../../api/registry/index.js';
 import type { Operation } from '../../api/registry/types.js';
 import { resultProblem } from '../../api/validate.js';
 import { isPauseLine } from '../../daemon/lib/test-pause.js';
+import { qemuDriver } from '../../daemon/vms/qemu/index.js';
+import { requireRuntime, runtimeProblem } from './runtime-gate.js';
 
 export const SCOPES = ['vm.read', 'vm.manage', 'vm.exec', 'sandbox.read', 'sandbox.manage', 'system.read'];
 
 /** Why the VM runtime tests cannot run here, or null. */
-export async function missingRuntime(): Promise<string | null> {
-  for (const p of ['qemu-system-x86_64', 'qemu-img', 'qemu-storage-daemon', 'debugfs', 'genisoimage', 'debootstrap']) {
-    if (!(await which(p))) return `${p} is not installed (deploy/install-deps.sh installs it)`;
-  }
-  if (!fs.existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  return null;
+/**
+ * The runtime gate of the VM and sandbox suites: the VM domain's own driver
+ * says which programs are there (as GET /vms/host-status does); the test
+ * guest is built with debootstrap when it is not cached yet.
+ */
+export function requireVmsRuntime(ctx: Mocha.Context, domain: 'vms' | 'sandboxes' = 'vms'): Promise<void> {
+  return requireRuntime(ctx, domain, qemuDriver({ diskRoots: [] }), { also: testGuestProblem });
+}
+
+const testGuestProblem = async (): Promise<string | null> =>
+  ((await which('debootstrap')) ? null : 'debootstrap is not installed (the test guest is built with it; deploy/install-deps.sh installs it)');
+
+/** Why the VM runtime cannot run here, or null (for the benchmarks, which are not mocha suites). */
+export function missingRuntime(): Promise<string | null> {
+  return runtimeProblem(qemuDriver({ diskRoots: [] }), { also: testGuestProblem });
 }
 
 export interface VmsEnv {

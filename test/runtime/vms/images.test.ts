@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { run } from '../../../daemon/lib/run.js';
 import { eventually, hostctl, tempDir } from '../../helpers/daemon.js';
-import { fails, FileServer, killGuests, missingRuntime, ok, settle, sha256, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { fails, FileServer, killGuests, requireVmsRuntime, ok, settle, sha256, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
 
 /**
  * Serves one file, and cuts its first answer where the test says: it sends
@@ -74,11 +74,7 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
   let catalogFile: string;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM image tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     dir = tempDir('hostd-vms-img-');
     await srv.start();
     await cutting.start();

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
 import { tempDir } from '../../helpers/daemon.js';
-import { cachedSha256, fails, FileServer, killGuests, missingRuntime, ok, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { cachedSha256, fails, FileServer, killGuests, requireVmsRuntime, ok, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
 
 const USER_DATA = `#cloud-config
 write_files:
@@ -27,11 +27,7 @@ describe('vms template builds (QEMU)', function () {
   const srv = new FileServer();
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the template build tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     const image = await guestImage();
     await srv.start();
     srv.files.set('/guest.qcow2', image);

@@ -19,7 +19,7 @@ import { expect } from 'chai';
 import { run } from '../../../daemon/lib/run.js';
 import { HostGuard, hostMounts } from '../../helpers/host-guard.js';
 import { eventually } from '../../helpers/daemon.js';
-import { killGuests, missingRuntime, qemuPids, settle, startVmsDaemon, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { killGuests, requireVmsRuntime, qemuPids, settle, startVmsDaemon, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { importBlank, importImages } from '../../helpers/sandboxes-fixture.js';
 
 const BOOT_S = 900;
@@ -59,11 +59,7 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
   const lacks = (who: string, scopes: string, op: string) => `token '${who}' lacks scope ${scopes} needed by ${op}`;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM escalation suite: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     // The host's defaults, user networking included (the fixture's other tests restrict it explicitly).
     e = await startVmsDaemon({ userNetRestrict: 'default' });
     for (const [name, scopes] of Object.entries({

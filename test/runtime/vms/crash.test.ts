@@ -10,7 +10,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { run } from '../../../daemon/lib/run.js';
 import { tempDir } from '../../helpers/daemon.js';
-import { api, fails, killGuests, missingRuntime, ok, pausedAt, qemuPids, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { api, fails, killGuests, requireVmsRuntime, ok, pausedAt, qemuPids, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
 
 /** Files a process has open, with whether it may write them. */
 function openFiles(pid: number): Map<string, 'rw' | 'ro'> {
@@ -50,11 +50,7 @@ describe('vms crash recovery (QEMU)', function () {
   const warmDirs = () => (fs.existsSync(path.join(e.pools.p1, '.vms/warm')) ? fs.readdirSync(path.join(e.pools.p1, '.vms/warm')) : []);
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM crash tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     root = tempDir('hostd-vms-crash-');
     e = await startVmsDaemon({ root });
     const blank = path.join(root, 'blank.qcow2');

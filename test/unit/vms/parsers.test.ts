@@ -2,19 +2,19 @@
 import { spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import YAML from 'yaml';
-import { machineArgs, macFor, shellSafePath, type MachineSpec } from '../../daemon/vms/qemu/args.js';
-import { renderSeed, type CloudInitSettings } from '../../daemon/vms/qemu/seed.js';
-import { needsRecovery, parsePartitions } from '../../daemon/vms/qemu/identity.js';
-import { parseBackingChain, parseImageInfo } from '../../daemon/vms/qemu/img.js';
-import { chooseAccel, parseMeminfo, versionOf } from '../../daemon/vms/qemu/host.js';
-import { BUNDLED_CATALOG, checksumFromSums, parseCatalog } from '../../daemon/vms/catalog.js';
-import { parseVmSettings } from '../../daemon/vms/settings.js';
-import { checkSshKey, checkUsername, hostnameOf, slug } from '../../daemon/vms/common.js';
-import { getOperation } from '../../api/registry/index.js';
-import { withPrefix } from '../../api/registry/schema.js';
-import { validateArgs } from '../../api/validate.js';
-import { formatSize } from '../../daemon/vms/sizes.js';
-import { ApiError } from '../../daemon/lib/errors.js';
+import { machineArgs, macFor, shellSafePath, type MachineSpec } from '../../../daemon/vms/qemu/args.js';
+import { renderSeed, type CloudInitSettings } from '../../../daemon/vms/qemu/seed.js';
+import { needsRecovery, parsePartitions } from '../../../daemon/vms/qemu/identity.js';
+import { parseBackingChain, parseImageInfo } from '../../../daemon/vms/qemu/img.js';
+import { chooseAccel, parseMeminfo, versionOf } from '../../../daemon/vms/qemu/host.js';
+import { BUNDLED_CATALOG, checksumFromSums, parseCatalog } from '../../../daemon/vms/catalog.js';
+import { parseVmSettings } from '../../../daemon/vms/settings.js';
+import { checkSshKey, checkUsername, hostnameOf, slug } from '../../../daemon/vms/common.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { withPrefix } from '../../../api/registry/schema.js';
+import { validateArgs } from '../../../api/validate.js';
+import { formatSize } from '../../../daemon/vms/sizes.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
 
 const spec = (over: Partial<MachineSpec> = {}): MachineSpec => ({
   name: 'vm-101',

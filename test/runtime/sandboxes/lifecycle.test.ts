@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
-import { killGuests, missingRuntime, operationAt, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { killGuests, requireVmsRuntime, operationAt, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { resultProblem } from '../../../api/validate.js';
 import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { eventually } from '../../helpers/daemon.js';
@@ -34,11 +34,7 @@ describe('sandboxes runtime (QEMU)', function () {
   let twin: any;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the sandbox runtime tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this, 'sandboxes');
     imageMachineId = (await readGuestFile(await guestImage(), '/etc/machine-id'))!.trim();
     e = await startSandboxDaemon({ sandboxes: CAPS });
     alice = await e.d.token('alice', AGENT);

@@ -3,14 +3,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { Store } from '../../daemon/store/store.js';
-import { TaskRunner } from '../../daemon/tasks/runner.js';
-import { noNotes } from '../../daemon/lib/caller.js';
-import type { VmService } from '../../daemon/vms/service.js';
-import { getOperation } from '../../api/registry/index.js';
-import { validateArgs } from '../../api/validate.js';
-import { rejectsApi } from '../helpers/expect.js';
-import { FakeDriver, fakeVmService } from '../helpers/vms-fake-driver.js';
+import { Store } from '../../../daemon/store/store.js';
+import { TaskRunner } from '../../../daemon/tasks/runner.js';
+import { noNotes } from '../../../daemon/lib/caller.js';
+import type { VmService } from '../../../daemon/vms/service.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { validateArgs } from '../../../api/validate.js';
+import { rejectsApi } from '../../helpers/expect.js';
+import { FakeDriver, fakeVmService } from '../../helpers/vms-fake-driver.js';
 
 describe('vms service rules (fake driver)', () => {
   let dir: string;

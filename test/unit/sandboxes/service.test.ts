@@ -9,17 +9,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import pino from 'pino';
-import { Store } from '../../daemon/store/store.js';
-import { TaskRunner } from '../../daemon/tasks/runner.js';
-import { noNotes, type Caller } from '../../daemon/lib/caller.js';
-import type { VmService } from '../../daemon/vms/service.js';
-import { SandboxRecords } from '../../daemon/sandboxes/records.js';
-import { SandboxService } from '../../daemon/sandboxes/service.js';
-import { parseSandboxSettings } from '../../daemon/sandboxes/settings.js';
-import { checkSandboxName, friendlyName } from '../../daemon/sandboxes/names.js';
-import { eventually } from '../helpers/daemon.js';
-import { rejectsApi } from '../helpers/expect.js';
-import { FakeDriver, fakeVmService } from '../helpers/vms-fake-driver.js';
+import { Store } from '../../../daemon/store/store.js';
+import { TaskRunner } from '../../../daemon/tasks/runner.js';
+import { noNotes, type Caller } from '../../../daemon/lib/caller.js';
+import type { VmService } from '../../../daemon/vms/service.js';
+import { SandboxRecords } from '../../../daemon/sandboxes/records.js';
+import { SandboxService } from '../../../daemon/sandboxes/service.js';
+import { parseSandboxSettings } from '../../../daemon/sandboxes/settings.js';
+import { checkSandboxName, friendlyName } from '../../../daemon/sandboxes/names.js';
+import { eventually } from '../../helpers/daemon.js';
+import { rejectsApi } from '../../helpers/expect.js';
+import { FakeDriver, fakeVmService } from '../../helpers/vms-fake-driver.js';
 
 const caller = (id: string, name = id): Caller => ({ tokenId: id, tokenName: name, scopes: ['sandbox.read', 'sandbox.manage'], transport: 'api', origin: 'n1' });
 

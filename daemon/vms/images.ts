@@ -15,7 +15,7 @@ import { download, loadCatalog, type CatalogEntry } from './catalog.js';
 import { checkImageId, checkName, imagesDir, isIsoFile, isosDir, now, partialDir, slug } from './common.js';
 import { formatSize, GiB } from './sizes.js';
 import { VmRecords, type ImageRecord } from './records.js';
-import type { VmService } from './service.js';
+import type { VmContext } from './context.js';
 import { actorOf } from '../lib/operator.js';
 
 type Caller = NoteSink & { caller?: { tokenName: string } };
@@ -38,7 +38,7 @@ export class ImageService {
   /** Image ids being fetched, imported or built (not yet records). */
   private readonly pending = new Set<string>();
 
-  constructor(private readonly vms: VmService) {}
+  constructor(private readonly vms: VmContext) {}
 
   private get e() {
     return this.vms.e;

@@ -243,7 +243,7 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
     await refused('sother', 'POST', `/sandboxes/${id}/resume`, {}, 404, msg);
     await refused('sother', 'DELETE', `/sandboxes/${id}`, undefined, 404, msg);
     expect((await ok('sother', 'GET', '/sandboxes?include_destroyed=true')).sandboxes).to.deep.equal([]);
-    await refused('sother', 'POST', '/sandboxes', { image_id: '../../../etc/passwd' }, 404, "image '../../../etc/passwd' not found");
+    await refused('sother', 'POST', '/sandboxes', { image_id: '../../../etc/passwd' }, 400, "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'");
     await refused('sother', 'POST', '/sandboxes', { image_id: 'blank', resources: { cpu_cores: 4294967295 } }, 400, "argument 'resources.cpu_cores' must be at most 255");
     await refused('sother', 'POST', '/sandboxes', { image_id: 'blank', resources: { memory_mb: 4294967295 } }, 409, /^the host cannot fit this sandbox now/);
     // Its VM is not a VM of /vms, for any VM token.

@@ -33,11 +33,6 @@ const RUNTIME_FILE = `^daemon/${DOMAINS}/[^/]+/`;
  */
 const DRIVER_BOUNDARY_DEBT = {
   'daemon/folders/service.ts': ['daemon/folders/fs/index.ts'],
-  'daemon/vms/driver.ts': ['daemon/vms/qemu/args.ts', 'daemon/vms/qemu/exec.ts', 'daemon/vms/qemu/host.ts', 'daemon/vms/qemu/identity.ts', 'daemon/vms/qemu/img.ts', 'daemon/vms/qemu/machine.ts', 'daemon/vms/qemu/seed.ts'],
-  'daemon/vms/images.ts': ['daemon/vms/qemu/img.ts'],
-  'daemon/vms/records.ts': ['daemon/vms/qemu/seed.ts'],
-  'daemon/vms/service.ts': ['daemon/vms/qemu/agent.ts', 'daemon/vms/qemu/args.ts', 'daemon/vms/qemu/host.ts', 'daemon/vms/qemu/identity.ts', 'daemon/vms/qemu/img.ts', 'daemon/vms/qemu/seed.ts'],
-  'daemon/vms/templates.ts': ['daemon/vms/qemu/img.ts'],
 };
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

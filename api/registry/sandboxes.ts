@@ -1,5 +1,9 @@
 import type { OperationSpec } from './types.js';
-import { str, uint32, bool, strMap, nullable, sandboxResources } from './schema.js';
+import { arrayOf, bool, dateTime, imageId, int, nullable, object, oneOf, sandboxResources, str, strMap, uint32 } from './schema.js';
+import { sandboxView } from './vms-shapes.js';
+
+const count = (description?: string) => int(description, 0);
+const resources = () => object({ cpu_cores: count(), memory_mb: count(), disk_gb: count() }, ['cpu_cores', 'memory_mb', 'disk_gb']);
 
 const sandboxId = { id: str('Sandbox ID') };
 
@@ -18,6 +22,7 @@ export const operations = [
       labels: strMap('Only sandboxes carrying every pair'),
       include_destroyed: bool('Include tombstones of destroyed sandboxes; hidden by default'),
     },
+    result: object({ sandboxes: arrayOf(sandboxView()) }, ['sandboxes']),
   },
   {
     name: 'sandboxes_create',
@@ -30,7 +35,7 @@ export const operations = [
     category: 'agent',
     params: {},
     args: {
-      image_id: str('Image to boot from', { minLength: 1 }),
+      image_id: imageId('Image to boot from'),
       name: str("Sandbox name, unique on the host and the guest's hostname: 1-63 of [a-z0-9-], starting and ending with a letter or digit; a friendly two-word name when omitted", {
         minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$',
       }),
@@ -41,6 +46,7 @@ export const operations = [
       autostart: bool('Restart on host boot; default off'),
     },
     required: ['image_id'],
+    result: object({ sandbox: sandboxView(), replayed: bool('The answer of an earlier create with the same idempotency key') }, ['sandbox', 'replayed']),
   },
   {
     name: 'sandboxes_images_list',
@@ -53,6 +59,18 @@ export const operations = [
     category: 'agent',
     params: {},
     args: {},
+    result: object({
+      images: arrayOf(object({
+        image_id: str(), name: str(), kind: oneOf(['image', 'template'] as const), storage_id: str(), labels: strMap(),
+        min_cpu_cores: count(), min_memory_mb: count(), min_disk_gb: count('Smallest disk a sandbox of it can have'),
+        default_resources: resources(),
+        default_start: oneOf(['warm', 'cold'] as const, 'How a create with the default resources would start'),
+        warm_states: arrayOf(object({
+          warm_state_id: str(), cpu_cores: count(), memory_mb: count(), disk_gb: count(), created_at: dateTime(), resumable: bool(), reason: nullable(str()),
+        }, ['warm_state_id', 'cpu_cores', 'memory_mb', 'disk_gb', 'created_at', 'resumable', 'reason'])),
+      }, ['image_id', 'name', 'kind', 'storage_id', 'labels', 'min_cpu_cores', 'min_memory_mb', 'min_disk_gb', 'default_resources', 'default_start', 'warm_states'])),
+      defaults: resources(),
+    }, ['images', 'defaults']),
   },
   {
     name: 'sandboxes_get',
@@ -65,6 +83,7 @@ export const operations = [
     category: 'agent',
     params: sandboxId,
     args: {},
+    result: object({ sandbox: sandboxView() }, ['sandbox']),
   },
   {
     name: 'sandboxes_suspend',
@@ -77,6 +96,7 @@ export const operations = [
     category: 'agent',
     params: sandboxId,
     args: {},
+    result: object({ sandbox: sandboxView(), already_suspended: bool() }, ['sandbox', 'already_suspended']),
   },
   {
     name: 'sandboxes_resume',
@@ -89,6 +109,7 @@ export const operations = [
     category: 'agent',
     params: sandboxId,
     args: {},
+    result: object({ sandbox: sandboxView(), already_running: bool() }, ['sandbox', 'already_running']),
   },
   {
     name: 'sandboxes_delete',
@@ -101,6 +122,7 @@ export const operations = [
     category: 'agent',
     params: sandboxId,
     args: {},
+    result: object({ sandbox: sandboxView(), already_destroyed: bool() }, ['sandbox', 'already_destroyed']),
   },
   {
     name: 'sandboxes_wait',
@@ -115,5 +137,6 @@ export const operations = [
     args: {
       timeout_seconds: uint32('Seconds to wait before giving up; default 120'),
     },
+    result: object({ sandbox: sandboxView(), running: bool(), timed_out: bool(), waited_ms: count(), reason: nullable(str('Why it is not running')) }, ['sandbox', 'running', 'timed_out', 'waited_ms', 'reason']),
   },
 ] as const satisfies readonly OperationSpec[];

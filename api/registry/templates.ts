@@ -1,5 +1,6 @@
 import type { OperationSpec } from './types.js';
-import { str, strMap } from './schema.js';
+import { imageId, nullable, object, resourceName, str, strMap, taskRecord } from './schema.js';
+import { imageView, withTask } from './vms-shapes.js';
 
 export const operations = [
   {
@@ -13,12 +14,14 @@ export const operations = [
     category: 'system',
     params: {},
     args: {
-      base_image_id: str('Base image to build from; downloaded first if the host lacks it'),
-      name: str('Name of the resulting template'),
+      // The example names no catalog image, so a client trying the operation (the conformance walk) downloads nothing.
+      base_image_id: { ...imageId('Base image to build from; downloaded first if the host lacks it'), examples: ['my-base'] },
+      name: resourceName('Name of the resulting template; its image id is made from it'),
       user_data: str('Cloud-init user-data used verbatim; it must end by powering the build machine off, which signals the build is finished'),
       labels: strMap('Labels stored on the resulting image and returned by the VM image list'),
     },
     required: ['base_image_id', 'name'],
+    result: withTask({ image_id: str('Id the template will have') }, ['image_id']),
   },
   {
     name: 'templates_get',
@@ -31,5 +34,6 @@ export const operations = [
     category: 'system',
     params: { task_id: str('Background task ID of the template build') },
     args: {},
+    result: object({ task: taskRecord(), template: nullable(imageView()) }, ['task', 'template']),
   },
 ] as const satisfies readonly OperationSpec[];

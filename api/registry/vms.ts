@@ -1,8 +1,17 @@
 import type { OperationSpec } from './types.js';
-import { str, int, uint32, bool, strArray, nullable, nullableOneOf } from './schema.js';
+import {
+  arrayOf, bool, bridgeName, cidr, dateTime, dnsServers, emptyOr, imageId, int, ipAddress, isoId, nullable, nullableOneOf, object, oneOf,
+  resourceName, str, strMap, taskRecord, uint32,
+} from './schema.js';
+import { availabilityRow, imageView, NETWORK_TYPES, VM_STATES, vmView, warmStateView, withTask } from './vms-shapes.js';
 
 const vmId = { id: int('VM ID', 0) };
 const timeout60 = uint32('Seconds to wait before giving up; default 60');
+/** Disk sizes in GiB: the server takes at most 64 TiB. */
+const DISK_GB_MAX = 65536;
+const count = (description?: string) => int(description, 0);
+const vmAnswer = () => object({ vm: vmView() }, ['vm']);
+const diskRef = () => object({ disk_id: str(), size_gb: count() }, ['disk_id', 'size_gb']);
 
 export const operations = [
   {
@@ -16,6 +25,7 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
+    result: object({ vms: arrayOf(vmView()) }, ['vms']),
   },
   {
     name: 'vms_create',
@@ -28,26 +38,27 @@ export const operations = [
     category: 'system',
     params: {},
     args: {
-      name: str('VM name'),
-      image_id: str('Image or captured template to clone'),
+      name: resourceName('VM name'),
+      image_id: imageId('Image or captured template to clone'),
       cpu_cores: uint32('CPU cores; omitted: the image minimum applies'),
       memory_mb: uint32('Memory in MiB; omitted: the image minimum applies'),
-      disk_size_gb: uint32('Disk size in GiB; omitted: the image minimum applies'),
+      disk_size_gb: int(`Disk size in GiB, at most ${DISK_GB_MAX}; omitted: the image minimum applies`, 0, DISK_GB_MAX),
       username: str('Cloud-init user; default the image default user'),
       ssh_public_key: str('SSH public key installed by cloud-init; the cloud-init user has passwordless sudo'),
       storage_id: str('Storage pool for the VM disk'),
       vmid: int('Numeric VM ID; assigned automatically when omitted', 0),
       package_upgrade: bool('Upgrade packages on first boot'),
       ssh_password_auth: bool('Allow SSH password authentication'),
-      dns_servers: nullable(strArray('DNS servers')),
-      ip_address: str('Static IP address, optional CIDR'),
-      gateway: str('Gateway address'),
+      dns_servers: nullable(dnsServers('DNS servers')),
+      ip_address: emptyOr(cidr('Static IP address, optional /prefix (default /24 or /64); empty or omitted: DHCP')),
+      gateway: emptyOr(ipAddress('Gateway address; inside the subnet of ip_address when both are given')),
       autostart: bool('Start on host boot'),
       linked_clone: bool('Copy-on-write overlay on the image; creation becomes near-instant; the image cannot be deleted or moved while this VM exists'),
       seed_data: str('Written into the guest at /etc/svc/seed before first boot, for per-VM identity'),
       skip_rekey: bool("Skip clearing the source image's machine-id and SSH host keys; the seed is still written; not a speed option; use when the VM's identity must survive creation; a VM re-keyed by neither side shares its source's identity"),
     },
     required: ['name', 'image_id'],
+    result: object({ vm: vmView(), task: nullable(taskRecord()) }, ['vm', 'task']),
   },
   {
     name: 'vms_images_list',
@@ -60,6 +71,7 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
+    result: object({ images: arrayOf(imageView()), pools: arrayOf(object({ storage_id: str(), images: count('Images and templates in the pool'), size_bytes: count() }, ['storage_id', 'images', 'size_bytes'])) }, ['images', 'pools']),
   },
   {
     name: 'vms_images_catalog',
@@ -72,6 +84,14 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
+    result: object({
+      images: arrayOf(object({
+        image_id: str(), name: str(), url: str('Where it is downloaded from'), format: nullableOneOf(['qcow2', 'raw'] as const, 'Format of the download; null: detected'),
+        min_cpu_cores: count(), min_memory_mb: count(), min_disk_gb: count(), default_user: nullable(str()), labels: strMap(),
+        downloaded: bool('Whether this host has it'), storage_id: nullable(str('Pool holding it, once downloaded')),
+      }, ['image_id', 'name', 'url', 'format', 'min_cpu_cores', 'min_memory_mb', 'min_disk_gb', 'default_user', 'labels', 'downloaded', 'storage_id'])),
+      source: str("'bundled', or the catalog file the setting vms.catalog_file names"),
+    }, ['images', 'source']),
   },
   {
     name: 'vms_images_delete',
@@ -82,10 +102,11 @@ export const operations = [
     hints: ['DEL'],
     summary: 'Delete a VM image or captured template.',
     category: 'storage',
-    params: { image_id: str('VM image or captured template ID') },
+    params: { image_id: imageId('VM image or captured template ID') },
     args: {
       storage_id: str('Pool holding the template; empty means the system drive'),
     },
+    result: object({ deleted: imageView() }, ['deleted']),
   },
   {
     name: 'vms_images_move',
@@ -96,12 +117,13 @@ export const operations = [
     hints: [],
     summary: 'Move an image to another pool.',
     category: 'storage',
-    params: { image_id: str('VM image or captured template ID') },
+    params: { image_id: imageId('VM image or captured template ID') },
     args: {
       source_storage_id: str('Pool the image is on now'),
       target_storage_id: str('Pool to move the image to'),
     },
     required: ['source_storage_id', 'target_storage_id'],
+    result: withTask({ image_id: str(), source_storage_id: str(), target_storage_id: str() }, ['image_id', 'source_storage_id', 'target_storage_id']),
   },
   {
     name: 'vms_isos_list',
@@ -114,6 +136,7 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
+    result: object({ isos: arrayOf(object({ iso_id: str(), storage_id: str(), size_bytes: count(), modified: dateTime() }, ['iso_id', 'storage_id', 'size_bytes', 'modified'])) }, ['isos']),
   },
   {
     name: 'vms_isos_move',
@@ -124,12 +147,13 @@ export const operations = [
     hints: [],
     summary: 'Move an ISO to another pool.',
     category: 'storage',
-    params: { iso_id: str('Installer ISO ID') },
+    params: { iso_id: isoId('Installer ISO ID: its file name, ending in .iso') },
     args: {
       source_storage_id: str('Pool the ISO is on now'),
       target_storage_id: str('Pool to move the ISO to'),
     },
     required: ['source_storage_id', 'target_storage_id'],
+    result: withTask({ iso_id: str(), source_storage_id: str(), target_storage_id: str() }, ['iso_id', 'source_storage_id', 'target_storage_id']),
   },
   {
     name: 'vms_warm_states_list',
@@ -142,6 +166,7 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
+    result: object({ warm_states: arrayOf(warmStateView()) }, ['warm_states']),
   },
   {
     name: 'vms_warm_states_restore',
@@ -154,10 +179,11 @@ export const operations = [
     category: 'system',
     params: { id: str('Warm state ID') },
     args: {
-      name: str('Name of the new VM'),
+      name: resourceName('Name of the new VM'),
       vmid: int('Numeric VM ID of the new VM; assigned when omitted', 0),
     },
     required: ['name'],
+    result: object({ vm: vmView(), resume_ms: count('From the call to the resumed guest running'), identity: object({ applied: bool('Whether the guest agent set its hostname, machine-id, seed and SSH host keys'), reason: nullable(str('Why not')) }, ['applied', 'reason']) }, ['vm', 'resume_ms', 'identity']),
   },
   {
     name: 'vms_warm_states_delete',
@@ -170,6 +196,7 @@ export const operations = [
     category: 'system',
     params: { id: str('Warm state ID') },
     args: {},
+    result: object({ deleted: warmStateView() }, ['deleted']),
   },
   {
     name: 'vms_capacity',
@@ -182,6 +209,16 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
+    result: object({
+      can_run_another: bool('Whether a VM of the default size fits now'),
+      reason: nullable(str('Why not')),
+      accelerator: oneOf(['kvm', 'tcg'] as const),
+      next_vm: object({ cpu_cores: count(), memory_mb: count(), memory_needed_mb: count("With QEMU's overhead") }, ['cpu_cores', 'memory_mb', 'memory_needed_mb']),
+      host: object({ cpu_cores: count(), memory_mb: count(), memory_available_mb: count() }, ['cpu_cores', 'memory_mb', 'memory_available_mb']),
+      running: object({ vms: count(), cpu_cores: count(), memory_mb: count() }, ['vms', 'cpu_cores', 'memory_mb']),
+      allocated: object({ vms: count(), cpu_cores: count(), memory_mb: count() }, ['vms', 'cpu_cores', 'memory_mb']),
+      free: object({ cpu_cores: count(), memory_mb: count() }, ['cpu_cores', 'memory_mb']),
+    }, ['can_run_another', 'reason', 'accelerator', 'next_vm', 'host', 'running', 'allocated', 'free']),
   },
   {
     name: 'vms_host_status',
@@ -194,6 +231,18 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
+    result: object({
+      available: bool('Whether qemu-system-x86_64 and qemu-img are installed'),
+      accelerator: oneOf(['kvm', 'tcg'] as const),
+      accelerator_reason: nullable(str('Why TCG')),
+      kvm: object({ available: bool(), reason: nullable(str()) }, ['available', 'reason']),
+      qemu_version: nullable(str()),
+      programs: arrayOf(availabilityRow(), 'Every program and device the VM domain uses'),
+      missing: arrayOf(object({ name: str(), reason: nullable(str()) }, ['name', 'reason'])),
+      refused: arrayOf(object({
+        kind: oneOf(['vm', 'warm_state'] as const), id: str(), rule: str('The rule added since it was made'), refuses: str('What the rule refuses'), message: str(),
+      }, ['kind', 'id', 'rule', 'refuses', 'message']), 'VMs and warm states a rule added since they were made refuses'),
+    }, ['available', 'accelerator', 'accelerator_reason', 'kvm', 'qemu_version', 'programs', 'missing', 'refused']),
   },
   {
     name: 'vms_get',
@@ -206,6 +255,7 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
+    result: vmAnswer(),
   },
   {
     name: 'vms_update',
@@ -222,6 +272,7 @@ export const operations = [
       memory_mb: nullable(uint32('Memory in MiB; null or omitted keeps the value')),
       autostart: nullable(bool('Start on host boot; null or omitted keeps the value')),
     },
+    result: vmAnswer(),
   },
   {
     name: 'vms_delete',
@@ -234,6 +285,7 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
+    result: object({ deleted: vmView(), was_running: bool('It was running and was hard-stopped') }, ['deleted', 'was_running']),
   },
   {
     name: 'vms_start',
@@ -246,6 +298,7 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
+    result: object({ vm: vmView(), already_running: bool() }, ['vm', 'already_running']),
   },
   {
     name: 'vms_stop',
@@ -257,7 +310,11 @@ export const operations = [
     summary: 'Shut down, hard-stopping if the graceful request is ignored.',
     category: 'system',
     params: vmId,
-    args: {},
+    args: {
+      force: bool('Power off at once, without asking the guest (as `qm stop`); default false'),
+      timeout_seconds: int('Seconds to wait for the guest to power off after the ACPI request before powering it off; 0-3600, default the setting vms.stop_grace_seconds (60)', 0, 3600),
+    },
+    result: object({ vm: vmView(), stopped_by: oneOf(['acpi', 'forced', 'already-stopped', 'discarded-suspend'] as const, 'acpi: the guest powered off; forced: powered off by hostd (force, or no power-off within the timeout); discarded-suspend: a suspended VM whose saved memory was dropped') }, ['vm', 'stopped_by']),
   },
   {
     name: 'vms_suspend',
@@ -270,6 +327,7 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
+    result: object({ vm: vmView(), already_suspended: bool(), saved_bytes: count('Bytes of memory saved') }, ['vm', 'already_suspended', 'saved_bytes']),
   },
   {
     name: 'vms_resume',
@@ -282,6 +340,7 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
+    result: object({ vm: vmView(), already_running: bool() }, ['vm', 'already_running']),
   },
   {
     name: 'vms_clone',
@@ -292,12 +351,13 @@ export const operations = [
     hints: [],
     summary: "Clone a stopped VM's disk into a new VM.",
     category: 'system',
-    params: vmId,
+    params: { id: int('ID of the new VM (the copy); the VM copied is source_vmid', 0) },
     args: {
       source_vmid: int('Numeric VM ID of the stopped source VM', 0),
-      name: str('Name of the new VM'),
+      name: resourceName('Name of the new VM'),
     },
     required: ['source_vmid', 'name'],
+    result: withTask({ vm: vmView() }, ['vm']),
   },
   {
     name: 'vms_cloud_init_update',
@@ -317,13 +377,14 @@ export const operations = [
       clear_password: nullable(bool('Clear the stored password')),
       ssh_enabled: nullable(bool('Enable SSH')),
       ssh_password_auth: nullable(bool('Allow SSH password authentication')),
-      dns_servers: nullable(strArray('DNS servers; empty array clears')),
-      ip_address: nullable(str('Static IP address, optional CIDR; empty clears')),
-      gateway: nullable(str('Gateway address; empty clears')),
+      dns_servers: nullable(dnsServers('DNS servers; empty array clears')),
+      ip_address: nullable(emptyOr(cidr('Static IP address, optional /prefix (default /24 or /64); empty clears (DHCP)'))),
+      gateway: nullable(emptyOr(ipAddress('Gateway address, inside the subnet of the static address; empty clears'))),
       package_upgrade: nullable(bool('Upgrade packages on boot')),
       network_type: nullableOneOf(['bridged', 'none'], 'Network type'),
-      network_bridge: nullable(str('Bridge name when network_type is bridged')),
+      network_bridge: nullable(emptyOr(bridgeName('Bridge name when network_type is bridged; empty: the default bridge'))),
     },
+    result: object({ vm: vmView(), applies: oneOf(['next boot'] as const) }, ['vm', 'applies']),
   },
   {
     name: 'vms_exec',
@@ -340,6 +401,14 @@ export const operations = [
       timeout_seconds: timeout60,
     },
     required: ['command'],
+    result: object({
+      vmid: count(),
+      exit_code: nullable(int('Exit status; null when the command was killed at the deadline')),
+      stdout: str(), stderr: str(),
+      truncated: bool('A stream was longer than the cap and was cut'),
+      timed_out: bool(),
+      duration_ms: count(),
+    }, ['vmid', 'exit_code', 'stdout', 'stderr', 'truncated', 'timed_out', 'duration_ms']),
   },
   {
     name: 'vms_wait_ready',
@@ -352,6 +421,7 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: { timeout_seconds: timeout60 },
+    result: object({ vmid: count(), ready: bool(), timed_out: bool(), state: oneOf(VM_STATES), waited_ms: count(), reason: nullable(str('Why not ready')) }, ['vmid', 'ready', 'timed_out', 'state', 'waited_ms', 'reason']),
   },
   {
     name: 'vms_wait_ip',
@@ -364,6 +434,12 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: { timeout_seconds: timeout60 },
+    result: object({
+      vmid: count(),
+      ip: nullable(str('The first IPv4 address (else the first address)')),
+      addresses: arrayOf(object({ iface: str(), address: str(), prefix: count(), family: oneOf(['ipv4', 'ipv6'] as const) }, ['iface', 'address', 'prefix', 'family'])),
+      timed_out: bool(), state: oneOf(VM_STATES), waited_ms: count(), reason: nullable(str()),
+    }, ['vmid', 'ip', 'addresses', 'timed_out', 'state', 'waited_ms', 'reason']),
   },
   {
     name: 'vms_connection_get',
@@ -376,6 +452,10 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
+    result: object({
+      vmid: count(), state: oneOf(VM_STATES), username: str(), host: nullable(str()), port: nullable(int(undefined, 0, 65535)), network_type: oneOf(NETWORK_TYPES),
+      key_auth: bool(), password_auth: bool(), ssh_enabled: bool(), command: nullable(str('An ssh command line')), reason: nullable(str('Why there is no host or port')),
+    }, ['vmid', 'state', 'username', 'host', 'port', 'network_type', 'key_auth', 'password_auth', 'ssh_enabled', 'command', 'reason']),
   },
   {
     name: 'vms_disks_create',
@@ -388,9 +468,10 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {
-      size_gb: uint32('Disk size in GiB; at least 1'),
+      size_gb: int(`Disk size in GiB; 1-${DISK_GB_MAX}`, 0, DISK_GB_MAX),
     },
     required: ['size_gb'],
+    result: object({ vmid: count(), disk: diskRef(), hotplugged: bool() }, ['vmid', 'disk', 'hotplugged']),
   },
   {
     name: 'vms_disks_delete',
@@ -403,6 +484,7 @@ export const operations = [
     category: 'system',
     params: { ...vmId, disk_id: str('Additional disk ID') },
     args: {},
+    result: object({ vmid: count(), deleted: diskRef() }, ['vmid', 'deleted']),
   },
   {
     name: 'vms_disks_update',
@@ -415,9 +497,10 @@ export const operations = [
     category: 'system',
     params: { ...vmId, disk_id: str('Additional disk ID') },
     args: {
-      size_gb: uint32('New disk size in GiB; at least 1; the server allows growth only'),
+      size_gb: int(`New disk size in GiB; 1-${DISK_GB_MAX}; the server allows growth only`, 0, DISK_GB_MAX),
     },
     required: ['size_gb'],
+    result: object({ vmid: count(), disk: diskRef(), live: bool('Grown while the VM runs') }, ['vmid', 'disk', 'live']),
   },
   {
     name: 'vms_template_create',
@@ -430,8 +513,9 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {
-      template_name: str('Template name; default the VM name'),
+      template_name: resourceName('Template name; default the VM name'),
     },
+    result: withTask({ image_id: str('Id of the template being captured') }, ['image_id']),
   },
   {
     name: 'vms_warm_states_create',
@@ -444,8 +528,9 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {
-      name: str('Warm state name; default the VM name'),
+      name: resourceName('Warm state name; default the VM name'),
     },
+    result: withTask({ warm_state_id: str(), warm_state: warmStateView() }, ['warm_state_id']),
   },
   {
     name: 'vms_docs_get',
@@ -458,6 +543,7 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
+    result: object({ vmid: count(), content: str(), updated_at: nullable(dateTime()) }, ['vmid', 'content', 'updated_at']),
   },
   {
     name: 'vms_docs_set',
@@ -474,5 +560,6 @@ export const operations = [
       append_entry: bool('Append as a timestamped entry instead of replacing'),
     },
     required: ['content'],
+    result: object({ vmid: count(), content: str(), updated_at: dateTime() }, ['vmid', 'content', 'updated_at']),
   },
 ] as const satisfies readonly OperationSpec[];

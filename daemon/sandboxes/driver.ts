@@ -10,10 +10,12 @@ import type { VmService } from '../vms/index.js';
 export type SandboxVms = Pick<
   VmService,
   | 'requirePrograms' | 'image' | 'create' | 'restoreWarmState' | 'start' | 'suspend' | 'resume' | 'remove' | 'exec' | 'waitReady'
-  | 'saveWarmState' | 'warmStates' | 'deleteWarmState' | 'get' | 'listOwned' | 'guestInfo' | 'capacity' | 'hostStatus' | 'records'
+  | 'saveWarmState' | 'warmStates' | 'deleteWarmState' | 'get' | 'listOwned' | 'guestInfo' | 'capacity' | 'hostStatus' | 'allImages'
 >;
 
 export type { VmView } from '../vms/service.js';
+/** An image or template of the VM domain, as a sandbox boots from it. */
+export type SandboxImage = Awaited<ReturnType<VmService['image']>>;
 
 /** The VM owner marker of sandboxes' VMs and warm states. */
 export const OWNER = 'sandbox';

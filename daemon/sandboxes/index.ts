@@ -10,6 +10,8 @@ import { opsOf } from '../../api/registry/index.js';
 import { defineDomain, type AdminCommand } from '../domain.js';
 import { adminArgs } from '../lib/admin-args.js';
 import { Periodic } from '../lib/periodic.js';
+import { OPERATOR } from '../lib/operator.js';
+import { testPause } from '../lib/test-pause.js';
 import type { VmsDomain } from '../vms/index.js';
 import { sandboxHandlers } from './handlers.js';
 import { SandboxRecords } from './records.js';
@@ -24,7 +26,9 @@ export function sandboxesDomain(vms: VmsDomain) {
       const settings = parseSandboxSettings(deps.settings);
       const log = deps.log.child({ domain: 'sandboxes' });
       const vmService = vms.service();
-      const svc = new SandboxService({ records: new SandboxRecords(deps.store), vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env });
+      const records = new SandboxRecords(deps.store);
+      const svc = new SandboxService({ records, vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env, pause: testPause(deps.env, 'sandboxes', log) });
+      // No call is served while a destroy a crash interrupted is still open (IntentRecovery, in recover()).
       const r = await svc.recover();
       if (r.destroys || r.boots || r.orphans || r.lost) log.warn(r, 'sandboxes: finished interrupted changes');
       const prune = new Periodic(() => svc.prune(), (err) => log.error({ err }, 'sandboxes: pruning tombstones failed'));
@@ -32,7 +36,7 @@ export function sandboxesDomain(vms: VmsDomain) {
       const warm = new Periodic(() => svc.keepWarm(), (err) => log.error({ err }, 'sandboxes: keeping warm states failed'));
       if (settings.warmScanMs > 0) warm.start(settings.warmScanMs);
 
-      const operator = { note() {}, caller: { tokenId: 'admin', tokenName: 'local-admin', scopes: [], transport: 'api' as const, origin: deps.node.id } };
+      const operator = { note() {}, caller: { tokenId: OPERATOR, tokenName: OPERATOR, scopes: [], transport: 'api' as const, origin: deps.node.id } };
       const admin: Record<string, AdminCommand> = {
         'GET /admin/sandboxes': async (body) => [200, await svc.listAll(body.include_destroyed === true)],
         // The operator can destroy any token's sandbox (a revoked token's are otherwise unreachable).
@@ -43,7 +47,7 @@ export function sandboxesDomain(vms: VmsDomain) {
         },
         'POST /admin/sandboxes/warm': async (body) => {
           const { str, uint } = adminArgs(body);
-          return [201, await svc.saveWarm({ image_id: str('image_id', true), cpu_cores: uint('cpu_cores'), memory_mb: uint('memory_mb'), disk_gb: uint('disk_gb') }, 'local-admin')];
+          return [201, await svc.saveWarm({ image_id: str('image_id', true), cpu_cores: uint('cpu_cores'), memory_mb: uint('memory_mb'), disk_gb: uint('disk_gb') }, OPERATOR)];
         },
         'GET /admin/sandboxes/warm-states': async () => [200, await svc.warmStates()],
         'DELETE /admin/sandboxes/warm-states': async (body) => [200, await svc.deleteWarm(adminArgs(body).str('warm_state_id', true))],

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { badRequest } from '../lib/errors.js';
-import { IMAGE_ID } from './common.js';
+import { isImageId } from './common.js';
 import bundled from './catalog.json' with { type: 'json' };
 
 export interface CatalogEntry {
@@ -58,7 +58,7 @@ export function parseCatalog(json: unknown, where: string): CatalogEntry[] {
       return v;
     };
     const id = str('id', true)!;
-    if (!IMAGE_ID.test(id)) throw new Error(`${at}.id must be 1-64 of [A-Za-z0-9_.-]`);
+    if (!isImageId(id)) throw new Error(`${at}.id must be 1-64 of [A-Za-z0-9_.-]`);
     if (seen.has(id)) throw new Error(`${at}.id '${id}' appears twice`);
     seen.add(id);
     const url = str('url', true)!;

@@ -3,6 +3,7 @@ import crypto from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { badRequest, notFound } from '../lib/errors.js';
+import { imageId, PATTERNS, resourceName } from '../../api/registry/schema.js';
 import type { PoolConfig } from '../config.js';
 import { USERNAME } from './settings.js';
 
@@ -14,8 +15,15 @@ export const isosDir = (pool: PoolConfig) => path.join(poolVmsDir(pool), 'isos')
 export const vmDir = (pool: PoolConfig, vmid: number) => path.join(poolVmsDir(pool), `vm-${vmid}`);
 export const warmDir = (pool: PoolConfig, id: string) => path.join(poolVmsDir(pool), 'warm', id);
 
-export const IMAGE_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-export const ISO_ID = /^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$/;
+/** The registry's rules (api/registry/schema.ts), for values that arrive without a schema (hostctl's operator commands, catalog files). */
+const IMAGE_ID = new RegExp(PATTERNS.imageId);
+const ISO_ID = new RegExp(PATTERNS.isoId);
+const NAME_RULE = resourceName();
+const NAME = new RegExp(String(NAME_RULE.pattern), 'u');
+
+export const isImageId = (id: string): boolean => id.length <= 64 && IMAGE_ID.test(id);
+/** An ISO file name the pools' listing shows and a move takes: the ISO id rule, ending in .iso. */
+export const isIsoFile = (id: string): boolean => id.length <= 128 && ISO_ID.test(id) && id.toLowerCase().endsWith('.iso');
 export const WARM_ID = /^ws-[0-9a-f]{12}$/;
 
 export function poolOf(pools: PoolConfig[], id: string, arg = 'storage_id'): PoolConfig {
@@ -25,7 +33,7 @@ export function poolOf(pools: PoolConfig[], id: string, arg = 'storage_id'): Poo
 }
 
 export function checkImageId(id: string, arg = 'image_id'): string {
-  if (!IMAGE_ID.test(id) || id.includes('..')) throw badRequest(`argument '${arg}' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit`);
+  if (!isImageId(id)) throw badRequest(`argument '${arg}' must be ${String(imageId()['x-expect'])}`);
   return id;
 }
 
@@ -35,14 +43,16 @@ export function slug(name: string): string {
   return s.replace(/\.\.+/g, '.');
 }
 
+/** A name given to hostctl's operator commands, by the registry's resourceName rule. */
 export function checkName(name: string, arg = 'name'): string {
-  const n = name.trim();
-  if (!n) throw badRequest(`argument '${arg}' must not be empty`);
-  if (n.length > 128) throw badRequest(`argument '${arg}' must be at most 128 characters`);
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(n)) throw badRequest(`argument '${arg}' must not contain control characters`);
-  return n;
+  const n = [...name].length;
+  if (n < 1 || n > 128 || !NAME.test(name) || name === '.' || name === '..') throw badRequest(`argument '${arg}' must be ${String(NAME_RULE['x-expect'])}`);
+  return name;
 }
+
+/** The 400 for a value below an image's minimum: "argument 'memory_mb' (256) is below the minimum of image 'deb12' (512)". */
+export const belowMinimum = (arg: string, value: number, imageId: string, min: string): string =>
+  `argument '${arg}' (${value}) is below the minimum of image '${imageId}' (${min})`;
 
 /** A DNS label for the guest from the VM name. */
 export function hostnameOf(name: string, vmid: number): string {
@@ -69,27 +79,6 @@ export function checkSshKey(k: string, arg = 'ssh_public_key'): string {
   const t = k.trim();
   if (t.length > 16384 || !KEY_TYPES.test(t) || BREAKS.test(t)) throw badRequest(`argument '${arg}' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)`);
   return t;
-}
-
-export function checkIp(v: string, arg: string): string {
-  if (!net.isIP(v)) throw badRequest(`argument '${arg}' must be an IPv4 or IPv6 address, got '${v.slice(0, 64)}'`);
-  return v;
-}
-
-/** `a.b.c.d[/n]` or IPv6 with optional prefix; the default prefix is /24 (IPv4) or /64. */
-export function checkCidr(v: string, arg = 'ip_address'): string {
-  const m = /^([^/]+)(?:\/(\d{1,3}))?$/.exec(v.trim());
-  const fam = m ? net.isIP(m[1]) : 0;
-  if (!m || !fam) throw badRequest(`argument '${arg}' must be an IP address with an optional /prefix, got '${v.slice(0, 64)}'`);
-  const max = fam === 4 ? 32 : 128;
-  const prefix = m[2] === undefined ? (fam === 4 ? 24 : 64) : Number(m[2]);
-  if (prefix < 1 || prefix > max) throw badRequest(`argument '${arg}' has a prefix outside 1-${max}`);
-  return `${m[1]}/${prefix}`;
-}
-
-export function checkDns(list: string[], arg = 'dns_servers'): string[] {
-  if (list.length > 8) throw badRequest(`argument '${arg}' takes at most 8 servers`);
-  return list.map((d, i) => checkIp(d.trim(), `${arg}[${i}]`));
 }
 
 export const newUuid = () => crypto.randomUUID();

@@ -1,19 +1,116 @@
 /**
- * What the VM service needs from its runtime. The QEMU implementation is
- * `qemu/index.ts`; the service knows nothing of QMP, the agent protocol,
- * qemu-img or debugfs. Machines are addressed by a `MachineRef` (name and run
- * directory), disks by absolute file paths the service chose.
+ * What the VM service needs from its runtime, in the domain's own types: the
+ * QEMU implementation (`qemu/index.ts`) implements this interface and the
+ * service knows nothing of QMP, the agent protocol, qemu-img, debugfs or the
+ * seed's file format. Machines are addressed by a `MachineRef` (name and run
+ * directory), disks by absolute file paths the service chose. Grouped by
+ * concern: the host, machines, the guest agent, disk files, identity and
+ * cloud-init.
  */
-import type { MachineSpec, DiskSpec } from './qemu/args.js';
+import type { Availability, RuntimeDriver } from '../lib/availability.js';
 import type { ExecResult } from '../lib/exec-output.js';
-import type { MachineRef, MachineStatus } from './qemu/machine.js';
-import type { GuestExecOptions } from './qemu/exec.js';
-import type { HostProbe } from './qemu/host.js';
-import type { ImageInfo } from './qemu/img.js';
-import type { IdentityPlan, IdentityResult } from './qemu/identity.js';
-import type { SeedFiles } from './qemu/seed.js';
 
-export type { MachineSpec, DiskSpec, ExecResult, GuestExecOptions, MachineRef, MachineStatus, HostProbe, ImageInfo, IdentityPlan, IdentityResult, SeedFiles };
+export type { ExecResult };
+
+// ---------------------------------------------------------------- the host
+
+export type Accel = 'kvm' | 'tcg';
+
+export interface AccelInfo {
+  accel: Accel;
+  /** Why TCG (software emulation) is used, or null under KVM. */
+  reason: string | null;
+}
+export interface HostProbe {
+  accel: AccelInfo;
+  programs: Availability[];
+  fuse: Availability;
+}
+export interface HostResources {
+  cpuCores: number;
+  memoryTotalMb: number;
+  memoryAvailableMb: number;
+}
+
+// ---------------------------------------------------------------- machines
+
+export type NetSpec =
+  | { type: 'user'; mac: string; sshPort: number; restrict: boolean }
+  | { type: 'bridged'; mac: string; bridge: string; ifupScript: string }
+  | { type: 'none' };
+export interface DiskSpec {
+  /** Device id suffix and block node name: `disk-<id>`. */
+  id: string;
+  file: string;
+  /** PCI slot (0x08-0x1f). */
+  slot: number;
+}
+export interface MachineSpec {
+  /** `vm-<vmid>`. */
+  name: string;
+  uuid: string;
+  accel: Accel;
+  cpuCores: number;
+  memoryMb: number;
+  /** Absolute directory of the QMP and agent sockets, pidfile and serial log. */
+  runDir: string;
+  /** Absolute path of the root disk's active layer. */
+  rootFile: string;
+  disks: DiskSpec[];
+  /** Absolute path of the NoCloud seed ISO, or null for an empty CD-ROM drive. */
+  seedIso: string | null;
+  net: NetSpec;
+  /**
+   * The VM generation ID (a UUID) of the machine's `vmgenid` device, or null
+   * for no device: only to resume memory saved by a machine that had none
+   * (a resume needs the device set the memory was saved with).
+   */
+  generationId: string | null;
+  /** Absolute path of a saved memory state to resume from. */
+  incoming?: string;
+  /** TCG translation cache size in MiB (QEMU's default when omitted). */
+  tcgTbSizeMb?: number;
+}
+
+export interface MachineRef {
+  /** `vm-<vmid>`: also the process tag `hostd-vm-<vmid>`. */
+  name: string;
+  runDir: string;
+}
+export type MachineStatus =
+  | { running: false }
+  /** `status` is QEMU's run state: running, paused, postmigrate, inmigrate, shutdown, ... or `unknown` when QMP does not answer. */
+  | { running: true; pid: number; status: string };
+
+// ---------------------------------------------------------------- the guest agent
+
+/** The agent answered with an error. */
+export class AgentError extends Error {
+  constructor(readonly command: string, readonly cls: string, desc: string) {
+    super(`guest agent ${command}: ${desc}`);
+    this.name = 'AgentError';
+  }
+}
+/** The agent did not answer (not installed, not started yet, or hung). */
+export class AgentTimeout extends Error {
+  constructor(msg: string) {
+    super(msg);
+    this.name = 'AgentTimeout';
+  }
+}
+
+export interface GuestExecOptions {
+  /** Goes to the command's stdin (so that data never shows in the guest's process list). */
+  input?: string;
+  /**
+   * false: `/bin/sh -c command` as is, for hostd's own short commands (no
+   * wrapper to pay for on a warm start); the output is still bounded here.
+   */
+  cut?: boolean;
+  /** With `cut: false`: positional parameters of the command ($1, $2, ...), never spliced into its text. */
+  args?: string[];
+  cap?: number;
+}
 
 export interface GuestAddress {
   iface: string;
@@ -22,9 +119,80 @@ export interface GuestAddress {
   family: 'ipv4' | 'ipv6';
 }
 
-export interface VmDriver {
-  /** Programs, accelerator and their versions (cached; `refresh` probes again). */
-  host(refresh?: boolean): Promise<HostProbe>;
+// ---------------------------------------------------------------- disk files
+
+export interface ImageInfo {
+  format: string;
+  virtualSize: number;
+  /** Bytes the file takes on disk. */
+  actualSize: number;
+  /** Absolute path of the backing file, if any. */
+  backingFile: string | null;
+  /** Whether qemu-img found the image dirty/corrupt flags set (qcow2 only). */
+  corrupt: boolean;
+}
+
+// ---------------------------------------------------------------- identity and cloud-init
+
+export interface IdentityPlan {
+  /** Text for /etc/svc/seed, or null to leave it alone. */
+  seed: string | null;
+  hostname: string;
+  /** Clear machine-id and SSH host keys. */
+  rekey: boolean;
+}
+export interface IdentityResult {
+  /** Byte offset of the root filesystem that was edited. */
+  rootOffset: number;
+}
+/** The disk has no ext2/3/4 root the identity could be written into (cloud-init carries it instead). */
+export class NoExtRoot extends Error {}
+
+export interface CloudInitSettings {
+  enabled: boolean;
+  username: string;
+  ssh_public_key: string | null;
+  ssh_enabled: boolean;
+  ssh_password_auth: boolean;
+  dns_servers: string[];
+  /** Static address with prefix (`10.0.0.5/24`), or null for DHCP. */
+  ip_address: string | null;
+  gateway: string | null;
+  package_upgrade: boolean;
+  network_type: 'bridged' | 'none' | 'user';
+  network_bridge: string | null;
+}
+export interface SeedInput {
+  settings: CloudInitSettings;
+  /** Unique per VM and per change of its settings: cloud-init re-applies per-instance config when it changes. */
+  instanceId: string;
+  hostname: string;
+  mac: string | null;
+  /** SHA-512 crypt hash of the password, or null. */
+  passwordHash: string | null;
+  /** seed_data, written by cloud-init only when hostd could not write it before first boot. */
+  seedFallback?: string | null;
+  /** Verbatim user-data instead of the rendered one (a template build's own script). */
+  userData?: string;
+}
+export interface SeedFiles {
+  'user-data': string;
+  'meta-data': string;
+  'network-config'?: string;
+}
+
+export interface VmDriver extends RuntimeDriver {
+  // ---- the host
+  /** Accelerator, programs and /dev/fuse, from a short cache unless `fresh`; availability() lists the programs and /dev/fuse. */
+  host(opts?: { fresh?: boolean }): Promise<HostProbe>;
+  /** CPU cores and memory of the host, now. */
+  resources(): Promise<HostResources>;
+  /** This boot of the host (changes with every host boot, not with a hostd restart). */
+  bootId(file?: string): Promise<string>;
+  /** A MAC address for the VM's network card, fixed per vmid and `salt`. */
+  macFor(vmid: number, salt: number): string;
+  /** The PCI slots additional disks may take. */
+  readonly diskSlots: { first: number; last: number };
 
   // ---- machines (one process each)
   /** Starts the machine: a cold boot, or with `spec.incoming` a resume that returns once the guest runs. */
@@ -68,10 +236,11 @@ export interface VmDriver {
   resizeDisk(file: string, sizeBytes: number): Promise<void>;
   /** Flattened standalone qcow2 copy of `src` and its backing chain. */
   copyDisk(src: string, dst: string, opts?: { signal?: AbortSignal; onProgress?: (pct: number) => void; sourceFormat?: string }): Promise<void>;
-  /** Writes seed, hostname and (optionally) a fresh machine-id/SSH keys into a stopped disk. */
-  writeIdentity(disk: string, workDir: string, plan: IdentityPlan): Promise<IdentityResult>;
 
-  // ---- cloud-init
-  writeSeed(file: string, files: SeedFiles): Promise<void>;
+  // ---- identity and cloud-init
+  /** Writes seed, hostname and (optionally) a fresh machine-id/SSH keys into a stopped disk; NoExtRoot when it has no ext root. */
+  writeIdentity(disk: string, workDir: string, plan: IdentityPlan): Promise<IdentityResult>;
+  /** The NoCloud seed of `seed` as an ISO at `file`. */
+  writeSeed(file: string, seed: SeedInput): Promise<void>;
   hashPassword(password: string): Promise<string>;
 }

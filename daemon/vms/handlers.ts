@@ -38,7 +38,7 @@ export function vmHandlers(vms: VmService, images: ImageService, templates: Temp
     vms_update: (a, ctx) => vms.update(a.id, a, ctx),
     vms_delete: (a, ctx) => vms.remove(a.id, ctx),
     vms_start: (a, ctx) => vms.start(a.id, ctx),
-    vms_stop: (a, ctx) => vms.stop(a.id, ctx),
+    vms_stop: (a, ctx) => vms.stop(a.id, ctx, { force: a.force, timeoutSeconds: a.timeout_seconds }),
     vms_suspend: (a, ctx) => vms.suspend(a.id, ctx),
     vms_resume: (a, ctx) => vms.resume(a.id, ctx),
     vms_clone: (a, ctx) => vms.clone(a.id, a.source_vmid, a.name, ctx),

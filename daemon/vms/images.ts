@@ -12,14 +12,14 @@ import { badRequest, conflict, errnoCode, notFound } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
 import type { TaskHandle, TaskRecord } from '../lib/tasks.js';
 import { download, loadCatalog, type CatalogEntry } from './catalog.js';
-import { checkImageId, imagesDir, isosDir, ISO_ID, now, partialDir, slug, checkName } from './common.js';
-import { GiB } from './qemu/img.js';
+import { checkImageId, checkName, imagesDir, isIsoFile, isosDir, now, partialDir, slug } from './common.js';
+import { formatSize, GiB } from './sizes.js';
 import { VmRecords, type ImageRecord } from './records.js';
-import { hold, lockLabel, type VmService } from './service.js';
+import type { VmContext } from './context.js';
+import { actorOf } from '../lib/operator.js';
 
 type Caller = NoteSink & { caller?: { tokenName: string } };
 
-const ownerOf = (ctx: Caller) => ctx.caller?.tokenName ?? 'local-admin';
 
 export interface ImportInput {
   file: string;
@@ -38,7 +38,7 @@ export class ImageService {
   /** Image ids being fetched, imported or built (not yet records). */
   private readonly pending = new Set<string>();
 
-  constructor(private readonly vms: VmService) {}
+  constructor(private readonly vms: VmContext) {}
 
   private get e() {
     return this.vms.e;
@@ -101,7 +101,7 @@ export class ImageService {
       if (!full.min_disk_gb) full.min_disk_gb = Math.ceil(info.virtualSize / GiB);
       await this.vms.step('image:placed');
       await this.vms.records.journal.commit(key, [this.vms.records.putImage(full)]);
-      th.log(`image ${rec.image_id} ready in pool ${rec.storage_id} (${Math.round(info.virtualSize / GiB)} GiB virtual)`);
+      th.log(`image ${rec.image_id} ready in pool ${rec.storage_id} (${formatSize(info.virtualSize)} virtual)`);
       return full;
     } catch (err) {
       await fs.rm(rec.file, { force: true });
@@ -122,8 +122,8 @@ export class ImageService {
     this.pending.add(id);
     let task: TaskRecord;
     try {
-      const release = await hold(this.vms.lock, [`image:${id}`], 'download');
-      task = this.e.tasks.start({ kind: 'vms.image-fetch', title: `Download image ${id}`, owner: ownerOf(ctx), resource: `vms/images/${id}` }, async (th) => {
+      const release = this.vms.lock.hold([`image:${id}`], 'download');
+      task = this.e.tasks.start({ kind: 'vms.image.download', title: `Download image ${id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
         try {
           return { image_id: (await this.fetchInto(entry, pool.id, th, 0, 100)).image_id };
         } finally {
@@ -190,12 +190,12 @@ export class ImageService {
     this.pending.add(id);
     let task: TaskRecord;
     try {
-      const release = await hold(this.vms.lock, [`image:${id}`], 'import');
-      task = this.e.tasks.start({ kind: 'vms.image-import', title: `Import ${path.basename(a.file)} as image ${id}`, owner: ownerOf(ctx), resource: `vms/images/${id}` }, async (th) => {
+      const release = this.vms.lock.hold([`image:${id}`], 'import');
+      task = this.e.tasks.start({ kind: 'vms.image.import', title: `Import ${path.basename(a.file)} as image ${id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
         const tmp = path.join(partialDir(pool), `${id}.import.qcow2`);
         try {
           await fs.mkdir(partialDir(pool), { recursive: true });
-          th.log(`converting ${a.file} (${info.format}, ${Math.round(info.virtualSize / GiB)} GiB virtual) to qcow2 in pool ${pool.id}`);
+          th.log(`converting ${a.file} (${info.format}, ${formatSize(info.virtualSize)} virtual) to qcow2 in pool ${pool.id}`);
           await this.vms.driver.copyDisk(a.file, tmp, { signal: th.signal, sourceFormat: info.format, onProgress: (p) => th.progress(Math.floor(p * 0.95)) });
           const img = await this.addImage({
             image_id: id, storage_id: pool.id, name, kind: 'image', file: path.join(imagesDir(pool), `${id}.qcow2`),
@@ -238,17 +238,15 @@ export class ImageService {
 
   /** DELETE /vms/images/{image_id} (409 while anything rests on it). */
   async remove(id: string, storageId: string | undefined, ctx: NoteSink) {
-    const img0 = await this.image(id, storageId);
-    return this.vms.lock.exclusive([`image:${id}`], 'delete', async () => {
-      const img = await this.image(id, storageId);
+    return this.vms.lock.exclusiveOn(() => this.image(id, storageId), [`image:${id}`], 'delete', async (img) => {
       await this.refuseDependents(img, 'deleted');
       const key = VmRecords.intentKey(`image-delete-${id}`);
       await this.vms.records.journal.begin(key, { op: 'image-delete', image_id: id, file: img.file });
       await fs.rm(img.file, { force: true });
       await this.vms.records.journal.commit(key, [this.vms.records.delImage(id)]);
       ctx.note({ summary: `${img.kind === 'template' ? 'Template' : 'Image'} ${id} deleted from pool ${img.storage_id}`, target: `vms/images/${id}`, metadata: { image_id: id, storage_id: img.storage_id } });
-      return { deleted: await this.view(img0) };
-    }, lockLabel);
+      return { deleted: await this.view(img) };
+    });
   }
 
   /** Copies a file with progress (a rename within one filesystem). */
@@ -280,12 +278,12 @@ export class ImageService {
     const img = await this.image(id, sourceStorageId, 'source_storage_id');
     const target = this.vms.pool(targetStorageId, 'target_storage_id');
     if (target.id === img.storage_id) throw badRequest(`image '${id}' is already in pool '${target.id}'`);
-    const release = await hold(this.vms.lock, [`image:${id}`], 'move');
+    const release = this.vms.lock.hold([`image:${id}`], 'move');
     let task: TaskRecord;
     try {
       await this.refuseDependents(img, 'moved');
       const to = path.join(imagesDir(target), path.basename(img.file));
-      task = this.e.tasks.start({ kind: 'vms.image-move', title: `Move image ${id} from ${img.storage_id} to ${target.id}`, owner: ownerOf(ctx), resource: `vms/images/${id}` }, async (th) => {
+      task = this.e.tasks.start({ kind: 'vms.image.move', title: `Move image ${id} from ${img.storage_id} to ${target.id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
         try {
           const key = VmRecords.intentKey(`image-move-${id}`);
           await this.vms.records.journal.run(key, { op: 'image-move', image_id: id, from: img.file, to, storage_id: target.id }, async () => {
@@ -326,7 +324,7 @@ export class ImageService {
         continue;
       }
       for (const n of names.sort()) {
-        if (!n.toLowerCase().endsWith('.iso') || !ISO_ID.test(n)) continue;
+        if (!isIsoFile(n)) continue;
         const st = await fs.stat(path.join(isosDir(p), n)).catch(() => null);
         if (st?.isFile()) out.push({ iso_id: n, storage_id: p.id, size_bytes: st.size, modified: st.mtime.toISOString() });
       }
@@ -336,7 +334,7 @@ export class ImageService {
 
   /** POST /vms/isos/{iso_id}/move (a task). */
   async moveIso(isoId: string, sourceStorageId: string, targetStorageId: string, ctx: Caller) {
-    if (!ISO_ID.test(isoId) || !isoId.toLowerCase().endsWith('.iso')) throw badRequest("argument 'iso_id' must be an ISO file name (1-128 of [A-Za-z0-9_.+-], ending in .iso)");
+    if (!isoId.toLowerCase().endsWith('.iso')) throw badRequest("argument 'iso_id' must be an ISO file name, ending in .iso");
     const src = this.vms.pool(sourceStorageId, 'source_storage_id');
     const dst = this.vms.pool(targetStorageId, 'target_storage_id');
     const from = path.join(isosDir(src), isoId);
@@ -345,10 +343,10 @@ export class ImageService {
     if (!st?.isFile()) throw notFound(`ISO '${isoId}' not found in pool '${src.id}'`);
     if (src.id === dst.id) throw badRequest(`ISO '${isoId}' is already in pool '${dst.id}'`);
     if (await fs.stat(to).catch(() => null)) throw conflict(`pool '${dst.id}' already has an ISO '${isoId}'`);
-    const release = await hold(this.vms.lock, [`iso:${isoId}`], 'move');
+    const release = this.vms.lock.hold([`iso:${isoId}`], 'move');
     let task: TaskRecord;
     try {
-      task = this.e.tasks.start({ kind: 'vms.iso-move', title: `Move ISO ${isoId} from ${src.id} to ${dst.id}`, owner: ownerOf(ctx), resource: `vms/isos/${isoId}` }, async (th) => {
+      task = this.e.tasks.start({ kind: 'vms.iso.move', title: `Move ISO ${isoId} from ${src.id} to ${dst.id}`, owner: actorOf(ctx), resource: `vms/isos/${isoId}` }, async (th) => {
         try {
           const key = VmRecords.intentKey(`iso-move`);
           await this.vms.records.journal.run(key, { op: 'iso-move', from, to }, () => this.moveFile(from, to, th), {
@@ -378,11 +376,11 @@ export class ImageService {
   async capture(vmid: number, templateName: string | undefined, ctx: Caller) {
     await this.vms.requirePrograms('qemu-img');
     const rec0 = await this.vms.vm(vmid);
-    const name = templateName === undefined ? rec0.name : checkName(templateName, 'template_name');
+    const name = templateName ?? rec0.name;
     const id = slug(name);
     if (!id) throw badRequest(`argument 'template_name' gives no usable image id (letters, digits, '.', '_' or '-')`);
     await this.freeId(id);
-    const release = await hold(this.vms.lock, [`vm:${vmid}`, `image:${id}`], 'template capture');
+    const release = this.vms.lock.hold([`vm:${vmid}`, `image:${id}`], 'template capture');
     let task: TaskRecord;
     try {
       const rec = await this.vms.vm(vmid);
@@ -391,7 +389,7 @@ export class ImageService {
       const pool = this.vms.pool(rec.storage_id);
       const src = await this.vms.records.image(rec.image_id);
       this.pending.add(id);
-      task = this.e.tasks.start({ kind: 'vms.template', title: `Capture VM ${vmid} '${rec.name}' as template ${id}`, owner: ownerOf(ctx), resource: `vms/${vmid}` }, async (th) => {
+      task = this.e.tasks.start({ kind: 'vms.template.capture', title: `Capture VM ${vmid} '${rec.name}' as template ${id}`, owner: actorOf(ctx), resource: `vms/${vmid}` }, async (th) => {
         const file = path.join(imagesDir(pool), `${id}.qcow2`);
         const tmp = path.join(partialDir(pool), `${id}.template.qcow2`);
         const key = VmRecords.intentKey(`template-${id}`);

@@ -16,14 +16,17 @@ import { opsOf } from '../../api/registry/index.js';
 import { defineDomain, type AdminCommand, type DomainDef } from '../domain.js';
 import { unavailable } from '../lib/errors.js';
 import { adminArgs } from '../lib/admin-args.js';
+import { OPERATOR } from '../lib/operator.js';
+import { testPause } from '../lib/test-pause.js';
 import { qemuDriver } from './qemu/index.js';
-import { VmRecords } from './records.js';
+import { VmRecords, type VmIntent } from './records.js';
 import { parseVmSettings } from './settings.js';
 import { VmService } from './service.js';
 import { ImageService, type ImportInput } from './images.js';
 import { TemplateBuilder } from './templates.js';
 import { vmHandlers } from './handlers.js';
-import { recover } from './recovery.js';
+import { describeIntent, reconcileCreating, settle } from './recovery.js';
+import { IntentRecovery } from '../lib/recovery.js';
 import type { VmDriver } from './driver.js';
 
 export type { VmService } from './service.js';
@@ -60,17 +63,22 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
       const log = deps.log.child({ domain: 'vms' });
       const vms = new VmService({
         records, driver, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,
-        runBase: runBaseFor(deps.config.dataDir), log, env: deps.env,
+        runBase: runBaseFor(deps.config.dataDir), log, env: deps.env, pause: testPause(deps.env, 'vms', log),
       });
       const images = new ImageService(vms);
       const templates = new TemplateBuilder(vms, images);
-      const recovered = await recover(vms);
-      if (recovered) log.warn({ count: recovered }, 'vms: finished or rolled back interrupted changes');
+      // No call is served while a change a crash interrupted is still open.
+      await new IntentRecovery<VmIntent>({
+        domain: 'vms', journal: records.journal, log,
+        settle: (_key, intent) => settle(vms, intent),
+        reconcile: () => reconcileCreating(vms),
+        describe: describeIntent,
+      }).run();
       await images.catalog().catch((err) => log.error({ err }, 'vms: the image catalog could not be read'));
       // Autostart after a host boot runs in the background: hostd must not wait for guests.
       void vms.autostart(deps.env.HOSTD_VMS_BOOT_ID_FILE).then((ids) => ids.length && log.info({ vmids: ids }, 'vms: autostarted after host boot'), (err) => log.error({ err }, 'vms: autostart failed'));
       open = { vms, images };
-      const admin = (ctxName = 'local-admin') => ({ note() {}, caller: { tokenName: ctxName } });
+      const admin = () => ({ note() {}, caller: { tokenName: OPERATOR } });
       const commands: Record<string, AdminCommand> = {
         'POST /admin/vms/images/import': async (body) => {
           const { str, uint } = adminArgs(body);

@@ -6,7 +6,7 @@
 import type { DocsRecord } from '../lib/docs.js';
 import { IntentJournal, type JournalOp } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
-import type { CloudInitSettings } from './qemu/seed.js';
+import type { CloudInitSettings } from './driver.js';
 
 export type NetworkType = 'user' | 'bridged' | 'none';
 

@@ -21,30 +21,30 @@ async function exists(p: string): Promise<boolean> {
   }
 }
 
-export async function recover(svc: VmService): Promise<number> {
+/**
+ * What intents do not cover, after them: a create interrupted after its
+ * intent was settled leaves no `creating` record behind; any that remain are
+ * tasks the runner marked interrupted.
+ */
+export async function reconcileCreating(svc: VmService): Promise<void> {
   const r = svc.records;
-  const log = svc.e.log;
-  const n = await r.journal.recover(async (key, intent) => {
-    log.warn({ intent }, 'vms: recovering an interrupted change');
-    try {
-      return await settle(svc, intent);
-    } catch (err) {
-      log.error({ err, intent }, 'vms: recovery of an interrupted change failed; dropping the intent');
-      return [];
-    }
-  });
-  // Creates whose intent was settled leave no `creating` record behind; any
-  // that remain (a crash between begin and the record write is covered by the
-  // intent) are tasks the runner marked interrupted.
   for (const v of await r.allVms()) {
     if (v.state === 'creating') {
-      log.warn({ vmid: v.vmid }, 'vms: removing a VM whose creation was interrupted');
+      svc.e.log.warn({ vmid: v.vmid }, 'vms: removing a VM whose creation was interrupted');
       await svc.driver.kill(svc.ref(v.vmid)).catch(() => undefined);
       await fs.rm(v.dir, { recursive: true, force: true });
       await r.vms.del(vmKey(v.vmid));
     }
   }
-  return n;
+}
+
+/** What a log line may say about an intent: its op and the resource it names (never paths or names). */
+export function describeIntent(i: VmIntent): Record<string, unknown> {
+  const out: Record<string, unknown> = { op: i.op };
+  if ('vmid' in i) out.vmid = i.vmid;
+  if ('image_id' in i) out.image_id = i.image_id;
+  if ('id' in i) out.warm_state_id = i.id;
+  return out;
 }
 
 async function reconcileLayers(svc: VmService, rec: VmRecord, newLayer: string): Promise<boolean> {
@@ -74,7 +74,8 @@ async function reconcileLayers(svc: VmService, rec: VmRecord, newLayer: string):
   return false;
 }
 
-async function settle(svc: VmService, i: VmIntent): Promise<JournalOp[]> {
+/** Finishes or undoes one interrupted change by what the disk and the process table show; the store writes of the outcome. */
+export async function settle(svc: VmService, i: VmIntent): Promise<JournalOp[]> {
   const r = svc.records;
   const d = svc.driver;
   switch (i.op) {

@@ -12,10 +12,11 @@ import path from 'node:path';
 import { badRequest, conflict, notFound } from '../lib/errors.js';
 import { noNotes, type NoteSink } from '../lib/caller.js';
 import type { TaskHandle } from '../lib/tasks.js';
-import { checkName, imagesDir, now, partialDir, slug, sleep } from './common.js';
+import { imagesDir, now, partialDir, slug, sleep } from './common.js';
 import type { ImageService } from './images.js';
-import { hold, VmService } from './service.js';
-import { GiB } from './qemu/img.js';
+import { VmService } from './service.js';
+import { actorOf } from '../lib/operator.js';
+import { GiB } from './sizes.js';
 
 type Caller = NoteSink & { caller?: { tokenName: string } };
 
@@ -25,7 +26,7 @@ export class TemplateBuilder {
   constructor(private readonly vms: VmService, private readonly images: ImageService) {}
 
   async create(a: { base_image_id: string; name: string; user_data?: string; labels?: Record<string, string> }, ctx: Caller) {
-    const name = checkName(a.name);
+    const name = a.name;
     const id = slug(name);
     if (!id) throw badRequest("argument 'name' gives no usable image id (letters, digits, '.', '_' or '-')");
     const labels = a.labels ?? {};
@@ -42,13 +43,13 @@ export class TemplateBuilder {
     const unreserve = await this.images.reserve(id);
     let releaseBase: (() => void) | null = null;
     try {
-      if (!base) releaseBase = await hold(this.vms.lock, [`image:${a.base_image_id}`], 'download');
+      if (!base) releaseBase = this.vms.lock.hold([`image:${a.base_image_id}`], 'download');
     } catch (err) {
       unreserve();
       if ((err as { status?: number }).status === 409) throw conflict(`image '${a.base_image_id}' is being downloaded by another task: try again when it is done`);
       throw err;
     }
-    const task = this.vms.e.tasks.start({ kind: 'templates.build', title: `Build template ${id} from ${a.base_image_id}`, owner: ctx.caller?.tokenName ?? 'local-admin', resource: `vms/images/${id}` }, async (th) => {
+    const task = this.vms.e.tasks.start({ kind: 'templates.template.build', title: `Build template ${id} from ${a.base_image_id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
       try {
         let img = base;
         if (!img) {
@@ -120,7 +121,7 @@ export class TemplateBuilder {
     } catch {
       throw notFound(`template build '${taskId}' not found`);
     }
-    if (task.kind !== 'templates.build') throw notFound(`task '${taskId}' is not a template build`);
+    if (task.kind !== 'templates.template.build' && task.kind !== 'templates.build') throw notFound(`task '${taskId}' is not a template build`);
     const id = (task.result as { image_id?: string } | null)?.image_id;
     const img = id ? await this.vms.records.image(id) : undefined;
     return { task, template: img ? await this.images.view(img) : null };

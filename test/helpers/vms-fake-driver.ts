@@ -14,7 +14,11 @@ import { FileSecretStore } from '../../daemon/lib/secrets.js';
 import { VmRecords, type ImageRecord } from '../../daemon/vms/records.js';
 import { VmService } from '../../daemon/vms/service.js';
 import { parseVmSettings } from '../../daemon/vms/settings.js';
-import type { GuestAddress, HostProbe, ImageInfo, MachineRef, MachineSpec, MachineStatus, SeedFiles, VmDriver } from '../../daemon/vms/driver.js';
+import type { Availability } from '../../daemon/lib/availability.js';
+import type { GuestAddress, HostProbe, HostResources, ImageInfo, MachineRef, MachineSpec, MachineStatus, SeedFiles, SeedInput, VmDriver } from '../../daemon/vms/driver.js';
+// The seed's rendering is pure: the fake keeps the files QEMU's driver would write.
+import { renderSeed } from '../../daemon/vms/qemu/seed.js';
+import { hostResources } from '../../daemon/vms/qemu/host.js';
 
 export class FakeDriver implements VmDriver {
   readonly machines = new Map<string, { spec: MachineSpec; status: string }>();
@@ -33,6 +37,25 @@ export class FakeDriver implements VmDriver {
     };
   }
 
+  async availability(): Promise<Availability[]> {
+    const h = await this.host();
+    return [...h.programs, h.fuse];
+  }
+
+  /** The real host's figures: the capacity rules are tested against what this machine has. */
+  resources(): Promise<HostResources> {
+    return hostResources();
+  }
+
+  bootId = async (): Promise<string> => 'fake-boot';
+
+  macFor(vmid: number, salt: number): string {
+    const n = (vmid * 7919 + salt * 104729) & 0xffffff;
+    return ['52', '54', '00', (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff].map((x) => (typeof x === 'number' ? x.toString(16).padStart(2, '0') : x)).join(':');
+  }
+
+  readonly diskSlots = { first: 8, last: 0x1f };
+
   async start(spec: MachineSpec): Promise<{ pid: number }> {
     this.machines.set(spec.runDir, { spec, status: 'running' });
     return { pid: 4242 };
@@ -43,7 +66,11 @@ export class FakeDriver implements VmDriver {
     return x ? { running: true, pid: 4242, status: x.status } : { running: false };
   }
 
-  async stop(m: MachineRef): Promise<'acpi' | 'forced' | 'not-running'> {
+  /** The grace period of every stop asked for (an ACPI power-down), in order. */
+  readonly stopGraces: number[] = [];
+
+  async stop(m: MachineRef, graceMs: number): Promise<'acpi' | 'forced' | 'not-running'> {
+    this.stopGraces.push(graceMs);
     if (!this.machines.has(m.runDir)) return 'not-running';
     await new Promise((r) => setTimeout(r, this.stopDelayMs));
     this.machines.delete(m.runDir);
@@ -132,7 +159,9 @@ export class FakeDriver implements VmDriver {
     return { rootOffset: 1048576 };
   }
 
-  async writeSeed(file: string, files: SeedFiles): Promise<void> {
+  async writeSeed(file: string, seed: SeedInput): Promise<void> {
+    const files = renderSeed(seed);
+    if (seed.userData !== undefined) files['user-data'] = seed.userData;
     this.seeds.set(file, files);
     await fs.writeFile(file, JSON.stringify(files));
   }

@@ -12,16 +12,31 @@ import crypto from 'node:crypto';
 import { expect } from 'chai';
 import { eventually, startDaemon, tempDir, type TestDaemon } from './daemon.js';
 import { run, which } from '../../daemon/lib/run.js';
+import { operations } from '../../api/registry/index.js';
+import type { Operation } from '../../api/registry/types.js';
+import { resultProblem } from '../../api/validate.js';
+import { isPauseLine } from '../../daemon/lib/test-pause.js';
+import { qemuDriver } from '../../daemon/vms/qemu/index.js';
+import { requireRuntime, runtimeProblem } from './runtime-gate.js';
 
 export const SCOPES = ['vm.read', 'vm.manage', 'vm.exec', 'sandbox.read', 'sandbox.manage', 'system.read'];
 
 /** Why the VM runtime tests cannot run here, or null. */
-export async function missingRuntime(): Promise<string | null> {
-  for (const p of ['qemu-system-x86_64', 'qemu-img', 'qemu-storage-daemon', 'debugfs', 'genisoimage', 'debootstrap']) {
-    if (!(await which(p))) return `${p} is not installed (deploy/install-deps.sh installs it)`;
-  }
-  if (!fs.existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  return null;
+/**
+ * The runtime gate of the VM and sandbox suites: the VM domain's own driver
+ * says which programs are there (as GET /vms/host-status does); the test
+ * guest is built with debootstrap when it is not cached yet.
+ */
+export function requireVmsRuntime(ctx: Mocha.Context, domain: 'vms' | 'sandboxes' = 'vms'): Promise<void> {
+  return requireRuntime(ctx, domain, qemuDriver({ diskRoots: [] }), { also: testGuestProblem });
+}
+
+const testGuestProblem = async (): Promise<string | null> =>
+  ((await which('debootstrap')) ? null : 'debootstrap is not installed (the test guest is built with it; deploy/install-deps.sh installs it)');
+
+/** Why the VM runtime cannot run here, or null (for the benchmarks, which are not mocha suites). */
+export function missingRuntime(): Promise<string | null> {
+  return runtimeProblem(qemuDriver({ diskRoots: [] }), { also: testGuestProblem });
 }
 
 export interface VmsEnv {
@@ -37,7 +52,7 @@ export interface VmsEnv {
  * (guests reach nothing but the host's forwards) unless `userNetRestrict` is
  * 'default', which leaves the host's default in place.
  */
-export function configYaml(root: string, extra = '', userNetRestrict: true | 'default' = true): string {
+export function configYaml(root: string, extra = '', userNetRestrict: true | 'default' = true, stopGraceSeconds = 90): string {
   return [
     'storage_pools:',
     `  - id: p1`,
@@ -46,7 +61,7 @@ export function configYaml(root: string, extra = '', userNetRestrict: true | 'de
     `    path: ${path.join(root, 'pool2')}`,
     'vms:',
     ...(userNetRestrict === 'default' ? [] : ['  user_net_restrict: true']),
-    '  stop_grace_seconds: 90',
+    `  stop_grace_seconds: ${stopGraceSeconds}`,
     '  default_memory_mb: 512',
     '  default_disk_gb: 4',
     extra,
@@ -55,12 +70,12 @@ export function configYaml(root: string, extra = '', userNetRestrict: true | 'de
 }
 
 /** A daemon for VM tests; `dataDir` reuses one (restart after a kill). */
-export async function startVmsDaemon(opts: { root?: string; extraYaml?: string; env?: Record<string, string>; userNetRestrict?: true | 'default' } = {}): Promise<VmsEnv> {
+export async function startVmsDaemon(opts: { root?: string; extraYaml?: string; env?: Record<string, string>; userNetRestrict?: true | 'default'; stopGraceSeconds?: number } = {}): Promise<VmsEnv> {
   const root = opts.root ?? tempDir('hostd-vms-');
   const dataDir = path.join(root, 'data');
   fs.mkdirSync(path.join(root, 'pool1'), { recursive: true });
   fs.mkdirSync(path.join(root, 'pool2'), { recursive: true });
-  const d = await startDaemon({ dataDir, configYaml: configYaml(root, opts.extraYaml ?? '', opts.userNetRestrict ?? true), env: opts.env });
+  const d = await startDaemon({ dataDir, configYaml: configYaml(root, opts.extraYaml ?? '', opts.userNetRestrict ?? true, opts.stopGraceSeconds), env: opts.env });
   const token = await d.token(`t-${crypto.randomBytes(3).toString('hex')}`, SCOPES);
   return { d, token, root, pools: { p1: path.join(root, 'pool1'), p2: path.join(root, 'pool2') }, extraYaml: opts.extraYaml ?? '' };
 }
@@ -69,10 +84,25 @@ export async function api(e: VmsEnv, method: string, p: string, body?: unknown, 
   return e.d.request(method, `/api/v1${p}`, { token, body });
 }
 
-/** The call succeeds with `status`; its body. */
+/** The registry operation a call of the VM, template or sandbox API reaches (a literal segment wins over a parameter). */
+export function operationAt(method: string, p: string): Operation | undefined {
+  const segs = p.split('?')[0].split('/').filter(Boolean);
+  let best: { op: Operation; literal: number } | undefined;
+  for (const op of operations) {
+    if (op.method !== method || op.segments.length !== segs.length || !['vms', 'templates', 'sandboxes'].includes(op.domain)) continue;
+    let literal = 0;
+    const fits = op.segments.every((s, i) => (s.startsWith('{') ? true : s === segs[i] && ++literal > 0));
+    if (fits && (!best || literal > best.literal)) best = { op, literal };
+  }
+  return best?.op;
+}
+
+/** The call succeeds with `status`; its body, which fits the operation's result schema. */
 export async function ok(e: VmsEnv, method: string, p: string, body?: unknown, status = 200): Promise<any> {
   const r = await api(e, method, p, body);
   expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
+  const op = operationAt(method, p);
+  if (op) expect(resultProblem(op, r.body), `${method} ${p}: the answer fits ${op.name}'s result schema`).to.equal(undefined);
   return r.body;
 }
 
@@ -102,9 +132,9 @@ export async function succeeded(e: VmsEnv, taskId: string, ms?: number): Promise
   return t;
 }
 
-/** Waits until hostd logged that it paused at `step` (HOSTD_VMS_PAUSE_AT). */
+/** Waits until hostd logged that the VM domain paused at `step` (HOSTD_TEST_PAUSE_AT=vms.<step>). */
 export async function pausedAt(e: VmsEnv, step: string, ms = 120_000): Promise<void> {
-  await eventually(() => e.d.logs.some((l) => l.msg === 'vms paused at step' && l.step === step), ms, `hostd to pause at ${step}`);
+  await eventually(() => e.d.logs.some((l) => isPauseLine(l, `vms.${step}`)), ms, `hostd to pause at ${step}`);
 }
 
 /** QEMU processes started from this data dir (any hostd incarnation). */

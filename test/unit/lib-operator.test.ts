@@ -13,12 +13,6 @@ import { ROOT } from '../helpers/daemon.js';
 
 /** Operator names of the first release still in the source, by file. */
 const TO_RENAME: Record<string, string[]> = {
-  'daemon/vms/index.ts': ['local-admin'],
-  'daemon/vms/images.ts': ['local-admin'],
-  'daemon/vms/templates.ts': ['local-admin'],
-  'daemon/vms/service.ts': ['hostd'],
-  'daemon/sandboxes/index.ts': ['local-admin'],
-  'daemon/sandboxes/service.ts': ['hostd'],
 };
 
 /**

@@ -15,10 +15,6 @@ import { ROOT } from '../helpers/daemon.js';
 
 /** Kinds in the source today that are not of the form yet, by file: the domain engineers rename them. */
 const TO_RENAME: Record<string, string[]> = {
-  'daemon/vms/service.ts': ['vms.create', 'vms.clone', 'vms.warm-state'],
-  'daemon/vms/images.ts': ['vms.image-fetch', 'vms.image-import', 'vms.image-move', 'vms.iso-move', 'vms.template'],
-  'daemon/vms/templates.ts': ['templates.build'],
-  'daemon/sandboxes/service.ts': ['sandboxes.warm'],
 };
 
 function sourceFiles(dir: string): string[] {

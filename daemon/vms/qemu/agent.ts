@@ -8,21 +8,11 @@
  */
 import crypto from 'node:crypto';
 import net from 'node:net';
+import { AgentError, AgentTimeout } from '../driver.js';
 
-export class AgentError extends Error {
-  constructor(readonly command: string, readonly cls: string, desc: string) {
-    super(`guest agent ${command}: ${desc}`);
-    this.name = 'AgentError';
-  }
-}
+export { AgentError, AgentTimeout };
 
-/** The agent did not answer (not installed, not started yet, or hung). */
-export class AgentTimeout extends Error {
-  constructor(msg: string) {
-    super(msg);
-    this.name = 'AgentTimeout';
-  }
-}
+
 
 export interface GuestInterface {
   name: string;

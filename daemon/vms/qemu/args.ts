@@ -8,48 +8,13 @@
  * for the same reason.
  */
 import path from 'node:path';
+import type { Accel, DiskSpec, MachineSpec, NetSpec } from '../driver.js';
 
-export type Accel = 'kvm' | 'tcg';
+export type { Accel, DiskSpec, MachineSpec, NetSpec };
 
-export type NetSpec =
-  | { type: 'user'; mac: string; sshPort: number; restrict: boolean }
-  | { type: 'bridged'; mac: string; bridge: string; ifupScript: string }
-  | { type: 'none' };
 
-export interface DiskSpec {
-  /** Device id suffix and block node name: `disk-<id>`. */
-  id: string;
-  file: string;
-  /** PCI slot (0x08-0x1f). */
-  slot: number;
-}
 
-export interface MachineSpec {
-  /** `vm-<vmid>`. */
-  name: string;
-  uuid: string;
-  accel: Accel;
-  cpuCores: number;
-  memoryMb: number;
-  /** Absolute directory of the QMP and agent sockets, pidfile and serial log. */
-  runDir: string;
-  /** Absolute path of the root disk's active layer. */
-  rootFile: string;
-  disks: DiskSpec[];
-  /** Absolute path of the NoCloud seed ISO, or null for an empty CD-ROM drive. */
-  seedIso: string | null;
-  net: NetSpec;
-  /**
-   * The VM generation ID (a UUID) of the machine's `vmgenid` device, or null
-   * for no device: only to resume memory saved by a machine that had none
-   * (a resume needs the device set the memory was saved with).
-   */
-  generationId: string | null;
-  /** Absolute path of a saved memory state to resume from. */
-  incoming?: string;
-  /** TCG translation cache size in MiB (QEMU's default when omitted). */
-  tcgTbSizeMb?: number;
-}
+
 
 export const SLOT = { net: 3, root: 4, serial: 5, rng: 6 } as const;
 export const FIRST_DISK_SLOT = 8;

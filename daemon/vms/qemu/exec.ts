@@ -16,6 +16,9 @@
  */
 import { BoundedOutput, EXEC_STREAM_CAP_BYTES, type ExecResult } from '../../lib/exec-output.js';
 import type { ExecStatus } from './agent.js';
+import type { GuestExecOptions } from '../driver.js';
+
+export type { GuestExecOptions };
 
 /** One guest agent command (the driver's queue and connection). */
 export type AgentCall = <T = unknown>(command: string, args?: Record<string, unknown>, timeoutMs?: number) => Promise<T>;
@@ -53,18 +56,6 @@ export function killArgs(pid: number): { path: string; arg: string[] } {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export interface GuestExecOptions {
-  /** Goes to the command's stdin (so that data never shows in the guest's process list). */
-  input?: string;
-  /**
-   * false: `/bin/sh -c command` as is, for hostd's own short commands (no
-   * wrapper to pay for on a warm start); the output is still bounded here.
-   */
-  cut?: boolean;
-  /** With `cut: false`: positional parameters of the command ($1, $2, ...), never spliced into its text. */
-  args?: string[];
-  cap?: number;
-}
 
 /**
  * `/bin/sh -c command` in the guest; at `timeoutMs` the command's process

@@ -11,13 +11,10 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import { availableAs, missing, type Availability } from '../../lib/availability.js';
 import { run, which } from '../../lib/run.js';
-import type { Accel } from './args.js';
+import type { AccelInfo, HostProbe, HostResources } from '../driver.js';
 
-export interface AccelInfo {
-  accel: Accel;
-  /** Why TCG (software emulation) is used, or null under KVM. */
-  reason: string | null;
-}
+export type { AccelInfo, HostProbe, HostResources };
+
 
 /** The accelerator decision from what the host shows (pure). */
 export function chooseAccel(cpuinfo: string, hasDevKvm: boolean, hasPvm: boolean): AccelInfo {
@@ -85,11 +82,6 @@ async function checkProgram(p: ProgramCheck): Promise<Availability> {
   }
 }
 
-export interface HostProbe {
-  accel: AccelInfo;
-  programs: Availability[];
-  fuse: Availability;
-}
 
 export async function probeHost(): Promise<HostProbe> {
   const [accel, programs] = await Promise.all([detectAccel(), Promise.all(PROGRAMS.map(checkProgram))]);
@@ -99,11 +91,6 @@ export async function probeHost(): Promise<HostProbe> {
   return { accel, programs, fuse };
 }
 
-export interface HostResources {
-  cpuCores: number;
-  memoryTotalMb: number;
-  memoryAvailableMb: number;
-}
 
 /** MemTotal and MemAvailable of /proc/meminfo, in MiB (pure). */
 export function parseMeminfo(text: string): { totalMb: number; availableMb: number } {

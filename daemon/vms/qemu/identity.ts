@@ -13,6 +13,9 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/run.js';
+import { NoExtRoot, type IdentityPlan, type IdentityResult } from '../driver.js';
+
+export { NoExtRoot, type IdentityPlan, type IdentityResult };
 
 export interface Partition {
   /** Byte offset of the partition. */
@@ -79,20 +82,8 @@ export async function extFilesystems(raw: string): Promise<number[]> {
   }
 }
 
-export interface IdentityPlan {
-  /** Text for /etc/svc/seed, or null to leave it alone. */
-  seed: string | null;
-  hostname: string;
-  /** Clear machine-id and SSH host keys. */
-  rekey: boolean;
-}
 
-export interface IdentityResult {
-  /** Byte offset of the root filesystem that was edited. */
-  rootOffset: number;
-}
 
-export class NoExtRoot extends Error {}
 
 const KEYGEN_UNIT = `[Unit]
 Description=Make the SSH host keys hostd removed from this clone

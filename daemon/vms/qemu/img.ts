@@ -7,19 +7,12 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { run } from '../../lib/run.js';
 import { badRequest } from '../../lib/errors.js';
+import type { ImageInfo } from '../driver.js';
+
+export type { ImageInfo };
 
 const INSTALL = 'the qemu-utils package';
 
-export interface ImageInfo {
-  format: string;
-  virtualSize: number;
-  /** Bytes the file takes on disk. */
-  actualSize: number;
-  /** Absolute path of the backing file, if any. */
-  backingFile: string | null;
-  /** Whether qemu-img found the image dirty/corrupt flags set (qcow2 only). */
-  corrupt: boolean;
-}
 
 /** Parses `qemu-img info --output=json` (one image). */
 export function parseImageInfo(json: string): ImageInfo {

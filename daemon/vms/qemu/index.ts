@@ -1,10 +1,12 @@
 /** The QEMU implementation of the VM driver: machines, guest agent, qemu-img, seeds, identity. */
 import type { VmDriver } from '../driver.js';
 import { Machines } from './machine.js';
-import { probeHost, type HostProbe } from './host.js';
+import { ProbeCache } from '../../lib/availability.js';
+import { FIRST_DISK_SLOT, LAST_DISK_SLOT, macFor } from './args.js';
+import { bootId, hostResources, probeHost, type HostProbe } from './host.js';
 import { backingChain, ChainCache, confinedChain, convertToQcow2, createQcow2, imageInfo, resizeImage } from './img.js';
 import { writeIdentity } from './identity.js';
-import { hashPassword, writeSeedIso } from './seed.js';
+import { hashPassword, renderSeed, writeSeedIso } from './seed.js';
 
 /**
  * `diskRoots`: the directories hostd keeps disks in (each pool's `.vms`). No
@@ -18,12 +20,16 @@ export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
   const cache = new ChainCache();
   const confine = (file: string, topAnywhere = false) => confinedChain(file, roots, { topAnywhere, cache });
   const m = new Machines(confine);
-  let probe: Promise<HostProbe> | null = null;
+  const probe = new ProbeCache<HostProbe>(() => probeHost());
   return {
-    host: (refresh) => {
-      if (!probe || refresh) probe = probeHost();
-      return probe;
-    },
+    // ---- the host
+    availability: (o) => probe.get(o).then((h) => [...h.programs, h.fuse]),
+    host: (o) => probe.get(o),
+    resources: () => hostResources(),
+    bootId: (file) => bootId(file),
+    macFor: (vmid, salt) => macFor(vmid, salt),
+    diskSlots: { first: FIRST_DISK_SLOT, last: LAST_DISK_SLOT },
+    // ---- machines
     start: (spec) => m.start(spec),
     status: (r) => m.status(r),
     stop: (r, grace) => m.stop(r, grace),
@@ -36,11 +42,13 @@ export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
     attachDisk: (r, d) => m.attachDisk(r, d),
     detachDisk: (r, id, t) => m.detachDisk(r, id, t),
     growDisk: (r, id, size) => m.growDisk(r, id, size),
+    // ---- the guest agent
     ping: (r, t) => m.ping(r, t),
     agent: (r, c, a, t) => m.agent(r, c, a, t),
     exec: (r, c, t, opts) => m.exec(r, c, t, opts),
     addresses: (r, t) => m.addresses(r, t),
     writeGuestFile: (r, f, c, mode) => m.writeGuestFile(r, f, c, mode),
+    // ---- disk files
     imageInfo: (f) => imageInfo(f),
     backingChain: (f) => backingChain(f),
     createDisk: async (f, size, backing) => {
@@ -52,12 +60,17 @@ export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
       await confine(src, true);
       await convertToQcow2(src, dst, o);
     },
+    // ---- identity and cloud-init
     writeIdentity: async (disk, dir, plan) => {
       // qemu-storage-daemon opens the disk's whole chain, as QEMU would.
       await confine(disk);
       return writeIdentity(disk, dir, plan);
     },
-    writeSeed: (file, files) => writeSeedIso(file, files),
+    writeSeed: (file, seed) => {
+      const files = renderSeed(seed);
+      if (seed.userData !== undefined) files['user-data'] = seed.userData;
+      return writeSeedIso(file, files);
+    },
     hashPassword: (pw) => hashPassword(pw),
   };
 }

@@ -12,17 +12,11 @@ import { QmpClient, QmpError } from './qmp.js';
 import { AgentTimeout, GuestAgent, type GuestInterface } from './agent.js';
 import { guestExec, type GuestExecOptions } from './exec.js';
 import { machineArgs, runFiles, shellSafePath, type DiskSpec, type MachineSpec } from './args.js';
+import type { MachineRef, MachineStatus } from '../driver.js';
 
-export interface MachineRef {
-  /** `vm-<vmid>`: also the process tag `hostd-vm-<vmid>`. */
-  name: string;
-  runDir: string;
-}
+export type { MachineRef, MachineStatus };
 
-export type MachineStatus =
-  | { running: false }
-  /** `status` is QEMU's run state: running, paused, postmigrate, inmigrate, shutdown, ... or `unknown` when QMP does not answer. */
-  | { running: true; pid: number; status: string };
+
 
 export type { ExecResult };
 

@@ -11,39 +11,12 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import YAML from 'yaml';
 import { run } from '../../lib/run.js';
+import type { CloudInitSettings, SeedFiles, SeedInput } from '../driver.js';
 
-export interface CloudInitSettings {
-  enabled: boolean;
-  username: string;
-  ssh_public_key: string | null;
-  ssh_enabled: boolean;
-  ssh_password_auth: boolean;
-  dns_servers: string[];
-  /** Static address with prefix (`10.0.0.5/24`), or null for DHCP. */
-  ip_address: string | null;
-  gateway: string | null;
-  package_upgrade: boolean;
-  network_type: 'bridged' | 'none' | 'user';
-  network_bridge: string | null;
-}
+export type { CloudInitSettings, SeedFiles, SeedInput };
 
-export interface SeedInput {
-  settings: CloudInitSettings;
-  /** Unique per VM and per change of its settings: cloud-init re-applies per-instance config when it changes. */
-  instanceId: string;
-  hostname: string;
-  mac: string | null;
-  /** SHA-512 crypt hash of the password, or null. */
-  passwordHash: string | null;
-  /** seed_data, written by cloud-init only when hostd could not write it before first boot. */
-  seedFallback?: string | null;
-}
 
-export interface SeedFiles {
-  'user-data': string;
-  'meta-data': string;
-  'network-config'?: string;
-}
+
 
 export function renderSeed(s: SeedInput): SeedFiles {
   const c = s.settings;

@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import { eventually } from '../../helpers/daemon.js';
-import { killGuests, missingRuntime, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { killGuests, requireVmsRuntime, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { call, importBlank, onlyTheseVms, startSandboxDaemon } from '../../helpers/sandboxes-fixture.js';
 import { pair } from '../../cluster/util.js';
 
@@ -23,11 +23,7 @@ describe('sandboxes across a peer (two daemons, QEMU)', function () {
   let bob = '';
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the sandbox peer tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this, 'sandboxes');
     a = await startSandboxDaemon({ env: { ...ENV, HOSTD_NODE_NAME: 'alpha' } });
     b = await startSandboxDaemon({ env: { ...ENV, HOSTD_NODE_NAME: 'bravo' } });
     await pair([a.d, b.d]);

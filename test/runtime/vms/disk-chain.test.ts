@@ -8,7 +8,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { run, which } from '../../../daemon/lib/run.js';
+import { run } from '../../../daemon/lib/run.js';
+import { qemuDriver } from '../../../daemon/vms/qemu/index.js';
+import { requireRuntime } from '../../helpers/runtime-gate.js';
 import { ChainCache, confinedChain, DiskChainEscape } from '../../../daemon/vms/qemu/img.js';
 import { tempDir } from '../../helpers/daemon.js';
 
@@ -36,10 +38,7 @@ describe('vms runtime: backing chains stay inside the pools (qemu-img)', functio
   };
 
   before(async function () {
-    if (!(await which('qemu-img'))) {
-      console.log('      skipping: qemu-img is not installed (the qemu-utils package)');
-      this.skip();
-    }
+    await requireRuntime(this, 'vms', qemuDriver({ diskRoots: [] }), { need: ['qemu-img'] });
     dir = tempDir('hostd-chain-');
     root = path.join(dir, 'pool', '.vms');
     outside = path.join(dir, 'outside');

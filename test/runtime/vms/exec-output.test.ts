@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
 import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
-import { api, killGuests, missingRuntime, ok, sh, startVmsDaemon, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { api, killGuests, requireVmsRuntime, ok, sh, startVmsDaemon, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { importImages } from '../../helpers/sandboxes-fixture.js';
 
 const BOOT_S = 900;
@@ -18,11 +18,7 @@ describe('vms runtime: exec output bounded per stream (QEMU guest agent)', funct
   let e: VmsEnv;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM exec tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     e = await startVmsDaemon();
     await importImages(e, 'deb12', false);
     await ok(e, 'POST', '/vms', { name: 'exec', image_id: 'deb12', vmid: 310, linked_clone: true }, 201);

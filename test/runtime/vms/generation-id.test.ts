@@ -12,7 +12,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { Store } from '../../../daemon/store/store.js';
 import { VmRecords } from '../../../daemon/vms/records.js';
-import { api, fails, killGuests, missingRuntime, ok, qemuPids, sh, startVmsDaemon, succeeded, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { api, fails, killGuests, requireVmsRuntime, ok, qemuPids, sh, startVmsDaemon, succeeded, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { importImages } from '../../helpers/sandboxes-fixture.js';
 import { generationIdOf, withHostdDown } from '../../helpers/vms-qmp.js';
 
@@ -36,11 +36,7 @@ describe('vms runtime: a new VM generation ID at every warm-state resume (QEMU)'
   };
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM generation ID tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     e = await startVmsDaemon();
     await importImages(e, 'deb12', false);
   });

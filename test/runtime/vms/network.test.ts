@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { run } from '../../../daemon/lib/run.js';
 import { eventually, tempDir } from '../../helpers/daemon.js';
-import { fails, killGuests, missingRuntime, ok, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { fails, killGuests, requireVmsRuntime, ok, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
 
 describe('vms bridged networking (QEMU)', function () {
   this.timeout(5 * 60_000);
@@ -18,11 +18,7 @@ describe('vms bridged networking (QEMU)', function () {
   let made = false;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM network tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     await run('ip', ['link', 'add', 'name', bridge, 'type', 'bridge']);
     made = true;
     const root = tempDir('hostd-vms-net-');

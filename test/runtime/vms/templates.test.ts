@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
 import { tempDir } from '../../helpers/daemon.js';
-import { cachedSha256, fails, FileServer, killGuests, missingRuntime, ok, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { cachedSha256, fails, FileServer, killGuests, requireVmsRuntime, ok, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
 
 const USER_DATA = `#cloud-config
 write_files:
@@ -27,11 +27,7 @@ describe('vms template builds (QEMU)', function () {
   const srv = new FileServer();
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the template build tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     const image = await guestImage();
     await srv.start();
     srv.files.set('/guest.qcow2', image);
@@ -57,7 +53,7 @@ describe('vms template builds (QEMU)', function () {
   it('downloads the missing base, builds from user-data until the guest powers off, and keeps labels', async function () {
     const r = await ok(e, 'POST', '/templates', { base_image_id: 'guest', name: 'Web Base', user_data: USER_DATA, labels: { role: 'web', tier: 'base' } }, 201);
     expect(r.image_id).to.equal('web-base');
-    expect(r.task).to.include({ kind: 'templates.build', resource: 'vms/images/web-base' });
+    expect(r.task).to.include({ kind: 'templates.template.build', resource: 'vms/images/web-base' });
     await fails(e, 'POST', '/templates', { base_image_id: 'guest', name: 'web base' }, 409, "image 'web-base' already exists");
     const during = await ok(e, 'GET', `/templates/${r.task.task_id}`);
     expect(during.task.task_id).to.equal(r.task.task_id);

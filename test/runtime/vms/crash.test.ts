@@ -1,6 +1,6 @@
 /**
  * Crash safety: hostd is paused at a named step of a change
- * (HOSTD_VMS_PAUSE_AT), killed with SIGKILL there, and started again; the
+ * (HOSTD_TEST_PAUSE_AT=vms.<step>), killed with SIGKILL there, and started again; the
  * records, the files and the QEMU processes must agree afterwards. The VMs
  * here boot nothing (a blank disk: SeaBIOS finds no boot device), which is
  * enough for QEMU to run, save memory and snapshot disks.
@@ -10,7 +10,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { run } from '../../../daemon/lib/run.js';
 import { tempDir } from '../../helpers/daemon.js';
-import { api, fails, killGuests, missingRuntime, ok, pausedAt, qemuPids, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { api, fails, killGuests, requireVmsRuntime, ok, pausedAt, qemuPids, startVmsDaemon, succeeded, type VmsEnv } from '../../helpers/vms-fixture.js';
 
 /** Files a process has open, with whether it may write them. */
 function openFiles(pid: number): Map<string, 'rw' | 'ro'> {
@@ -39,7 +39,7 @@ describe('vms crash recovery (QEMU)', function () {
 
   /** Runs `start` with hostd paused at `step`, kills hostd there, starts it again. */
   const crashAt = async (step: string, start: () => Promise<unknown>) => {
-    await restart({ HOSTD_VMS_PAUSE_AT: step });
+    await restart({ HOSTD_TEST_PAUSE_AT: `vms.${step}` });
     const inflight = start().catch(() => undefined);
     await pausedAt(e, step);
     await restart();
@@ -50,11 +50,7 @@ describe('vms crash recovery (QEMU)', function () {
   const warmDirs = () => (fs.existsSync(path.join(e.pools.p1, '.vms/warm')) ? fs.readdirSync(path.join(e.pools.p1, '.vms/warm')) : []);
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM crash tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     root = tempDir('hostd-vms-crash-');
     e = await startVmsDaemon({ root });
     const blank = path.join(root, 'blank.qcow2');
@@ -87,7 +83,7 @@ describe('vms crash recovery (QEMU)', function () {
       await fails(e, 'GET', '/vms/151', undefined, 404, 'VM 151 not found');
       expect(vmDirs()).to.deep.equal(['vm-110']);
       const tasks = (await ok(e, 'GET', '/tasks')).tasks ?? [];
-      expect(tasks.filter((t: any) => t.kind === 'vms.clone' && t.state === 'running')).to.deep.equal([]);
+      expect(tasks.filter((t: any) => t.kind === 'vms.vm.clone' && t.state === 'running')).to.deep.equal([]);
       expect((await ok(e, 'GET', '/vms/110')).vm.state).to.equal('stopped');
     });
   }

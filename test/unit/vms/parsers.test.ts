@@ -2,15 +2,19 @@
 import { spawnSync } from 'node:child_process';
 import { expect } from 'chai';
 import YAML from 'yaml';
-import { machineArgs, macFor, shellSafePath, type MachineSpec } from '../../daemon/vms/qemu/args.js';
-import { renderSeed, type CloudInitSettings } from '../../daemon/vms/qemu/seed.js';
-import { needsRecovery, parsePartitions } from '../../daemon/vms/qemu/identity.js';
-import { parseBackingChain, parseImageInfo } from '../../daemon/vms/qemu/img.js';
-import { chooseAccel, parseMeminfo, versionOf } from '../../daemon/vms/qemu/host.js';
-import { BUNDLED_CATALOG, checksumFromSums, parseCatalog } from '../../daemon/vms/catalog.js';
-import { parseVmSettings } from '../../daemon/vms/settings.js';
-import { checkCidr, checkDns, checkSshKey, checkUsername, hostnameOf, slug } from '../../daemon/vms/common.js';
-import { ApiError } from '../../daemon/lib/errors.js';
+import { machineArgs, macFor, shellSafePath, type MachineSpec } from '../../../daemon/vms/qemu/args.js';
+import { renderSeed, type CloudInitSettings } from '../../../daemon/vms/qemu/seed.js';
+import { needsRecovery, parsePartitions } from '../../../daemon/vms/qemu/identity.js';
+import { parseBackingChain, parseImageInfo } from '../../../daemon/vms/qemu/img.js';
+import { chooseAccel, parseMeminfo, versionOf } from '../../../daemon/vms/qemu/host.js';
+import { BUNDLED_CATALOG, checksumFromSums, parseCatalog } from '../../../daemon/vms/catalog.js';
+import { parseVmSettings } from '../../../daemon/vms/settings.js';
+import { checkSshKey, checkUsername, hostnameOf, slug } from '../../../daemon/vms/common.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { withPrefix } from '../../../api/registry/schema.js';
+import { validateArgs } from '../../../api/validate.js';
+import { formatSize } from '../../../daemon/vms/sizes.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
 
 const spec = (over: Partial<MachineSpec> = {}): MachineSpec => ({
   name: 'vm-101',
@@ -316,15 +320,27 @@ describe('vms: settings and argument checks', () => {
   };
 
   it('checks addresses, DNS, user names and SSH keys with 400s naming the argument', () => {
-    expect(checkCidr('10.0.0.5')).to.equal('10.0.0.5/24');
-    expect(checkCidr('fd00::5/48')).to.equal('fd00::5/48');
-    expect(status(() => checkCidr('10.0.0.300/24'))).to.deep.equal([400, "argument 'ip_address' must be an IP address with an optional /prefix, got '10.0.0.300/24'"]);
-    expect(status(() => checkCidr('10.0.0.3/33'))).to.deep.equal([400, "argument 'ip_address' has a prefix outside 1-32"]);
-    expect(status(() => checkDns(['1.1.1.1', 'dns.example']))).to.deep.equal([400, "argument 'dns_servers[1]' must be an IPv4 or IPv6 address, got 'dns.example'"]);
+    // Addresses and resolvers are the registry's rules (api/registry/schema.ts), applied before the service runs.
+    const create = (args: Record<string, unknown>) => status(() => validateArgs(getOperation('vms_create')!, { name: 'a', image_id: 'b', ...args }));
+    expect(withPrefix('10.0.0.5')).to.equal('10.0.0.5/24');
+    expect(withPrefix('fd00::5/48')).to.equal('fd00::5/48');
+    const cidrWords = "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty";
+    expect(create({ ip_address: '10.0.0.300/24' })).to.deep.equal([400, cidrWords]);
+    expect(create({ ip_address: '10.0.0.3/33' })).to.deep.equal([400, cidrWords]);
+    expect(create({ dns_servers: ['1.1.1.1', 'dns.example'] })).to.deep.equal([400, "argument 'dns_servers[1]' must be an IPv4 or IPv6 address"]);
+    expect(create({ ip_address: '10.0.0.5/24', gateway: '10.0.0.1', dns_servers: ['1.1.1.1'] })).to.equal(null);
     expect(status(() => checkUsername('Bob'))).to.deep.equal([400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])"]);
     expect(status(() => checkUsername('root'))?.[0]).to.equal(400);
     expect(checkSshKey(' ssh-ed25519 AAAAC3NzaC1 me@host \n')).to.equal('ssh-ed25519 AAAAC3NzaC1 me@host');
     expect(status(() => checkSshKey('ssh-ed25519 AAAA\nssh-rsa BBBB'))?.[0]).to.equal(400);
+  });
+
+  it('prints sizes below 1 GiB in MiB, larger ones in GiB with one decimal at most', () => {
+    expect(formatSize(400 * 1024 ** 2)).to.equal('400 MiB');
+    expect(formatSize(0)).to.equal('0 MiB');
+    expect(formatSize(1024 ** 3)).to.equal('1 GiB');
+    expect(formatSize(2.5 * 1024 ** 3)).to.equal('2.5 GiB');
+    expect(formatSize(3 * 1024 ** 3 - 1)).to.equal('3 GiB');
   });
 
   it('derives hostnames and image ids from free-form names', () => {

@@ -11,7 +11,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
-import { killGuests, missingRuntime, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { killGuests, requireVmsRuntime, operationAt, pausedAt, qemuPids, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { resultProblem } from '../../../api/validate.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { eventually } from '../../helpers/daemon.js';
 import { call, importImages, onlyTheseVms, sbxSh, startSandboxDaemon, startWarm, untilRunning, vmDirs, warmDone } from '../../helpers/sandboxes-fixture.js';
 import { generationIdOf, withHostdDown } from '../../helpers/vms-qmp.js';
@@ -32,11 +34,7 @@ describe('sandboxes runtime (QEMU)', function () {
   let twin: any;
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the sandbox runtime tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this, 'sandboxes');
     imageMachineId = (await readGuestFile(await guestImage(), '/etc/machine-id'))!.trim();
     e = await startSandboxDaemon({ sandboxes: CAPS });
     alice = await e.d.token('alice', AGENT);
@@ -51,6 +49,8 @@ describe('sandboxes runtime (QEMU)', function () {
   const ok = async (token: string, method: string, p: string, body?: unknown, status = 200) => {
     const r = await call(e, token, method, p, body);
     expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
+    const op = operationAt(method, p);
+    if (op) expect(resultProblem(op, r.body), `${method} ${p}: the answer fits ${op.name}'s result schema`).to.equal(undefined);
     return r.body;
   };
   const fails = async (token: string, method: string, p: string, body: unknown, status: number, error: string) => {
@@ -73,7 +73,7 @@ describe('sandboxes runtime (QEMU)', function () {
     expect(r.defaults).to.deep.equal({ cpu_cores: 1, memory_mb: 512, disk_gb: 0 });
     await fails(alice, 'POST', '/sandboxes', { image_id: 'nope' }, 404, "image 'nope' not found");
     await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', name: 'Not_A_Hostname' }, 400, "argument 'name' has an invalid form");
-    await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', resources: { memory_mb: 100 } }, 400, "argument 'resources.memory_mb' (100) is below image 'deb12''s minimum of 512");
+    await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', resources: { memory_mb: 100 } }, 400, "argument 'resources.memory_mb' (100) is below the minimum of image 'deb12' (512)");
     const readOnly = await e.d.token('reader', ['sandbox.read']);
     const denied = await call(e, readOnly, 'POST', '/sandboxes', { image_id: 'deb12' });
     expect(denied.status).to.equal(403);
@@ -216,7 +216,7 @@ describe('sandboxes runtime (QEMU)', function () {
     expect(all.find((x: any) => x.id === made.sandbox.id)).to.include({ owner: 'erin', state: 'booting' });
     const gone = await e.d.admin.request('POST', '/admin/sandboxes/destroy', { id: made.sandbox.id });
     expect(gone.status, JSON.stringify(gone.body)).to.equal(200);
-    expect(gone.body.sandbox).to.include({ state: 'destroyed', destroyed_by: 'local-admin' });
+    expect(gone.body.sandbox).to.include({ state: 'destroyed', destroyed_by: 'admin' });
     await onlyTheseVms(e, [warm.vmid, twin.vmid]);
   });
 
@@ -255,11 +255,11 @@ describe('sandboxes runtime (QEMU)', function () {
 
   // ---------------------------------------------------------------- crash safety
 
-  const pausedAtStep = (step: string) => eventually(() => e.d.logs.some((l) => l.msg === 'sandboxes paused at step' && l.step === step), 120_000, `hostd to pause at ${step}`);
+  const pausedAtStep = (step: string) => eventually(() => e.d.logs.some((l) => isPauseLine(l, `sandboxes.${step}`)), 120_000, `hostd to pause at ${step}`);
   const liveVmids = async () => (await ok(alice, 'GET', '/sandboxes')).sandboxes.map((x: any) => x.vmid).filter((v: number | null) => v !== null);
 
   it('killed while admitting a create (the caller got no answer): after a restart the sandbox exists once, boots, and a replay returns it', async () => {
-    await restart({ HOSTD_SANDBOXES_PAUSE_AT: 'create:recorded' });
+    await restart({ HOSTD_TEST_PAUSE_AT: 'sandboxes.create:recorded' });
     const pending = call(e, alice, 'POST', '/sandboxes', { image_id: 'deb12', idempotency_key: 'crash-1', seed_data: 'crash-seed' }).catch((err) => err);
     await pausedAtStep('create:recorded');
     await restart();
@@ -277,7 +277,7 @@ describe('sandboxes runtime (QEMU)', function () {
   });
 
   it('killed during the boot (its VM resumed, not yet its own): after a restart that VM is replaced, not doubled, and the sandbox runs', async () => {
-    await restart({ HOSTD_SANDBOXES_PAUSE_AT: 'boot:warm-resumed' });
+    await restart({ HOSTD_TEST_PAUSE_AT: 'sandboxes.boot:warm-resumed' });
     const c = await ok(alice, 'POST', '/sandboxes', { image_id: 'deb12', idempotency_key: 'crash-2', seed_data: 'seed-2' }, 201);
     await pausedAtStep('boot:warm-resumed');
     const first = (await ok(alice, 'GET', `/sandboxes/${c.sandbox.id}`)).sandbox;
@@ -299,7 +299,7 @@ describe('sandboxes runtime (QEMU)', function () {
 
   it('killed during a suspend (memory saved, QEMU not yet gone): after a restart the sandbox runs on with its processes', async () => {
     const pid = (await sbxSh(e, warm.id, 'setsid sleep 100000 >/dev/null 2>&1 < /dev/null & echo $!')).trim();
-    await restart({ HOSTD_VMS_PAUSE_AT: 'suspend:saved' });
+    await restart({ HOSTD_TEST_PAUSE_AT: 'vms.suspend:saved' });
     const pending = call(e, alice, 'POST', `/sandboxes/${warm.id}/suspend`, {}).catch((err) => err);
     await pausedAt(e, 'suspend:saved');
     await restart();
@@ -313,12 +313,12 @@ describe('sandboxes runtime (QEMU)', function () {
   });
 
   it('killed during a destroy, before or after its VM was stopped: after a restart it is a tombstone and nothing of it remains', async () => {
-    for (const [env, step] of [[{ HOSTD_SANDBOXES_PAUSE_AT: 'destroy:marked' }, 'destroy:marked'], [{ HOSTD_VMS_PAUSE_AT: 'delete:stopped' }, 'delete:stopped']] as const) {
+    for (const [domain, step] of [['sandboxes', 'destroy:marked'], ['vms', 'delete:stopped']] as const) {
       const c = await ok(alice, 'POST', '/sandboxes', { image_id: 'deb12' }, 201);
       const s = await untilRunning(e, alice, c.sandbox.id, 300);
-      await restart(env);
+      await restart({ HOSTD_TEST_PAUSE_AT: `${domain}.${step}` });
       const pending = call(e, alice, 'DELETE', `/sandboxes/${s.id}`).catch((err) => err);
-      if ('HOSTD_VMS_PAUSE_AT' in env) await pausedAt(e, step);
+      if (domain === 'vms') await pausedAt(e, step);
       else {
         await pausedAtStep(step);
         expect((await ok(alice, 'GET', `/sandboxes/${s.id}`)).sandbox.state).to.equal('destroying');

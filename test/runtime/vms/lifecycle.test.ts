@@ -10,7 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
-import { api, fails, killGuests, missingRuntime, ok, qemuPids, sh, startVmsDaemon, succeeded, untilInGuest, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { api, fails, killGuests, requireVmsRuntime, ok, qemuPids, sh, startVmsDaemon, succeeded, untilInGuest, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { eventually, hostctl } from '../../helpers/daemon.js';
 
 const KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO5mh7T5Kx2s2n2xvq1C9r5O8kq1v9y2m3Lh0R3tE1aB alice@test';
@@ -27,11 +27,7 @@ describe('vms runtime (QEMU)', function () {
   let warmId = '';
 
   before(async function () {
-    const why = await missingRuntime();
-    if (why) {
-      console.log(`      skipping the VM runtime tests: ${why}`);
-      this.skip();
-    }
+    await requireVmsRuntime(this);
     image = await guestImage();
     imageMachineId = (await readGuestFile(image, '/etc/machine-id'))!.trim();
     imageHostKey = (await readGuestFile(image, '/etc/ssh/ssh_host_ed25519_key.pub'))!.trim();
@@ -81,13 +77,13 @@ describe('vms runtime (QEMU)', function () {
 
   it('refuses bad creates with 400/404 naming the argument or resource', async function () {
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'nope' }, 404, "image 'nope' not found");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', memory_mb: 256 }, 400, "argument 'memory_mb' (256) is below image 'deb12''s minimum of 512");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', disk_size_gb: 1 }, 400, /^argument 'disk_size_gb' \(1\) is below image 'deb12''s \d+ GiB/);
+    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', memory_mb: 256 }, 400, "argument 'memory_mb' (256) is below the minimum of image 'deb12' (512)");
+    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', disk_size_gb: 1 }, 400, /^argument 'disk_size_gb' \(1\) is below the minimum of image 'deb12' \(\d+ GiB\)/);
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', storage_id: 'p9' }, 404, "storage pool 'p9' not found (argument 'storage_id')");
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ssh_public_key: 'not a key' }, 400, "argument 'ssh_public_key' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)");
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', username: 'Root' }, 400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])");
-    await fails(e, 'POST', '/vms', { name: '  ', image_id: 'deb12' }, 400, "argument 'name' must not be empty");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ip_address: '10.1.2.3/40' }, 400, "argument 'ip_address' has a prefix outside 1-32");
+    await fails(e, 'POST', '/vms', { name: '  ', image_id: 'deb12' }, 400, "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'");
+    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ip_address: '10.1.2.3/40' }, 400, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty");
     await fails(e, 'GET', '/vms/999', undefined, 404, 'VM 999 not found');
     expect((await ok(e, 'GET', '/vms')).vms).to.deep.equal([]);
   });
@@ -109,7 +105,7 @@ describe('vms runtime (QEMU)', function () {
     // Omitted vmid: the first free one from vmid_min (100). Without linked_clone: a full copy, as a task.
     const b = await ok(e, 'POST', '/vms', { name: 'beta', image_id: 'deb12' }, 201);
     expect(b.vm).to.include({ vmid: 100, state: 'creating', linked_clone: false, disk_size_gb: img.min_disk_gb });
-    expect(b.task).to.include({ kind: 'vms.create', resource: 'vms/100' });
+    expect(b.task).to.include({ kind: 'vms.vm.create', resource: 'vms/100' });
     await fails(e, 'POST', '/vms/100/start', {}, 409, /^VM 100 is (still being created \(task task_[0-9a-f]+\)|busy: create in progress)$/);
     await succeeded(e, b.task.task_id);
     expect((await ok(e, 'GET', '/vms/100')).vm).to.include({ state: 'stopped', task_id: null });
@@ -328,7 +324,7 @@ describe('vms runtime (QEMU)', function () {
     expect((await ok(e, 'POST', '/vms/200/stop', {})).stopped_by).to.equal('already-stopped');
     const p = await ok(e, 'PATCH', '/vms/200', { cpu_cores: 2, memory_mb: 768, autostart: null });
     expect(p.vm).to.include({ cpu_cores: 2, memory_mb: 768, autostart: false });
-    await fails(e, 'PATCH', '/vms/200', { memory_mb: 100 }, 400, "argument 'memory_mb' (100) is below image 'deb12''s minimum of 512");
+    await fails(e, 'PATCH', '/vms/200', { memory_mb: 100 }, 400, "argument 'memory_mb' (100) is below the minimum of image 'deb12' (512)");
   });
 
   it('clones a stopped VM (a full copy task) and captures a template from it', async function () {
@@ -365,6 +361,32 @@ describe('vms runtime (QEMU)', function () {
     expect((await ok(e, 'GET', '/vms/200')).vm.state).to.equal('stopped');
     // The autostart's start may still hold the VM for a moment after QEMU runs.
     await eventually(async () => (await api(e, 'DELETE', '/vms/202')).status === 200, 60_000, 'VM 202 to be deleted');
+  });
+
+  it('stops a guest that ignores the ACPI request after timeout_seconds, and powers off at once with force', async function () {
+    // The daemon's default wait is an hour here: a stop that did not keep to timeout_seconds (or to force)
+    // would not come back before this suite's timeout.
+    await e.d.kill();
+    e = await startVmsDaemon({ root: e.root, env: { HOSTD_VMS_BOOT_ID_FILE: bootId }, stopGraceSeconds: 3600 });
+    // force: the guest is still booting (and may not handle ACPI yet); it is not asked.
+    expect((await ok(e, 'POST', '/vms/200/start', {})).vm.state).to.equal('running');
+    const f = await ok(e, 'POST', '/vms/200/stop', { force: true });
+    expect(f.stopped_by).to.equal('forced');
+    expect(f.vm.state).to.equal('stopped');
+    expect(qemuPids(e.root)).to.deep.equal([]);
+    // A guest that ignores the power button: systemd-logind, which handles it in the test guest (no acpid),
+    // is stopped and masked for this boot (systemctl speaks to systemd directly, so no D-Bus is needed).
+    await ok(e, 'POST', '/vms/200/start', {});
+    await untilReady(e, 200, BOOT_S);
+    await sh(e, 200, 'systemctl mask --runtime --now systemd-logind.service; ! systemctl is-active --quiet systemd-logind.service');
+    const t = await ok(e, 'POST', '/vms/200/stop', { timeout_seconds: 2 });
+    expect(t.stopped_by).to.equal('forced');
+    expect(t.vm.state).to.equal('stopped');
+    expect(qemuPids(e.root)).to.deep.equal([]);
+    const rows = (await api(e, 'GET', '/activity?limit=20')).body.events.map((x: any) => x.summary);
+    expect(rows).to.include("VM 200 'Alpha One' stopped (force: powered off at once)");
+    expect(rows).to.include("VM 200 'Alpha One' stopped (hard stop after 2 s without an ACPI power-down)");
+    await restart();
   });
 
   it('serves the same operations over MCP and hostctl call', async function () {

@@ -13,10 +13,10 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { boundedExecArgs, guestExec, killArgs, result, type AgentCall } from '../../daemon/vms/qemu/exec.js';
-import { AGENT_REPLY_MAX_BYTES, GuestAgent } from '../../daemon/vms/qemu/agent.js';
-import { EXEC_STREAM_CAP_BYTES } from '../../daemon/lib/exec-output.js';
-import { eventually } from '../helpers/daemon.js';
+import { boundedExecArgs, guestExec, killArgs, result, type AgentCall } from '../../../daemon/vms/qemu/exec.js';
+import { AGENT_REPLY_MAX_BYTES, GuestAgent } from '../../../daemon/vms/qemu/agent.js';
+import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
+import { eventually } from '../../helpers/daemon.js';
 
 const MiB = 1024 * 1024;
 

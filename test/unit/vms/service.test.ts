@@ -3,12 +3,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import { Store } from '../../daemon/store/store.js';
-import { TaskRunner } from '../../daemon/tasks/runner.js';
-import { noNotes } from '../../daemon/lib/caller.js';
-import type { VmService } from '../../daemon/vms/service.js';
-import { rejectsApi } from '../helpers/expect.js';
-import { FakeDriver, fakeVmService } from '../helpers/vms-fake-driver.js';
+import { Store } from '../../../daemon/store/store.js';
+import { TaskRunner } from '../../../daemon/tasks/runner.js';
+import { noNotes } from '../../../daemon/lib/caller.js';
+import type { VmService } from '../../../daemon/vms/service.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { validateArgs } from '../../../api/validate.js';
+import { rejectsApi } from '../../helpers/expect.js';
+import { FakeDriver, fakeVmService } from '../../helpers/vms-fake-driver.js';
 
 describe('vms service rules (fake driver)', () => {
   let dir: string;
@@ -36,8 +38,8 @@ describe('vms service rules (fake driver)', () => {
     const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true, cpu_cores: 0 }, noNotes);
     expect(vm).to.include({ vmid: 100, cpu_cores: 2, memory_mb: 768, disk_size_gb: 5, state: 'stopped' });
     expect(vm.cloud_init.username).to.equal('debian');
-    await rejectsApi(svc.create({ name: 'b', image_id: 'base', cpu_cores: 1 }, noNotes), 400, "argument 'cpu_cores' (1) is below image 'base''s minimum of 2");
-    await rejectsApi(svc.create({ name: 'b', image_id: 'base', disk_size_gb: 4 }, noNotes), 400, "argument 'disk_size_gb' (4) is below image 'base''s 5 GiB minimum");
+    await rejectsApi(svc.create({ name: 'b', image_id: 'base', cpu_cores: 1 }, noNotes), 400, "argument 'cpu_cores' (1) is below the minimum of image 'base' (2)");
+    await rejectsApi(svc.create({ name: 'b', image_id: 'base', disk_size_gb: 4 }, noNotes), 400, "argument 'disk_size_gb' (4) is below the minimum of image 'base' (5 GiB)");
     await rejectsApi(svc.create({ name: 'b', image_id: 'base', vmid: 100 }, noNotes), 409, 'vmid 100 is taken');
     const next = await svc.create({ name: 'c', image_id: 'base', linked_clone: true }, noNotes);
     expect(next.vm.vmid).to.equal(101);
@@ -208,7 +210,9 @@ describe('vms service rules (fake driver)', () => {
     const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true }, noNotes);
     const why = "bridge 'docker0' is not one VMs may join (allowed: none; the settings vms.bridge and vms.allowed_bridges list them)";
     await rejectsApi(svc.cloudInit(vm.vmid, { network_type: 'bridged', network_bridge: 'docker0' }, noNotes), 403, why);
-    await rejectsApi(svc.cloudInit(vm.vmid, { network_type: 'bridged', network_bridge: '..' }, noNotes), 400, "argument 'network_bridge' must be 1-15 of [A-Za-z0-9_.-], not '.' or '..'");
+    // A malformed name is the registry's rule, refused before the service runs.
+    expect(() => validateArgs(getOperation('vms_cloud_init_update')!, { id: vm.vmid, network_type: 'bridged', network_bridge: '..' }))
+      .to.throw("argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..'), or empty, or null");
     expect((await svc.get(vm.vmid)).network.type).to.equal('user');
     // A VM put on that bridge before the rule: refused at its start, listed, nothing deleted.
     const rec = (await svc.records.vm(vm.vmid))!;
@@ -219,5 +223,32 @@ describe('vms service rules (fake driver)', () => {
     expect((await svc.hostStatus()).refused).to.deep.equal([{ kind: 'vm', id: String(vm.vmid), rule: 'vms.allowed_bridges', refuses: 'start', message: `VM ${vm.vmid}: ${why}` }]);
     await svc.cloudInit(vm.vmid, { network_type: 'none' }, noNotes);
     expect((await svc.start(vm.vmid, noNotes)).vm.state).to.equal('running');
+  });
+
+  it('refuses a gateway outside the static address\'s subnet, at create and at a cloud-init change of either', async () => {
+    await rejectsApi(svc.create({ name: 'g', image_id: 'base', linked_clone: true, ip_address: '10.0.0.5/24', gateway: '10.0.1.1' }, noNotes), 400,
+      "argument 'gateway' is outside 10.0.0.5/24");
+    const { vm } = await svc.create({ name: 'g', image_id: 'base', linked_clone: true, ip_address: '10.0.0.5', gateway: '10.0.0.1' }, noNotes);
+    expect(vm.cloud_init).to.include({ ip_address: '10.0.0.5/24', gateway: '10.0.0.1' });
+    await rejectsApi(svc.cloudInit(vm.vmid, { ip_address: '192.168.1.5/24' }, noNotes), 400, "argument 'gateway' is outside 192.168.1.5/24");
+    await rejectsApi(svc.cloudInit(vm.vmid, { gateway: 'fd00::1' }, noNotes), 400, "argument 'gateway' is an IPv6 address and the address is IPv4");
+    const moved = await svc.cloudInit(vm.vmid, { ip_address: '192.168.1.5/24', gateway: '192.168.1.1' }, noNotes);
+    expect(moved.vm.cloud_init).to.include({ ip_address: '192.168.1.5/24', gateway: '192.168.1.1' });
+  });
+
+  it('stops with the grace period asked for, or at once without asking the guest when forced', async () => {
+    const { vm } = await svc.create({ name: 's', image_id: 'base', linked_clone: true }, noNotes);
+    await svc.start(vm.vmid, noNotes);
+    expect((await svc.stop(vm.vmid, noNotes, { timeoutSeconds: 5 })).stopped_by).to.equal('acpi');
+    expect(drv.stopGraces).to.deep.equal([5000]);
+    await svc.start(vm.vmid, noNotes);
+    const forced = await svc.stop(vm.vmid, noNotes, { force: true });
+    expect(forced.stopped_by).to.equal('forced');
+    expect(forced.vm.state).to.equal('stopped');
+    expect(drv.stopGraces, 'a forced stop sends no ACPI power-down').to.deep.equal([5000]);
+    expect((await svc.stop(vm.vmid, noNotes, { force: true })).stopped_by).to.equal('already-stopped');
+    await svc.start(vm.vmid, noNotes);
+    await svc.stop(vm.vmid, noNotes);
+    expect(drv.stopGraces.at(-1), 'the setting vms.stop_grace_seconds by default').to.equal(60_000);
   });
 });

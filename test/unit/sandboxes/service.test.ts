@@ -9,17 +9,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import pino from 'pino';
-import { Store } from '../../daemon/store/store.js';
-import { TaskRunner } from '../../daemon/tasks/runner.js';
-import { noNotes, type Caller } from '../../daemon/lib/caller.js';
-import type { VmService } from '../../daemon/vms/service.js';
-import { SandboxRecords } from '../../daemon/sandboxes/records.js';
-import { SandboxService } from '../../daemon/sandboxes/service.js';
-import { parseSandboxSettings } from '../../daemon/sandboxes/settings.js';
-import { checkSandboxName, friendlyName } from '../../daemon/sandboxes/names.js';
-import { eventually } from '../helpers/daemon.js';
-import { rejectsApi } from '../helpers/expect.js';
-import { FakeDriver, fakeVmService } from '../helpers/vms-fake-driver.js';
+import { Store } from '../../../daemon/store/store.js';
+import { TaskRunner } from '../../../daemon/tasks/runner.js';
+import { noNotes, type Caller } from '../../../daemon/lib/caller.js';
+import type { VmService } from '../../../daemon/vms/service.js';
+import { SandboxRecords } from '../../../daemon/sandboxes/records.js';
+import { SandboxService } from '../../../daemon/sandboxes/service.js';
+import { parseSandboxSettings } from '../../../daemon/sandboxes/settings.js';
+import { checkSandboxName, friendlyName } from '../../../daemon/sandboxes/names.js';
+import { eventually } from '../../helpers/daemon.js';
+import { rejectsApi } from '../../helpers/expect.js';
+import { FakeDriver, fakeVmService } from '../../helpers/vms-fake-driver.js';
 
 const caller = (id: string, name = id): Caller => ({ tokenId: id, tokenName: name, scopes: ['sandbox.read', 'sandbox.manage'], transport: 'api', origin: 'n1' });
 
@@ -91,8 +91,8 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     // Its VM is not one of /vms.
     expect(await vms.list()).to.deep.equal([]);
     await rejectsApi(svc.create({ image_id: 'nope' }, alice), 404, "image 'nope' not found");
-    await rejectsApi(svc.create({ image_id: 'base', resources: { memory_mb: 128 } }, alice), 400, "argument 'resources.memory_mb' (128) is below image 'base''s minimum of 256");
-    await rejectsApi(svc.create({ image_id: 'base', resources: { disk_gb: 2 } }, alice), 400, "argument 'resources.disk_gb' (2) is below image 'base''s 3 GiB (disks cannot shrink)");
+    await rejectsApi(svc.create({ image_id: 'base', resources: { memory_mb: 128 } }, alice), 400, "argument 'resources.memory_mb' (128) is below the minimum of image 'base' (256)");
+    await rejectsApi(svc.create({ image_id: 'base', resources: { disk_gb: 2 } }, alice), 400, "argument 'resources.disk_gb' (2) is below the minimum of image 'base' (3 GiB; disks cannot shrink)");
     await rejectsApi(svc.create({ image_id: 'base', name: sandbox.name }, bob), 409, `a sandbox named '${sandbox.name}' already exists on this host`);
   });
 

@@ -94,7 +94,8 @@ describe('events in a cluster', function () {
         ws.close();
       }
       // The member logged the stream as one forwarded over the cluster.
-      expect(b.logs.some((l) => l.msg === 'forwarded event stream opened' && l.transport === 'cluster')).to.equal(true);
+      // (The member's log arrives through a pipe: wait for the line rather than read it at once.)
+      await eventually(() => b.logs.some((l) => l.msg === 'forwarded event stream opened' && l.transport === 'cluster'), 30_000, "the member's log line of the forwarded stream");
       // A refusal on the member comes back as its status: a token with no read scope.
       const none = await a.token('stream-none', ['vm.manage']);
       expect((await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}`, { authorization: `Bearer ${none}` })).status).to.equal(403);

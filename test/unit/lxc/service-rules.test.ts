@@ -31,6 +31,9 @@ describe('lxc service rules (fake driver)', () => {
   let driver: FakeLxcDriver;
   let records: LxcRecords;
   let s: LxcServices;
+  let lctx: LxcContext;
+  /** The `lxc.state` events the service published, in order. */
+  let published: Array<{ resource: string; state: string; data: Record<string, unknown>; actor?: string }>;
   const ctx: CallContext = { ...noNotes, requestId: 'r1', caller: { tokenId: 't1', tokenName: 't', scopes: [], transport: 'api', origin: 'n1' } };
 
   /** The promise rejects with an ApiError of this status whose message matches. */
@@ -59,9 +62,12 @@ describe('lxc service rules (fake driver)', () => {
     records = new LxcRecords(store);
     const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
     const settings = parseSettings(undefined, { dataDir: dir, pools });
-    s = lxcServices(new LxcContext({
-      records, driver, settings, pools, tasks, log: pino({ level: 'silent' }), folders: () => [], dataDir: dir, env: {},
-    }));
+    published = [];
+    const events = { publishState: async (_d: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: { actor?: string } = {}) => void published.push({ resource, state, data, actor: opts.actor }) };
+    lctx = new LxcContext({
+      records, driver, settings, pools, tasks, log: pino({ level: 'silent' }), folders: () => [], dataDir: dir, env: {}, events,
+    });
+    s = lxcServices(lctx);
   });
   afterEach(async () => {
     await tasks.drain();

@@ -6,6 +6,7 @@
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
 import { parseCompose } from './compose/model.js';
 import { appKey, type AppsContext, type Call } from './context.js';
+import { actorOf } from '../lib/operator.js';
 import { apply } from './definition.js';
 import { COMPOSE, ENGINE } from './driver.js';
 import type { AppRecord } from './records.js';
@@ -25,6 +26,7 @@ export async function appAction(c: AppsContext, args: ArgsOf<'apps_actions'>, ct
     await runAction(c, action, after);
     await c.records.commit(r.app_id, [c.records.putRecord(after)]);
     ctx.note({ summary: `${action[0].toUpperCase()}${action.slice(1)} app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, action } });
+    await c.states.refresh(r.app_id, actorOf(ctx));
     return { app: await viewOf(c, after), action };
   });
 }

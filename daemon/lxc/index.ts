@@ -82,6 +82,7 @@ export const lxcDomain = defineDomain({
       close: async () => {
         await background;
         await watch?.stop();
+        await ctx.states.idle();
         pruneCgroups(driver, log);
       },
       provides: { guests: { guests: () => services.containers.guests() } },

@@ -104,6 +104,11 @@ export class StateReports {
     else await this.ctx.records.meta.del(metaKey(lxcid));
   }
 
+  /** Resolves once every report under way is written (close waits for it: the store closes after). */
+  async idle(): Promise<void> {
+    while (this.chain.size) await Promise.all([...this.chain.values()]);
+  }
+
   private serial(lxcid: number, fn: () => Promise<void>): Promise<void> {
     const prev = this.chain.get(lxcid) ?? Promise.resolve();
     const mine = prev.then(fn, fn);

@@ -75,6 +75,20 @@ describe('lxc runtime: lxc.state events', function () {
     expect(states(more)).to.deep.equal(['STOPPED', 'RUNNING']);
   });
 
+  it('a container frozen and thawed behind hostd\'s back (lxc-freeze from outside) is FROZEN, then RUNNING, with reason outside', async () => {
+    const id = await create('ev-freeze');
+    await call('POST', `/lxc/${id}/start`);
+    const cursor = await headCursor(env.req);
+    execFileSync('lxc-freeze', ['-P', lxcPath(), '-n', `svc-lxc-${id}`]);
+    const frozen = await stateEventsUntil(env.req, 'lxc', `lxc/${id}`, cursor, (e) => e.length > 0);
+    expect(frozen[0].data).to.include({ state: 'FROZEN', reason: 'outside' });
+    execFileSync('lxc-unfreeze', ['-P', lxcPath(), '-n', `svc-lxc-${id}`]);
+    const thawed = await stateEventsUntil(env.req, 'lxc', `lxc/${id}`, cursor, (e) => e.length > 1);
+    expect(states(thawed)).to.deep.equal(['FROZEN', 'RUNNING']);
+    expect(thawed[1].data).to.include({ reason: 'outside' });
+    await call('POST', `/lxc/${id}/stop`);
+  });
+
   it('a container whose init exits on its own is STOPPED with reason init-exited and the exit status LXC sent', async () => {
     const id = await create('ev-init');
     await call('POST', `/lxc/${id}/start`);

@@ -119,4 +119,26 @@ describe('lxc service rules (fake driver)', () => {
     expect(r.container.state).to.equal('running');
     expect(driver.calls).to.deep.equal(['unfreeze svc-lxc-7']);
   });
+
+  it('state events: a runtime signal for a container a call holds is left to the call; once free, the change is reported once as init-exited', async () => {
+    await records.put(record(7));
+    driver.states.set('svc-lxc-7', 'RUNNING');
+    // The first check remembers where a container stands without an event (containers from before state events).
+    await lctx.states.checkAll('open');
+    expect(published).to.deep.equal([]);
+    driver.states.set('svc-lxc-7', 'STOPPED');
+    const release = lctx.lock.hold(['ct:7'], 'stop');
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED', exitStatus: 0 });
+    await lctx.states.idle();
+    expect(published, 'a call is at work: its own report names the change').to.deep.equal([]);
+    release();
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED', exitStatus: 0 });
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED' });
+    await lctx.states.idle();
+    expect(published).to.deep.equal([{ resource: 'lxc/7', state: 'STOPPED', data: { reason: 'init-exited', exit_status: 0 }, actor: 'runtime' }]);
+    // Transient states are never reported.
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STARTING' });
+    await lctx.states.idle();
+    expect(published).to.have.length(1);
+  });
 });

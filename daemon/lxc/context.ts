@@ -129,7 +129,7 @@ export class LxcContext {
 
   /** One change at a time per container; an unknown id is its 404 before any lock (never a 409 about nothing). */
   onContainer<T>(lxcid: number, what: string, fn: (rec: ContainerRecord) => Promise<T>): Promise<T> {
-    return this.lock.exclusiveOn(() => this.record(lxcid), [`ct:${lxcid}`], what, fn);
+    return this.lock.exclusiveOn(() => this.record(lxcid), [`ct:${lxcid}`], what, fn).finally(() => this.states.afterCall(lxcid));
   }
 
   paths(rec: ContainerRecord): ContainerPaths {

@@ -34,6 +34,8 @@ const metaKey = (lxcid: number) => `state:${ctKey(lxcid)}`;
 
 export class StateReports {
   private readonly chain = new Map<number, Promise<void>>();
+  /** Containers a signal came for while a call held them: checked when the call ends (`afterCall`). */
+  private readonly deferred = new Set<number>();
   /** Bumped by every call's report: a watcher's check begun before it is stale. */
   private readonly generation = new Map<number, number>();
 
@@ -71,14 +73,31 @@ export class StateReports {
     }
   }
 
+  /**
+   * A call that held the container ended: a signal that came meanwhile is
+   * checked now (a call that changes nothing, an update or a disk change,
+   * reports nothing itself, and an outside stop during it must not be lost).
+   */
+  afterCall(lxcid: number): void {
+    if (!this.deferred.delete(lxcid)) return;
+    this.check(lxcid, 'watch').catch((err) => this.ctx.log.warn({ err, lxcid }, 'lxc: cannot report a state change'));
+  }
+
   private async check(lxcid: number, why: 'open' | 'watch', exitStatus?: number): Promise<void> {
-    if (this.ctx.lock.busy(`ct:${lxcid}`)) return;
+    if (this.ctx.lock.busy(`ct:${lxcid}`)) {
+      if (why === 'watch') this.deferred.add(lxcid);
+      return;
+    }
     const gen = this.generation.get(lxcid) ?? 0;
     await this.serial(lxcid, async () => {
       const rec = await this.ctx.records.get(lxcid);
       if (!rec) return;
       const now = SETTLED[await this.ctx.driver.tools.state(`${LXC_NAME_PREFIX}${lxcid}`)];
-      if (!now || (this.generation.get(lxcid) ?? 0) !== gen || this.ctx.lock.busy(`ct:${lxcid}`)) return;
+      if (this.ctx.lock.busy(`ct:${lxcid}`)) {
+        if (why === 'watch') this.deferred.add(lxcid);
+        return;
+      }
+      if (!now || (this.generation.get(lxcid) ?? 0) !== gen) return;
       const last = await this.last(lxcid);
       if (last === undefined && why === 'open') {
         // A container from before state events: remember where it stands, report nothing.

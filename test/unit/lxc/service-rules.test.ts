@@ -136,6 +136,18 @@ describe('lxc service rules (fake driver)', () => {
     lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED' });
     await lctx.states.idle();
     expect(published).to.deep.equal([{ resource: 'lxc/7', state: 'STOPPED', data: { reason: 'init-exited', exit_status: 0 }, actor: 'runtime' }]);
+    // A call that changes no state (here a docs-like no-op) holding the container when it stops from outside:
+    // the signal is checked once the call ends, not lost.
+    driver.states.set('svc-lxc-7', 'RUNNING');
+    await lctx.states.changed(7, 'RUNNING', 't');
+    await lctx.onContainer(7, 'update', async () => {
+      driver.states.set('svc-lxc-7', 'STOPPED');
+      lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED' });
+      await lctx.states.idle();
+    });
+    await lctx.states.idle();
+    expect(published.map((p) => [p.state, p.data.reason])).to.deep.equal([['STOPPED', 'init-exited'], ['RUNNING', undefined], ['STOPPED', 'init-exited']]);
+    published.length = 1;
     // Transient states are never reported.
     lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STARTING' });
     await lctx.states.idle();

@@ -6,6 +6,7 @@
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
 import { parseCompose } from './compose/model.js';
 import { appKey, type AppsContext, type Call } from './context.js';
+import { actorOf } from '../lib/operator.js';
 import { apply } from './definition.js';
 import { COMPOSE, ENGINE } from './driver.js';
 import type { AppRecord } from './records.js';
@@ -17,7 +18,7 @@ export type AppAction = ArgsOf<'apps_actions'>['action'];
 export async function appAction(c: AppsContext, args: ArgsOf<'apps_actions'>, ctx: Call): Promise<ResultOf<'apps_actions'>> {
   await c.ready([ENGINE, COMPOSE]);
   const action = args.action;
-  return c.lock.exclusiveOn(() => c.installed(args.app_id), [appKey(args.app_id)], action, async (r) => {
+  const out = await c.lock.exclusiveOn(() => c.installed(args.app_id), [appKey(args.app_id)], action, async (r) => {
     // Stopping is always possible; starting runs the stored definition, which must pass today's rules.
     if (action !== 'stop') await requireAccepted(c, r);
     const after: AppRecord = { ...r, desired_state: action === 'stop' ? 'stopped' : 'running', updated_at: new Date().toISOString() };
@@ -25,8 +26,12 @@ export async function appAction(c: AppsContext, args: ArgsOf<'apps_actions'>, ct
     await runAction(c, action, after);
     await c.records.commit(r.app_id, [c.records.putRecord(after)]);
     ctx.note({ summary: `${action[0].toUpperCase()}${action.slice(1)} app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, action } });
+    await c.states.refresh(r.app_id, actorOf(ctx));
     return { app: await viewOf(c, after), action };
   });
+  // Once the lock is free: an engine signal skipped while the call held it (a container dying meanwhile) is not lost.
+  await c.states.refresh(args.app_id, actorOf(ctx));
+  return out;
 }
 
 /** Brings the engine to what the action asks (also what recovery does again for an interrupted action). */

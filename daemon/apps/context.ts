@@ -12,7 +12,7 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { PoolConfig } from '../config.js';
-import type { FoldersPort } from '../domain.js';
+import type { EventsPort, FoldersPort } from '../domain.js';
 import { ensureAvailable } from '../lib/availability.js';
 import type { NoteSink } from '../lib/caller.js';
 import { conflict, notFound } from '../lib/errors.js';
@@ -23,6 +23,7 @@ import type { PauseHook } from '../lib/test-pause.js';
 import type { AppsDriver, AppsProgram, ProjectRef } from './driver.js';
 import type { AppIntent, AppRecord, AppRecords } from './records.js';
 import type { AppsSettings } from './settings.js';
+import { AppStates } from './states.js';
 import { CUSTOM, type TemplateCatalog } from './templates.js';
 
 /** What a call hands an operation: where its activity note goes, and who made it (no caller: the operator). */
@@ -43,6 +44,8 @@ export interface AppsContextDeps {
   pause: PauseHook;
   /** Start-up recovery of the domain's intents (run by open() before any call). */
   recovery: IntentRecovery<AppIntent>;
+  /** Where `apps.state` events go (none: not reported, as in the unit tests over a fake driver). */
+  events?: EventsPort;
 }
 
 /** How often a call retries interrupted changes that could not be settled yet (their runtime was missing). */
@@ -66,6 +69,8 @@ export class AppsContext {
   readonly lock = new KeyedLock(lockLabels({ app: (id) => `app '${id}'`, docs: (id) => `the documentation of app '${id}'` }));
   /** Whether each app's stored compose file passes today's rules, by the input it was checked with (refusals.ts). */
   readonly refusals = new Map<string, { key: string; why: string | null }>();
+  /** `apps.state` events: each change once, from a call or from the engine watch. */
+  readonly states: AppStates;
   private readonly folderPort: () => FoldersPort;
   private readonly recovery: IntentRecovery<AppIntent>;
   private lastRetry = 0;
@@ -83,6 +88,7 @@ export class AppsContext {
     this.composeRoot = path.join(d.dataDir, 'apps');
     this.folderPort = d.folders;
     this.recovery = d.recovery;
+    this.states = new AppStates(this, d.events ?? { publishState: async () => {} });
   }
 
   folders(): FoldersPort {

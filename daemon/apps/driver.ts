@@ -9,6 +9,7 @@
  * domain asks `ensureAvailable(driver, [...])` before it uses them. The other
  * methods never check availability themselves.
  */
+import type { Logger } from 'pino';
 import type { RuntimeDriver } from '../lib/availability.js';
 
 /** The names `availability()` reports, and what `ensureAvailable` is asked for. */
@@ -81,6 +82,23 @@ export interface ContainerStats {
   read_at: string;
 }
 
+/** What the engine said happened to one of hostd's app containers (a hint: the service reads the app's state itself). */
+export interface ContainerSignal {
+  appId: string;
+  project: string;
+  /** The engine's action: start, die, stop, pause, unpause, destroy. */
+  action: string;
+  /** The container's name. */
+  container: string;
+  /** Its exit code, on `die`. */
+  exitCode?: number;
+}
+
+/** A running watch on the engine; `stop` ends it. */
+export interface EngineWatch {
+  stop(): Promise<void>;
+}
+
 export interface AppsDriver extends RuntimeDriver {
   // Engine: what runs, and the images it has
 
@@ -105,4 +123,12 @@ export interface AppsDriver extends RuntimeDriver {
 
   logs(containerId: string, tail: number): Promise<LogLine[]>;
   stats(containerId: string): Promise<ContainerStats>;
+  /** One container's state as the engine holds it now (null: gone); the list may lag an event by a moment. */
+  liveState(container: string): Promise<string | null>;
+  /**
+   * Watches hostd's app containers on the engine: each change goes to
+   * `onSignal`; `onResync` when the watch had to open again (the engine
+   * restarted, or was not there): changes meanwhile are unknown.
+   */
+  watch(onSignal: (s: ContainerSignal) => void, onResync: () => void, log: Logger): EngineWatch;
 }

@@ -2,7 +2,9 @@
  * The apps domain: compose projects on the Docker engine, installed from
  * templates or custom compose content (docs/apps.md). open() composes the
  * Docker driver, the records, the shared context and the operation files,
- * settles what a restart interrupted, and only then serves.
+ * settles what a restart interrupted, and only then serves. It watches the
+ * engine's events for hostd's app containers (`apps.state` events), after
+ * reporting once what changed while the daemon was down.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -62,11 +64,20 @@ export const appsDomain = defineDomain({
       dataDir: deps.config.dataDir,
       settings,
       pause: testPause(deps.env, 'apps', log),
+      events: deps.events,
     });
+    // Watching first, then comparing: a change between the two is seen by one of them (reported once either way).
+    const watch = driver.watch((s) => c.states.observe(s), () => {
+      c.states.checkAll('watch').catch((err) => log.warn({ err }, 'apps: state check after the engine watch reopened failed'));
+    }, log);
+    await c.states.checkAll('open');
     return {
       handlers: appsHandlers(c),
       info: async () => ({ name: 'apps', built: true, runtimes: await driver.availability() }),
-      close: async () => {},
+      close: async () => {
+        await watch.stop();
+        await c.states.idle();
+      },
       provides: { guests: { guests: () => appGuests(c) } },
     };
   },

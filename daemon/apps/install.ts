@@ -70,7 +70,7 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
       metadata: { app_id: appId, template_id: args.template_id, storage_id: pool.id, folder_assignments: assignments.length, images: [...new Set(app.images.map((i) => i.image))], ...extra },
     });
   note(`Install app ${name} (${args.template_id})`);
-  const release = c.lock.hold([appKey(appId)], 'install');
+  const release = c.states.releasing(appId, actorOf(ctx), c.lock.hold([appKey(appId)], 'install'));
   let images: string[];
   let installed: AppRecord | null = null;
   try {
@@ -94,6 +94,7 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
   }
   if (installed) {
     release();
+    await c.states.refresh(appId, actorOf(ctx));
     note(`Installed app ${name} (${args.template_id})`);
     return { app: await viewOf(c, installed), task: null };
   }
@@ -129,6 +130,7 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
   } finally {
     go();
   }
+  await c.states.refresh(appId, actorOf(ctx));
   return { app: view(c, withTask, []), task };
 }
 

@@ -34,13 +34,14 @@ export async function moveApp(c: AppsContext, args: ArgsOf<'apps_move'>, ctx: Ca
   await requireAccepted(c, r);
   const target = dataDirOf(pool.path, r.app_id);
   if (await exists(target)) throw conflict(`the target directory ${target} already exists; move it away first`);
-  const release = c.lock.hold([appKey(r.app_id)], 'move');
+  const release = c.states.releasing(r.app_id, actorOf(ctx), c.lock.hold([appKey(r.app_id)], 'move'));
   const task = startHolding(
     c.tasks,
     release,
     { kind: 'apps.app.move', title: `Move app ${r.name} from pool ${r.storage_id} to ${pool.id}`, owner: actorOf(ctx), resource: `apps/${r.app_id}` },
     (t) => runMove(c, r.app_id, pool, target, t),
   );
+  await c.states.refresh(r.app_id, actorOf(ctx));
   ctx.note({ summary: `Moving app ${r.name} from pool ${r.storage_id} to ${pool.id}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, from: r.storage_id, to: pool.id, task_id: task.task_id } });
   return { app: await viewOf(c, r), task };
 }

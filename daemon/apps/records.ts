@@ -67,6 +67,8 @@ export class AppRecords {
   readonly docs: Sub<DocsRecord>;
   readonly intents: Sub<AppIntent>;
   readonly journal: IntentJournal<AppIntent>;
+  /** The state last reported in an `apps.state` event, by app id (states.ts). */
+  readonly states: Sub<string>;
   private readonly cache = new Map<string, AppRecord>();
 
   constructor(private readonly store: Store) {
@@ -74,6 +76,7 @@ export class AppRecords {
     this.content = store.sub<AppContent>('apps_content');
     this.docs = store.sub<DocsRecord>('apps_docs');
     this.intents = store.sub<AppIntent>('apps_intents');
+    this.states = store.sub<string>('apps_state');
     this.journal = new IntentJournal<AppIntent>({ batch: (ops) => this.write(ops) }, this.intents);
   }
 

@@ -5,6 +5,7 @@
  */
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
 import { appKey, type AppsContext, type Call } from './context.js';
+import { actorOf } from '../lib/operator.js';
 import { removeEverything } from './definition.js';
 import { ENGINE } from './driver.js';
 
@@ -16,6 +17,7 @@ export async function uninstallApp(c: AppsContext, args: ArgsOf<'apps_delete'>, 
     await removeEverything(c, r);
     await c.records.commit(r.app_id, c.records.forget(r.app_id));
     const kept = [...new Set(r.folder_assignments.map((a) => a.folder_id))];
+    await c.states.refresh(r.app_id, actorOf(ctx));
     ctx.note({ summary: `Uninstalled app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, data_dir: r.data_dir, folders_kept: kept } });
     return { app_id: r.app_id, deleted: true as const, data_dir: r.data_dir, folders_kept: kept };
   });

@@ -42,7 +42,7 @@ export async function updateFolders(c: AppsContext, args: ArgsOf<'apps_folders_u
 }
 
 async function update(c: AppsContext, r: AppRecord, what: 'compose' | 'folders', change: (cur: AppRecord, content: AppContent) => Definition, ctx: Call): Promise<UpdateResult> {
-  const release = c.lock.hold([appKey(r.app_id)], `${what} update`);
+  const release = c.states.releasing(r.app_id, actorOf(ctx), c.lock.hold([appKey(r.app_id)], `${what} update`));
   let pulls: string[] = [];
   let before!: Definition;
   let after!: Definition;
@@ -58,6 +58,7 @@ async function update(c: AppsContext, r: AppRecord, what: 'compose' | 'folders',
     if (!pulls.length) {
       await commitUpdate(c, what, before, after, rendered);
       release();
+      await c.states.refresh(r.app_id, actorOf(ctx));
       return { app: await viewOf(c, after.record), task: null };
     }
   } catch (err) {
@@ -75,6 +76,7 @@ async function update(c: AppsContext, r: AppRecord, what: 'compose' | 'folders',
       return { app_id: r.app_id, generation: after.record.generation };
     },
   );
+  await c.states.refresh(r.app_id, actorOf(ctx));
   return { app: await viewOf(c, before.record), task };
 }
 

@@ -15,7 +15,7 @@ export type AppState = AppView['state'];
 /** What the lock's holder makes an app's state (a change with a task in flight). */
 const BUSY_STATE = new Map<string, AppState>([['move', 'moving'], ['compose update', 'updating'], ['folders update', 'updating']]);
 
-function stateOf(c: AppsContext, r: AppRecord, mine: ContainerSummary[] | null): AppState {
+export function stateOf(c: AppsContext, r: AppRecord, mine: ContainerSummary[] | null): AppState {
   if (r.status === 'installing') return 'installing';
   const busy = c.lock.busy(appKey(r.app_id));
   const held = busy && BUSY_STATE.get(busy);

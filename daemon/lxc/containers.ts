@@ -8,6 +8,7 @@ import { withPrefix } from '../../api/registry/schema.js';
 import type { GuestInfo } from '../domain.js';
 import { conflict } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
+import { actorOf } from '../lib/operator.js';
 import { privilegedRefused } from './containment.js';
 import type { LxcContext } from './context.js';
 import type { ContainerRecord } from './model.js';
@@ -107,7 +108,7 @@ export class Containers {
     });
   }
 
-  async delete(lxcid: number, ctx: NoteSink): Promise<ResultOf<'lxc_delete'>> {
+  async delete(lxcid: number, ctx: NoteSink & { caller?: { tokenName: string } }): Promise<ResultOf<'lxc_delete'>> {
     await this.ctx.require(['lxc-info']);
     return this.ctx.onContainer(lxcid, 'delete', async (rec) => {
       const st = await this.ctx.state(rec);
@@ -118,6 +119,7 @@ export class Containers {
         await this.ctx.removeContainerFiles(p.dir, lxcid, rec.zfs_dataset);
       }, { commit: () => this.ctx.records.delOps(lxcid) });
       ctx.note({ summary: `Deleted container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
+      await this.ctx.states.changed(lxcid, 'deleted', actorOf(ctx));
       return { deleted: true as const, lxcid, name: rec.name };
     });
   }

@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PoolConfig } from '../config.js';
-import type { FolderRef } from '../domain.js';
+import type { EventsPort, FolderRef } from '../domain.js';
 import { ensureAvailable } from '../lib/availability.js';
 import { conflict, notFound } from '../lib/errors.js';
 import type { JournalOp } from '../lib/journal.js';
@@ -23,6 +23,7 @@ import type { ContainerRecord, NetworkSettings } from './model.js';
 import { lxcNameOf } from './naming.js';
 import type { Intent, LxcRecords } from './records.js';
 import type { LxcSettings } from './settings.js';
+import { StateReports } from './states.js';
 import { testHold } from './test-hold.js';
 import { containerView, stateName, type ContainerView, type StateName } from './views.js';
 
@@ -39,6 +40,8 @@ export interface LxcDeps {
   dataDir: string;
   /** The daemon's environment (the test hooks read it). */
   env: NodeJS.ProcessEnv;
+  /** Where `lxc.state` events go. */
+  events: EventsPort;
 }
 
 /** Programs by what a call does with them (names `availability()` reports). */
@@ -74,6 +77,8 @@ export class LxcContext {
   readonly pause: PauseHook;
   /** The race tests' hold (`HOSTD_TEST_HOLD_AT=lxc.<step>`). */
   readonly hold: PauseHook;
+  /** `lxc.state` events: each settled change once, from a call or from the runtime watch. */
+  readonly states: StateReports;
   private readonly folders: () => FolderRef[];
   private readonly dataDir: string;
   /** Images read by creates in progress, by lock key (a delete or move of one is 409 meanwhile). */
@@ -90,6 +95,7 @@ export class LxcContext {
     this.dataDir = d.dataDir;
     this.pause = testPause(d.env, 'lxc', d.log);
     this.hold = testHold(d.env, 'lxc', d.log);
+    this.states = new StateReports(this, d.events);
   }
 
   now(): string {
@@ -123,7 +129,7 @@ export class LxcContext {
 
   /** One change at a time per container; an unknown id is its 404 before any lock (never a 409 about nothing). */
   onContainer<T>(lxcid: number, what: string, fn: (rec: ContainerRecord) => Promise<T>): Promise<T> {
-    return this.lock.exclusiveOn(() => this.record(lxcid), [`ct:${lxcid}`], what, fn);
+    return this.lock.exclusiveOn(() => this.record(lxcid), [`ct:${lxcid}`], what, fn).finally(() => this.states.afterCall(lxcid));
   }
 
   paths(rec: ContainerRecord): ContainerPaths {

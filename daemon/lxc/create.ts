@@ -9,6 +9,7 @@ import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
 import { LXC_MIN_DISK_BYTES } from '../../api/registry/lxc.js';
 import type { PoolConfig } from '../config.js';
 import type { NoteSink } from '../lib/caller.js';
+import { actorOf } from '../lib/operator.js';
 import { badRequest, conflict, notFound } from '../lib/errors.js';
 import { checkNewMounts, privilegedRefused } from './containment.js';
 import { NEEDS, type LxcContext } from './context.js';
@@ -43,7 +44,7 @@ export class Create {
 
   constructor(private readonly ctx: LxcContext) {}
 
-  async create(a: ArgsOf<'lxc_create'>, ctx: NoteSink): Promise<ResultOf<'lxc_create'>> {
+  async create(a: ArgsOf<'lxc_create'>, ctx: NoteSink & { caller?: { tokenName: string } }): Promise<ResultOf<'lxc_create'>> {
     const { ctx: c } = this;
     await c.require([...NEEDS.lifecycle, ...NEEDS.build]);
     if (a.template_storage_id) c.pool(a.template_storage_id, 'template_storage_id');
@@ -103,6 +104,7 @@ export class Create {
             rollback: async () => c.removeContainerFiles(p.dir, lxcid, rec.zfs_dataset),
           });
           ctx.note({ summary: `Created container ${lxcid} '${a.name}' from image '${a.template}'`, target: `lxc/${lxcid}`, metadata: { lxcid, template: a.template, storage_id: pool.id, privileged } });
+          await c.states.changed(lxcid, 'created', actorOf(ctx));
           return { container: c.view(rec, 'stopped') };
         });
       } finally {
@@ -113,7 +115,7 @@ export class Create {
   }
 
   /** `POST /lxc/{id}/clone`: `{id}` is the new container's id (as for VMs), `source_lxcid` the stopped source. */
-  async clone(a: ArgsOf<'lxc_clone'>, ctx: NoteSink): Promise<ResultOf<'lxc_clone'>> {
+  async clone(a: ArgsOf<'lxc_clone'>, ctx: NoteSink & { caller?: { tokenName: string } }): Promise<ResultOf<'lxc_clone'>> {
     const { ctx: c } = this;
     await c.require([...NEEDS.lifecycle, 'setfacl']);
     return c.onContainer(a.source_lxcid, 'clone', async (src) => {
@@ -149,6 +151,7 @@ export class Create {
             rollback: async () => c.removeContainerFiles(np.dir, lxcid),
           });
           ctx.note({ summary: `Cloned container ${src.lxcid} '${src.name}' to ${lxcid} '${a.name}'`, target: `lxc/${lxcid}`, metadata: { source_lxcid: src.lxcid, lxcid } });
+          await c.states.changed(lxcid, 'created', actorOf(ctx));
           return { container: c.view(rec, 'stopped') };
         } finally {
           this.reserved.delete(lxcid);

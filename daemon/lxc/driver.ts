@@ -240,6 +240,22 @@ export interface ZfsOps {
   destroy(dataset: string): Promise<void>;
 }
 
+/**
+ * What the runtime says happened to a container, nobody's call needed: a
+ * state it passed through (`state`), with its init's exit status when LXC
+ * sent one before STOPPED. A hint: the service reads the state itself.
+ */
+export interface StateSignal {
+  lxcName: string;
+  state: LxcState;
+  exitStatus?: number;
+}
+
+/** A running watch on the containers; `stop` ends it and what it started. */
+export interface StateWatch {
+  stop(): Promise<void>;
+}
+
 export interface LxcDriver extends RuntimeDriver {
   // Host: what it has (from the same short cache as availability()), and its bridges.
   host(opts?: { fresh?: boolean }): Promise<HostFacts>;
@@ -256,4 +272,10 @@ export interface LxcDriver extends RuntimeDriver {
   readonly images: ImageFiles;
   // Linked clones on ZFS pools.
   readonly zfs: ZfsOps;
+  /**
+   * Watches hostd's containers for state changes (LXC's own monitor): each
+   * change goes to `onSignal`; `onResync` when the watch had to start again
+   * (changes meanwhile are unknown: check every container).
+   */
+  watchStates(onSignal: (s: StateSignal) => void, onResync: () => void): Promise<StateWatch>;
 }

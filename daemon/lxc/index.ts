@@ -7,8 +7,10 @@
  * open(): settles the changes a crash left open and reconciles (work dirs,
  * mount staging, every config rendered from its record) before it serves a
  * call, removes cgroup directories nothing uses, and once per host boot
- * starts the containers marked autostart. Closing stops nothing: containers
- * outlive the daemon.
+ * starts the containers marked autostart; it watches the containers (the
+ * driver's lxc-monitor) for `lxc.state` events, after reporting once what
+ * changed while the daemon was down. Closing stops the watch and nothing
+ * else: containers outlive the daemon.
  */
 import fs from 'node:fs';
 import { opsOf } from '../../api/registry/index.js';
@@ -16,7 +18,7 @@ import { defineDomain } from '../domain.js';
 import { IntentRecovery } from '../lib/recovery.js';
 import { autostart, bootId } from './autostart.js';
 import { LxcContext } from './context.js';
-import type { LxcDriver } from './driver.js';
+import type { LxcDriver, StateWatch } from './driver.js';
 import { lxcHandlers } from './handlers.js';
 import { createLxcDriver } from './lxc-tools/index.js';
 import { LxcRecords, type Intent } from './records.js';
@@ -51,6 +53,7 @@ export const lxcDomain = defineDomain({
       folders: () => deps.ports.all('folders')[0]?.list() ?? [],
       dataDir: deps.config.dataDir,
       env: deps.env,
+      events: deps.events,
     });
     const services = lxcServices(ctx);
     const recovery = new IntentRecovery<Intent>({
@@ -62,14 +65,24 @@ export const lxcDomain = defineDomain({
     await recovery.run();
     pruneCgroups(driver, log);
     let background: Promise<void> = Promise.resolve();
+    let watch: StateWatch | null = null;
     const lxc = (await driver.availability()).find((p) => p.name === 'lxc-start');
     if (!lxc?.available) log.warn({ reason: lxc?.reason }, 'lxc: LXC is not available; container operations answer 503');
-    else background = autostart(ctx, services.lifecycle, bootId(deps.env)).catch((err) => log.error({ err }, 'lxc: autostart pass failed'));
+    else {
+      // Watching first, then comparing: a change between the two is seen by one of them (reported once either way).
+      watch = await driver.watchStates((s) => ctx.states.observe(s), () => {
+        ctx.states.checkAll('watch').catch((err) => log.warn({ err }, 'lxc: state check after the watch restarted failed'));
+      });
+      await ctx.states.checkAll('open');
+      background = autostart(ctx, services.lifecycle, bootId(deps.env)).catch((err) => log.error({ err }, 'lxc: autostart pass failed'));
+    }
     return {
       handlers: lxcHandlers(services),
       info: async () => ({ name: 'lxc', built: true, runtimes: await driver.availability() }),
       close: async () => {
         await background;
+        await watch?.stop();
+        await ctx.states.idle();
         pruneCgroups(driver, log);
       },
       provides: { guests: { guests: () => services.containers.guests() } },

@@ -10,6 +10,7 @@
  */
 import type { ResultOf } from '../../api/registry/index.js';
 import type { NoteSink } from '../lib/caller.js';
+import { actorOf } from '../lib/operator.js';
 import { conflict } from '../lib/errors.js';
 import { judgeMount, mountBroken, type Violation } from './containment.js';
 import { NEEDS, type LxcContext } from './context.js';
@@ -19,10 +20,13 @@ import { writeGuestNetwork } from './network.js';
 
 type OneContainer = ResultOf<'lxc_start'>;
 
+/** A call's sink, and who made the call (absent for the daemon's own, autostart). */
+type CallSink = NoteSink & { caller?: { tokenName: string } };
+
 export class Lifecycle {
   constructor(private readonly ctx: LxcContext) {}
 
-  async start(lxcid: number, ctx: NoteSink): Promise<OneContainer> {
+  async start(lxcid: number, ctx: CallSink): Promise<OneContainer> {
     await this.ctx.require(NEEDS.lifecycle);
     return this.ctx.onContainer(lxcid, 'start', async (rec) => {
       const name = lxcNameOf(lxcid);
@@ -33,36 +37,42 @@ export class Lifecycle {
         await this.ctx.refuseViolations(rec, 'start');
         await this.ctx.driver.tools.unfreeze(name);
         ctx.note({ summary: `Started container ${lxcid} '${rec.name}' (it was frozen: unfrozen)`, target: `lxc/${lxcid}` });
+        await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
         return { container: this.ctx.view(rec, 'running') };
       }
       const r = await this.prepareAndStart(rec, 'start', true);
       if (r.started) ctx.note({ summary: `Started container ${lxcid} '${r.rec.name}'`, target: `lxc/${lxcid}` });
+      await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
       return { container: this.ctx.view(r.rec, 'running') };
     });
   }
 
-  async stop(lxcid: number, ctx: NoteSink): Promise<OneContainer> {
+  async stop(lxcid: number, ctx: CallSink): Promise<OneContainer> {
     await this.ctx.require(NEEDS.lifecycle);
     return this.ctx.onContainer(lxcid, 'stop', async (rec) => {
       await this.stopNow(rec);
       ctx.note({ summary: `Stopped container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
+      await this.ctx.states.changed(lxcid, 'STOPPED', actorOf(ctx));
       return { container: this.ctx.view(rec, 'stopped') };
     });
   }
 
-  async restart(lxcid: number, ctx: NoteSink): Promise<OneContainer> {
+  async restart(lxcid: number, ctx: CallSink): Promise<OneContainer> {
     await this.ctx.require(NEEDS.lifecycle);
     return this.ctx.onContainer(lxcid, 'restart', async (rec) => {
       // Refused before the stop: a restart that cannot start again must not stop the container either.
       await this.ctx.refuseViolations(rec, 'restart');
       await this.stopNow(rec);
+      // A restart passes through stopped: a follower sees both, as it would see the two calls.
+      await this.ctx.states.changed(lxcid, 'STOPPED', actorOf(ctx));
       const r = await this.prepareAndStart(rec, 'restart', false);
       ctx.note({ summary: `Restarted container ${lxcid} '${r.rec.name}'`, target: `lxc/${lxcid}` });
+      await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
       return { container: this.ctx.view(r.rec, 'running') };
     });
   }
 
-  async freeze(lxcid: number, ctx: NoteSink): Promise<OneContainer> {
+  async freeze(lxcid: number, ctx: CallSink): Promise<OneContainer> {
     await this.ctx.require(NEEDS.lifecycle);
     return this.ctx.onContainer(lxcid, 'freeze', async (rec) => {
       const st = await this.ctx.state(rec);
@@ -70,11 +80,12 @@ export class Lifecycle {
       if (st !== 'running') throw conflict(`container ${lxcid} is ${st}; only a running container can be frozen`);
       await this.ctx.driver.tools.freeze(lxcNameOf(lxcid));
       ctx.note({ summary: `Froze container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
+      await this.ctx.states.changed(lxcid, 'FROZEN', actorOf(ctx));
       return { container: this.ctx.view(rec, 'frozen') };
     });
   }
 
-  async unfreeze(lxcid: number, ctx: NoteSink): Promise<OneContainer> {
+  async unfreeze(lxcid: number, ctx: CallSink): Promise<OneContainer> {
     await this.ctx.require(NEEDS.lifecycle);
     return this.ctx.onContainer(lxcid, 'unfreeze', async (rec) => {
       const st = await this.ctx.state(rec);
@@ -83,6 +94,7 @@ export class Lifecycle {
       await this.ctx.refuseViolations(rec, 'unfreeze');
       await this.ctx.driver.tools.unfreeze(lxcNameOf(lxcid));
       ctx.note({ summary: `Unfroze container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
+      await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
       return { container: this.ctx.view(rec, 'running') };
     });
   }

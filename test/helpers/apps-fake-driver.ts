@@ -3,7 +3,7 @@
  * what the domain asks of the runtime, recovery while the engine is away). It
  * never replaces the runtime tests.
  */
-import { COMPOSE, ENGINE, type AppsDriver, type ContainerStats, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../../daemon/apps/driver.js';
+import { COMPOSE, ENGINE, type AppsDriver, type ContainerSignal, type ContainerStats, type EngineWatch, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../../daemon/apps/driver.js';
 import { availableAs, missing, type Availability } from '../../daemon/lib/availability.js';
 import { unavailable } from '../../daemon/lib/errors.js';
 
@@ -54,5 +54,14 @@ export class FakeAppsDriver implements AppsDriver {
   }
   async stats(): Promise<ContainerStats> {
     throw new Error('no stats in the fake');
+  }
+  async liveState(): Promise<string | null> {
+    return null;
+  }
+  /** The watch's callbacks while one runs (a test sends signals through them). */
+  watching: { onSignal: (s: ContainerSignal) => void; onResync: () => void } | null = null;
+  watch(onSignal: (s: ContainerSignal) => void, onResync: () => void): EngineWatch {
+    this.watching = { onSignal, onResync };
+    return { stop: async () => void (this.watching = null) };
   }
 }

@@ -7,7 +7,7 @@
  */
 import { availableAs, missing, type Availability } from '../../daemon/lib/availability.js';
 import type {
-  CgroupFigures, ContainerTools, HostFacts, ImageFiles, ImageRef, LxcDriver, LxcState, MountStaging, RootfsStorage, ZfsOps,
+  CgroupFigures, ContainerTools, HostFacts, ImageFiles, ImageRef, LxcDriver, LxcState, MountStaging, RootfsStorage, StateSignal, StateWatch, ZfsOps,
 } from '../../daemon/lxc/driver.js';
 import { CGROUPS, IDMAP } from '../../daemon/lxc/driver.js';
 import { PROGRAMS } from '../../daemon/lxc/lxc-tools/host.js';
@@ -113,4 +113,12 @@ export class FakeLxcDriver implements LxcDriver {
   });
 
   readonly zfs: ZfsOps = notModelled<ZfsOps>('zfs');
+
+  /** The watch's callbacks while one runs (a test sends signals through them). */
+  watch: { onSignal: (s: StateSignal) => void; onResync: () => void } | null = null;
+
+  async watchStates(onSignal: (s: StateSignal) => void, onResync: () => void): Promise<StateWatch> {
+    this.watch = { onSignal, onResync };
+    return { stop: async () => void (this.watch = null) };
+  }
 }

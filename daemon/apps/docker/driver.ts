@@ -6,11 +6,13 @@
  */
 import { ProbeCache, availableAs, missing, type Availability } from '../../lib/availability.js';
 import { internal } from '../../lib/errors.js';
-import { ENGINE, type AppsDriver, type ContainerStats, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../driver.js';
+import { ENGINE, type AppsDriver, type ContainerSignal, type ContainerStats, type EngineWatch, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../driver.js';
 import { engineAddress, type AddressSource } from './address.js';
 import { ComposeCli } from './compose.js';
 import { Engine, LABEL_PROJECT, unreachableReason } from './engine.js';
 import { LABEL_APP } from '../compose/render.js';
+import { EngineEvents } from './watch.js';
+import type { Logger } from 'pino';
 
 export interface DockerDriverOptions {
   dockerHost?: string;
@@ -123,5 +125,17 @@ export class DockerDriver implements AppsDriver {
 
   stats(containerId: string): Promise<ContainerStats> {
     return this.e.stats(containerId);
+  }
+
+  liveState(container: string): Promise<string | null> {
+    return this.e.liveState(container);
+  }
+
+  watch(onSignal: (s: ContainerSignal) => void, onResync: () => void, log: Logger): EngineWatch {
+    // A bad engine address is reported by availability(); there is nothing to watch.
+    if (!this.engine) return { stop: async () => {} };
+    const w = new EngineEvents(this.engine, onSignal, onResync, log);
+    w.start();
+    return w;
   }
 }

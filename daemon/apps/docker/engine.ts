@@ -132,6 +132,17 @@ export class Engine {
     }
   }
 
+  /** The container's state as the engine holds it now (its list may lag an event by a moment); null when it is gone. */
+  async liveState(containerId: string): Promise<string | null> {
+    try {
+      const i = await this.docker.getContainer(containerId).inspect();
+      return i.State?.Status ?? null;
+    } catch (err) {
+      if ((err as { statusCode?: number })?.statusCode === 404) return null;
+      throw this.wrap(err);
+    }
+  }
+
   async stats(containerId: string): Promise<ContainerStats> {
     try {
       const s = (await this.docker.getContainer(containerId).stats({ stream: false })) as unknown as Record<string, any>;

@@ -10,11 +10,14 @@ import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PoolConfig } from '../../config.js';
 import { ProbeCache } from '../../lib/availability.js';
+import { which } from '../../lib/run.js';
 import type { LxcDriver } from '../driver.js';
+import { LXC_NAME_PREFIX } from '../naming.js';
 import type { LxcSettings } from '../settings.js';
 import { CgroupReader, readCgroupLayout } from './cgroups.js';
 import { availabilityOf, bridgeExists, probeHost } from './host.js';
 import { ImageStore } from './images.js';
+import { LxcMonitor } from './monitor.js';
 import { MountPins } from './mounts.js';
 import { Storage } from './storage.js';
 import { LxcTools } from './tools.js';
@@ -46,5 +49,10 @@ export function createLxcDriver(settings: LxcSettings, pools: PoolConfig[], log:
     storage,
     images: new ImageStore(pools, remove),
     zfs: new Zfs(),
+    watchStates: async (onSignal, onResync) => {
+      const m = new LxcMonitor(settings.lxcPath, `${LXC_NAME_PREFIX}[0-9]+`, onSignal, onResync, log, await which('setpriv'));
+      m.start();
+      return m;
+    },
   };
 }

@@ -31,6 +31,9 @@ describe('lxc service rules (fake driver)', () => {
   let driver: FakeLxcDriver;
   let records: LxcRecords;
   let s: LxcServices;
+  let lctx: LxcContext;
+  /** The `lxc.state` events the service published, in order. */
+  let published: Array<{ resource: string; state: string; data: Record<string, unknown>; actor?: string }>;
   const ctx: CallContext = { ...noNotes, requestId: 'r1', caller: { tokenId: 't1', tokenName: 't', scopes: [], transport: 'api', origin: 'n1' } };
 
   /** The promise rejects with an ApiError of this status whose message matches. */
@@ -59,9 +62,12 @@ describe('lxc service rules (fake driver)', () => {
     records = new LxcRecords(store);
     const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
     const settings = parseSettings(undefined, { dataDir: dir, pools });
-    s = lxcServices(new LxcContext({
-      records, driver, settings, pools, tasks, log: pino({ level: 'silent' }), folders: () => [], dataDir: dir, env: {},
-    }));
+    published = [];
+    const events = { publishState: async (_d: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: { actor?: string } = {}) => void published.push({ resource, state, data, actor: opts.actor }) };
+    lctx = new LxcContext({
+      records, driver, settings, pools, tasks, log: pino({ level: 'silent' }), folders: () => [], dataDir: dir, env: {}, events,
+    });
+    s = lxcServices(lctx);
   });
   afterEach(async () => {
     await tasks.drain();
@@ -112,5 +118,39 @@ describe('lxc service rules (fake driver)', () => {
     const r = await s.lifecycle.start(7, ctx);
     expect(r.container.state).to.equal('running');
     expect(driver.calls).to.deep.equal(['unfreeze svc-lxc-7']);
+  });
+
+  it('state events: a runtime signal for a container a call holds is left to the call; once free, the change is reported once as init-exited', async () => {
+    await records.put(record(7));
+    driver.states.set('svc-lxc-7', 'RUNNING');
+    // The first check remembers where a container stands without an event (containers from before state events).
+    await lctx.states.checkAll('open');
+    expect(published).to.deep.equal([]);
+    driver.states.set('svc-lxc-7', 'STOPPED');
+    const release = lctx.lock.hold(['ct:7'], 'stop');
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED', exitStatus: 0 });
+    await lctx.states.idle();
+    expect(published, 'a call is at work: its own report names the change').to.deep.equal([]);
+    release();
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED', exitStatus: 0 });
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED' });
+    await lctx.states.idle();
+    expect(published).to.deep.equal([{ resource: 'lxc/7', state: 'STOPPED', data: { reason: 'init-exited', exit_status: 0 }, actor: 'runtime' }]);
+    // A call that changes no state (here a docs-like no-op) holding the container when it stops from outside:
+    // the signal is checked once the call ends, not lost.
+    driver.states.set('svc-lxc-7', 'RUNNING');
+    await lctx.states.changed(7, 'RUNNING', 't');
+    await lctx.onContainer(7, 'update', async () => {
+      driver.states.set('svc-lxc-7', 'STOPPED');
+      lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED' });
+      await lctx.states.idle();
+    });
+    await lctx.states.idle();
+    expect(published.map((p) => [p.state, p.data.reason])).to.deep.equal([['STOPPED', 'init-exited'], ['RUNNING', undefined], ['STOPPED', 'init-exited']]);
+    published.length = 1;
+    // Transient states are never reported.
+    lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STARTING' });
+    await lctx.states.idle();
+    expect(published).to.have.length(1);
   });
 });

@@ -1,0 +1,142 @@
+/**
+ * `lxc.state` events: what a client sees of a container's life, each settled
+ * change once. The last state reported is stored per container (lxc_meta
+ * `state:<lxcid>`), so a change is reported once whoever saw it first (the
+ * call that made it, the runtime watch, the check at open) and a change
+ * while the daemon was down is reported at the next open.
+ *
+ * A call reports after its change, inside its container lock. The watch
+ * reports only what no call is making: a signal for a container whose lock
+ * is held is left to the call, and a check whose container a call changed
+ * meanwhile is dropped (`generation`), so a stale reading never follows
+ * the call's event. Reports of one container are serialised (`chain`).
+ * Events are written before the stored state: a crash between repeats one
+ * at the next open, never loses it.
+ */
+import type { EventsPort } from '../domain.js';
+import type { LxcState, StateSignal } from './driver.js';
+import type { LxcContext } from './context.js';
+import { ctKey } from './records.js';
+import { LXC_NAME_PREFIX } from './naming.js';
+
+/** The states an event names: the settled ones, and the two ends. */
+export type ReportedState = 'STOPPED' | 'RUNNING' | 'FROZEN' | 'created' | 'deleted';
+
+/** Who reports a change nobody's call made. */
+export const RUNTIME_ACTOR = 'runtime';
+
+const SETTLED: Partial<Record<LxcState, ReportedState>> = { STOPPED: 'STOPPED', RUNNING: 'RUNNING', FROZEN: 'FROZEN' };
+
+/** What is stored after a report: `created` leaves a stopped container behind, `deleted` nothing. */
+const AFTER: Record<ReportedState, LxcState | null> = { STOPPED: 'STOPPED', RUNNING: 'RUNNING', FROZEN: 'FROZEN', created: 'STOPPED', deleted: null };
+
+const metaKey = (lxcid: number) => `state:${ctKey(lxcid)}`;
+
+export class StateReports {
+  private readonly chain = new Map<number, Promise<void>>();
+  /** Containers a signal came for while a call held them: checked when the call ends (`afterCall`). */
+  private readonly deferred = new Set<number>();
+  /** Bumped by every call's report: a watcher's check begun before it is stale. */
+  private readonly generation = new Map<number, number>();
+
+  constructor(private readonly ctx: LxcContext, private readonly events: EventsPort) {}
+
+  /** A call changed the container (under its lock): report it. */
+  async changed(lxcid: number, state: ReportedState, actor: string, summary?: string): Promise<void> {
+    this.generation.set(lxcid, (this.generation.get(lxcid) ?? 0) + 1);
+    await this.serial(lxcid, () => this.publish(lxcid, state, {}, { actor, summary }, state === 'created' || state === 'deleted'));
+    if (state === 'deleted') this.generation.delete(lxcid);
+  }
+
+  /** The runtime said something happened to `lxcName`: report what the container is now, unless a call is at work. */
+  observe(s: StateSignal): void {
+    if (!s.lxcName.startsWith(LXC_NAME_PREFIX)) return;
+    const lxcid = Number(s.lxcName.slice(LXC_NAME_PREFIX.length));
+    if (!Number.isSafeInteger(lxcid)) return;
+    // Transient states settle into another signal; only settled ones are checked.
+    if (!SETTLED[s.state]) return;
+    this.check(lxcid, 'watch', s.exitStatus).catch((err) => this.ctx.log.warn({ err, lxcid }, 'lxc: cannot report a state change'));
+  }
+
+  /** Every container against what was last reported (at open, and after the watch restarted). */
+  async checkAll(why: 'open' | 'watch'): Promise<void> {
+    const recs = await this.ctx.records.all();
+    const ids = new Set(recs.map((r) => r.lxcid));
+    for (const r of recs) await this.check(r.lxcid, why).catch((err) => this.ctx.log.warn({ err, lxcid: r.lxcid }, 'lxc: cannot check a container state'));
+    if (why !== 'open') return;
+    // A delete a crash cut short is finished by recovery, which drops the record: its event is owed.
+    for (const key of await this.ctx.records.meta.keys().all()) {
+      const m = /^state:(\d+)$/.exec(key);
+      if (!m) continue;
+      const lxcid = Number(m[1]);
+      if (!ids.has(lxcid)) await this.serial(lxcid, () => this.publish(lxcid, 'deleted', { reason: 'found-at-open' }, { actor: RUNTIME_ACTOR }, true));
+    }
+  }
+
+  /**
+   * A call that held the container ended: a signal that came meanwhile is
+   * checked now (a call that changes nothing, an update or a disk change,
+   * reports nothing itself, and an outside stop during it must not be lost).
+   */
+  afterCall(lxcid: number): void {
+    if (!this.deferred.delete(lxcid)) return;
+    this.check(lxcid, 'watch').catch((err) => this.ctx.log.warn({ err, lxcid }, 'lxc: cannot report a state change'));
+  }
+
+  private async check(lxcid: number, why: 'open' | 'watch', exitStatus?: number): Promise<void> {
+    if (this.ctx.lock.busy(`ct:${lxcid}`)) {
+      if (why === 'watch') this.deferred.add(lxcid);
+      return;
+    }
+    const gen = this.generation.get(lxcid) ?? 0;
+    await this.serial(lxcid, async () => {
+      const rec = await this.ctx.records.get(lxcid);
+      if (!rec) return;
+      const now = SETTLED[await this.ctx.driver.tools.state(`${LXC_NAME_PREFIX}${lxcid}`)];
+      if (this.ctx.lock.busy(`ct:${lxcid}`)) {
+        if (why === 'watch') this.deferred.add(lxcid);
+        return;
+      }
+      if (!now || (this.generation.get(lxcid) ?? 0) !== gen) return;
+      const last = await this.last(lxcid);
+      if (last === undefined && why === 'open') {
+        // A container from before state events: remember where it stands, report nothing.
+        await this.ctx.records.meta.put(metaKey(lxcid), now);
+        return;
+      }
+      if (last === now) return;
+      const data: Record<string, unknown> = { reason: why === 'open' ? 'found-at-open' : now === 'STOPPED' ? 'init-exited' : 'outside' };
+      if (now === 'STOPPED' && exitStatus !== undefined) data.exit_status = exitStatus;
+      await this.publish(lxcid, now, data, { actor: RUNTIME_ACTOR }, false);
+    });
+  }
+
+  private async last(lxcid: number): Promise<LxcState | null | undefined> {
+    return ((await this.ctx.records.meta.get(metaKey(lxcid))) as LxcState | null | undefined) ?? undefined;
+  }
+
+  private async publish(lxcid: number, state: ReportedState, data: Record<string, unknown>, opts: { actor: string; summary?: string }, always: boolean): Promise<void> {
+    if (!always && (await this.last(lxcid)) === state) return;
+    await this.events.publishState('lxc', `lxc/${lxcid}`, state, data, { actor: opts.actor, summary: opts.summary ?? `container ${lxcid} is ${state}` });
+    const after = AFTER[state];
+    if (after) await this.ctx.records.meta.put(metaKey(lxcid), after);
+    else await this.ctx.records.meta.del(metaKey(lxcid));
+  }
+
+  /** Resolves once every report under way is written (close waits for it: the store closes after). */
+  async idle(): Promise<void> {
+    while (this.chain.size) await Promise.all([...this.chain.values()]);
+  }
+
+  private serial(lxcid: number, fn: () => Promise<void>): Promise<void> {
+    const prev = this.chain.get(lxcid) ?? Promise.resolve();
+    const mine = prev.then(fn, fn);
+    const tail = mine.catch(() => undefined);
+    this.chain.set(lxcid, tail);
+    // The map holds only containers with a report under way.
+    void tail.then(() => {
+      if (this.chain.get(lxcid) === tail) this.chain.delete(lxcid);
+    });
+    return mine;
+  }
+}

@@ -166,7 +166,7 @@ export class DataPlane {
     const holder = this.ctx.holder();
     if (!cfg.enabled) return { state: 'stopped', data: { reason: 'disabled', holder } };
     // Served (or meant to) until now and no longer the holder: the lease went elsewhere.
-    return { state: 'stopped', data: { reason: this.p.states.wasHolding() ? 'lease-lost' : 'not-holder', holder } };
+    return { state: 'stopped', data: { reason: this.p.states.lostLease() ? 'lease-lost' : 'not-holder', holder } };
   }
 
   /** Makes the host match the configuration and the lease; answers the state this leaves the proxy in. */

@@ -39,9 +39,13 @@ export class StateReports {
     this.last = ((await this.ctx.records.state.get(KEY)) as { state: ProxyStateWord; reason?: string } | undefined) ?? null;
   }
 
-  /** Whether the last state reported was one in which this node served (or should have). */
-  wasHolding(): boolean {
-    return this.last !== null && this.last.state !== 'stopped';
+  /**
+   * Whether a `stopped` now means the lease went elsewhere: this node last
+   * served (or should have), or already said it lost the lease (the reason
+   * stays until it serves again or the proxy is disabled).
+   */
+  lostLease(): boolean {
+    return this.last !== null && (this.last.state !== 'stopped' || this.last.reason === 'lease-lost');
   }
 
   /**

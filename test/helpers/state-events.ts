@@ -1,5 +1,5 @@
 /**
- * Reading `<domain>.state` events through `events_list` in the runtime
+ * Reading `<domain>.state` events (that type only) through `events_list` in the runtime
  * suites: a cursor taken before an action, then the events of one resource
  * after it, waited for by long polls (no sleeps).
  */
@@ -47,7 +47,7 @@ export async function stateEventsUntil(
   for (;;) {
     if (done(events)) return { events, cursor };
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(events.map((e) => e.data))}`);
-    const r = await d.request('GET', `/api/v1/events?types=${domain}.&resource=${encodeURIComponent(resource)}&cursor=${cursor}&timeout_seconds=5&limit=1000`, { token });
+    const r = await d.request('GET', `/api/v1/events?types=${domain}.state&resource=${encodeURIComponent(resource)}&cursor=${cursor}&timeout_seconds=5&limit=1000`, { token });
     expect(r.status, r.text).to.equal(200);
     for (const e of r.body.events as StateEvent[]) {
       expect(e.type, JSON.stringify(e)).to.equal(`${domain}.state`);

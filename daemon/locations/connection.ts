@@ -4,32 +4,37 @@
  * disconnected location and a working mount answer 200 unchanged.
  */
 import type { ResultOf } from '../../api/registry/index.js';
-import type { NoteSink } from '../lib/caller.js';
+import type { Caller, NoteSink } from '../lib/caller.js';
 import { conflict } from '../lib/errors.js';
+import { actorOf } from '../lib/operator.js';
 import { refusal } from './addresses.js';
 import { now, type LocationsContext } from './context.js';
 import { health, mountAgain, mountRoute, sync, unmount } from './mounting.js';
+import { reportState } from './state-events.js';
 import { view } from './view.js';
+import type { LocationRecord } from './records.js';
 
-const noop: NoteSink = { note() {} };
+type CallSink = NoteSink & { caller?: Caller };
 
-export async function disconnect(c: LocationsContext, id: string, ctx: NoteSink = noop): Promise<ResultOf<'locations_disconnect'>> {
-  const out = await c.change(id, 'disconnect', async (rec) => {
+const noop: CallSink = { note() {} };
+
+export async function disconnect(c: LocationsContext, id: string, ctx: CallSink = noop): Promise<ResultOf<'locations_disconnect'>> {
+  const out = await c.change(id, 'disconnect', reported(c, id, ctx, async (rec) => {
     if (!rec.wanted && !rec.mounted && !(await c.driver.mounted(rec.mount_dir))) return rec; // already disconnected
     return sync(c, rec, false, async () => {
       await unmount(c, rec);
       await c.pause('disconnect.unmounted');
       return { ...rec, wanted: false, mounted: false, last_error: null, last_error_at: null, mounted_at: null };
     });
-  });
+  }));
   ctx.note({ summary: `Disconnected location ${out.name}`, target: out.name, metadata: { location_id: id } });
   return { location: view(c, out) };
 }
 
-export async function reconnect(c: LocationsContext, id: string, ctx: NoteSink = noop): Promise<ResultOf<'locations_reconnect'>> {
+export async function reconnect(c: LocationsContext, id: string, ctx: CallSink = noop): Promise<ResultOf<'locations_reconnect'>> {
   c.find(id);
   const route = await mountRoute(c);
-  const out = await c.change(id, 'reconnect', async (rec) => {
+  const out = await c.change(id, 'reconnect', reported(c, id, ctx, async (rec) => {
     const refused = refusal(rec);
     if (refused) {
       if (rec.last_error !== refused) await c.save({ ...rec, last_error: refused, last_error_at: now() });
@@ -41,7 +46,21 @@ export async function reconnect(c: LocationsContext, id: string, ctx: NoteSink =
       return rec;
     }
     return mountAgain(c, rec, route, true);
-  });
+  }));
   ctx.note({ summary: `Reconnected location ${out.name}`, target: out.name, metadata: { location_id: id, mount_route: out.mount_route } });
   return { location: view(c, out) };
+}
+
+/**
+ * `fn` under the location's lock, then its state event: also when it failed
+ * after storing a change (a reconnect whose mount failed is `unavailable`).
+ */
+function reported<T>(c: LocationsContext, id: string, ctx: CallSink, fn: (rec: LocationRecord) => Promise<T>): (rec: LocationRecord) => Promise<T> {
+  return async (rec) => {
+    try {
+      return await fn(rec);
+    } finally {
+      await reportState(c, id, actorOf(ctx));
+    }
+  };
 }

@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { notFound } from '../lib/errors.js';
 import { KeyedLock, lockLabels } from '../lib/lock.js';
+import type { EventsPort } from '../domain.js';
 import type { IntentRecovery } from '../lib/recovery.js';
 import type { SecretStore } from '../lib/secrets.js';
 import type { PauseHook } from '../lib/test-pause.js';
@@ -36,6 +37,8 @@ export interface ContextDeps {
   root: string;
   pause: PauseHook;
   recovery: Pick<IntentRecovery<Intent>, 'requireSettled' | 'retry'>;
+  /** Where `locations.state` events go (state-events.ts). */
+  events: EventsPort;
 }
 
 export class LocationsContext {
@@ -49,6 +52,11 @@ export class LocationsContext {
   /** Awaited at each step a crash test stops at (`HOSTD_TEST_PAUSE_AT=locations.<step>`). */
   readonly pause: PauseHook;
   readonly recovery: ContextDeps['recovery'];
+  readonly events: EventsPort;
+  /** The state last reported per location (state-events.ts). */
+  readonly published = new Map<string, string>();
+  /** Names of the reported locations, for the `deleted` event of one whose record is gone. */
+  readonly names = new Map<string, string>();
   /** Every location's record as stored (the store is written first). */
   readonly cache = new Map<string, LocationRecord>();
   /** When each location's mount was last checked (ms since the epoch). */
@@ -69,6 +77,7 @@ export class LocationsContext {
     this.root = d.root;
     this.pause = d.pause;
     this.recovery = d.recovery;
+    this.events = d.events;
   }
 
   /** The record, or 404. */

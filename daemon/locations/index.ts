@@ -10,7 +10,7 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { opsOf } from '../../api/registry/index.js';
-import { defineDomain } from '../domain.js';
+import { defineDomain, type EventsPort } from '../domain.js';
 import { Periodic } from '../lib/periodic.js';
 import { IntentRecovery } from '../lib/recovery.js';
 import type { SecretStore } from '../lib/secrets.js';
@@ -25,6 +25,7 @@ import { describeIntent, loadRecords, settle, tidyAfterRestart } from './recover
 import { mountDir } from './service.js';
 import { parseSettings, type LocationsSettings } from './settings.js';
 import { SmbDriver } from './smb/index.js';
+import { baseline, reportAll } from './state-events.js';
 import { hostStatus } from './view.js';
 
 export interface StartDeps {
@@ -35,7 +36,11 @@ export interface StartDeps {
   settings: LocationsSettings;
   dataDir: string;
   env: Readonly<Record<string, string | undefined>>;
+  /** Where `locations.state` events go; none when absent (the service tests). */
+  events?: EventsPort;
 }
+
+const noEvents: EventsPort = { publishState: async () => undefined };
 
 /**
  * Everything of an open but the background work: the context, with the
@@ -61,10 +66,14 @@ export async function startLocations(d: StartDeps): Promise<LocationsContext> {
     root: path.join(d.dataDir, 'locations'),
     pause: testPause(d.env, 'locations', d.log),
     recovery,
+    events: d.events ?? noEvents,
   });
   await loadRecords(c);
+  // What the store says is what was last reported: a change settled or found at start differs from it once.
+  baseline(c);
   await recovery.run();
   await tidyAfterRestart(c);
+  await reportAll(c);
   return c;
 }
 
@@ -74,7 +83,7 @@ export const locationsDomain = defineDomain({
   async open(deps) {
     const settings = parseSettings(deps.settings);
     const driver = new SmbDriver(settings.mountRoute);
-    const c = await startLocations({ store: deps.store, driver, secrets: deps.secrets, log: deps.log, settings, dataDir: deps.config.dataDir, env: deps.env });
+    const c = await startLocations({ store: deps.store, driver, secrets: deps.secrets, log: deps.log, settings, dataDir: deps.config.dataDir, env: deps.env, events: deps.events });
     const status = await driver.status();
     deps.log.info({ mount_route: status.mount_route, reason: status.route_reason }, 'locations: mount route');
     const monitor = new Periodic(() => monitorPass(c), (err) => deps.log.warn({ err }, 'locations: monitor failed'));

@@ -8,6 +8,7 @@ import { ApiError } from '../lib/errors.js';
 import { refusal } from './addresses.js';
 import { HEALTH, now, type LocationsContext } from './context.js';
 import { health, lose, mountAgain, mountRoute, sync, unmount } from './mounting.js';
+import { reportState } from './state-events.js';
 
 /** Brings every wanted location back and unmounts every unwanted one; runs in the background after a start. */
 export async function restoreMounts(c: LocationsContext): Promise<void> {
@@ -36,7 +37,10 @@ async function checkMounted(c: LocationsContext, id: string): Promise<void> {
   c.lastCheck.set(id, Date.now());
   await c.settled(id);
   const problem = await health(c, rec);
-  if (problem) await lose(c, rec, problem);
+  if (problem) {
+    await lose(c, rec, problem);
+    await reportState(c, id);
+  }
 }
 
 /**
@@ -49,52 +53,54 @@ async function reconcile(c: LocationsContext, id: string, atStart: boolean): Pro
   if (c.lock.busy(key) || c.closed) return;
   await c.lock.run(
     [key],
-    async () => {
-      const rec = c.cache.get(id);
-      if (!rec || c.closed) return;
-      await c.settled(id);
-      const present = await c.driver.mounted(rec.mount_dir);
-      if (!rec.wanted) {
-        if (present || rec.mounted) {
-          await sync(c, rec, false, async () => {
-            await unmount(c, rec);
-            return { ...rec, mounted: false };
-          });
-        }
-        return;
-      }
-      if (rec.mounted || present) {
-        const problem = present ? await health(c, rec) : 'the mount is gone (host restarted?)';
-        c.lastCheck.set(id, Date.now());
-        if (!problem) {
-          if (!rec.mounted) await c.save({ ...rec, mounted: true, mounted_at: rec.mounted_at ?? now() });
-          return;
-        }
-        if (!atStart) {
-          await lose(c, rec, problem);
-          return;
-        }
-      }
-      // Wanted but not mounted (or broken at start): mount it again, unless today's rules refuse its address.
-      const refused = refusal(rec);
-      if (refused) {
-        if (rec.last_error !== refused) {
-          c.log.warn({ location_id: id, reason: refused }, 'locations: not mounting a location whose stored address a rule now refuses');
-          await c.save({ ...rec, mounted: false, last_error: refused, last_error_at: now() });
-        }
-        return;
-      }
-      let route;
-      try {
-        route = await mountRoute(c);
-      } catch (err) {
-        if (!(err instanceof ApiError) || err.status !== 503) throw err;
-        await c.save({ ...rec, mounted: false, last_error: err.message, last_error_at: now() });
-        return;
-      }
-      const out = await mountAgain(c, rec, route, false);
-      if (out.mounted) c.log.info({ location_id: id, mount_route: out.mount_route }, 'locations: mounted again');
-    },
+    () => reconcileLocked(c, id, atStart).finally(() => reportState(c, id)),
     HEALTH,
   );
+}
+
+async function reconcileLocked(c: LocationsContext, id: string, atStart: boolean): Promise<void> {
+  const rec = c.cache.get(id);
+  if (!rec || c.closed) return;
+  await c.settled(id);
+  const present = await c.driver.mounted(rec.mount_dir);
+  if (!rec.wanted) {
+    if (present || rec.mounted) {
+      await sync(c, rec, false, async () => {
+        await unmount(c, rec);
+        return { ...rec, mounted: false };
+      });
+    }
+    return;
+  }
+  if (rec.mounted || present) {
+    const problem = present ? await health(c, rec) : 'the mount is gone (host restarted?)';
+    c.lastCheck.set(id, Date.now());
+    if (!problem) {
+      if (!rec.mounted) await c.save({ ...rec, mounted: true, mounted_at: rec.mounted_at ?? now() });
+      return;
+    }
+    if (!atStart) {
+      await lose(c, rec, problem);
+      return;
+    }
+  }
+  // Wanted but not mounted (or broken at start): mount it again, unless today's rules refuse its address.
+  const refused = refusal(rec);
+  if (refused) {
+    if (rec.last_error !== refused) {
+      c.log.warn({ location_id: id, reason: refused }, 'locations: not mounting a location whose stored address a rule now refuses');
+      await c.save({ ...rec, mounted: false, last_error: refused, last_error_at: now() });
+    }
+    return;
+  }
+  let route;
+  try {
+    route = await mountRoute(c);
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 503) throw err;
+    await c.save({ ...rec, mounted: false, last_error: err.message, last_error_at: now() });
+    return;
+  }
+  const out = await mountAgain(c, rec, route, false);
+  if (out.mounted) c.log.info({ location_id: id, mount_route: out.mount_route }, 'locations: mounted again');
 }

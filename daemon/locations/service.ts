@@ -6,16 +6,20 @@
  */
 import crypto from 'node:crypto';
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
-import type { NoteSink } from '../lib/caller.js';
+import type { Caller, NoteSink } from '../lib/caller.js';
 import { badRequest, conflict, notFound } from '../lib/errors.js';
+import { actorOf } from '../lib/operator.js';
 import { parseCredentials, parseRemote, remoteText } from './addresses.js';
 import { now, SECRET_NS, type LocationsContext } from './context.js';
 import type { LocationRecord } from './records.js';
 import { makeDirs, mountRoute, removeAll, unmount, verifyMount } from './mounting.js';
 import { refresh } from './monitor.js';
+import { reportState } from './state-events.js';
 import { allByName, hostStatus, view } from './view.js';
 
-const noop: NoteSink = { note() {} };
+type CallSink = NoteSink & { caller?: Caller };
+
+const noop: CallSink = { note() {} };
 
 export async function list(c: LocationsContext): Promise<ResultOf<'locations_list'>> {
   await Promise.all([...c.cache.keys()].map((id) => refresh(c, id)));
@@ -28,7 +32,7 @@ export async function get(c: LocationsContext, id: string): Promise<ResultOf<'lo
   return { location: view(c, c.find(id)) };
 }
 
-export async function create(c: LocationsContext, args: ArgsOf<'locations_create'>, ctx: NoteSink = noop): Promise<ResultOf<'locations_create'>> {
+export async function create(c: LocationsContext, args: ArgsOf<'locations_create'>, ctx: CallSink = noop): Promise<ResultOf<'locations_create'>> {
   const name = args.name;
   const remote = parseRemote(args.remote);
   if (args.type !== undefined && args.type !== 'smb') throw badRequest(`argument 'type' must be 'smb' (the only type mounted), not '${String(args.type).slice(0, 40)}'`);
@@ -79,6 +83,7 @@ export async function create(c: LocationsContext, args: ArgsOf<'locations_create
     );
     c.cache.set(id, done);
     c.lastCheck.set(id, Date.now());
+    await reportState(c, id, actorOf(ctx));
     ctx.note({ summary: `Connected location ${name} (${remoteText(remote)}) through ${route}`, target: name, metadata: { location_id: id, remote: remoteText(remote), mount_route: route } });
     return { location: view(c, done) };
   } finally {
@@ -86,7 +91,7 @@ export async function create(c: LocationsContext, args: ArgsOf<'locations_create
   }
 }
 
-export async function remove(c: LocationsContext, id: string, ctx: NoteSink = noop): Promise<ResultOf<'locations_delete'>> {
+export async function remove(c: LocationsContext, id: string, ctx: CallSink = noop): Promise<ResultOf<'locations_delete'>> {
   const rec = await c.change(id, 'delete', async (r) => {
     await c.records.journal.run(
       id,
@@ -100,6 +105,7 @@ export async function remove(c: LocationsContext, id: string, ctx: NoteSink = no
     );
     c.cache.delete(id);
     c.lastCheck.delete(id);
+    await reportState(c, id, actorOf(ctx));
     return r;
   });
   ctx.note({ summary: `Removed location ${rec.name} and its stored credentials`, target: rec.name, metadata: { location_id: id } });

@@ -14,6 +14,7 @@
  * (plane-takeover.ts).
  */
 import type { PeerInfo } from '../domain.js';
+import { OPERATOR } from '../lib/operator.js';
 import { SerialQueue } from '../lib/serial.js';
 import type { ProxyConfig } from './config.js';
 import type { ProxyContext } from './context.js';
@@ -22,6 +23,7 @@ import type { Incidents } from './incidents.js';
 import type { CaddyPlane } from './plane-caddy.js';
 import type { UpstreamChecks } from './plane-checks.js';
 import type { DnsPlane } from './plane-dns.js';
+import type { ProxyState, StateReports } from './plane-state.js';
 import type { HolderWatch } from './plane-takeover.js';
 import type { VipPlane } from './plane-vip.js';
 import type { Screening } from './screen.js';
@@ -34,6 +36,7 @@ export interface PlaneParts {
   dns: DnsPlane;
   checks: UpstreamChecks;
   holders: HolderWatch;
+  states: StateReports;
 }
 
 /** A configuration Caddy refused to load on the holder. */
@@ -55,6 +58,8 @@ export class DataPlane {
   private closed = false;
   private refusedVersion = -1;
   private lastCrash = 0;
+  /** Whose call the reconciles now running serve (`actingFor`): their state events name it; else the operator. */
+  private actor: string | null = null;
 
   constructor(private readonly ctx: ProxyContext, private readonly p: PlaneParts) {}
 
@@ -73,6 +78,7 @@ export class DataPlane {
 
   async open(): Promise<void> {
     const { ctx, p } = this;
+    await p.states.open();
     this.unsubs.push(
       ctx.cluster.lease.onChange((s) => {
         // Losing the lease: the floating addresses go at once, before anything else.
@@ -82,6 +88,8 @@ export class DataPlane {
       ctx.cluster.proxyConfig.onChange(() => void this.kick()),
       ctx.drivers.caddy.onExit((code, signal) => {
         this.applied = null;
+        // Reported at once: the restart below reports `serving` again once Caddy is back.
+        if (!this.closed) void p.states.report({ state: 'degraded', data: { reason: 'caddy-exited', exit_code: code, signal } });
         void p.incidents.capture('caddy_exited', `Caddy exited unexpectedly (${code ?? signal})`, { code, signal });
         const wait = Date.now() - this.lastCrash < 5000 ? 1000 : 0;
         this.lastCrash = Date.now();
@@ -110,13 +118,32 @@ export class DataPlane {
     });
   }
 
+  /**
+   * Runs a user's change (`fn`) and then a reconcile, and waits for both: the
+   * call answers after this node's part of the change and its state event,
+   * which names `actor` (so does any reconcile in between: the change lands
+   * before `fn` returns and may be reconciled by a kick of its own).
+   */
+  async actingFor<T>(actor: string, fn: () => Promise<T>): Promise<T> {
+    this.actor = actor;
+    try {
+      const out = await fn();
+      await this.kick();
+      return out;
+    } finally {
+      this.actor = null;
+    }
+  }
+
   /** Reconciles soon; concurrent kicks share one run. */
   kick(): Promise<void> {
     if (this.pending) return this.pending;
     const run = this.queue.run(async () => {
       this.pending = null;
       if (this.closed) return;
-      await this.reconcile();
+      // A reconcile that failed (logged below) leaves the state as last reported: the next one settles it.
+      const state = await this.reconcile();
+      if (!this.closed) await this.p.states.report(state, this.actor ?? OPERATOR);
     });
     this.pending = run;
     return run.catch((err) => this.ctx.log.error({ err }, 'proxy reconcile failed'));
@@ -134,7 +161,16 @@ export class DataPlane {
     return (await this.ctx.drivers.caddy.availability()).every((a) => a.available);
   }
 
-  private async reconcile(): Promise<void> {
+  /** Why this node does not serve `cfg` (the `stopped` state's reason). */
+  private stoppedState(cfg: ProxyConfig): ProxyState {
+    const holder = this.ctx.holder();
+    if (!cfg.enabled) return { state: 'stopped', data: { reason: 'disabled', holder } };
+    // Served (or meant to) until now and no longer the holder: the lease went elsewhere.
+    return { state: 'stopped', data: { reason: this.p.states.lostLease() ? 'lease-lost' : 'not-holder', holder } };
+  }
+
+  /** Makes the host match the configuration and the lease; answers the state this leaves the proxy in. */
+  private async reconcile(): Promise<ProxyState> {
     const { ctx, p } = this;
     const snap = ctx.config();
     const cfg = snap.config;
@@ -143,10 +179,17 @@ export class DataPlane {
       await p.vip.release();
       await p.caddy.stop();
       this.applied = null;
-      return;
+      return this.stoppedState(cfg);
     }
-    if (!(await this.caddyReady())) return;
-    await p.caddy.start();
+    const runtimes = await ctx.drivers.caddy.availability();
+    const missing = runtimes.filter((a) => !a.available);
+    if (missing.length) return { state: 'degraded', data: { reason: 'caddy-unavailable', missing: missing.map((a) => `${a.name}: ${a.reason}`) } };
+    try {
+      await p.caddy.start();
+    } catch (err) {
+      ctx.log.error({ err }, 'proxy: Caddy did not start');
+      return { state: 'degraded', data: { reason: 'caddy-failed', error: (err as Error).message } };
+    }
     const { plan, screened } = await p.caddy.plan(cfg);
     p.screening.noteRefusals(screened);
     try {
@@ -158,10 +201,12 @@ export class DataPlane {
         this.refusedVersion = snap.version;
         await p.incidents.capture('config_refused', `Caddy refused configuration version ${snap.version}: ${reason}`, { version: snap.version, reason, refused_config: ctx.drivers.caddy.preview(plan) });
       }
-      return;
+      // Caddy keeps the last good configuration (if any); what was refused (a listener, a port) is not served.
+      return { state: 'degraded', data: { reason: 'config-refused', error: reason, config_version: snap.version } };
     }
     this.applied = snap.version;
     await p.vip.reconcile(cfg.vip);
+    return { state: 'serving', data: { holder: ctx.node.id, config_version: snap.version } };
   }
 
   /**

@@ -29,6 +29,7 @@ import { NetworkOps } from './network.js';
 import { CaddyPlane } from './plane-caddy.js';
 import { UpstreamChecks } from './plane-checks.js';
 import { DnsPlane } from './plane-dns.js';
+import { StateReports } from './plane-state.js';
 import { HolderWatch } from './plane-takeover.js';
 import { VipPlane } from './plane-vip.js';
 import { Providers } from './providers.js';
@@ -66,13 +67,14 @@ export const proxyDomain = defineDomain({
     const dns = new DnsPlane(ctx, screening, () => plane?.peers() ?? []);
     const checks = new UpstreamChecks(ctx, screening, incidents);
     const holders = new HolderWatch(ctx, incidents, () => void plane?.kick());
-    plane = new DataPlane(ctx, { screening, incidents, caddy, vip, dns, checks, holders });
+    const states = new StateReports(ctx, deps.events);
+    plane = new DataPlane(ctx, { screening, incidents, caddy, vip, dns, checks, holders, states });
     await plane.open();
 
     const changes = new ConfigChanges(ctx, plane, incidents);
     const handlers = proxyHandlers({
       holder: new HolderOps(deps.cluster, deps.node.id, (previous, now) => holders.noteTakeover(previous, now, { automatic: false })),
-      serving: new ServingOps(ctx, changes),
+      serving: new ServingOps(ctx, changes, plane),
       domains: new DomainOps(changes, providers),
       entries: new EntryOps(ctx, changes, screening),
       acme: new AcmeOps(ctx, changes, providers, plane),

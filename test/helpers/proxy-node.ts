@@ -1,5 +1,4 @@
 /** How the proxy tests start hostd nodes, and what their runtime gate asks. */
-import { execFile } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
@@ -42,16 +41,6 @@ export function proxyNodeEnv(addr: string, name: string): Record<string, string>
 export function proxyYaml(addr: string, extra: Record<string, string | number | boolean> = {}): string {
   const lines = ['proxy:', '  listen_host: ""', `  dns_listen: "${addr}:53"`, '  tick_ms: 100', ...Object.entries(extra).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`)];
   return lines.join('\n') + '\n';
-}
-
-/** Why the proxy bench cannot run here, or null. */
-export function caddyMissing(): Promise<string | null> {
-  const has = (p: string, args: string[]) => new Promise<boolean>((r) => execFile(p, args, (err) => r(!err)));
-  return (async () => {
-    if (!(await has('caddy', ['version']))) return 'caddy is not installed (deploy/install-deps.sh installs it)';
-    if (!(await has('arping', ['-V']))) return 'arping is not installed (iputils-arping; deploy/install-deps.sh installs it)';
-    return null;
-  })();
 }
 
 /**

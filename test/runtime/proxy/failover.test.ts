@@ -18,6 +18,7 @@ import { pair } from '../../cluster/util.js';
 import { LAN_DEV, ProxyLab, type ClientLoop, type VipWatch } from '../../helpers/proxy-lab.js';
 import { labMissing, proxyAvailability, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
+import { headCursor, stateEventsUntil } from '../../helpers/member-state-events.js';
 
 describe('proxy failover across three nodes (network namespaces)', function () {
   this.timeout(180_000);
@@ -76,6 +77,11 @@ describe('proxy failover across three nodes (network namespaces)', function () {
   });
 
   const viaOf = (i: number) => lab.nodes[i].addr;
+  /** The `proxy.state` events of node `i` after `cursor`, once there are `n` (with no more in the same pages). */
+  const proxyStates = async (i: number, cursor: string, n: number, what: string) =>
+    (await stateEventsUntil(nodes[i], tokens[i], 'proxy', 'proxy', cursor, (e) => e.length >= n, what)).events;
+  /** Node 3's cursor before it was killed: its restart reports from there. */
+  let beforeKill = '';
 
   /** After the first answer through `to`, no answer comes through `from` again. */
   function neverBack(t0: number, from: number, to: number): void {
@@ -90,9 +96,15 @@ describe('proxy failover across three nodes (network namespaces)', function () {
     for (const [from, to, caller] of [[0, 1, 0], [1, 2, 0]] as const) {
       await client!.okAfter(Date.now());
       const t0 = Date.now();
+      const [cFrom, cTo] = [await headCursor(nodes[from], tokens[from]), await headCursor(nodes[to], tokens[to])];
       const mv = await req(caller, 'POST', '/proxy/move', { peer_id: nodes[to].nodeId });
       expect(mv.status, mv.text).to.equal(200);
       expect(mv.body).to.include({ holder: nodes[to].nodeId });
+      // The member that lost the lease says so; the new holder says it serves.
+      const lost = await proxyStates(from, cFrom, 1, `node ${from + 1}'s state event`);
+      expect(lost.map((e) => e.data)).to.deep.equal([{ state: 'stopped', reason: 'lease-lost', holder: nodes[to].nodeId }]);
+      const won = await proxyStates(to, cTo, 1, `node ${to + 1}'s state event`);
+      expect(won.map((e) => e.data.state)).to.deep.equal(['serving']);
       await eventually(() => client!.samples.find((s) => s.t > t0 && s.ok && s.via === viaOf(to)), 30_000, `an answer through node ${to + 1}`);
       await new Promise((r) => setTimeout(r, 500));
       neverBack(t0, from, to);
@@ -105,6 +117,7 @@ describe('proxy failover across three nodes (network namespaces)', function () {
   it('the holder is killed: another node takes over by itself, the client is answered again', async () => {
     await client!.okAfter(Date.now());
     const t0 = Date.now();
+    beforeKill = await headCursor(nodes[2], tokens[2]);
     await nodes[2].kill();
     // Requests that started just before Caddy died with hostd may still be answered by node 3.
     const s = await eventually(() => client!.samples.find((x) => x.t > t0 && x.ok && x.via !== viaOf(2)), 60_000, 'an answer after the takeover');
@@ -124,6 +137,9 @@ describe('proxy failover across three nodes (network namespaces)', function () {
     const n = lab.nodes[2];
     nodes[2] = await startDaemon({ dataDir: nodes[2].dataDir, netns: n.ns, env: proxyNodeEnv(n.addr, 'px-node-3'), configYaml: proxyYaml(n.addr) });
     await eventually(async () => (await status(2)).holder !== nodes[2].nodeId, 20_000, 'the restarted node to learn the new holder');
+    // It served when it was killed: the start reports, once, that the lease went elsewhere meanwhile.
+    const events = await proxyStates(2, beforeKill, 1, "the restarted node's state event");
+    expect(events.map((e) => [e.data.state, e.data.reason])).to.deep.equal([['stopped', 'lease-lost']]);
     const st = await status(2);
     expect(st).to.include({ serving: false, caddy_running: false });
     expect(st.vip.claimed).to.equal(false);

@@ -16,14 +16,13 @@ import type { EventsPort, FoldersPort } from '../domain.js';
 import { ensureAvailable } from '../lib/availability.js';
 import type { NoteSink } from '../lib/caller.js';
 import { conflict, notFound } from '../lib/errors.js';
-import { KeyedLock, lockLabels } from '../lib/lock.js';
+import { KeyedLock, lockLabels, type Release } from '../lib/lock.js';
 import type { IntentRecovery } from '../lib/recovery.js';
 import type { Tasks } from '../lib/tasks.js';
 import type { PauseHook } from '../lib/test-pause.js';
-import type { AppsDriver, AppsProgram, ProjectRef } from './driver.js';
+import type { AppsDriver, AppsProgram, ContainerSignal, ProjectRef } from './driver.js';
 import type { AppIntent, AppRecord, AppRecords } from './records.js';
 import type { AppsSettings } from './settings.js';
-import { AppStates } from './states.js';
 import { CUSTOM, type TemplateCatalog } from './templates.js';
 
 /** What a call hands an operation: where its activity note goes, and who made it (no caller: the operator). */
@@ -70,7 +69,7 @@ export class AppsContext {
   /** Whether each app's stored compose file passes today's rules, by the input it was checked with (refusals.ts). */
   readonly refusals = new Map<string, { key: string; why: string | null }>();
   /** `apps.state` events: each change once, from a call or from the engine watch. */
-  readonly states: AppStates;
+  states!: AppsStates;
   private readonly folderPort: () => FoldersPort;
   private readonly recovery: IntentRecovery<AppIntent>;
   private lastRetry = 0;
@@ -88,7 +87,6 @@ export class AppsContext {
     this.composeRoot = path.join(d.dataDir, 'apps');
     this.folderPort = d.folders;
     this.recovery = d.recovery;
-    this.states = new AppStates(this, d.events ?? { publishState: async () => {} });
   }
 
   folders(): FoldersPort {
@@ -164,4 +162,22 @@ export class AppsContext {
   contentLabel(r: AppRecord): string {
     return r.template_id === CUSTOM ? 'compose_content' : `template '${r.template_id}'`;
   }
+}
+
+/**
+ * What the domain asks of its state reports (`AppStates` in states.ts, set
+ * by `appsContext`): declared here so that the context imports none of the
+ * files that use it.
+ */
+export interface AppsStates {
+  /** Reads the app's state now and reports it when it differs from the last reported. */
+  refresh(appId: string, actor: string, data?: Record<string, unknown>): Promise<void>;
+  /** `release`, then a report of the state the app is left in. */
+  releasing(appId: string, actor: string, release: Release): Release;
+  /** The engine watch saw something of a container. */
+  observe(s: ContainerSignal): void;
+  /** Compares every app with the engine and reports what differs. */
+  checkAll(why: 'open' | 'watch'): Promise<void>;
+  /** Resolves when no report is running. */
+  idle(): Promise<void>;
 }

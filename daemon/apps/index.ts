@@ -12,7 +12,8 @@ import { opsOf } from '../../api/registry/index.js';
 import { defineDomain } from '../domain.js';
 import { IntentRecovery } from '../lib/recovery.js';
 import { testPause } from '../lib/test-pause.js';
-import { AppsContext, type AppsContextDeps } from './context.js';
+import type { AppsContext, AppsContextDeps } from './context.js';
+import { appsContext } from './states.js';
 import { DockerDriver } from './docker/driver.js';
 import { appGuests } from './guests.js';
 import { appsHandlers } from './handlers.js';
@@ -36,7 +37,7 @@ export async function openApps(deps: Omit<AppsContextDeps, 'recovery'>): Promise
     settle: (_key, intent) => settleIntent(c, intent),
     describe: describeIntent,
   });
-  const c = new AppsContext({ ...deps, recovery });
+  const c = appsContext({ ...deps, recovery });
   await recovery.run();
   await audit(c).catch((err) => deps.log.warn({ err: (err as Error).message }, 'apps: could not check the stored compose files'));
   return c;

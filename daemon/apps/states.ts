@@ -15,14 +15,14 @@
  */
 import type { EventsPort } from '../domain.js';
 import type { Release } from '../lib/lock.js';
-import { appKey, type AppsContext } from './context.js';
+import { AppsContext, appKey, type AppsContextDeps, type AppsStates } from './context.js';
 import type { ContainerSignal } from './driver.js';
 import { stateOf } from './views.js';
 
 /** Who reports a change nobody's call made. */
 export const RUNTIME_ACTOR = 'runtime';
 
-export class AppStates {
+export class AppStates implements AppsStates {
   private readonly chain = new Map<string, Promise<void>>();
 
   constructor(private readonly c: AppsContext, private readonly events: EventsPort) {}
@@ -110,4 +110,11 @@ export class AppStates {
   async idle(): Promise<void> {
     while (this.chain.size) await Promise.all([...this.chain.values()]);
   }
+}
+
+/** The domain's context with its state reports (the context itself imports none of its users). */
+export function appsContext(d: AppsContextDeps): AppsContext {
+  const c = new AppsContext(d);
+  c.states = new AppStates(c, d.events ?? { publishState: async () => {} });
+  return c;
 }

@@ -18,12 +18,11 @@ import { KeyedLock, lockLabels } from '../lib/lock.js';
 import type { Tasks } from '../lib/tasks.js';
 import { testPause, type PauseHook } from '../lib/test-pause.js';
 import { mountPolicy, violations, type Violation } from './containment.js';
-import { CGROUPS, type ContainerPaths, type LxcDriver, type RootfsPlacement } from './driver.js';
+import { CGROUPS, type ContainerPaths, type LxcDriver, type RootfsPlacement, type StateSignal } from './driver.js';
 import type { ContainerRecord, NetworkSettings } from './model.js';
 import { lxcNameOf } from './naming.js';
 import type { Intent, LxcRecords } from './records.js';
 import type { LxcSettings } from './settings.js';
-import { StateReports } from './states.js';
 import { testHold } from './test-hold.js';
 import { containerView, stateName, type ContainerView, type StateName } from './views.js';
 
@@ -78,7 +77,7 @@ export class LxcContext {
   /** The race tests' hold (`HOSTD_TEST_HOLD_AT=lxc.<step>`). */
   readonly hold: PauseHook;
   /** `lxc.state` events: each settled change once, from a call or from the runtime watch. */
-  readonly states: StateReports;
+  states!: LxcStates;
   private readonly folders: () => FolderRef[];
   private readonly dataDir: string;
   /** Images read by creates in progress, by lock key (a delete or move of one is 409 meanwhile). */
@@ -95,7 +94,6 @@ export class LxcContext {
     this.dataDir = d.dataDir;
     this.pause = testPause(d.env, 'lxc', d.log);
     this.hold = testHold(d.env, 'lxc', d.log);
-    this.states = new StateReports(this, d.events);
   }
 
   now(): string {
@@ -235,4 +233,25 @@ export class LxcContext {
     for (const p of paths) await this.driver.storage.remove(p);
     await this.records.journal.drop(this.cleanupKey(paths));
   }
+}
+
+/** The states an `lxc.state` event names: the settled ones, and the two ends. */
+export type ReportedState = 'STOPPED' | 'RUNNING' | 'FROZEN' | 'created' | 'deleted';
+
+/**
+ * What the domain asks of its state reports (`StateReports` in states.ts,
+ * set by index.ts): declared here so that the context imports none of the
+ * files that use it.
+ */
+export interface LxcStates {
+  /** A call changed the container (under its lock): report it. */
+  changed(lxcid: number, state: ReportedState, actor: string, summary?: string): Promise<void>;
+  /** The runtime watch saw something of a container. */
+  observe(s: StateSignal): void;
+  /** Compares every container with the runtime and reports what differs. */
+  checkAll(why: 'open' | 'watch'): Promise<void>;
+  /** A call on the container ended: check what a signal set aside meanwhile. */
+  afterCall(lxcid: number): void;
+  /** Resolves when no report is running. */
+  idle(): Promise<void>;
 }

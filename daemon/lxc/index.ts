@@ -17,12 +17,12 @@ import { opsOf } from '../../api/registry/index.js';
 import { defineDomain } from '../domain.js';
 import { IntentRecovery } from '../lib/recovery.js';
 import { autostart, bootId } from './autostart.js';
-import { LxcContext } from './context.js';
 import type { LxcDriver, StateWatch } from './driver.js';
 import { lxcHandlers } from './handlers.js';
 import { createLxcDriver } from './lxc-tools/index.js';
 import { LxcRecords, type Intent } from './records.js';
 import { lxcServices } from './services.js';
+import { lxcContext } from './states.js';
 import { parseSettings } from './settings.js';
 
 /**
@@ -48,7 +48,7 @@ export const lxcDomain = defineDomain({
     fs.mkdirSync(settings.lxcPath, { recursive: true, mode: 0o711 });
     const driver = createLxcDriver(settings, deps.config.pools, log);
     const records = new LxcRecords(deps.store);
-    const ctx = new LxcContext({
+    const ctx = lxcContext({
       records, driver, settings, pools: deps.config.pools, tasks: deps.tasks, log,
       folders: () => deps.ports.all('folders')[0]?.list() ?? [],
       dataDir: deps.config.dataDir,

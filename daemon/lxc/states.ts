@@ -15,12 +15,10 @@
  */
 import type { EventsPort } from '../domain.js';
 import type { LxcState, StateSignal } from './driver.js';
-import type { LxcContext } from './context.js';
+import { LxcContext, type LxcDeps, type LxcStates, type ReportedState } from './context.js';
 import { ctKey } from './records.js';
 import { LXC_NAME_PREFIX } from './naming.js';
 
-/** The states an event names: the settled ones, and the two ends. */
-export type ReportedState = 'STOPPED' | 'RUNNING' | 'FROZEN' | 'created' | 'deleted';
 
 /** Who reports a change nobody's call made. */
 export const RUNTIME_ACTOR = 'runtime';
@@ -32,7 +30,7 @@ const AFTER: Record<ReportedState, LxcState | null> = { STOPPED: 'STOPPED', RUNN
 
 const metaKey = (lxcid: number) => `state:${ctKey(lxcid)}`;
 
-export class StateReports {
+export class StateReports implements LxcStates {
   private readonly chain = new Map<number, Promise<void>>();
   /** Containers a signal came for while a call held them: checked when the call ends (`afterCall`). */
   private readonly deferred = new Set<number>();
@@ -139,4 +137,11 @@ export class StateReports {
     });
     return mine;
   }
+}
+
+/** The domain's context with its state reports (the context itself imports none of its users). */
+export function lxcContext(d: LxcDeps): LxcContext {
+  const ctx = new LxcContext(d);
+  ctx.states = new StateReports(ctx, d.events);
+  return ctx;
 }

@@ -15,7 +15,8 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { noNotes, type CallContext } from '../../../daemon/lib/caller.js';
 import { ApiError } from '../../../daemon/lib/errors.js';
-import { LxcContext } from '../../../daemon/lxc/context.js';
+import type { LxcContext } from '../../../daemon/lxc/context.js';
+import { lxcContext } from '../../../daemon/lxc/states.js';
 import type { ContainerRecord } from '../../../daemon/lxc/model.js';
 import { LxcRecords } from '../../../daemon/lxc/records.js';
 import { lxcServices, type LxcServices } from '../../../daemon/lxc/services.js';
@@ -64,7 +65,7 @@ describe('lxc service rules (fake driver)', () => {
     const settings = parseSettings(undefined, { dataDir: dir, pools });
     published = [];
     const events = { publishState: async (_d: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: { actor?: string } = {}) => void published.push({ resource, state, data, actor: opts.actor }) };
-    lctx = new LxcContext({
+    lctx = lxcContext({
       records, driver, settings, pools, tasks, log: pino({ level: 'silent' }), folders: () => [], dataDir: dir, env: {}, events,
     });
     s = lxcServices(lctx);

@@ -1,5 +1,5 @@
 import type { OperationSpec, Schema } from './types.js';
-import { str, nullable, target, arrayOf, type MovePair } from './schema.js';
+import { str, int, bool, oneOf, object, dateTime, nullable, target, arrayOf, type MovePair } from './schema.js';
 
 const folderId = { folder_id: str('Folder ID') };
 
@@ -34,6 +34,36 @@ const movePair = (): Schema<MovePair> => ({
   additionalProperties: false,
 }) as Schema<MovePair>;
 
+// Result pieces (daemon/folders/service.ts Shapes, records.ts Folder)
+
+/** A managed folder record. */
+const folder = () =>
+  object({
+    folder_id: str('Folder ID'),
+    name: str('Folder name'),
+    storage_id: str('Pool it lives in'),
+    path: str('Absolute directory on the host'),
+    created_at: dateTime(),
+  }, ['folder_id', 'name', 'storage_id', 'path', 'created_at'], { title: 'Folder' });
+
+/** A file or folder as an answer shows it. */
+const entry = () =>
+  object({
+    name: str('Entry name'),
+    path: str("Relative to the folder (or location) root, '/'-separated"),
+    type: oneOf(['file', 'folder', 'symlink', 'other'] as const),
+    size: nullable(int('Bytes (for a symlink, the length of its text); null for folders', 0)),
+    modified: dateTime('Modification time'),
+  }, ['name', 'path', 'type', 'size', 'modified'], { title: 'FolderEntry' });
+
+/** Which folder or location, and the path inside it. */
+const placeRef = (description?: string) =>
+  object({
+    kind: oneOf(['folder', 'connection'] as const),
+    id: str('Folder ID or location ID'),
+    path: str("Path inside it, '/'-separated; empty is the root"),
+  }, ['kind', 'id', 'path'], { description });
+
 export const operations = [
   {
     name: 'folders_list',
@@ -46,6 +76,8 @@ export const operations = [
     category: 'file',
     params: {},
     args: {},
+    // No result schema yet: test/unit/registry-results.test.ts and test/conformance/mcp-results.test.ts use
+    // folders_list as their operation without one. Its answer is { folders: arrayOf(folder()) }, required ['folders'].
   },
   {
     name: 'folders_create',
@@ -62,6 +94,7 @@ export const operations = [
       name: name('Folder name', FOLDER_NAME_PATTERN),
     },
     required: ['storage_id', 'name'],
+    result: object({ folder: folder() }, ['folder']),
   },
   {
     name: 'folders_update',
@@ -77,6 +110,7 @@ export const operations = [
       new_name: name('New folder name', FOLDER_NAME_PATTERN),
     },
     required: ['new_name'],
+    result: object({ folder: folder() }, ['folder']),
   },
   {
     name: 'folders_delete',
@@ -89,6 +123,11 @@ export const operations = [
     category: 'storage',
     params: folderId,
     args: {},
+    result: object({
+      folder: folder(),
+      deleted: bool('Always true'),
+      directory_kept: bool('Present (true) when the folder\'s directory was left on disk'),
+    }, ['folder', 'deleted']),
   },
   {
     name: 'folders_contents_list',
@@ -104,6 +143,11 @@ export const operations = [
       sub_path: str(`Path inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Folder or connected location to list; overrides folder_id and sub_path')),
     },
+    result: object({
+      at: placeRef('What was listed'),
+      entries: arrayOf(entry(), 'Folders first, then by name'),
+      truncated: bool('Whether the listing stopped at the daemon\'s limit'),
+    }, ['at', 'entries', 'truncated']),
   },
   {
     name: 'folders_subfolders_create',
@@ -121,6 +165,7 @@ export const operations = [
       target: nullable(target('Parent to create in; overrides folder_id and sub_path')),
     },
     required: ['name'],
+    result: object({ at: placeRef('The parent'), entry: entry() }, ['at', 'entry']),
   },
   {
     name: 'folders_subfolders_batch_create',
@@ -138,6 +183,7 @@ export const operations = [
       target: nullable(target('Parent to create in; overrides folder_id and sub_path')),
     },
     required: ['names'],
+    result: object({ at: placeRef('The parent'), entries: arrayOf(entry(), 'The subfolders made') }, ['at', 'entries']),
   },
   {
     name: 'folders_entries_move',
@@ -154,6 +200,7 @@ export const operations = [
       src_target: nullable(target('Source folder or connected location; overrides folder_id and src_sub_path')),
       dst_target: nullable(target('Destination; same folder or connection as the source; pair with src_target')),
     },
+    result: object({ from: placeRef('Where the entry was'), to: placeRef('Where it is now'), entry: entry() }, ['from', 'to', 'entry']),
   },
   {
     name: 'folders_entries_copy',
@@ -177,6 +224,7 @@ export const operations = [
       src_target: nullable(target('Source folder or connected location; overrides src_folder_id and src_sub_path')),
       dst_target: nullable(target('Destination folder or connected location; overrides dst_folder_id and dst_sub_path')),
     },
+    result: object({ from: placeRef('The source'), to: placeRef('The copy'), entry: entry() }, ['from', 'to', 'entry']),
   },
   {
     name: 'folders_entries_delete',
@@ -191,6 +239,7 @@ export const operations = [
     args: {
       target: nullable(target('Entry to delete; overrides folder_id and sub_path')),
     },
+    result: object({ deleted: placeRef('What was deleted'), entry: entry() }, ['deleted', 'entry']),
   },
   {
     name: 'folders_search',
@@ -208,6 +257,12 @@ export const operations = [
       target: nullable(target('Folder or connected location to search; overrides folder_id and sub_path')),
     },
     required: ['pattern'],
+    result: object({
+      at: placeRef('Where the search started'),
+      pattern: str('The pattern searched for'),
+      matches: arrayOf(entry()),
+      truncated: bool('Whether the search stopped at the daemon\'s limit'),
+    }, ['at', 'pattern', 'matches', 'truncated']),
   },
   {
     name: 'folders_entries_batch_move',
@@ -224,5 +279,9 @@ export const operations = [
       target: nullable(target('Folder or connected location; only kind and id are used; overrides folder_id')),
     },
     required: ['moves'],
+    result: object({
+      at: placeRef('The folder or location (path empty)'),
+      moved: arrayOf(object({ src_sub_path: str('Where the entry was'), dst_sub_path: str('Where it is now') }, ['src_sub_path', 'dst_sub_path']), 'The moves done, in order'),
+    }, ['at', 'moved']),
   },
 ] as const satisfies readonly OperationSpec[];

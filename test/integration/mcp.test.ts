@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
-import { operations, ALL_SCOPES } from '../../api/registry/index.js';
+import { operations, ALL_SCOPES, getOperation } from '../../api/registry/index.js';
 import { eventually, hostctl, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 
 
@@ -39,11 +39,18 @@ function ok(r: ToolResult): any {
 }
 
 /** The call failed as an operation: isError, the API's {"error"} body as text, and the status. */
-function failed(r: ToolResult, status: number): string {
+/**
+ * An error result of `tool`: the error body as text; the status in
+ * `_meta["hostd/status"]`; `{error, status}` as structuredContent only where
+ * the tool has no outputSchema (an error would not fit one).
+ */
+function failed(r: ToolResult, status: number, tool: string): string {
   expect(r.isError, JSON.stringify(r.content)).to.equal(true);
   const body = textJson(r) as { error: string };
   expect(Object.keys(body)).to.deep.equal(['error']);
-  expect(r.structuredContent).to.deep.equal({ error: body.error, status });
+  expect((r._meta as Record<string, unknown> | undefined)?.['hostd/status']).to.equal(status);
+  if (getOperation(tool)!.result) expect(r.structuredContent).to.equal(undefined);
+  else expect(r.structuredContent).to.deep.equal({ error: body.error, status });
   return body.error;
 }
 
@@ -192,7 +199,7 @@ describe('MCP transport', function () {
       const c = await client(reader);
       const before = await activity(d, admin);
       const args = { storage_id: 'default', name: 'not-allowed' };
-      const msg = failed(await c.callTool({ name: 'folders_create', arguments: args }), 403);
+      const msg = failed(await c.callTool({ name: 'folders_create', arguments: args }), 403, 'folders_create');
       const http = await d.request('POST', '/api/v1/folders', { token: reader, body: args });
       expect(http.status).to.equal(403);
       expect(msg).to.equal(http.body.error);
@@ -211,26 +218,26 @@ describe('MCP transport', function () {
     it('answers a bad argument with the 400 the HTTP API gives', async function () {
       const c = await client(agent);
       const wrongType = { storage_id: 'default', name: 42 };
-      const msg = failed(await c.callTool({ name: 'folders_create', arguments: wrongType }), 400);
+      const msg = failed(await c.callTool({ name: 'folders_create', arguments: wrongType }), 400, 'folders_create');
       expect(msg).to.equal((await d.request('POST', '/api/v1/folders', { token: agent, body: wrongType })).body.error);
 
       const unknown = { storage_id: 'default', name: 'x', colour: 'red' };
-      const msg2 = failed(await c.callTool({ name: 'folders_create', arguments: unknown }), 400);
+      const msg2 = failed(await c.callTool({ name: 'folders_create', arguments: unknown }), 400, 'folders_create');
       expect(msg2).to.equal((await d.request('POST', '/api/v1/folders', { token: agent, body: unknown })).body.error);
 
       // Missing `arguments` is {}: the required ones are missing.
-      const msg3 = failed(await c.callTool({ name: 'folders_create' }), 400);
+      const msg3 = failed(await c.callTool({ name: 'folders_create' }), 400, 'folders_create');
       expect(msg3).to.equal((await d.request('POST', '/api/v1/folders', { token: agent, body: {} })).body.error);
 
       // Read tools validate too (limit is 1-200).
-      failed(await c.callTool({ name: 'activity_list', arguments: { limit: 0 } }), 400);
+      failed(await c.callTool({ name: 'activity_list', arguments: { limit: 0 } }), 400, 'activity_list');
     });
 
     it('answers a missing resource with its 404 and an unknown peer_id with 404', async function () {
       const c = await client(agent);
-      const msg = failed(await c.callTool({ name: 'folders_delete', arguments: { folder_id: 'f_nothere000' } }), 404);
+      const msg = failed(await c.callTool({ name: 'folders_delete', arguments: { folder_id: 'f_nothere000' } }), 404, 'folders_delete');
       expect(msg).to.equal((await d.request('DELETE', '/api/v1/folders/f_nothere000', { token: agent })).body.error);
-      expect(failed(await c.callTool({ name: 'folders_list', arguments: { peer_id: 'no-such-node' } }), 404)).to.equal("peer 'no-such-node' not found");
+      expect(failed(await c.callTool({ name: 'folders_list', arguments: { peer_id: 'no-such-node' } }), 404, 'folders_list')).to.equal("peer 'no-such-node' not found");
       // This node's own id runs locally.
       ok(await c.callTool({ name: 'folders_list', arguments: { peer_id: d.nodeId } }));
     });
@@ -379,7 +386,7 @@ describe('MCP transport', function () {
       expect(b.body.id).to.equal(7);
       expect(a.body.result.structuredContent).to.have.property('folders');
       expect(b.body.result.isError).to.equal(true);
-      expect(b.body.result.structuredContent.status).to.equal(403);
+      expect(b.body.result._meta["hostd/status"]).to.equal(403);
     });
   });
 });
@@ -450,6 +457,6 @@ describe('MCP transport, forwarded to a second node', function () {
     expect(rowsB[0].metadata).to.include({ transport: 'cluster', operation: 'folders_create', origin: a.nodeId });
 
     // The peer's 4xx passes through as the tool's error.
-    failed(await c.callTool({ name: 'folders_delete', arguments: { folder_id: 'f_nothere000', peer_id: b.nodeId } }), 404);
+    failed(await c.callTool({ name: 'folders_delete', arguments: { folder_id: 'f_nothere000', peer_id: b.nodeId } }), 404, 'folders_delete');
   });
 });

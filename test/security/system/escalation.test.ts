@@ -44,6 +44,17 @@ function domainGroups(): Map<string, string[]> {
 }
 
 /** An MCP tools/call over plain HTTP; the tool result, or the JSON-RPC error. */
+/** A tool error as MCP gives it: the error body as text, the status in `_meta` (no structuredContent where the tool has an outputSchema). */
+function toolError(result: any): { error?: string; status?: number } {
+  let error: string | undefined;
+  try {
+    error = JSON.parse(result?.content?.[0]?.text ?? '{}').error;
+  } catch {
+    error = undefined;
+  }
+  return { error, status: result?._meta?.['hostd/status'] };
+}
+
 async function mcpCall(d: TestDaemon, token: string, name: string, args: Record<string, unknown>, id = 1): Promise<{ reply: RawReply; result: any }> {
   const reply = await raw(d.url, 'POST', '/mcp', {
     token,
@@ -108,12 +119,14 @@ describe('escalation: scopes across domains, the catalog, the activity log (real
       const named = c.missing.every((m) => String(r.body?.error ?? '').includes(`'${m}'`));
       p.add(`${where} (HTTP)`, r.status === 403 && named ? undefined : `expected 403 naming ${c.missing.join(', ')}, got ${show(r)}`);
       guard.assertNotLeaked(r.text, where);
+      // Streams and text answers are no tools (their HTTP refusal is checked above).
+      if (!c.op.mcp) return;
       const m = await mcpCall(d, c.secret, c.op.name, toolArgs(c.op));
-      const sc = m.result?.structuredContent;
-      const mNamed = c.missing.every((x) => String(sc?.error ?? '').includes(`'${x}'`));
-      p.add(`${where} (MCP)`, m.result?.isError === true && sc?.status === 403 && mNamed ? undefined : `expected a 403 tool error naming ${c.missing.join(', ')}, got ${show(m.reply)}`);
+      const e = toolError(m.result);
+      const mNamed = c.missing.every((x) => String(e.error ?? '').includes(`'${x}'`));
+      p.add(`${where} (MCP)`, m.result?.isError === true && e.status === 403 && mNamed ? undefined : `expected a 403 tool error naming ${c.missing.join(', ')}, got ${show(m.reply)}`);
     });
-    p.check(cases.length * 2);
+    p.check(cases.length + cases.filter((c) => c.op.mcp).length);
     checkHost();
   });
 
@@ -122,7 +135,7 @@ describe('escalation: scopes across domains, the catalog, the activity log (real
       const r = await raw(d.url, 'POST', '/mcp', { token: t.secret, headers: { accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
       expect(r.status, show(r)).to.equal(200);
       const listed = r.body.result.tools.map((x: any) => x.name).sort();
-      const allowed = operations.filter((o) => o.scopes.every((s) => t.scopes.includes(s))).map((o) => o.name).sort();
+      const allowed = operations.filter((o) => o.mcp && o.scopes.every((s) => t.scopes.includes(s))).map((o) => o.name).sort();
       expect(listed, label).to.deep.equal(allowed);
     }
   });
@@ -160,7 +173,7 @@ describe('escalation: scopes across domains, the catalog, the activity log (real
     const calls = await Promise.all(Array.from({ length: 32 }, (_, i) => mcpCall(d, reader, 'activity_list', { search: big }, i + 1)));
     const hwm = Number(/^VmHWM:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${d.proc.pid}/status`, 'utf8'))![1]) * 1024;
     expect(hwm - rss, `peak resident size grew by ${Math.round((hwm - rss) / MiB)} MiB`).to.be.below(150 * MiB);
-    for (const c of calls) expect(c.result?.structuredContent, show(c.reply)).to.deep.equal({ error: "argument 'search' must be at most 1000 characters", status: 400 });
+    for (const c of calls) expect(toolError(c.result), show(c.reply)).to.deep.equal({ error: "argument 'search' must be at most 1000 characters", status: 400 });
     const over = 'x'.repeat(1001);
     const h = await raw(d.url, 'GET', `${API}/activity?search=${over}`, { token: reader });
     expect(h.status, show(h)).to.equal(400);

@@ -18,9 +18,10 @@ const TO_RENAME: Record<string, string[]> = {
 /**
  * Names recorded that are not the operator: a cloud-init file's owner, the
  * sandboxes domain's VM owner marker, an unauthenticated client of the
- * cluster port.
+ * cluster port, and the runtime itself as the actor of a state change no
+ * call made (lxc and apps state events).
  */
-const NOT_OPERATOR = new Set(['root:root', 'sandbox', 'anonymous']);
+const NOT_OPERATOR = new Set(['root:root', 'sandbox', 'anonymous', 'runtime']);
 
 /** Names the text records for whoever acts without a token. */
 export function operatorNamesIn(text: string): string[] {

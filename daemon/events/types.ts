@@ -24,19 +24,8 @@ export interface StoredEvent {
   acl: EventAcl;
 }
 
-/** An event as a client receives it. */
-export interface PublicEvent {
-  cursor: string;
-  seq: number;
-  node_id: string;
-  time: string;
-  type: string;
-  domain: string;
-  resource: string;
-  actor: string;
-  summary: string;
-  data: Record<string, unknown>;
-}
+/** An event as a client receives it: the stored event with its cursor, never who may read it. */
+export type PublicEvent = Omit<StoredEvent, 'acl'> & { cursor: string };
 
 /** What a writer hands in; the log adds seq, node_id and time. */
 export interface NewEvent {

@@ -140,9 +140,9 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
     const notAllowed = (b: string) => `bridge '${b}' is not one VMs may join (allowed: none; the settings vms.bridge and vms.allowed_bridges list them)`;
     for (const b of ['lo', 'eth0', 'docker0', 'lxcbr0']) await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 403, notAllowed(b));
     const bad = "argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..'), or empty, or null";
-    for (const b of [`br0;touch ${PWNED}`, "br0'$(id)'", '..', '.', 'br0 up', 'a/b']) await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 400, bad);
-    // Too long: the length is named, as for LXC's bridges (one wording for one rule).
-    await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: 'x'.repeat(16) }, 400, "argument 'network_bridge' must be at most 15 characters");
+    for (const b of ['b;reboot', "br0'$(id)'", '$(id)', '..', '.', 'br0 up', 'a/b']) await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 400, bad);
+    // Too long (a command that would write a file, or plain letters): the length is named, as for LXC's bridges (one wording for one rule).
+    for (const b of [`br0;touch ${PWNED}`, 'x'.repeat(16)]) await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 400, "argument 'network_bridge' must be at most 15 characters");
     expect((await ok('operator', 'GET', '/vms/400')).vm.network).to.deep.include({ type: 'user', bridge: null });
     expect(fs.readdirSync(path.join(e.d.dataDir, 'vms')).filter((f) => f.startsWith('ifup-'))).to.deep.equal([]);
   });

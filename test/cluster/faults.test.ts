@@ -13,6 +13,7 @@ import { expect } from 'chai';
 import { startDaemon, eventually, type TestDaemon } from '../helpers/daemon.js';
 import { NetLab } from './netns.js';
 import { pair } from './util.js';
+import { requireOrSkip } from '../helpers/runtime-gate.js';
 
 describe('cluster faults in network namespaces', function () {
   this.timeout(120_000);
@@ -23,10 +24,8 @@ describe('cluster faults in network namespaces', function () {
   const tokens: string[] = [];
 
   before(async function () {
-    if (!(await NetLab.available())) {
-      // CI runs as root; a developer without root cannot make namespaces.
-      this.skip();
-    }
+    // CI runs as root; a developer without root cannot make namespaces.
+    requireOrSkip(this, 'cluster', (await NetLab.available()) ? null : 'network namespaces cannot be made here (needs root and ip netns)');
     lab = new NetLab(3);
     await lab.setup();
     nodes = await Promise.all(lab.nodes.map((n, i) => startDaemon({

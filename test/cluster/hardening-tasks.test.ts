@@ -14,6 +14,7 @@ import { busyboxImage, haveBusybox } from '../helpers/lxc-image.js';
 import { lxcMissing } from '../helpers/lxc-env.js';
 import { streamArch } from '../../daemon/lxc/lxc-tools/simplestreams.js';
 import { pair } from './util.js';
+import { requireOrSkip } from '../helpers/runtime-gate.js';
 
 describe('a task started on a member through peer_id is found through its peer_id', function () {
   this.timeout(180_000);
@@ -25,10 +26,7 @@ describe('a task started on a member through peer_id is found through its peer_i
 
   before(async function () {
     const why = lxcMissing() ?? (haveBusybox() ? null : 'busybox-static is not installed (it makes the test image)');
-    if (why) {
-      console.log(`    skipped: ${why}`);
-      this.skip();
-    }
+    requireOrSkip(this, 'lxc', why);
     const img = busyboxImage();
     const arch = streamArch(process.arch);
     const products = {

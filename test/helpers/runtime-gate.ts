@@ -61,3 +61,16 @@ export async function requireRuntime(ctx: Mocha.Context, domain: string, source:
   process.stdout.write(`      ${d.message}\n`);
   ctx.skip();
 }
+
+/**
+ * The same gate for a suite whose need is not a domain's driver (a Python
+ * module, network namespaces, a test image): `why` is what is missing, or
+ * null. Skips with the reason printed, or under CI fails.
+ */
+export function requireOrSkip(ctx: Mocha.Context, domain: string, why: string | null, env?: Readonly<Record<string, string | undefined>>): void {
+  const d = gateDecision(domain, why, env);
+  if (d.action === 'run') return;
+  if (d.action === 'fail') throw new Error(d.message);
+  process.stdout.write(`      ${d.message}\n`);
+  ctx.skip();
+}

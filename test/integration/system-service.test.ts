@@ -53,20 +53,22 @@ describe('system service (real host)', function () {
 
   describe('health', () => {
     it('reports the node and the host CPU', async () => {
+      // The load average moves while the health is read (another process may start beside the suite):
+      // the answer lies between what the kernel said just before and just after, to its two decimals.
+      const before = os.loadavg();
       const h = await svc.health();
+      const after = os.loadavg();
       expect(h.node).to.deep.equal({ id: 'node-1', name: 'alpha' });
       expect(h.cpu.cores).to.equal(os.cpus().length);
       expect(h.cpu.model).to.equal(os.cpus()[0]!.model.trim());
       expect(h.cpu.usage_percent).to.be.a('number').within(0, 100);
       expect(h.cpu.load).to.have.length(3);
-      const load = os.loadavg();
-      h.cpu.load.forEach((l, i) => expect(l).to.be.closeTo(load[i]!, 0.5));
+      h.cpu.load.forEach((l, i) => expect(l).to.be.within(Math.min(before[i]!, after[i]!) - 0.01, Math.max(before[i]!, after[i]!) + 0.01));
       expect(['ok', 'degraded', 'critical']).to.include(h.status);
       expect(Date.parse(h.checked_at)).to.be.closeTo(Date.now(), 5000);
     });
 
     it('reports memory as /proc/meminfo has it', async function () {
-      if (!hasProc) this.skip();
       const h = await svc.health();
       const text = await fs.promises.readFile('/proc/meminfo', 'utf8');
       const totalKb = Number(/^MemTotal:\s+(\d+)/m.exec(text)![1]);

@@ -15,6 +15,7 @@ import { withPrefix } from '../../../api/registry/schema.js';
 import { validateArgs } from '../../../api/validate.js';
 import { formatSize } from '../../../daemon/vms/sizes.js';
 import { ApiError } from '../../../daemon/lib/errors.js';
+import { requireOrSkip } from '../../helpers/runtime-gate.js';
 
 const spec = (over: Partial<MachineSpec> = {}): MachineSpec => ({
   name: 'vm-101',
@@ -157,10 +158,7 @@ const havePyYaml = spawnSync('python3', ['-c', 'import yaml'], { encoding: 'utf8
 
 describe('vms: cloud-init seed under cloud-init\'s own YAML loader', () => {
   before(function () {
-    if (!havePyYaml) {
-      console.log('      skipping: python3 with the yaml module (cloud-init\'s loader, Debian python3-yaml) is not installed');
-      this.skip();
-    }
+    requireOrSkip(this, 'vms', havePyYaml ? null : "python3 with the yaml module (cloud-init's loader, Debian python3-yaml) is not installed");
   });
 
   // YAML 1.1 takes NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR for line breaks: inside a block

@@ -76,8 +76,7 @@ export const operations = [
     category: 'file',
     params: {},
     args: {},
-    // No result schema yet: test/unit/registry-results.test.ts and test/conformance/mcp-results.test.ts use
-    // folders_list as their operation without one. Its answer is { folders: arrayOf(folder()) }, required ['folders'].
+    result: object({ folders: arrayOf(folder(), 'Every managed folder, by name then pool') }, ['folders']),
   },
   {
     name: 'folders_create',

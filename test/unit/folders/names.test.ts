@@ -4,11 +4,11 @@
  * see them before sending.
  */
 import { expect } from 'chai';
-import { FOLDER_NAME_PATTERN, NAME_PATTERN } from '../../api/registry/folders.js';
-import { getOperation } from '../../api/registry/index.js';
-import { validateArgs } from '../../api/validate.js';
-import { ApiError } from '../../daemon/lib/errors.js';
-import { validateName, validateNewEntry } from '../../daemon/folders/names.js';
+import { FOLDER_NAME_PATTERN, NAME_PATTERN } from '../../../api/registry/folders.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { validateArgs } from '../../../api/validate.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
+import { validateName, validateNewEntry } from '../../../daemon/folders/names.js';
 
 function refusal(fn: () => unknown): string | null {
   try {

@@ -7,8 +7,8 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { API_PREFIX as API } from '../../api/catalog.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { API_PREFIX as API } from '../../../api/catalog.js';
+import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 
 describe('folders: names and destinations over HTTP', function () {
   this.timeout(60_000);

@@ -25,37 +25,6 @@ const DOMAIN_LEVEL_FOLDERS = ['apps/compose', 'apps/catalog', 'proxy/policy'];
 const NOT_RUNTIME = `^daemon/(${DOMAIN_LEVEL_FOLDERS.join('|')})/`;
 const RUNTIME_FILE = `^daemon/${DOMAINS}/[^/]+/`;
 
-/**
- * Imports across the boundary that exist today, file by file. Each goes when
- * its domain moves its types into driver.ts (issue 24, item 3): remove the
- * entry then. The list only shrinks; a new import of a runtime folder from a
- * service file fails the suite.
- */
-const DRIVER_BOUNDARY_DEBT = {
-  'daemon/folders/service.ts': ['daemon/folders/fs/index.ts'],
-};
-
-const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-const exact = (files) => `^(${files.map(escape).join('|')})$`;
-const boundaryRules = () => {
-  const debtors = Object.keys(DRIVER_BOUNDARY_DEBT);
-  const rules = [{
-    name: 'services-reach-runtime-through-driver', severity: 'error',
-    comment: 'a service file imports its runtime folder: go through driver.ts (types owned by the domain)',
-    from: { path: `^daemon/${DOMAINS}/`, pathNot: [`^daemon/${DOMAINS}/index[.]ts$`, `(?!${NOT_RUNTIME})${RUNTIME_FILE}`, ...(debtors.length ? [exact(debtors)] : [])] },
-    to: { path: '^daemon/$1/[^/]+/', pathNot: NOT_RUNTIME },
-  }];
-  for (const [from, allowed] of Object.entries(DRIVER_BOUNDARY_DEBT)) {
-    rules.push({
-      name: 'services-reach-runtime-through-driver', severity: 'error',
-      comment: `${from} may keep only the runtime imports listed in DRIVER_BOUNDARY_DEBT`,
-      from: { path: exact([from]) },
-      to: { path: `^daemon/${from.split('/')[1]}/[^/]+/`, pathNot: [NOT_RUNTIME, exact(allowed)] },
-    });
-  }
-  return rules;
-};
-
 module.exports = {
   forbidden: [
     { name: 'no-circular', severity: 'error', comment: 'imports form no cycle', from: {}, to: { circular: true } },
@@ -102,7 +71,12 @@ module.exports = {
       from: { path: `^daemon/${DOMAINS}/[^/]+/` },
       to: { path: '^daemon/(auth/|activity/|$1/(service|handlers|index|records)[.]ts$)' },
     },
-    ...boundaryRules(),
+    {
+      name: 'services-reach-runtime-through-driver', severity: 'error',
+      comment: 'a service file imports its runtime folder: go through driver.ts (types owned by the domain)',
+      from: { path: `^daemon/${DOMAINS}/`, pathNot: [`^daemon/${DOMAINS}/index[.]ts$`, `(?!${NOT_RUNTIME})${RUNTIME_FILE}`] },
+      to: { path: '^daemon/$1/[^/]+/', pathNot: NOT_RUNTIME },
+    },
     {
       name: 'api-core-knows-no-transport', severity: 'error',
       from: { path: '^api/[^/]+[.]ts$' },

@@ -1,25 +1,47 @@
+import { INTERNAL_PREFIX, LEGACY_INTERNAL_NAMES } from '../../daemon/lib/host-paths.js';
 import type { OperationSpec, Schema } from './types.js';
 import { str, int, bool, oneOf, object, dateTime, nullable, target, arrayOf, type MovePair } from './schema.js';
 
 const folderId = { folder_id: str('Folder ID') };
 
+/** C0 and C1 control characters, DEL, and lone UTF-16 surrogates (patterns run with the `u` flag). */
+const CONTROL = '\\u0000-\\u001f\\u007f-\\u009f\\uD800-\\uDFFF';
+/** Pattern text matching `lit` in any ASCII case (JSON Schema has no `i` flag). */
+const anyCase = (lit: string) => [...lit].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
+
 /**
  * A name the API creates (folder, subfolder): not empty, not '.' or '..', no
- * '/', no '\\', no control characters (C0, DEL, C1: SMB clients and most
- * tools cannot use them). The server also refuses names over 255 bytes of
- * UTF-8 and unpaired surrogates (daemon/folders/names.ts `validateName`).
+ * '/', no '\\', no control character (C0, DEL, C1: SMB clients and most tools
+ * cannot use them), no unpaired surrogate. The server also refuses names over
+ * 255 bytes of UTF-8, which a schema cannot count (daemon/folders/names.ts
+ * `validateName`).
  */
-export const NAME_PATTERN = String.raw`^(?!\.{1,2}$)[^/\\\u0000-\u001F\u007F-\u009F]+$`;
-/**
- * A folder name, also not one of the daemon's own directories in a pool:
- * `.vms` and the `.hostd-` namespace, in any case (the server also compares
- * after NFKC: daemon/lib/host-paths.ts `isInternalName`).
- */
-export const FOLDER_NAME_PATTERN = String.raw`^(?!\.{1,2}$)(?!\.[hH][oO][sS][tT][dD]-)(?!\.[vV][mM][sS]$)[^/\\\u0000-\u001F\u007F-\u009F]+$`;
-const NAME_RULE = "1-255 bytes of UTF-8; not '.' or '..'; no '/', '\\' or control characters";
+export const NAME_PATTERN = `^[^/\\\\${CONTROL}]+$`;
+const NAME_RULE = "a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..'";
+const RESERVED_RULE = `not ${LEGACY_INTERNAL_NAMES.map((n) => `'${n}'`).join(' or ')} and not starting with '${INTERNAL_PREFIX}', in any case (hostd's own directories)`;
 
-const name = (description: string, pattern = NAME_PATTERN): Schema<string> =>
-  str(`${description}: ${NAME_RULE}${pattern === FOLDER_NAME_PATTERN ? "; not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)" : ''}`, { minLength: 1, maxLength: 255, pattern });
+/** A subfolder's name, or any name the API creates inside a folder. */
+const entryName = (description: string): Schema<string> =>
+  str(description, {
+    minLength: 1, maxLength: 255, pattern: NAME_PATTERN, allOf: [{ not: { enum: ['.', '..'] } }],
+    'x-expect': NAME_RULE, examples: ['example'],
+  });
+
+/**
+ * A folder's name: also not one of the directories every domain keeps in a
+ * pool (daemon/lib/host-paths.ts, the one list), in any ASCII case. The server
+ * compares after NFKC too (`isInternalName`), which a pattern cannot say.
+ */
+const folderName = (description: string): Schema<string> =>
+  str(description, {
+    minLength: 1, maxLength: 255, pattern: NAME_PATTERN,
+    allOf: [
+      { not: { enum: ['.', '..'] } },
+      { not: { pattern: `^${anyCase(INTERNAL_PREFIX)}` } },
+      ...LEGACY_INTERNAL_NAMES.map((n) => ({ not: { pattern: `^${anyCase(n)}$` } })),
+    ],
+    'x-expect': `${NAME_RULE}, ${RESERVED_RULE}`, examples: ['example'],
+  });
 
 const PATH_RULE = "relative to the root, '/'-separated; no '..' segment, leading '/', '\\' or NUL";
 
@@ -34,7 +56,7 @@ const movePair = (): Schema<MovePair> => ({
   additionalProperties: false,
 }) as Schema<MovePair>;
 
-// Result pieces (daemon/folders/service.ts Shapes, records.ts Folder)
+// Result pieces (daemon/folders/views.ts, records.ts Folder)
 
 /** A managed folder record. */
 const folder = () =>
@@ -76,8 +98,7 @@ export const operations = [
     category: 'file',
     params: {},
     args: {},
-    // No result schema yet: test/unit/registry-results.test.ts and test/conformance/mcp-results.test.ts use
-    // folders_list as their operation without one. Its answer is { folders: arrayOf(folder()) }, required ['folders'].
+    result: object({ folders: arrayOf(folder(), 'Every managed folder, by name then pool') }, ['folders']),
   },
   {
     name: 'folders_create',
@@ -91,7 +112,7 @@ export const operations = [
     params: {},
     args: {
       storage_id: str('Pool to create the folder in'),
-      name: name('Folder name', FOLDER_NAME_PATTERN),
+      name: folderName('Folder name'),
     },
     required: ['storage_id', 'name'],
     result: object({ folder: folder() }, ['folder']),
@@ -107,7 +128,7 @@ export const operations = [
     category: 'storage',
     params: folderId,
     args: {
-      new_name: name('New folder name', FOLDER_NAME_PATTERN),
+      new_name: folderName('New folder name'),
     },
     required: ['new_name'],
     result: object({ folder: folder() }, ['folder']),
@@ -160,7 +181,7 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      name: name('Subfolder name'),
+      name: entryName('Subfolder name'),
       sub_path: str(`Parent inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Parent to create in; overrides folder_id and sub_path')),
     },
@@ -178,7 +199,7 @@ export const operations = [
     category: 'file',
     params: folderId,
     args: {
-      names: arrayOf(name('Subfolder name'), 'Subfolder names, each once', { minItems: 1, uniqueItems: true }),
+      names: arrayOf(entryName('Subfolder name'), 'Subfolder names, each once', { minItems: 1, uniqueItems: true }),
       sub_path: str(`Parent inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Parent to create in; overrides folder_id and sub_path')),
     },

@@ -16,7 +16,16 @@
  * `path` is relative to the entry the call was about, for problems found while
  * walking a tree; `end` says which end of a rename or copy); any other error
  * is the system's (errno `code` kept).
+ *
+ * The types here are the domain's; the runtime folder (fs/) implements them.
  */
+import type { RuntimeDriver } from '../lib/availability.js';
+
+/**
+ * What `availability()` reports: procfs, through which every path is resolved
+ * from open directories (`/proc/self/fd/<fd>/<name>`, the openat(2) of Node).
+ */
+export const PROCFS = 'procfs';
 
 export type EntryType = 'file' | 'folder' | 'symlink' | 'other';
 
@@ -102,7 +111,7 @@ export interface SearchHit {
   entry: EntryInfo;
 }
 
-export interface FilesDriver {
+export interface FilesDriver extends RuntimeDriver {
   /** Creates a root directory (and its parents) if missing: pools at start. */
   ensureRoot(root: string): Promise<void>;
 

@@ -111,14 +111,6 @@ export class FolderRecords {
     return `e-${crypto.randomBytes(9).toString('base64url')}`;
   }
 
-  /**
-   * Keeps an intent that cannot be settled now (its location is not mounted)
-   * under a fresh key, written in the same batch that drops the old one.
-   */
-  deferOp(key: string, intent: FolderIntent): JournalOp {
-    return { type: 'put', sub: this.intents, key, value: intent };
-  }
-
   /** The store write that makes `rec` the record (for a journal commit). */
   putOp(rec: Folder): JournalOp {
     return { type: 'put', sub: this.table, key: rec.folder_id, value: rec };

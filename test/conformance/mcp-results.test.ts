@@ -4,7 +4,8 @@
  * outputSchema, its success result carries structuredContent that the
  * client validates against it, and its error result carries no
  * structuredContent (the client would check it against the schema and
- * throw) but the status in _meta. catalog_get is the operation with one.
+ * throw) but the status in _meta. Every tool has one (the only operation
+ * without a result schema, events_stream, is a stream and no tool).
  */
 import { expect } from 'chai';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -29,11 +30,15 @@ describe('result schemas over MCP (SDK client)', function () {
     await client?.close().catch(() => undefined);
   });
 
-  it("lists each tool's result schema as its outputSchema, and none for an operation without one", async () => {
+  it("lists each tool's result schema as its outputSchema: every tool has one", async () => {
     const { tools } = await client.listTools();
     const byName = new Map(tools.map((t) => [t.name, t]));
     expect(byName.get('catalog_get')!.outputSchema).to.deep.equal(getOperation('catalog_get')!.result);
-    for (const t of tools) expect(t.outputSchema ?? null, t.name).to.deep.equal(operations.find((o) => o.name === t.name)!.result);
+    expect(byName.get('folders_list')!.outputSchema).to.deep.equal(getOperation('folders_list')!.result);
+    for (const t of tools) {
+      expect(t.outputSchema, t.name).to.not.equal(undefined);
+      expect(t.outputSchema, t.name).to.deep.equal(operations.find((o) => o.name === t.name)!.result);
+    }
   });
 
   it('a success carries the answer as structuredContent, which the client validated against the outputSchema', async () => {
@@ -54,10 +59,14 @@ describe('result schemas over MCP (SDK client)', function () {
     expect(r._meta).to.deep.equal({ [STATUS_META]: 400 });
   });
 
-  it('an error of a tool without one keeps {error, status} as structuredContent, and the status in _meta too', async () => {
+  it('folders_list: its success validated against its outputSchema, its error without structuredContent and the status in _meta', async () => {
+    const listed = await client.callTool({ name: 'folders_list', arguments: {} });
+    expect(listed.isError).to.not.equal(true);
+    expect(listed.structuredContent).to.deep.equal({ folders: [] });
     const r = await client.callTool({ name: 'folders_list', arguments: { zz_unknown: 1 } });
     expect(r.isError).to.equal(true);
-    expect(r.structuredContent).to.deep.equal({ error: "unknown argument 'zz_unknown'", status: 400 });
+    expect(r).to.not.have.property('structuredContent');
+    expect(JSON.parse((r.content as Array<{ text: string }>)[0].text)).to.deep.equal({ error: "unknown argument 'zz_unknown'" });
     expect(r._meta).to.deep.equal({ [STATUS_META]: 400 });
   });
 });

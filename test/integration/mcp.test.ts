@@ -119,8 +119,9 @@ describe('MCP transport', function () {
           openWorldHint: false,
         });
         if (!op.readOnly) expect(t.annotations!.destructiveHint, op.name).to.equal(op.hints.includes('DEL'));
-        // The result schema where the registry has one (catalog_get first), none otherwise.
-        expect(t.outputSchema, op.name).to.deep.equal(op.result ?? undefined);
+        // Every tool's result schema (only events_stream, a stream and no tool, has none).
+        expect(t.outputSchema, op.name).to.not.equal(undefined);
+        expect(t.outputSchema, op.name).to.deep.equal(op.result);
       }
       // Path parameters are part of the input schema, e.g. folders_delete's folder_id.
       const del = byName.get('folders_delete')!;

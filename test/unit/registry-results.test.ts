@@ -3,8 +3,9 @@
  * `ResultOf<N>` and handler types checked against it, the schema in the
  * catalog, OpenAPI's success response and the MCP tool's outputSchema, the
  * check the conformance walk makes of every success answer, and the shared
- * pieces answers reuse (task record, activity row, error body). catalog_get
- * is the first operation with one.
+ * pieces answers reuse (task record, activity row, error body). Every
+ * operation has one except events_stream, a stream of events rather than an
+ * answer.
  */
 import { expect } from 'chai';
 import { complete, getOperation, operations, type ResultOf } from '../../api/registry/index.js';
@@ -26,8 +27,9 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const taskRecordMatchesTheLib: Same<ValueOf<ReturnType<typeof taskRecord>>, TaskRecord> = true;
 const activityRowMatchesTheRegistry: Same<ValueOf<ReturnType<typeof activityRow>>, ActivityRow> = true;
 const catalogResult: Same<ResultOf<'catalog_get'>['count'], number> = true;
-const noResultYet: Same<ResultOf<'folders_list'>, unknown> = true;
-void [taskRecordMatchesTheLib, activityRowMatchesTheRegistry, catalogResult, noResultYet];
+const folderIds: Same<ResultOf<'folders_list'>['folders'][number]['folder_id'], string> = true;
+const aStreamHasNone: Same<ResultOf<'events_stream'>, unknown> = true;
+void [taskRecordMatchesTheLib, activityRowMatchesTheRegistry, catalogResult, folderIds, aStreamHasNone];
 
 const fits: OpHandler<'catalog_get'> = async () => ({ count: 0, endpoints: [] });
 // @ts-expect-error a count that is not a number does not fit catalog_get's result schema
@@ -36,18 +38,26 @@ const wrongType: OpHandler<'catalog_get'> = async () => ({ count: 'none', endpoi
 const missingField: OpHandler<'catalog_get'> = async () => ({ count: 0 });
 // A field the schema does not name compiles (TypeScript checks no excess property on a returned
 // object): the schemas are closed, so the conformance walk is what catches it (resultProblem below).
-const unconstrained: OpHandler<'folders_list'> = async () => ({ anything: 1 });
+const unconstrained: OpHandler<'folders_list'> = async () => ({ folders: [], anything: 1 });
 void [fits, wrongType, missingField, unconstrained];
 
 // ---- run time
 
 const everyHandler = Object.fromEntries(operations.map((o) => [o.name, async () => ({})])) as unknown as HandlerTable;
 const catalogOp = getOperation('catalog_get')!;
+const foldersOp = getOperation('folders_list')!;
+/** The one operation without a result schema: its answer is a stream (SSE or WebSocket), not a JSON body. */
+const STREAMS = ['events_stream'];
 
 describe('result schemas (api/registry)', () => {
-  it('catalog_get has one; the operations of the domains not yet moved have none', () => {
+  it('every operation has a closed object as its result schema, except the event stream', () => {
     expect(catalogOp.result).to.include({ type: 'object', additionalProperties: false });
-    expect(getOperation('folders_list')!.result).to.equal(null);
+    const without = operations.filter((o) => !o.result).map((o) => o.name);
+    expect(without).to.deep.equal(STREAMS);
+    // Closed: the object names every field, or (locations_discover) each of its alternatives does.
+    const closed = (r: { additionalProperties?: unknown; oneOf?: Array<{ additionalProperties?: unknown }> }) =>
+      r.additionalProperties === false || (!!r.oneOf?.length && r.oneOf.every((alt) => alt.additionalProperties === false));
+    for (const o of operations) if (o.result) expect(o.result.type === 'object' && closed(o.result as never), o.name).to.equal(true);
   });
 
   it('a result schema must be an object schema (MCP outputSchema; every answer is an object)', () => {
@@ -59,7 +69,8 @@ describe('result schemas (api/registry)', () => {
     const endpoints = catalogEntries(everyHandler);
     expect(resultProblem(catalogOp, { count: endpoints.length, endpoints })).to.equal(undefined);
     expect(endpoints.find((e) => e.operation === 'catalog_get')!.result).to.deep.equal(catalogOp.result);
-    expect(endpoints.find((e) => e.operation === 'folders_list')!.result).to.equal(null);
+    expect(endpoints.find((e) => e.operation === 'folders_list')!.result).to.deep.equal(foldersOp.result);
+    expect(endpoints.find((e) => e.operation === 'events_stream')!.result).to.equal(null);
   });
 
   it('resultProblem names what does not fit: a missing field, a wrong type, a field the schema does not name', () => {
@@ -67,21 +78,24 @@ describe('result schemas (api/registry)', () => {
     expect(resultProblem(catalogOp, { endpoints: [] })).to.match(/^result \(root\) must have required property 'count'/);
     expect(resultProblem(catalogOp, { count: 1, endpoints: [{ ...entry, read_only: 'yes' }] })).to.match(/^result\/endpoints\/0\/read_only must be boolean/);
     expect(resultProblem(catalogOp, { count: 1, endpoints: [], extra: 1 })).to.match(/^result \(root\) must NOT have additional properties/);
-    expect(resultProblem(getOperation('folders_list')!, { anything: 1 }), 'no schema yet: nothing to check').to.equal(undefined);
+    expect(resultProblem(foldersOp, { folders: [{ folder_id: 'f_1', name: 'a', storage_id: 'p', path: '/p/a' }] })).to.match(/^result\/folders\/0 must have required property 'created_at'/);
+    expect(resultProblem(getOperation('events_stream')!, { anything: 1 }), 'a stream: no schema, nothing to check').to.equal(undefined);
   });
 
-  it("OpenAPI: the success response is the operation's result schema, an open object while it has none; errors are the shared error body", () => {
+  it("OpenAPI: the success response is the operation's result schema; errors are the shared error body", () => {
     const doc = openApiDocument(everyHandler, '0.0.0') as any;
     const get = doc.paths['/api/v1/catalog'].get;
     expect(get.responses['200'].content['application/json'].schema).to.deep.equal(catalogOp.result);
-    expect(doc.paths['/api/v1/folders'].get.responses['200'].content['application/json'].schema).to.deep.equal({ type: 'object', additionalProperties: true });
+    expect(doc.paths['/api/v1/folders'].get.responses['200'].content['application/json'].schema).to.deep.equal(foldersOp.result);
     expect(doc.components.schemas.Error).to.deep.equal(errorBody());
     expect(get.responses['404'].content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/Error' });
   });
 
-  it("MCP: a tool's outputSchema is its result schema, and only where there is one", () => {
+  it("MCP: every tool's outputSchema is its operation's result schema (the event stream is no tool)", () => {
     expect(toolFor(catalogOp).outputSchema).to.deep.equal(catalogOp.result);
-    expect(toolFor(getOperation('folders_list')!)).to.not.have.property('outputSchema');
+    expect(toolFor(foldersOp).outputSchema).to.deep.equal(foldersOp.result);
+    for (const o of operations.filter((op) => op.mcp)) expect(toolFor(o).outputSchema, o.name).to.deep.equal(o.result);
+    expect(operations.filter((o) => STREAMS.includes(o.name)).map((o) => o.mcp)).to.deep.equal([false]);
   });
 
   it('MCP: an error result carries structuredContent only for a tool without outputSchema; the status is in _meta either way', () => {

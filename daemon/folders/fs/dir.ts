@@ -21,16 +21,13 @@
  */
 import fsSync from 'node:fs';
 import fs, { type FileHandle } from 'node:fs/promises';
-import { unavailable } from '../../lib/errors.js';
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fsSync.constants;
 const PROC_FD = '/proc/self/fd';
 
-/** Whether procfs is there to resolve through (checked once). */
-let procChecked: boolean | undefined;
-export function requireProc(): void {
-  procChecked ??= fsSync.existsSync(PROC_FD);
-  if (!procChecked) throw unavailable('the folders domain needs /proc mounted: it resolves every path from open directories through /proc/self/fd');
+/** Whether procfs is there to resolve through (what the driver's availability reports). */
+export function procMounted(): boolean {
+  return fsSync.existsSync(PROC_FD);
 }
 
 export { errnoCode as code } from '../../lib/errors.js';
@@ -49,7 +46,6 @@ export class Dir {
 
   /** Opens a directory by an absolute path the daemon trusts (a root); links on the way are followed. */
   static async openTrusted(abs: string): Promise<Dir> {
-    requireProc();
     return new Dir(await fs.open(abs, O_RDONLY | O_DIRECTORY));
   }
 

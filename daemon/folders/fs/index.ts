@@ -10,8 +10,9 @@
  */
 import type { Dirent, Stats } from 'node:fs';
 import fs from 'node:fs/promises';
-import { FsProblem, onEnd, type EntryInfo, type FilesDriver, type Look, type NamedEntry, type SearchHit } from '../driver.js';
-import { code, Dir } from './dir.js';
+import { availableAs, missing, ProbeCache, type Availability } from '../../lib/availability.js';
+import { FsProblem, onEnd, PROCFS, type EntryInfo, type FilesDriver, type Look, type NamedEntry, type SearchHit } from '../driver.js';
+import { code, Dir, procMounted } from './dir.js';
 import { info, lookWith, Walker } from './paths.js';
 import { checkEntry, copyEntry, removeEntry, type CopyGuard } from './tree.js';
 
@@ -37,7 +38,22 @@ async function withWalker<T>(root: string, fn: (w: Walker) => Promise<T>): Promi
   }
 }
 
+/** procfs as `availability()` reports it: nothing else is needed (Node's own calls, no host program). */
+async function probe(): Promise<Availability[]> {
+  return [
+    procMounted()
+      ? availableAs(PROCFS, null)
+      : missing(PROCFS, 'the folders domain needs /proc mounted: it resolves every path from open directories through /proc/self/fd'),
+  ];
+}
+
 export class LocalFiles implements FilesDriver {
+  private readonly probe = new ProbeCache(probe);
+
+  availability(opts?: { fresh?: boolean }): Promise<Availability[]> {
+    return this.probe.get(opts);
+  }
+
   async ensureRoot(root: string): Promise<void> {
     await fs.mkdir(root, { recursive: true });
   }

@@ -15,8 +15,8 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { FoldersService, type Folder } from '../../daemon/folders/service.js';
-import { Store } from '../../daemon/store/store.js';
+import { openFoldersService, type FoldersService, type Folder } from '../../helpers/folders-service.js';
+import { Store } from '../../../daemon/store/store.js';
 
 const SWAPPER_C = `
 #define _GNU_SOURCE
@@ -89,8 +89,7 @@ describe('folders: a directory swapped for a symlink during every operation', fu
     outside = path.join(tmp, 'outside');
     plantOutside();
     store = await Store.open(path.join(tmp, 'db'));
-    svc = new FoldersService(store, [{ id: 'p', path: path.join(tmp, 'pool') }]);
-    await svc.init();
+    svc = await openFoldersService(store, [{ id: 'p', path: path.join(tmp, 'pool') }]);
     folder = (await svc.create({ storage_id: 'p', name: 'attacked' })).folder;
   });
 

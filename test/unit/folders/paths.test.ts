@@ -3,13 +3,13 @@
  * symlinks pointing inside, outside, nowhere and in circles.
  */
 import { expect } from 'chai';
-import { rejectsApi } from '../helpers/expect.js';
+import { rejectsApi } from '../../helpers/expect.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ApiError } from '../../daemon/lib/errors.js';
-import { confine, confinePath, isInsideOrEqual, isStrictlyInside } from '../../daemon/folders/fs/paths.js';
-import { splitSubPath, validateName } from '../../daemon/folders/names.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
+import { confine, confinePath, isInsideOrEqual, isStrictlyInside } from '../../../daemon/folders/fs/paths.js';
+import { splitSubPath, validateName } from '../../../daemon/folders/names.js';
 
 function throwsApi(fn: () => unknown, status: number, message: string): void {
   let caught: unknown;

@@ -8,8 +8,9 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { API_PREFIX as API } from '../../api/catalog.js';
-import { eventually, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { API_PREFIX as API } from '../../../api/catalog.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
+import { eventually, startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 
 const SCOPES = ['files.read', 'files.manage'];
 
@@ -71,7 +72,7 @@ describe('folders: kill -9 in the middle of multi-step operations', function () 
   /** Sends a call that will stop at the step, waits for the stop, kills the daemon and starts it again. */
   async function crashAt(r: Round, step: string, method: string, url: string, body?: unknown): Promise<Round> {
     const pending = r.d.request(method, url, { token: r.token, body }).catch(() => undefined);
-    await eventually(() => r.d.logs.some((l) => l.msg === 'test pause' && l.step === step), 20_000, `the daemon to stop at ${step}`);
+    await eventually(() => r.d.logs.some((l) => isPauseLine(l, step)), 20_000, `the daemon to stop at ${step}`);
     await r.d.kill();
     await pending;
     const d = await startDaemon({ dataDir: r.dataDir });
@@ -83,7 +84,7 @@ describe('folders: kill -9 in the middle of multi-step operations', function () 
     const url = `${API}/folders/${r.folderId}/entries/src/copy`;
     const before = tree(path.join(r.dir, 'src'));
     const pending = r.d.request('POST', url, { token: r.token, body: { dst_sub_path: 'dst' } }).catch(() => undefined);
-    await eventually(() => r.d.logs.some((l) => l.msg === 'test pause'), 20_000, 'the copy to stop');
+    await eventually(() => r.d.logs.some((l) => isPauseLine(l, 'folders.copy')), 20_000, 'the copy to stop');
     // The partial copy is there, under the daemon's temporary name, when the daemon dies.
     const partial = leftovers(r.dir);
     expect(partial).to.have.length(1);

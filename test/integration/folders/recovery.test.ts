@@ -6,9 +6,9 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { conflict } from '../../daemon/lib/errors.js';
-import { Store } from '../../daemon/store/store.js';
-import { FoldersService, type Folder } from '../../daemon/folders/service.js';
+import { conflict } from '../../../daemon/lib/errors.js';
+import { Store } from '../../../daemon/store/store.js';
+import { openFoldersService, type Folder } from '../../helpers/folders-service.js';
 
 describe('folders: recovery of interrupted changes', () => {
   let dir: string;
@@ -35,8 +35,7 @@ describe('folders: recovery of interrupted changes', () => {
   async function listAfterInit(): Promise<Folder[]> {
     let out: Folder[] = [];
     await withStore(async (store) => {
-      const svc = new FoldersService(store, [{ id: 'p', path: pool }]);
-      await svc.init();
+      const svc = await openFoldersService(store, [{ id: 'p', path: pool }]);
       out = (await svc.list()).folders;
       expect(await store.sub('folder_intents').keys().all()).to.deep.equal([]);
     });
@@ -90,8 +89,7 @@ describe('folders: recovery of interrupted changes', () => {
 
   it('refuses folder names in the reserved .hostd- namespace', async () => {
     await withStore(async (store) => {
-      const svc = new FoldersService(store, [{ id: 'p', path: pool }]);
-      await svc.init();
+      const svc = await openFoldersService(store, [{ id: 'p', path: pool }]);
       const err = await svc.create({ storage_id: 'p', name: '.hostd-trash-x' }).then(() => null, (e) => e);
       expect(err.status).to.equal(400);
       expect(err.message).to.equal("argument 'name' must not start with '.hostd-' (reserved)");
@@ -135,8 +133,7 @@ describe('folders: recovery of interrupted changes', () => {
       return share;
     };
     await withStore(async (store) => {
-      const svc = new FoldersService(store, [{ id: 'p', path: pool }], { resolveConnection });
-      await svc.init();
+      const svc = await openFoldersService(store, [{ id: 'p', path: pool }], { resolveConnection });
       // Still there, and still journaled (under a new key), for after the mount.
       expect(fs.existsSync(path.join(share, 'docs', '.hostd-copy-9'))).to.equal(true);
       const kept = await store.sub<unknown>('folder_intents').iterator().all();

@@ -6,16 +6,16 @@
  * exactly as it was.
  */
 import { expect } from 'chai';
-import { rejectsApi as rejects } from '../helpers/expect.js';
+import { rejectsApi as rejects } from '../../helpers/expect.js';
 import { execFileSync } from 'node:child_process';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { notFound } from '../../daemon/lib/errors.js';
-import type { ActivityNote, CallContext } from '../../daemon/lib/caller.js';
-import { folderHandlers } from '../../daemon/folders/handlers.js';
-import { FoldersService, type Folder, type Target } from '../../daemon/folders/service.js';
-import { Store } from '../../daemon/store/store.js';
+import { notFound } from '../../../daemon/lib/errors.js';
+import type { ActivityNote, CallContext } from '../../../daemon/lib/caller.js';
+import { folderHandlers } from '../../../daemon/folders/handlers.js';
+import { openFoldersService, type FoldersService, type Folder, type Target } from '../../helpers/folders-service.js';
+import { Store } from '../../../daemon/store/store.js';
 
 // ---------------------------------------------------------------------------
 // helpers
@@ -108,7 +108,7 @@ describe('folders service (real filesystem and store)', function () {
     await fsp.mkdir(path.join(share, 'docs'), { recursive: true });
     await fsp.writeFile(path.join(share, 'docs', 'report.pdf'), 'pdf');
     store = await Store.open(path.join(tmp, 'db'));
-    svc = new FoldersService(
+    svc = await openFoldersService(
       store,
       [
         { id: 'main', path: poolDir, name: 'Main' },
@@ -116,7 +116,6 @@ describe('folders service (real filesystem and store)', function () {
       ],
       { resolveConnection },
     );
-    await svc.init();
     outsideBefore = await snapshot(outside);
     tmpNamesBefore = (await fsp.readdir(tmp)).sort();
   });
@@ -215,8 +214,7 @@ describe('folders service (real filesystem and store)', function () {
     });
 
     it('keeps its records across a restart', async () => {
-      const again = new FoldersService(store, [{ id: 'main', path: poolDir }, { id: 'second', path: pool2Dir }]);
-      await again.init();
+      const again = await openFoldersService(store, [{ id: 'main', path: poolDir }, { id: 'second', path: pool2Dir }]);
       expect((await again.list()).folders).to.deep.equal((await svc.list()).folders);
     });
 
@@ -277,8 +275,7 @@ describe('folders service (real filesystem and store)', function () {
     });
 
     it('uses the default connection resolver: location not found', async () => {
-      const bare = new FoldersService(store, [{ id: 'main', path: poolDir }]);
-      await bare.init();
+      const bare = await openFoldersService(store, [{ id: 'main', path: poolDir }]);
       await rejects(bare.contentsList({ folder_id: f.folder_id, target: { kind: 'connection', id: 'loc1' } }), 404, "location 'loc1' not found");
     });
 
@@ -754,8 +751,7 @@ describe('folders service (real filesystem and store)', function () {
       const exact = await svc.search({ folder_id: g.folder_id, pattern: 'file-000' });
       expect(exact.matches).to.have.length(10);
       expect(exact.truncated).to.equal(false);
-      const small = new FoldersService(store, [{ id: 'main', path: poolDir }], { searchLimit: 3 });
-      await small.init();
+      const small = await openFoldersService(store, [{ id: 'main', path: poolDir }], { searchLimit: 3 });
       const capped = await small.search({ folder_id: g.folder_id, pattern: '*.log' });
       expect(capped.matches.map((m) => m.name)).to.deep.equal(['file-0000.log', 'file-0001.log', 'file-0002.log']);
       expect(capped.truncated).to.equal(true);
@@ -926,7 +922,7 @@ describe('folders service (real filesystem and store)', function () {
   // -------------------------------------------------------------------------
   describe('handlers', () => {
     it('exposes exactly the twelve operations and passes the context for notes', async () => {
-      const h = folderHandlers(svc);
+      const h = folderHandlers(svc.context);
       expect(Object.keys(h).sort()).to.deep.equal(
         [
           'folders_list', 'folders_create', 'folders_update', 'folders_delete', 'folders_contents_list',

@@ -7,8 +7,8 @@
 import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
-import { API_PREFIX as API } from '../../api/catalog.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { API_PREFIX as API } from '../../../api/catalog.js';
+import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 
 describe('folders: names and destinations over HTTP', function () {
   this.timeout(60_000);
@@ -37,12 +37,12 @@ describe('folders: names and destinations over HTTP', function () {
     for (const name of ['nl\nname', 'tab\tname', 'esc\u001bname', 'del\u007fname', 'c1\u0085name']) {
       const r = await call('POST', '/folders', { storage_id: 'default', name });
       expect(r.status, JSON.stringify(name)).to.equal(400);
-      expect(r.body).to.deep.equal({ error: "argument 'name' has an invalid form" });
+      expect(r.body).to.deep.equal({ error: "argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)" });
       const s = await call('POST', `/folders/${a.folder_id}/subfolders`, { name });
       expect(s.status).to.equal(400);
-      expect(s.body).to.deep.equal({ error: "argument 'name' has an invalid form" });
+      expect(s.body).to.deep.equal({ error: "argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..'" });
       const u = await call('PATCH', `/folders/${a.folder_id}`, { new_name: name });
-      expect(u.body).to.deep.equal({ error: "argument 'new_name' has an invalid form" });
+      expect(u.body).to.deep.equal({ error: "argument 'new_name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)" });
     }
     expect(fs.readdirSync(path.dirname(a.path)).sort()).to.deep.equal(poolBefore);
     expect(fs.readdirSync(a.path)).to.deep.equal(['docs']);

@@ -4,11 +4,10 @@
  * see them before sending.
  */
 import { expect } from 'chai';
-import { FOLDER_NAME_PATTERN, NAME_PATTERN } from '../../api/registry/folders.js';
-import { getOperation } from '../../api/registry/index.js';
-import { validateArgs } from '../../api/validate.js';
-import { ApiError } from '../../daemon/lib/errors.js';
-import { validateName, validateNewEntry } from '../../daemon/folders/names.js';
+import { getOperation } from '../../../api/registry/index.js';
+import { validateArgs } from '../../../api/validate.js';
+import { ApiError } from '../../../daemon/lib/errors.js';
+import { checkNotInternal, validateName, validateNewEntry } from '../../../daemon/folders/names.js';
 
 function refusal(fn: () => unknown): string | null {
   try {
@@ -40,28 +39,32 @@ describe('folders names: control characters', () => {
 });
 
 describe('folders names: the schema states the server rules', () => {
-  it('the name patterns accept and refuse what validateName does (byte length and surrogates aside)', () => {
-    const name = new RegExp(NAME_PATTERN, 'u');
-    const folder = new RegExp(FOLDER_NAME_PATTERN, 'u');
-    const samples = ['media', '.hidden', '...', 'a.b', 'ünï', '', '.', '..', 'a/b', '/', 'a\\b', 'a\0b', 'nl\nx', 'del\x7f', 'c1\x85', '.hostd-x', '.hostd', 'x'.repeat(255)];
+  it('the name schemas accept and refuse what the service does (byte length and NFKC forms aside)', () => {
+    const samples = [
+      'media', '.hidden', '...', 'a.b', 'ünï', '', '.', '..', 'a/b', '/', 'a\\b', 'a\0b', 'nl\nx', 'del\x7f', 'c1\x85', 'x\ud800',
+      '.hostd-x', '.HOSTD-x', '.Hostd-trash-1', '.hostd', '.vms', '.VMS', '.vmsx', 'x'.repeat(255),
+    ];
     for (const s of samples) {
       const server = refusal(() => validateName(s, 'name')) === null;
-      expect(name.test(s), JSON.stringify(s)).to.equal(server);
-      expect(folder.test(s), JSON.stringify(s)).to.equal(server && !s.startsWith('.hostd-'));
+      const folderServer = server && refusal(() => checkNotInternal(s, 'name')) === null;
+      expect(valid('folders_subfolders_create', { folder_id: 'f', name: s }) === null, JSON.stringify(s)).to.equal(server);
+      expect(valid('folders_create', { storage_id: 'p', name: s }) === null, JSON.stringify(s)).to.equal(folderServer);
+      expect(valid('folders_update', { folder_id: 'f', new_name: s }) === null, JSON.stringify(s)).to.equal(folderServer);
     }
   });
 
   it('refuses before the service what the service would refuse', () => {
     expect(valid('folders_create', { storage_id: 'p', name: '' })).to.equal("argument 'name' must not be empty");
-    expect(valid('folders_create', { storage_id: 'p', name: 'nl\nname' })).to.equal("argument 'name' has an invalid form");
-    expect(valid('folders_create', { storage_id: 'p', name: '.hostd-trash-1' })).to.equal("argument 'name' has an invalid form");
+    expect(valid('folders_create', { storage_id: 'p', name: 'nl\nname' })).to.equal("argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)");
+    expect(valid('folders_create', { storage_id: 'p', name: '.hostd-trash-1' })).to.equal("argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)");
+    expect(valid('folders_create', { storage_id: 'p', name: '.VMS' })).to.equal("argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)");
     expect(valid('folders_create', { storage_id: 'p', name: 'x'.repeat(256) })).to.equal("argument 'name' must be at most 255 characters");
     expect(valid('folders_update', { folder_id: 'f', new_name: '' })).to.equal("argument 'new_name' must not be empty");
-    expect(valid('folders_update', { folder_id: 'f', new_name: '..' })).to.equal("argument 'new_name' has an invalid form");
-    expect(valid('folders_subfolders_create', { folder_id: 'f', name: 'a/b' })).to.equal("argument 'name' has an invalid form");
+    expect(valid('folders_update', { folder_id: 'f', new_name: '..' })).to.equal("argument 'new_name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)");
+    expect(valid('folders_subfolders_create', { folder_id: 'f', name: 'a/b' })).to.equal("argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..'");
     expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: [] })).to.match(/^argument 'names' must NOT have fewer than 1 items/);
     expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: ['a', 'a'] })).to.match(/^argument 'names' must NOT have duplicate items/);
-    expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: ['ok', 'tab\t'] })).to.equal("argument 'names[1]' has an invalid form");
+    expect(valid('folders_subfolders_batch_create', { folder_id: 'f', names: ['ok', 'tab\t'] })).to.equal("argument 'names[1]' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..'");
     expect(valid('folders_search', { folder_id: 'f', pattern: '' })).to.equal("argument 'pattern' must not be empty");
     expect(valid('folders_entries_batch_move', { folder_id: 'f', moves: [] })).to.match(/^argument 'moves' must NOT have fewer than 1 items/);
     expect(valid('folders_entries_batch_move', { folder_id: 'f', moves: [{ src_sub_path: '', dst_sub_path: 'x' }] })).to.equal("argument 'moves[0].src_sub_path' must not be empty");

@@ -14,6 +14,7 @@ export const metricsDomain = (svc: MetricsService, version: string) => defineDom
     svc.attach({
       nodeId: deps.node.id, nodeName: deps.node.name, version,
       lease: deps.cluster.lease, peers: () => deps.cluster.peers(), domainInfo: () => deps.domainInfo(),
+      guests: () => deps.ports.all('guests'), usage: () => deps.ports.all('usage'),
     });
     return {
       handlers: metricsHandlers(svc),

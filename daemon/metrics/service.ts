@@ -7,11 +7,19 @@
  */
 import type { RequestLog, RequestLine } from '../logger.js';
 import type { TaskRecord, Tasks, TaskStart, TaskWork } from '../lib/tasks.js';
-import type { DomainInfo, LeasePort, PeerInfo } from '../domain.js';
-import { Families } from './families.js';
+import type { DomainInfo, GuestInfo, GuestSource, LeasePort, PeerInfo, ResourceUsage, UsageSource } from '../domain.js';
+import client from 'prom-client';
+import { Families, openMetricsRegistry } from './families.js';
+import { BoundedRead } from './bounded-read.js';
+import { RESOURCE_KINDS, ResourceFamilies, type KindSnapshot, type ResourceKind } from './resources.js';
+import './usage-port.js';
 
 /** How long what a scrape read stays good for the next one. */
 const SCRAPE_CACHE_MS = 5_000;
+/** How long a scrape waits for one runtime's figures before it serves the last ones (a hung runtime never holds it longer). */
+export const READ_WAIT_MS = 2_000;
+/** Figures older than this are not served while their runtime's read hangs (the series go away instead). */
+const STALE_MS = 60_000;
 
 export interface ScrapeSources {
   nodeId: string;
@@ -20,13 +28,24 @@ export interface ScrapeSources {
   lease: LeasePort;
   peers(): Promise<PeerInfo[]>;
   domainInfo(): Promise<DomainInfo[]>;
+  /** Every guests port (each resource's id, name, state) and every usage port (running resources' figures). */
+  guests(): GuestSource[];
+  usage(): UsageSource[];
 }
 
 export type MetricsFormat = 'prometheus' | 'openmetrics';
 
+/**
+ * Which series an exposition holds: `aggregates` (the token-less listener)
+ * only the daemon's and host's; a caller's scopes add each kind of
+ * per-resource series whose read scope they hold.
+ */
+export type Audience = 'aggregates' | { scopes: readonly string[] };
+
 export class MetricsService {
   readonly families = new Families();
   private unsubscribe: (() => void) | null = null;
+  private resources: ResourceFamilies[] = [];
 
   /** A request log that also counts each call (MCP batches count each tool once). */
   observeRequests(inner: RequestLog): RequestLog {
@@ -108,6 +127,7 @@ export class MetricsService {
       g.reset();
       for (const d of await domains()) for (const r of d.runtimes) g.set({ domain: d.name, runtime: r.name }, r.available ? 1 : 0);
     });
+    this.attachResources(src);
     let holder = src.lease.state().holder;
     this.unsubscribe = src.lease.onChange((s) => {
       if (s.holder !== holder) f.holderChanges.inc();
@@ -115,8 +135,48 @@ export class MetricsService {
     });
   }
 
-  async expose(format: MetricsFormat = 'prometheus'): Promise<{ content_type: string; text: string }> {
-    const reg = format === 'openmetrics' ? this.families.open : this.families.text;
+  /**
+   * Per-resource series and the sandbox aggregates, read through the guests
+   * and usage ports: each port is read at most once per cache period, and a
+   * scrape waits for a port at most READ_WAIT_MS.
+   */
+  private attachResources(src: ScrapeSources): void {
+    const f = this.families;
+    const reads = new WeakMap<object, BoundedRead<unknown>>();
+    const bounded = <T>(port: object, source: string, read: () => Promise<T>): Promise<T | null> => {
+      let r = reads.get(port) as BoundedRead<T> | undefined;
+      if (!r) {
+        r = new BoundedRead(read, { freshMs: SCRAPE_CACHE_MS, waitMs: READ_WAIT_MS, staleMs: STALE_MS, onLate: () => f.readsLate.inc({ source }) });
+        reads.set(port, r);
+      }
+      return r.get();
+    };
+    const guests = async (): Promise<GuestInfo[]> => {
+      const lists = await Promise.all(src.guests().map((g) => bounded(g, 'guests', () => g.guests())));
+      return lists.flatMap((l) => l ?? []);
+    };
+    const usage = async (kind: ResourceKind): Promise<ResourceUsage[]> => {
+      const lists = await Promise.all(src.usage().filter((u) => u.kind === kind).map((u) => bounded(u, `${kind}`, () => u.usage())));
+      return lists.flatMap((l) => l ?? []);
+    };
+    const snapshot = async (kind: ResourceKind): Promise<KindSnapshot> => {
+      const [all, figures] = await Promise.all([guests(), usage(kind)]);
+      return { guests: all.filter((g) => g.kind === kind), usage: new Map(figures.map((u) => [u.id, u])) };
+    };
+    this.resources = RESOURCE_KINDS.map((def) => new ResourceFamilies(def, () => snapshot(def.kind), openMetricsRegistry));
+    f.gauge('hostd_sandboxes', 'Sandboxes on this member by state (counts only: never a sandbox\'s id or owner).', ['state'], async (g) => {
+      g.reset();
+      const counts = new Map<string, number>();
+      for (const s of (await guests()).filter((x) => x.kind === 'sandbox')) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
+      for (const [state, n] of counts) g.set({ state }, n);
+    });
+  }
+
+  async expose(format: MetricsFormat = 'prometheus', audience: Audience = 'aggregates'): Promise<{ content_type: string; text: string }> {
+    const pick = (r: { text: client.Registry; open: client.Registry }) => (format === 'openmetrics' ? r.open : r.text);
+    const scopes = audience === 'aggregates' ? [] : audience.scopes;
+    const shown = this.resources.filter((r) => scopes.includes(r.def.scope));
+    const reg = shown.length ? client.Registry.merge([pick(this.families), ...shown.map(pick)]) : pick(this.families);
     return { content_type: reg.contentType, text: await reg.metrics() };
   }
 

@@ -12,17 +12,7 @@ import { eventually, startDaemon, tempDir, type TestDaemon } from '../../helpers
 import { API, raw } from '../../helpers/conformance.js';
 import { fileURLToPath } from 'node:url';
 import { sample } from '../../helpers/metrics.js';
-
-/** `promtool check metrics` on `text`: its exit code and what it printed (it reads stdin). */
-function promtool(text: string): Promise<{ code: number; out: string }> {
-  return new Promise((resolve, reject) => {
-    const p = execFile('promtool', ['check', 'metrics'], { timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') return reject(new Error('promtool is not installed (deploy/install-deps.sh installs Debian\'s prometheus package)'));
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` });
-    });
-    p.stdin!.end(text);
-  });
-}
+import { promtool } from './promtool.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
 

@@ -92,7 +92,9 @@ describe('metrics: GET /api/v1/metrics', function () {
   });
 
   it('deploy/: every query of the Grafana dashboard names families this member serves; promtool accepts the scrape config', async () => {
-    const text = (await scrape()).text;
+    // The dashboard's scraper holds every read scope: it sees each kind's per-resource families.
+    const text = (await scrape(await d.token('dashboard', ['system.read', 'vm.read', 'lxc.read', 'apps.read']))).text;
+    for (const family of ['hostd_lxc_info', 'hostd_vm_state', 'hostd_app_cpu_seconds_total', 'hostd_sandboxes']) expect(text, family).to.include(`# TYPE ${family} `);
     const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
     const dash = JSON.parse(fs.readFileSync(path.join(REPO, 'deploy/prometheus/grafana-dashboard.json'), 'utf8'));
     const exprs: string[] = dash.panels.flatMap((p: { targets: Array<{ expr: string }> }) => p.targets.map((t) => t.expr));

@@ -18,6 +18,7 @@ export const metricsDomain = (svc: MetricsService, version: string) => defineDom
       nodeId: deps.node.id, nodeName: deps.node.name, version,
       lease: deps.cluster.lease, peers: () => deps.cluster.peers(), domainInfo: () => deps.domainInfo(),
       guests: () => deps.ports.all('guests'), usage: () => deps.ports.all('usage'),
+      mountStates: () => deps.ports.all('mountStates'), proxyFigures: () => deps.ports.all('proxyFigures'),
     });
     let listener;
     try {

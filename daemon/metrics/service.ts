@@ -7,7 +7,7 @@
  */
 import type { RequestLog, RequestLine } from '../logger.js';
 import type { TaskRecord, Tasks, TaskStart, TaskWork } from '../lib/tasks.js';
-import type { DomainInfo, GuestInfo, GuestSource, LeasePort, PeerInfo, ResourceUsage, UsageSource } from '../domain.js';
+import type { DomainInfo, GuestInfo, GuestSource, LeasePort, MountStates, PeerInfo, ProxyFigures, ResourceUsage, UsageSource } from '../domain.js';
 import client from 'prom-client';
 import { Families, openMetricsRegistry } from './families.js';
 import { BoundedRead } from './bounded-read.js';
@@ -31,6 +31,9 @@ export interface ScrapeSources {
   /** Every guests port (each resource's id, name, state) and every usage port (running resources' figures). */
   guests(): GuestSource[];
   usage(): UsageSource[];
+  /** The locations' and the proxy's read-only views (absent: that domain is not in this build). */
+  mountStates(): MountStates[];
+  proxyFigures(): ProxyFigures[];
 }
 
 export type MetricsFormat = 'prometheus' | 'openmetrics';
@@ -45,7 +48,8 @@ export type Audience = 'aggregates' | { scopes: readonly string[] };
 export class MetricsService {
   readonly families = new Families();
   private unsubscribe: (() => void) | null = null;
-  private resources: ResourceFamilies[] = [];
+  /** Families a caller sees only with a scope beside system.read (never on the token-less listener). */
+  private scoped: Array<{ scope: string; text: client.Registry; open: client.Registry }> = [];
 
   /** A request log that also counts each call (MCP batches count each tool once). */
   observeRequests(inner: RequestLog): RequestLog {
@@ -163,7 +167,11 @@ export class MetricsService {
       const [all, figures] = await Promise.all([guests(), usage(kind)]);
       return { guests: all.filter((g) => g.kind === kind), usage: new Map(figures.map((u) => [u.id, u])) };
     };
-    this.resources = RESOURCE_KINDS.map((def) => new ResourceFamilies(def, () => snapshot(def.kind), openMetricsRegistry));
+    this.scoped = RESOURCE_KINDS.map((def) => {
+      const r = new ResourceFamilies(def, () => snapshot(def.kind), openMetricsRegistry);
+      return { scope: def.scope, text: r.text, open: r.open };
+    });
+    this.attachProxyAndLocations(src);
     f.gauge('hostd_sandboxes', 'Sandboxes on this member by state (counts only: never a sandbox\'s id or owner).', ['state'], async (g) => {
       g.reset();
       const counts = new Map<string, number>();
@@ -172,10 +180,51 @@ export class MetricsService {
     });
   }
 
+  /** Locations by status and the proxy's configuration (aggregates); certificate expiry by base domain (proxy.read). */
+  private attachProxyAndLocations(src: ScrapeSources): void {
+    const f = this.families;
+    f.gauge('hostd_locations', 'Locations (SMB shares) by status: mounted, unavailable (wanted but not mounted: unreachable, or a stale mount the monitor took down), disconnected.', ['status'], (g) => {
+      g.reset();
+      const counts = new Map<string, number>([['mounted', 0], ['unavailable', 0], ['disconnected', 0]]);
+      for (const m of src.mountStates()) for (const st of m.statuses()) counts.set(st, (counts.get(st) ?? 0) + 1);
+      if (src.mountStates().length) for (const [status, n] of counts) g.set({ status }, n);
+    });
+    const proxy = () => src.proxyFigures()[0];
+    f.gauge('hostd_proxy_config_version', 'Version of the proxy configuration replicated to this member (0: none yet).', [], (g) => {
+      g.reset();
+      const p = proxy();
+      if (p) g.set(p.config().version);
+    });
+    f.gauge('hostd_proxy_config_applied_version', 'Version of the proxy configuration this member\'s Caddy runs (0 before the first apply); behind hostd_proxy_config_version while an apply is due or failed.', [], (g) => {
+      g.reset();
+      const v = proxy()?.config().applied_version;
+      if (v !== null && v !== undefined) g.set(v);
+    });
+    f.gauge('hostd_proxy_config_apply_failed', '1 when this member\'s last apply of the proxy configuration failed (the error: GET /proxy/status), else 0.', [], (g) => {
+      g.reset();
+      const p = proxy();
+      if (p) g.set(p.config().apply_failed ? 1 : 0);
+    });
+    const text = new client.Registry();
+    const open = openMetricsRegistry();
+    new client.Gauge({
+      name: 'hostd_proxy_certificate_expiry_timestamp_seconds', help: 'End of validity (Unix time) of each base domain\'s wildcard certificate as this member\'s Caddy storage holds it (the holder\'s is the one served); absent when none is stored.',
+      labelNames: ['domain'], registers: [text, open],
+      collect() {
+        this.reset();
+        for (const c of proxy()?.certificates() ?? []) {
+          const t = c.not_after ? Date.parse(c.not_after) : NaN;
+          if (Number.isFinite(t)) this.set({ domain: c.domain }, t / 1000);
+        }
+      },
+    });
+    this.scoped.push({ scope: 'proxy.read', text, open });
+  }
+
   async expose(format: MetricsFormat = 'prometheus', audience: Audience = 'aggregates'): Promise<{ content_type: string; text: string }> {
     const pick = (r: { text: client.Registry; open: client.Registry }) => (format === 'openmetrics' ? r.open : r.text);
     const scopes = audience === 'aggregates' ? [] : audience.scopes;
-    const shown = this.resources.filter((r) => scopes.includes(r.def.scope));
+    const shown = this.scoped.filter((r) => scopes.includes(r.scope));
     const reg = shown.length ? client.Registry.merge([pick(this.families), ...shown.map(pick)]) : pick(this.families);
     return { content_type: reg.contentType, text: await reg.metrics() };
   }

@@ -1,11 +1,12 @@
 /**
- * The `usage` port: what a domain reads cheaply of its running resources for
- * the per-resource metric families (docs/metrics.md). A domain provides it
- * beside `guests` (which gives each resource's id, name and state); the
- * metrics domain reads it at scrape time, never on another call's path.
+ * The ports the metrics domain reads at scrape time, never on another call's
+ * path (docs/metrics.md): `usage`, what a domain reads cheaply of its running
+ * resources for the per-resource families (beside `guests`, which gives each
+ * resource's id, name and state); `mountStates` (locations) and
+ * `proxyFigures` (the proxy), read-only views for the aggregates.
  *
- * It is declared here, as an augmentation of PortTypes, so that the metrics
- * work needs no edit of daemon/domain.ts; its place is PortTypes itself.
+ * They are declared here, as an augmentation of PortTypes, so that the metrics
+ * work needs no edit of daemon/domain.ts; their place is PortTypes itself.
  */
 import type {} from '../domain.js';
 
@@ -29,7 +30,22 @@ declare module '../domain.js' {
     usage(): Promise<ResourceUsage[]>;
   }
 
+  /** Each location's status as the API shows it (`mounted`, `unavailable`, `disconnected`). */
+  interface MountStates {
+    statuses(): string[];
+  }
+
+  /** The proxy as this member serves it: its configuration's versions and each base domain's certificate. */
+  interface ProxyFigures {
+    /** The replicated configuration's version, the one this member's Caddy runs (null: none yet), and whether its last apply failed. */
+    config(): { version: number; applied_version: number | null; apply_failed: boolean };
+    /** Each base domain's wildcard certificate's end of validity as this member's Caddy storage holds it (null: none stored). */
+    certificates(): Array<{ domain: string; not_after: string | null }>;
+  }
+
   interface PortTypes {
     usage: UsageSource;
+    mountStates: MountStates;
+    proxyFigures: ProxyFigures;
   }
 }

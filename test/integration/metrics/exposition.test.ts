@@ -44,6 +44,10 @@ describe('metrics: GET /api/v1/metrics', function () {
       expect(text, family).to.include(`# TYPE ${family} `);
     }
     expect(sample(text, 'hostd_cluster_members', { state: 'reachable' })).to.equal(1);
+    // The locations and proxy domains' ports are wired: their aggregates are there on a fresh member.
+    expect(sample(text, 'hostd_locations', { status: 'mounted' })).to.equal(0);
+    expect(sample(text, 'hostd_proxy_config_apply_failed')).to.be.oneOf([0, 1]);
+    expect(text).to.include('# TYPE hostd_proxy_config_version gauge');
     // Every runtime a domain drives is a series, available or not.
     expect(sample(text, 'hostd_runtime_available', { domain: 'vms', runtime: 'qemu-system-x86_64' })).to.be.oneOf([0, 1]);
   });

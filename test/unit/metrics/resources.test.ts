@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import { MetricsService } from '../../../daemon/metrics/service.js';
-import type { GuestInfo, GuestSource, LeaseView, ResourceUsage, UsageSource } from '../../../daemon/domain.js';
+import type { GuestInfo, GuestSource, LeaseView, MountStates, ProxyFigures, ResourceUsage, UsageSource } from '../../../daemon/domain.js';
 import { sample } from '../../helpers/metrics.js';
 
 const lease = {
@@ -25,9 +25,12 @@ const figures = (id: string, n: number): ResourceUsage => ({
   id, cpu_seconds: n, memory_bytes: n * 1000, disk_read_bytes: n * 10, disk_written_bytes: n * 20, network_received_bytes: n * 30, network_transmitted_bytes: null,
 });
 
-function service(guests: GuestSource[], usage: UsageSource[]): MetricsService {
+function service(guests: GuestSource[], usage: UsageSource[], more: { mounts?: MountStates[]; proxy?: ProxyFigures[] } = {}): MetricsService {
   const m = new MetricsService();
-  m.attach({ nodeId: 'n1', nodeName: 'a', version: '0', lease, peers: async () => [], domainInfo: async () => [], guests: () => guests, usage: () => usage });
+  m.attach({
+    nodeId: 'n1', nodeName: 'a', version: '0', lease, peers: async () => [], domainInfo: async () => [], guests: () => guests, usage: () => usage,
+    mountStates: () => more.mounts ?? [], proxyFigures: () => more.proxy ?? [],
+  });
   return m;
 }
 
@@ -98,5 +101,30 @@ describe('metrics: per-resource series', function () {
     const text = (await service(guests, [failing, usage[1]]).expose('prometheus', { scopes: ['lxc.read', 'apps.read'] })).text;
     expect(sample(text, 'hostd_lxc_cpu_seconds_total', { id: '7' })).to.equal(undefined);
     expect(sample(text, 'hostd_app_cpu_seconds_total', { id: 'wiki' })).to.equal(5);
+  });
+
+  it('counts locations by status; the proxy\'s configuration versions for everyone with system.read, its certificates\' expiry by domain only with proxy.read', async () => {
+    const mounts: MountStates = { statuses: () => ['mounted', 'unavailable', 'mounted'] };
+    const proxy: ProxyFigures = {
+      config: () => ({ version: 7, applied_version: 6, apply_failed: true }),
+      certificates: () => [{ domain: 'home.test', not_after: '2030-01-01T00:00:00Z' }, { domain: 'lab.test', not_after: null }],
+    };
+    const m = service(guests, usage, { mounts: [mounts], proxy: [proxy] });
+    const text = (await m.expose('prometheus', { scopes: ['system.read'] })).text;
+    expect(sample(text, 'hostd_locations', { status: 'mounted' })).to.equal(2);
+    expect(sample(text, 'hostd_locations', { status: 'unavailable' })).to.equal(1);
+    expect(sample(text, 'hostd_locations', { status: 'disconnected' })).to.equal(0);
+    expect(sample(text, 'hostd_proxy_config_version')).to.equal(7);
+    expect(sample(text, 'hostd_proxy_config_applied_version')).to.equal(6);
+    expect(sample(text, 'hostd_proxy_config_apply_failed')).to.equal(1);
+    expect(text).to.not.include('home.test');
+    const withProxy = (await m.expose('prometheus', { scopes: ['system.read', 'proxy.read'] })).text;
+    expect(sample(withProxy, 'hostd_proxy_certificate_expiry_timestamp_seconds', { domain: 'home.test' })).to.equal(Date.parse('2030-01-01T00:00:00Z') / 1000);
+    expect(sample(withProxy, 'hostd_proxy_certificate_expiry_timestamp_seconds', { domain: 'lab.test' })).to.equal(undefined);
+    // A build without the locations or proxy domain: no location counts, no certificate, the versions 0.
+    const bare = (await service(guests, usage).expose('prometheus', { scopes: ['proxy.read'] })).text;
+    expect(sample(bare, 'hostd_locations', { status: 'mounted' })).to.equal(undefined);
+    expect(sample(bare, 'hostd_proxy_config_version')).to.equal(0);
+    expect(bare).to.not.match(/^hostd_proxy_certificate_expiry_timestamp_seconds\{/m);
   });
 });

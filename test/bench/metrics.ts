@@ -115,6 +115,7 @@ export async function metricsBench(): Promise<void> {
     print('api_overhead_ratio_unscraped', median(without));
     print('api_overhead_ratio_scraped', median(withScraper));
     print('metrics_scrapes_during_load', scrapes, 0);
+    process.stdout.write(`# rounds (scraped over unscraped): ${ratios.map((r) => r.toFixed(3)).join(' ')}\n`);
     print('api_overhead_while_scraped_ratio', median(ratios));
   } finally {
     raw?.kill('SIGTERM');

@@ -56,6 +56,11 @@ describe('metrics: per-resource series', function () {
     const all = (await m.expose('prometheus', { scopes: ['system.read', 'lxc.read', 'apps.read', 'vm.read'] })).text;
     expect(sample(all, 'hostd_app_memory_bytes', { id: 'wiki' })).to.equal(5000);
     expect(sample(all, 'hostd_vm_state', { id: '101', state: 'stopped' })).to.equal(1);
+    // OpenMetrics: one exposition with one end, the kind's families in it.
+    const om = (await m.expose('openmetrics', { scopes: ['lxc.read'] })).text;
+    expect(om.match(/^# EOF$/gm)).to.have.length(1);
+    expect(om.trimEnd().endsWith('# EOF')).to.equal(true);
+    expect(om).to.include('hostd_lxc_info{id="7",name="web"} 1');
     // The token-less audience: aggregates only.
     expect((await m.expose('prometheus', 'aggregates')).text).to.not.match(/^hostd_(lxc|app|vm)_/m);
   });

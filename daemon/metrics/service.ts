@@ -36,6 +36,11 @@ export interface ScrapeSources {
   proxyFigures(): ProxyFigures[];
 }
 
+/** A member a call can be forwarded to, as dispatch's forwarder resolves it. */
+export interface ForwardRoute {
+  forward(...args: any[]): Promise<unknown>;
+}
+
 export type MetricsFormat = 'prometheus' | 'openmetrics';
 
 /**
@@ -92,6 +97,50 @@ export class MetricsService {
       get: (id) => inner.get(id),
       settled: (id) => inner.settled(id),
     };
+  }
+
+  /**
+   * The cluster's forwarder as dispatch sees it, timing each forwarded call
+   * by the member it went to (the peer's node id: bounded by the
+   * membership) and its status (the peer's 4xx, 502 when it could not be
+   * reached). The families appear once the daemon hands its forwarder here.
+   */
+  observeForwarder<R extends ForwardRoute, F extends { resolve(peerId: string): 'self' | R | undefined }>(inner: F): F {
+    const f = this.families;
+    const calls = new client.Counter({
+      name: 'hostd_forwarded_calls_total', help: 'Calls this member forwarded to another (peer_id), by that member\'s node id and the status the caller got.',
+      labelNames: ['peer', 'status'] as const, registers: [f.text, f.open],
+    });
+    const seconds = new client.Histogram({
+      name: 'hostd_forwarded_call_duration_seconds', help: 'Time from handing a call to another member to its answer, by that member\'s node id.',
+      labelNames: ['peer'] as const, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers: [f.text, f.open],
+    });
+    return {
+      ...inner,
+      resolve(peerId: string) {
+        const where = inner.resolve(peerId);
+        if (where === undefined || where === 'self') return where;
+        return {
+          ...where,
+          async forward(...a: unknown[]) {
+            const began = process.hrtime.bigint();
+            const done = (status: number) => {
+              calls.inc({ peer: peerId, status: String(status) });
+              seconds.observe({ peer: peerId }, Number(process.hrtime.bigint() - began) / 1e9);
+            };
+            try {
+              const out = await where.forward(...a);
+              done(200);
+              return out;
+            } catch (err) {
+              const status = (err as { status?: unknown }).status;
+              done(typeof status === 'number' ? status : 500);
+              throw err;
+            }
+          },
+        };
+      },
+    } as F;
   }
 
   /** Registers what is read at scrape time; called once the domains and the cluster are there. */

@@ -7,7 +7,7 @@ import { defineDomain } from '../domain.js';
 import { metricsHandlers } from './handlers.js';
 import type { MetricsService } from './service.js';
 import { parseMetricsSettings } from './settings.js';
-import { startListener } from './listener.js';
+import { startListener, type MetricsListener } from './listener.js';
 
 export const metricsDomain = (svc: MetricsService, version: string) => defineDomain({
   name: 'metrics',
@@ -20,7 +20,7 @@ export const metricsDomain = (svc: MetricsService, version: string) => defineDom
       guests: () => deps.ports.all('guests'), usage: () => deps.ports.all('usage'),
       mountStates: () => deps.ports.all('mountStates'), proxyFigures: () => deps.ports.all('proxyFigures'),
     });
-    let listener;
+    let listener: MetricsListener | null;
     try {
       listener = settings.listen ? await startListener(svc, settings.listen, deps.log.child({ domain: 'metrics' })) : null;
     } catch (err) {

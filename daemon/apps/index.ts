@@ -16,6 +16,7 @@ import type { AppsContext, AppsContextDeps } from './context.js';
 import { appsContext } from './states.js';
 import { DockerDriver } from './docker/driver.js';
 import { appGuests } from './guests.js';
+import { appsUsage } from './stats.js';
 import { appsHandlers } from './handlers.js';
 import { AppRecords, type AppIntent } from './records.js';
 import { describeIntent, settleIntent } from './recovery.js';
@@ -79,7 +80,7 @@ export const appsDomain = defineDomain({
         await watch.stop();
         await c.states.idle();
       },
-      provides: { guests: { guests: () => appGuests(c) } },
+      provides: { guests: { guests: () => appGuests(c) }, usage: { kind: 'app', usage: () => appsUsage(c) } },
     };
   },
 });

@@ -3,6 +3,8 @@
  * reads it), and the totals. A container that is not running has null stats.
  */
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
+import type { ResourceUsage } from '../domain.js';
+import { ensureAvailable } from '../lib/availability.js';
 import type { AppsContext } from './context.js';
 import { ENGINE } from './driver.js';
 
@@ -37,4 +39,33 @@ export async function appStats(c: AppsContext, args: ArgsOf<'apps_stats'>): Prom
   }
   totals.cpu_percent = Math.round(totals.cpu_percent * 100) / 100;
   return { app_id: r.app_id, containers, totals };
+}
+
+/**
+ * The usage port (metrics): each app with a running container, its
+ * containers' figures summed as the engine's stats give them. No engine: no
+ * figures (the state families say so).
+ */
+export async function appsUsage(c: AppsContext): Promise<ResourceUsage[]> {
+  try {
+    await ensureAvailable(c.driver, [ENGINE]);
+  } catch {
+    return [];
+  }
+  const known = new Set(c.records.all().map((r) => r.app_id));
+  const running = (await c.driver.containers({})).filter((x) => x.app_id && known.has(x.app_id) && x.state === 'running');
+  const byApp = new Map<string, ResourceUsage>();
+  await Promise.all(running.map(async (x) => {
+    const s = await c.driver.stats(x.container_id).catch(() => null);
+    if (!s) return;
+    const u = byApp.get(x.app_id!) ?? { id: x.app_id!, cpu_seconds: 0, memory_bytes: 0, disk_read_bytes: 0, disk_written_bytes: 0, network_received_bytes: 0, network_transmitted_bytes: 0 };
+    u.cpu_seconds! += s.cpu_total_ns / 1e9;
+    u.memory_bytes! += s.memory.usage_bytes;
+    u.disk_read_bytes! += s.block_io.read_bytes;
+    u.disk_written_bytes! += s.block_io.write_bytes;
+    u.network_received_bytes! += s.network.rx_bytes;
+    u.network_transmitted_bytes! += s.network.tx_bytes;
+    byApp.set(x.app_id!, u);
+  }));
+  return [...byApp.values()];
 }

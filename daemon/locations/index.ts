@@ -26,7 +26,7 @@ import { mountDir } from './service.js';
 import { parseSettings, type LocationsSettings } from './settings.js';
 import { SmbDriver } from './smb/index.js';
 import { baseline, reportAll } from './state-events.js';
-import { hostStatus } from './view.js';
+import { hostStatus, statuses } from './view.js';
 
 export interface StartDeps {
   store: Store;
@@ -96,7 +96,7 @@ export const locationsDomain = defineDomain({
         monitor.stop();
         c.closed = true;
       },
-      provides: { connections: { mountDir: (id) => mountDir(c, id) } },
+      provides: { connections: { mountDir: (id) => mountDir(c, id) }, mountStates: { statuses: () => statuses(c) } },
       admin: {
         'GET /admin/locations/host-status': async () => [200, await hostStatus(c)],
       },

@@ -53,3 +53,8 @@ function refusedList(c: LocationsContext): HostStatus['refused'] {
 export function allByName(c: LocationsContext): LocationView[] {
   return [...c.cache.values()].sort(byName).map((r) => view(c, r));
 }
+
+/** The mountStates port (metrics): each location's status, nothing else of it. */
+export function statuses(c: LocationsContext): string[] {
+  return [...c.cache.values()].map((r) => view(c, r).status);
+}

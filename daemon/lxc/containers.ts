@@ -5,7 +5,7 @@
  */
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
 import { withPrefix } from '../../api/registry/schema.js';
-import type { GuestInfo } from '../domain.js';
+import type { GuestInfo, ResourceUsage } from '../domain.js';
 import { conflict } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
 import { actorOf } from '../lib/operator.js';
@@ -39,6 +39,31 @@ export class Containers {
       if (r.network.ip_address && r.network.type === 'bridged') addrs.add(r.network.ip_address.split('/')[0]);
       return { kind: 'lxc' as const, id: String(r.lxcid), name: r.name, state, running, cpu_cores: r.cpu_cores, memory_mb: r.memory_mb, addresses: [...addrs] };
     });
+  }
+
+  /** The usage port (metrics): each running container's figures from its cgroup files and namespace, no program run. */
+  async usage(): Promise<ResourceUsage[]> {
+    const recs = await this.ctx.records.all();
+    const cg = this.ctx.driver.cgroups;
+    const out: ResourceUsage[] = [];
+    for (const r of recs) {
+      const state = this.ctx.quickState(r);
+      if (state !== 'running' && state !== 'frozen') continue;
+      const name = lxcNameOf(r.lxcid);
+      const cpuNs = cg.cpuUsageNs(name);
+      const io = cg.ioBytes(name);
+      const ifaces = this.ctx.driver.tools.network(name)?.interfaces ?? null;
+      out.push({
+        id: String(r.lxcid),
+        cpu_seconds: cpuNs === null ? null : cpuNs / 1e9,
+        memory_bytes: cg.memory(name).used_bytes,
+        disk_read_bytes: io?.read_bytes ?? null,
+        disk_written_bytes: io?.written_bytes ?? null,
+        network_received_bytes: ifaces ? ifaces.reduce((n, i) => n + i.rx_bytes, 0) : null,
+        network_transmitted_bytes: ifaces ? ifaces.reduce((n, i) => n + i.tx_bytes, 0) : null,
+      });
+    }
+    return out;
   }
 
   /**

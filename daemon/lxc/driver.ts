@@ -96,6 +96,8 @@ export interface CgroupFigures {
   cpuUsageNs(lxcName: string): number | null;
   memory(lxcName: string): { used_bytes: number | null; limit_bytes: number | null; cache_bytes: number | null };
   pids(lxcName: string): number | null;
+  /** Bytes the container read from and wrote to block devices (null when its cgroup says nothing). */
+  ioBytes(lxcName: string): { read_bytes: number; written_bytes: number } | null;
   /** Removes this hostd's cgroup directories that no process uses (every hierarchy); returns those removed. */
   pruneGroup(): string[];
 }

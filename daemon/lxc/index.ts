@@ -85,7 +85,7 @@ export const lxcDomain = defineDomain({
         await ctx.states.idle();
         pruneCgroups(driver, log);
       },
-      provides: { guests: { guests: () => services.containers.guests() } },
+      provides: { guests: { guests: () => services.containers.guests() }, usage: { kind: 'lxc', usage: () => services.containers.usage() } },
       admin: {
         'POST /admin/lxc/images/import': async (body) => [201, await services.images.import(body)],
       },

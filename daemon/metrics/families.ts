@@ -39,6 +39,10 @@ export class Families {
   readonly taskSeconds = new client.Histogram({
     name: 'hostd_task_duration_seconds', help: 'Time from a task\'s start to its end, by kind.', labelNames: ['kind'] as const, buckets: TASK_BUCKETS, registers: this.both,
   });
+  readonly readsLate = new client.Counter({
+    name: 'hostd_metrics_reads_late_total', help: 'Scrapes that stopped waiting for a runtime read (they served the last figures, or none), by source.',
+    labelNames: ['source'] as const, registers: this.both,
+  });
   readonly holderChanges = new client.Counter({
     name: 'hostd_proxy_holder_changes_total', help: 'Changes of the proxy holder (moves, takeovers, a lost lease) seen by this member.', registers: this.both,
   });
@@ -63,7 +67,7 @@ export class Families {
   }
 }
 
-function openMetricsRegistry(): client.Registry {
+export function openMetricsRegistry(): client.Registry {
   const r = new client.Registry();
   // The constructor takes the type too, but its declaration does not say so.
   (r as unknown as client.Registry<client.OpenMetricsContentType>).setContentType(client.Registry.OPENMETRICS_CONTENT_TYPE);

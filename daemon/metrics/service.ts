@@ -7,11 +7,19 @@
  */
 import type { RequestLog, RequestLine } from '../logger.js';
 import type { TaskRecord, Tasks, TaskStart, TaskWork } from '../lib/tasks.js';
-import type { DomainInfo, LeasePort, PeerInfo } from '../domain.js';
-import { Families } from './families.js';
+import type { DomainInfo, GuestInfo, GuestSource, LeasePort, MountStates, PeerInfo, ProxyFigures, ResourceUsage, UsageSource } from '../domain.js';
+import client from 'prom-client';
+import { Families, openMetricsRegistry } from './families.js';
+import { BoundedRead } from './bounded-read.js';
+import { RESOURCE_KINDS, ResourceFamilies, type KindSnapshot, type ResourceKind } from './resources.js';
+import './usage-port.js';
 
 /** How long what a scrape read stays good for the next one. */
 const SCRAPE_CACHE_MS = 5_000;
+/** How long a scrape waits for one runtime's figures before it serves the last ones (a hung runtime never holds it longer). */
+export const READ_WAIT_MS = 2_000;
+/** Figures older than this are not served while their runtime's read hangs (the series go away instead). */
+const STALE_MS = 60_000;
 
 export interface ScrapeSources {
   nodeId: string;
@@ -20,13 +28,33 @@ export interface ScrapeSources {
   lease: LeasePort;
   peers(): Promise<PeerInfo[]>;
   domainInfo(): Promise<DomainInfo[]>;
+  /** Every guests port (each resource's id, name, state) and every usage port (running resources' figures). */
+  guests(): GuestSource[];
+  usage(): UsageSource[];
+  /** The locations' and the proxy's read-only views (absent: that domain is not in this build). */
+  mountStates(): MountStates[];
+  proxyFigures(): ProxyFigures[];
+}
+
+/** A member a call can be forwarded to, as dispatch's forwarder resolves it. */
+export interface ForwardRoute {
+  forward(...args: any[]): Promise<unknown>;
 }
 
 export type MetricsFormat = 'prometheus' | 'openmetrics';
 
+/**
+ * Which series an exposition holds: `aggregates` (the token-less listener)
+ * only the daemon's and host's; a caller's scopes add each kind of
+ * per-resource series whose read scope they hold.
+ */
+export type Audience = 'aggregates' | { scopes: readonly string[] };
+
 export class MetricsService {
   readonly families = new Families();
   private unsubscribe: (() => void) | null = null;
+  /** Families a caller sees only with a scope beside system.read (never on the token-less listener). */
+  private scoped: Array<{ scope: string; text: client.Registry; open: client.Registry }> = [];
 
   /** A request log that also counts each call (MCP batches count each tool once). */
   observeRequests(inner: RequestLog): RequestLog {
@@ -71,6 +99,50 @@ export class MetricsService {
     };
   }
 
+  /**
+   * The cluster's forwarder as dispatch sees it, timing each forwarded call
+   * by the member it went to (the peer's node id: bounded by the
+   * membership) and its status (the peer's 4xx, 502 when it could not be
+   * reached). The families appear once the daemon hands its forwarder here.
+   */
+  observeForwarder<R extends ForwardRoute, F extends { resolve(peerId: string): 'self' | R | undefined }>(inner: F): F {
+    const f = this.families;
+    const calls = new client.Counter({
+      name: 'hostd_forwarded_calls_total', help: 'Calls this member forwarded to another (peer_id), by that member\'s node id and the status the caller got.',
+      labelNames: ['peer', 'status'] as const, registers: [f.text, f.open],
+    });
+    const seconds = new client.Histogram({
+      name: 'hostd_forwarded_call_duration_seconds', help: 'Time from handing a call to another member to its answer, by that member\'s node id.',
+      labelNames: ['peer'] as const, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers: [f.text, f.open],
+    });
+    return {
+      ...inner,
+      resolve(peerId: string) {
+        const where = inner.resolve(peerId);
+        if (where === undefined || where === 'self') return where;
+        return {
+          ...where,
+          async forward(...a: unknown[]) {
+            const began = process.hrtime.bigint();
+            const done = (status: number) => {
+              calls.inc({ peer: peerId, status: String(status) });
+              seconds.observe({ peer: peerId }, Number(process.hrtime.bigint() - began) / 1e9);
+            };
+            try {
+              const out = await where.forward(...a);
+              done(200);
+              return out;
+            } catch (err) {
+              const status = (err as { status?: unknown }).status;
+              done(typeof status === 'number' ? status : 500);
+              throw err;
+            }
+          },
+        };
+      },
+    } as F;
+  }
+
   /** Registers what is read at scrape time; called once the domains and the cluster are there. */
   attach(src: ScrapeSources): void {
     const f = this.families;
@@ -108,6 +180,7 @@ export class MetricsService {
       g.reset();
       for (const d of await domains()) for (const r of d.runtimes) g.set({ domain: d.name, runtime: r.name }, r.available ? 1 : 0);
     });
+    this.attachResources(src);
     let holder = src.lease.state().holder;
     this.unsubscribe = src.lease.onChange((s) => {
       if (s.holder !== holder) f.holderChanges.inc();
@@ -115,8 +188,93 @@ export class MetricsService {
     });
   }
 
-  async expose(format: MetricsFormat = 'prometheus'): Promise<{ content_type: string; text: string }> {
-    const reg = format === 'openmetrics' ? this.families.open : this.families.text;
+  /**
+   * Per-resource series and the sandbox aggregates, read through the guests
+   * and usage ports: each port is read at most once per cache period, and a
+   * scrape waits for a port at most READ_WAIT_MS.
+   */
+  private attachResources(src: ScrapeSources): void {
+    const f = this.families;
+    const reads = new WeakMap<object, BoundedRead<unknown>>();
+    const bounded = <T>(port: object, source: string, read: () => Promise<T>): Promise<T | null> => {
+      let r = reads.get(port) as BoundedRead<T> | undefined;
+      if (!r) {
+        r = new BoundedRead(read, { freshMs: SCRAPE_CACHE_MS, waitMs: READ_WAIT_MS, staleMs: STALE_MS, onLate: () => f.readsLate.inc({ source }) });
+        reads.set(port, r);
+      }
+      return r.get();
+    };
+    const guests = async (): Promise<GuestInfo[]> => {
+      const lists = await Promise.all(src.guests().map((g) => bounded(g, 'guests', () => g.guests())));
+      return lists.flatMap((l) => l ?? []);
+    };
+    const usage = async (kind: ResourceKind): Promise<ResourceUsage[]> => {
+      const lists = await Promise.all(src.usage().filter((u) => u.kind === kind).map((u) => bounded(u, `${kind}`, () => u.usage())));
+      return lists.flatMap((l) => l ?? []);
+    };
+    const snapshot = async (kind: ResourceKind): Promise<KindSnapshot> => {
+      const [all, figures] = await Promise.all([guests(), usage(kind)]);
+      return { guests: all.filter((g) => g.kind === kind), usage: new Map(figures.map((u) => [u.id, u])) };
+    };
+    this.scoped = RESOURCE_KINDS.map((def) => {
+      const r = new ResourceFamilies(def, () => snapshot(def.kind), openMetricsRegistry);
+      return { scope: def.scope, text: r.text, open: r.open };
+    });
+    this.attachProxyAndLocations(src);
+    f.gauge('hostd_sandboxes', 'Sandboxes on this member by state (counts only: never a sandbox\'s id or owner).', ['state'], async (g) => {
+      g.reset();
+      const counts = new Map<string, number>();
+      for (const s of (await guests()).filter((x) => x.kind === 'sandbox')) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
+      for (const [state, n] of counts) g.set({ state }, n);
+    });
+  }
+
+  /** Locations by status and the proxy's configuration (aggregates); certificate expiry by base domain (proxy.read). */
+  private attachProxyAndLocations(src: ScrapeSources): void {
+    const f = this.families;
+    f.gauge('hostd_locations', 'Locations (SMB shares) by status: mounted, unavailable (wanted but not mounted: unreachable, or a stale mount the monitor took down), disconnected.', ['status'], (g) => {
+      g.reset();
+      const counts = new Map<string, number>([['mounted', 0], ['unavailable', 0], ['disconnected', 0]]);
+      for (const m of src.mountStates()) for (const st of m.statuses()) counts.set(st, (counts.get(st) ?? 0) + 1);
+      if (src.mountStates().length) for (const [status, n] of counts) g.set({ status }, n);
+    });
+    const proxy = () => src.proxyFigures()[0];
+    f.gauge('hostd_proxy_config_version', 'Version of the proxy configuration replicated to this member (0: none yet).', [], (g) => {
+      g.reset();
+      const p = proxy();
+      if (p) g.set(p.config().version);
+    });
+    f.gauge('hostd_proxy_config_applied_version', 'Version of the proxy configuration this member\'s Caddy runs (0 before the first apply); behind hostd_proxy_config_version while an apply is due or failed.', [], (g) => {
+      g.reset();
+      const v = proxy()?.config().applied_version;
+      if (v !== null && v !== undefined) g.set(v);
+    });
+    f.gauge('hostd_proxy_config_apply_failed', '1 when this member\'s last apply of the proxy configuration failed (the error: GET /proxy/status), else 0.', [], (g) => {
+      g.reset();
+      const p = proxy();
+      if (p) g.set(p.config().apply_failed ? 1 : 0);
+    });
+    const text = new client.Registry();
+    const open = openMetricsRegistry();
+    new client.Gauge({
+      name: 'hostd_proxy_certificate_expiry_timestamp_seconds', help: 'End of validity (Unix time) of each base domain\'s wildcard certificate as this member\'s Caddy storage holds it (the holder\'s is the one served); absent when none is stored.',
+      labelNames: ['domain'], registers: [text, open],
+      collect() {
+        this.reset();
+        for (const c of proxy()?.certificates() ?? []) {
+          const t = c.not_after ? Date.parse(c.not_after) : NaN;
+          if (Number.isFinite(t)) this.set({ domain: c.domain }, t / 1000);
+        }
+      },
+    });
+    this.scoped.push({ scope: 'proxy.read', text, open });
+  }
+
+  async expose(format: MetricsFormat = 'prometheus', audience: Audience = 'aggregates'): Promise<{ content_type: string; text: string }> {
+    const pick = (r: { text: client.Registry; open: client.Registry }) => (format === 'openmetrics' ? r.open : r.text);
+    const scopes = audience === 'aggregates' ? [] : audience.scopes;
+    const shown = this.scoped.filter((r) => scopes.includes(r.scope));
+    const reg = shown.length ? client.Registry.merge([pick(this.families), ...shown.map(pick)]) : pick(this.families);
     return { content_type: reg.contentType, text: await reg.metrics() };
   }
 

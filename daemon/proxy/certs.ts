@@ -61,6 +61,14 @@ export class CertOps {
     return { ...base, issuer: stored.issuer, serial: stored.serial, not_before: stored.not_before, not_after: stored.not_after, managed: true, storage_issuer: stored.storage_issuer };
   }
 
+  /** The proxyFigures port (metrics): each base domain's certificate's end of validity as this member's Caddy storage holds it. */
+  expiries(): Array<{ domain: string; not_after: string | null }> {
+    return this.ctx.current().domains.map((d) => {
+      const stored = this.ctx.drivers.caddy.storedCertificate(d.name);
+      return { domain: d.name, not_after: stored && !('error' in stored) ? stored.not_after : null };
+    });
+  }
+
   /** The serial of the certificate Caddy serves for `name` on `port` (null when it does not answer). */
   private servedSerial(name: string, port: number): Promise<string | null> {
     const lh = this.ctx.settings.listenHost;

@@ -72,6 +72,7 @@ export const proxyDomain = defineDomain({
     await plane.open();
 
     const changes = new ConfigChanges(ctx, plane, incidents);
+    const certs = new CertOps(ctx, providers, caddy, plane);
     const handlers = proxyHandlers({
       holder: new HolderOps(deps.cluster, deps.node.id, (previous, now) => holders.noteTakeover(previous, now, { automatic: false })),
       serving: new ServingOps(ctx, changes, plane),
@@ -79,7 +80,7 @@ export const proxyDomain = defineDomain({
       entries: new EntryOps(ctx, changes, screening),
       acme: new AcmeOps(ctx, changes, providers, plane),
       network: new NetworkOps(ctx, changes, dns),
-      certs: new CertOps(ctx, providers, caddy, plane),
+      certs,
       status: new StatusOps(ctx, plane, { screening, vip, dns, checks }, providers),
       incidents,
     });
@@ -88,6 +89,12 @@ export const proxyDomain = defineDomain({
       handlers,
       info: async () => ({ name: 'proxy', built: true, runtimes: await ctx.runtimes() }),
       close: () => p.close(),
+      provides: {
+        proxyFigures: {
+          config: () => ({ version: ctx.config().version, applied_version: p.appliedVersion(), apply_failed: p.lastApplyError() !== null }),
+          certificates: () => certs.expiries(),
+        },
+      },
     };
   },
 });

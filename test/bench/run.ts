@@ -15,6 +15,7 @@ import { activityQueries } from './activity.js';
 import { vmsBench } from './vms.js';
 import { sandboxesBench } from './sandboxes.js';
 import { eventsBench } from './events.js';
+import { metricsBench } from './metrics.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -30,6 +31,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['vms', vmsBench],
   ['sandboxes', sandboxesBench],
   ['events', eventsBench],
+  ['metrics', metricsBench],
 ];
 
 async function main(): Promise<void> {

@@ -109,4 +109,17 @@ describe('metrics: a real Prometheus scrapes two members', function () {
     expect(sample(r.text, 'hostd_build_info', { node_name: 'm-b' })).to.equal(1);
     expect(sample(r.text, 'hostd_cluster_members', { state: 'reachable' })).to.equal(2);
   });
+
+  it('through the mesh, the other member shows per-resource families only as far as the caller\'s token reaches', async () => {
+    const via = (tok: string) => raw(a.url, 'GET', `${API}/metrics?peer_id=${encodeURIComponent(b.nodeId)}`, { token: tok });
+    const bare = await via(token);
+    expect(bare.status).to.equal(200);
+    expect(bare.text).to.not.match(/# TYPE hostd_(lxc|app|vm)_/);
+    const reader = await a.token('prometheus-lxc', ['system.read', 'lxc.read']);
+    const wide = await via(reader);
+    expect(wide.status, wide.text.slice(0, 200)).to.equal(200);
+    expect(sample(wide.text, 'hostd_build_info', { node_name: 'm-b' })).to.equal(1);
+    expect(wide.text).to.include('# TYPE hostd_lxc_info gauge');
+    expect(wide.text).to.not.match(/# TYPE hostd_(app|vm)_/);
+  });
 });

@@ -269,6 +269,17 @@ export class CgroupReader implements CgroupFigures {
     return f ? num(readText(f)) : null;
   }
 
+  ioBytes(lxcName: string): { read_bytes: number; written_bytes: number } | null {
+    if (this.layout.version === 'v2') {
+      const t = readText(path.join(this.dir('', lxcName)!, 'io.stat'));
+      return t === null ? null : parseIoStat(t);
+    }
+    // The recursive file: the container's own processes sit in cgroups below its payload cgroup.
+    const f = this.file('blkio', lxcName, 'blkio.throttle.io_service_bytes_recursive', '');
+    const t = f ? readText(f) : null;
+    return t === null ? null : parseBlkioBytes(t);
+  }
+
   /** The key and value that set the CPU limit now (for lxc-cgroup on a running container). */
   cpuLimitKeys(cores: number, periodUs: number): Array<[string, string]> {
     if (this.layout.version === 'v2') return [['cpu.max', `${cores * periodUs} ${periodUs}`]];
@@ -279,6 +290,33 @@ export class CgroupReader implements CgroupFigures {
     const bytes = String(mb * 1024 * 1024);
     return this.layout.version === 'v2' ? [['memory.max', bytes]] : [['memory.limit_in_bytes', bytes]];
   }
+}
+
+/** Sums the Read and Write lines of a v1 `blkio.throttle.io_service_bytes*` file over its devices. */
+export function parseBlkioBytes(text: string): { read_bytes: number; written_bytes: number } {
+  let read = 0;
+  let written = 0;
+  for (const line of text.split('\n')) {
+    const [dev, op, v] = line.trim().split(/\s+/);
+    if (!dev?.includes(':') || !Number.isFinite(Number(v))) continue;
+    if (op === 'Read') read += Number(v);
+    else if (op === 'Write') written += Number(v);
+  }
+  return { read_bytes: read, written_bytes: written };
+}
+
+/** Sums `rbytes` and `wbytes` of a v2 `io.stat` file over its devices. */
+export function parseIoStat(text: string): { read_bytes: number; written_bytes: number } {
+  let read = 0;
+  let written = 0;
+  for (const line of text.split('\n')) {
+    for (const kv of line.trim().split(/\s+/).slice(1)) {
+      const [k, v] = kv.split('=');
+      if (k === 'rbytes') read += Number(v) || 0;
+      else if (k === 'wbytes') written += Number(v) || 0;
+    }
+  }
+  return { read_bytes: read, written_bytes: written };
 }
 
 /** Parses /proc/<pid>/net/dev into per-interface counters (loopback left out). */

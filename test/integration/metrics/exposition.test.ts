@@ -12,17 +12,7 @@ import { eventually, startDaemon, tempDir, type TestDaemon } from '../../helpers
 import { API, raw } from '../../helpers/conformance.js';
 import { fileURLToPath } from 'node:url';
 import { sample } from '../../helpers/metrics.js';
-
-/** `promtool check metrics` on `text`: its exit code and what it printed (it reads stdin). */
-function promtool(text: string): Promise<{ code: number; out: string }> {
-  return new Promise((resolve, reject) => {
-    const p = execFile('promtool', ['check', 'metrics'], { timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err && (err as NodeJS.ErrnoException).code === 'ENOENT') return reject(new Error('promtool is not installed (deploy/install-deps.sh installs Debian\'s prometheus package)'));
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` });
-    });
-    p.stdin!.end(text);
-  });
-}
+import { promtool } from './promtool.js';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
 
@@ -54,6 +44,10 @@ describe('metrics: GET /api/v1/metrics', function () {
       expect(text, family).to.include(`# TYPE ${family} `);
     }
     expect(sample(text, 'hostd_cluster_members', { state: 'reachable' })).to.equal(1);
+    // The locations and proxy domains' ports are wired: their aggregates are there on a fresh member.
+    expect(sample(text, 'hostd_locations', { status: 'mounted' })).to.equal(0);
+    expect(sample(text, 'hostd_proxy_config_apply_failed')).to.be.oneOf([0, 1]);
+    expect(text).to.include('# TYPE hostd_proxy_config_version gauge');
     // Every runtime a domain drives is a series, available or not.
     expect(sample(text, 'hostd_runtime_available', { domain: 'vms', runtime: 'qemu-system-x86_64' })).to.be.oneOf([0, 1]);
   });
@@ -102,7 +96,9 @@ describe('metrics: GET /api/v1/metrics', function () {
   });
 
   it('deploy/: every query of the Grafana dashboard names families this member serves; promtool accepts the scrape config', async () => {
-    const text = (await scrape()).text;
+    // The dashboard's scraper holds every read scope: it sees each kind's per-resource families.
+    const text = (await scrape(await d.token('dashboard', ['system.read', 'vm.read', 'lxc.read', 'apps.read']))).text;
+    for (const family of ['hostd_lxc_info', 'hostd_vm_state', 'hostd_app_cpu_seconds_total', 'hostd_sandboxes']) expect(text, family).to.include(`# TYPE ${family} `);
     const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
     const dash = JSON.parse(fs.readFileSync(path.join(REPO, 'deploy/prometheus/grafana-dashboard.json'), 'utf8'));
     const exprs: string[] = dash.panels.flatMap((p: { targets: Array<{ expr: string }> }) => p.targets.map((t) => t.expr));

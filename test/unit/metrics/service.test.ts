@@ -59,4 +59,29 @@ describe('metrics service', function () {
     expect(sample(text, 'hostd_api_requests_total', { operation: 'none', transport: 'api', status: '404' })).to.equal(1);
     expect(text).to.not.include('/api/v1/nope');
   });
+
+  it('times forwarded calls by the member they went to and the status the caller got; self and unknown peers pass through uncounted', async () => {
+    const m = new MetricsService();
+    expect((await m.expose()).text).to.not.include('hostd_forwarded_calls_total');
+    const unreachable = Object.assign(new Error('member p3 cannot be reached'), { status: 502 });
+    const fwd = m.observeForwarder({
+      resolve: (peerId: string) => peerId === 'self' ? 'self' as const : peerId === 'p2' ? { forward: async () => ({ ok: true }) }
+        : peerId === 'p3' ? { forward: async () => { throw unreachable; } } : undefined,
+    });
+    expect(fwd.resolve('self')).to.equal('self');
+    expect(fwd.resolve('nobody')).to.equal(undefined);
+    const p2 = fwd.resolve('p2') as { forward(...a: unknown[]): Promise<unknown> };
+    expect(await p2.forward()).to.deep.equal({ ok: true });
+    expect(await p2.forward()).to.deep.equal({ ok: true });
+    const p3 = fwd.resolve('p3') as { forward(...a: unknown[]): Promise<unknown> };
+    let thrown: unknown;
+    await p3.forward().catch((err) => (thrown = err));
+    expect(thrown).to.equal(unreachable);
+    const text = (await m.expose()).text;
+    expect(sample(text, 'hostd_forwarded_calls_total', { peer: 'p2', status: '200' })).to.equal(2);
+    expect(sample(text, 'hostd_forwarded_calls_total', { peer: 'p3', status: '502' })).to.equal(1);
+    expect(sample(text, 'hostd_forwarded_call_duration_seconds_count', { peer: 'p2' })).to.equal(2);
+    expect(text).to.not.include('peer="self"');
+    expect(text).to.not.include('peer="nobody"');
+  });
 });

@@ -268,4 +268,26 @@ export const operations = [
     required: ['path'],
     result: object({ path: str(), type: pathInfo.type }, ['path', 'type']),
   },
+  {
+    name: 'sandboxes_fork',
+    domain: 'sandboxes',
+    method: 'POST',
+    path: '/sandboxes/{id}/fork',
+    scopes: ['sandbox.manage'],
+    hints: [],
+    summary: 'Copy a running sandbox: its memory and disk are saved once (it runs on) and each copy resumes from them in the background.',
+    category: 'agent',
+    params: sandboxId,
+    args: {
+      count: int('How many copies; default 1', 1, 16),
+      labels: strMap("Labels of the copies, on top of the parent's"),
+      idempotency_key: str('Replaying a fork with the same key (same token) returns the sandboxes the first call made; 1-256 characters', { minLength: 1, maxLength: 256 }),
+    },
+    result: object({
+      parent_id: str('The sandbox copied'),
+      sandboxes: arrayOf(sandboxView(), 'The copies, booting'),
+      replayed: bool('The answer of an earlier fork with the same idempotency key'),
+      save_ms: nullable(count('How long saving the parent took (it is paused for part of it); null for a replay')),
+    }, ['parent_id', 'sandboxes', 'replayed', 'save_ms']),
+  },
 ] as const satisfies readonly OperationSpec[];

@@ -6,13 +6,11 @@
  * (admin socket) reaches every token's sandbox, as `hostctl sandbox exec`
  * always did.
  */
-import { badRequest, conflict, notFound } from '../lib/errors.js';
+import { badRequest } from '../lib/errors.js';
 import { noNotes, type Caller } from '../lib/caller.js';
 import { FILE_PIECE_MAX_BYTES as PIECE_MAX } from '../../api/registry/sandboxes.js';
-import { OPERATOR } from '../lib/operator.js';
 import { O } from './driver.js';
-import { ID, inSandboxTerms, type Ctx, type SandboxContext } from './context.js';
-import type { SandboxRecord } from './records.js';
+import { inSandboxTerms, type Ctx, type SandboxContext } from './context.js';
 
 export interface ExecArgs {
   command: string;
@@ -32,28 +30,12 @@ function decodeBase64(text: string, arg: string): Buffer {
 export class SandboxGuest {
   constructor(private readonly c: SandboxContext) {}
 
-  /** The caller's sandbox (any sandbox for the operator), running: 404 for another token's, 409 naming the state otherwise. */
-  private async runningFor(id: string, caller: Caller, what: string): Promise<SandboxRecord & { vmid: number }> {
-    let rec: SandboxRecord | undefined;
-    if (caller.tokenId === OPERATOR) {
-      rec = ID.test(id) ? await this.c.records.get(id) : undefined;
-      if (!rec) throw notFound(`sandbox '${id}' not found`);
-    } else rec = await this.c.owned(id, caller);
-    this.c.refuseUnready(rec, what);
-    const v = await this.c.view(rec);
-    if (v.state !== 'running') {
-      const hint = v.state === 'suspended' || v.state === 'stopped' ? ` (POST /sandboxes/${id}/resume)` : '';
-      throw conflict(`sandbox '${id}' is ${v.state}: ${what} needs a running sandbox${hint}`);
-    }
-    return rec as SandboxRecord & { vmid: number };
-  }
-
   /** POST /sandboxes/{id}/exec: `/bin/sh -c command` in the guest; answers when it ends or is killed at the timeout. */
   async exec(id: string, a: ExecArgs, ctx: Ctx) {
     const encoding = a.encoding ?? 'utf8';
     const input = a.stdin === undefined ? undefined : encoding === 'base64' ? decodeBase64(a.stdin, 'stdin') : Buffer.from(a.stdin, 'utf8');
     if (input && input.length > PIECE_MAX) throw badRequest(`argument 'stdin' must be at most ${PIECE_MAX} bytes`);
-    const rec = await this.runningFor(id, ctx.caller, 'exec');
+    const rec = await this.c.runningFor(id, ctx.caller, 'exec');
     try {
       const { vmid: _v, ...r } = await this.c.vms.exec(rec.vmid, a.command, a.timeout_seconds, noNotes, O, {
         env: a.env ?? {}, cwd: a.cwd, user: a.user, input, encoding,
@@ -73,7 +55,7 @@ export class SandboxGuest {
 
   /** GET /sandboxes/{id}/files: a piece of a file (base64) or a directory's entries. */
   async get(id: string, a: { path: string; offset?: number; length?: number }, ctx: { caller: Caller }) {
-    const rec = await this.runningFor(id, ctx.caller, 'reading a file');
+    const rec = await this.c.runningFor(id, ctx.caller, 'reading a file');
     const offset = a.offset ?? 0;
     try {
       const r = await this.c.vms.guestFileGet(rec.vmid, a.path, offset, a.length ?? PIECE_MAX, O);
@@ -90,7 +72,7 @@ export class SandboxGuest {
     const data = decodeBase64(a.content, 'content');
     if (data.length > PIECE_MAX) throw badRequest(`argument 'content' must be at most ${PIECE_MAX} bytes`);
     if (a.path.endsWith('/')) throw badRequest("argument 'path' must name a file, not end with '/'");
-    const rec = await this.runningFor(id, ctx.caller, 'writing a file');
+    const rec = await this.c.runningFor(id, ctx.caller, 'writing a file');
     try {
       const info = await this.c.vms.guestFilePut(rec.vmid, a.path, data, { mode: a.mode, append: a.append === true }, O);
       ctx.note({ summary: `File ${a.append ? 'appended to' : 'written'} in sandbox ${id} '${rec.name}' (${data.length} bytes)`, target: `sandboxes/${id}`, metadata: { id, bytes: data.length, append: a.append === true } });
@@ -103,7 +85,7 @@ export class SandboxGuest {
   /** DELETE /sandboxes/{id}/files: a file, symlink or directory (recursive only when asked). */
   async remove(id: string, a: { path: string; recursive?: boolean }, ctx: Ctx) {
     if (/^\/+$/.test(a.path)) throw badRequest("argument 'path' must not be the root directory");
-    const rec = await this.runningFor(id, ctx.caller, 'deleting a file');
+    const rec = await this.c.runningFor(id, ctx.caller, 'deleting a file');
     try {
       const r = await this.c.vms.guestFileDelete(rec.vmid, a.path, a.recursive === true, O);
       ctx.note({ summary: `${r.type === 'directory' ? 'Directory' : 'File'} deleted in sandbox ${id} '${rec.name}'`, target: `sandboxes/${id}`, metadata: { id, type: r.type, recursive: a.recursive === true } });

@@ -8,7 +8,7 @@ import type { SandboxService } from './service.js';
 
 export type SandboxOperation =
   | 'sandboxes_list' | 'sandboxes_create' | 'sandboxes_images_list' | 'sandboxes_get' | 'sandboxes_suspend' | 'sandboxes_resume'
-  | 'sandboxes_delete' | 'sandboxes_wait' | 'sandboxes_exec' | 'sandboxes_files_get' | 'sandboxes_files_put' | 'sandboxes_files_delete';
+  | 'sandboxes_delete' | 'sandboxes_wait' | 'sandboxes_exec' | 'sandboxes_files_get' | 'sandboxes_files_put' | 'sandboxes_files_delete' | 'sandboxes_fork';
 
 export function sandboxHandlers(svc: SandboxService): HandlersOf<SandboxOperation> {
   return {
@@ -28,5 +28,6 @@ export function sandboxHandlers(svc: SandboxService): HandlersOf<SandboxOperatio
     sandboxes_files_get: ({ id, peer_id: _p, ...a }, ctx) => svc.fileGet(id, a, ctx),
     sandboxes_files_put: ({ id, peer_id: _p, ...a }, ctx) => svc.filePut(id, a, ctx),
     sandboxes_files_delete: ({ id, peer_id: _p, ...a }, ctx) => svc.fileDelete(id, a, ctx),
+    sandboxes_fork: ({ id, peer_id: _p, ...a }, ctx) => svc.fork(id, a, ctx),
   };
 }

@@ -16,7 +16,7 @@
  *   and removes VMs no sandbox owns.
  *
  * This class composes the domain's parts, one file per concern
- * (admission.ts, reads.ts, lifecycle.ts, guest.ts, warm-states.ts, upkeep.ts) over the
+ * (admission.ts, reads.ts, lifecycle.ts, guest.ts, fork.ts, warm-states.ts, upkeep.ts) over the
  * shared context (context.ts).
  *
  * Response shapes and decisions: docs/sandboxes.md.
@@ -28,6 +28,7 @@ import { SandboxLifecycle } from './lifecycle.js';
 import { SandboxWarmStates } from './warm-states.js';
 import { SandboxUpkeep } from './upkeep.js';
 import { SandboxGuest } from './guest.js';
+import { SandboxFork } from './fork.js';
 
 export type { CreateArgs, SandboxEnv, SandboxState, SandboxView } from './context.js';
 
@@ -38,6 +39,7 @@ export class SandboxService extends SandboxContext {
   private readonly warm = new SandboxWarmStates(this);
   private readonly upkeep = new SandboxUpkeep(this);
   private readonly guest = new SandboxGuest(this);
+  private readonly forks = new SandboxFork(this, this.admission);
 
   // admission.ts
   readonly create = this.admission.create.bind(this.admission);
@@ -60,6 +62,8 @@ export class SandboxService extends SandboxContext {
   readonly fileGet = this.guest.get.bind(this.guest);
   readonly filePut = this.guest.put.bind(this.guest);
   readonly fileDelete = this.guest.remove.bind(this.guest);
+  // fork.ts
+  readonly fork = this.forks.fork.bind(this.forks);
   // upkeep.ts
   readonly listAll = this.upkeep.listAll.bind(this.upkeep);
   readonly exec = this.upkeep.exec.bind(this.upkeep);

@@ -5,6 +5,8 @@
  *   sandbox list [--all] [--json]      every token's sandboxes (--all: tombstones too)
  *   sandbox exec ID [--timeout S] [--env K=V]... [--cwd DIR] [--user U] [--stdin] -- COMMAND...
  *                                      runs COMMAND with /bin/sh -c in a running sandbox (sandboxes_exec)
+ *   sandbox fork ID [--count N] [--label K=V]... [--key KEY] [--json]
+ *                                      copies of a running sandbox (sandboxes_fork)
  *   sandbox files get|put|ls|rm ID PATH ...
  *                                      guest files (sandboxes_files_*), moved in pieces of 512 KiB
  *   sandbox warm IMAGE_ID [--cpu N] [--memory MB] [--disk GB] [--no-wait]
@@ -26,6 +28,8 @@ const USAGE = `usage: hostctl sandbox <command>
   list [--all] [--json]       sandboxes of every token (--all: with tombstones)
   exec ID [--timeout S] [--env K=V]... [--cwd DIR] [--user U] [--stdin] -- COMMAND...
                               run a shell command in a running sandbox (--stdin: hostctl's input is its input)
+  fork ID [--count N] [--label K=V]... [--key KEY] [--json]
+                              copy a running sandbox; the copies boot in the background
   files get ID PATH [--out FILE]
                               a guest file to stdout (or FILE)
   files put ID PATH (--from FILE | --content TEXT) [--mode MODE]
@@ -193,6 +197,32 @@ export const sandboxCommand: Command = async (argv, client) => {
       }
       case 'files':
         return await filesCommand(rest, client);
+      case 'fork': {
+        const { values, positionals } = parseArgs({
+          args: rest,
+          options: { count: { type: 'string' }, label: { type: 'string', multiple: true }, key: { type: 'string' }, json: { type: 'boolean' } },
+          allowPositionals: true,
+          strict: true,
+        });
+        if (positionals.length !== 1) {
+          process.stderr.write('hostctl: sandbox fork needs exactly one ID\n');
+          return 2;
+        }
+        const labels: Record<string, string> = {};
+        for (const kv of values.label ?? []) {
+          const eq = kv.indexOf('=');
+          if (eq <= 0) throw new Error(`--label takes KEY=VALUE, got '${kv}'`);
+          labels[kv.slice(0, eq)] = kv.slice(eq + 1);
+        }
+        const r = await callOp(client, 'sandboxes_fork', { id: positionals[0], count: int(values.count, 'count'), labels: values.label ? labels : undefined, idempotency_key: values.key });
+        if (r.status !== 200 && r.status !== 201) return errorOut(r);
+        if (values.json) {
+          process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
+          return 0;
+        }
+        process.stdout.write(table(['ID', 'NAME', 'STATE'], (r.body.sandboxes as any[]).map((x) => [x.id, x.name, x.state])));
+        return 0;
+      }
       case 'destroy': {
         if (rest.length !== 1) {
           process.stderr.write('hostctl: sandbox destroy needs exactly one ID\n');

@@ -10,25 +10,46 @@ export class SandboxAdmission {
 
   // ------------------------------------------------------------ admission
 
-  /** Memory the host has for another sandbox: 409 saying what is short. */
-  private async checkCapacity(memoryMb: number, all: SandboxRecord[]): Promise<void> {
+  /** Memory the host has for `n` more sandboxes of `memoryMb` each: 409 saying what is short. */
+  async checkCapacity(memoryMb: number, all: SandboxRecord[], n = 1): Promise<void> {
     const cap = await this.c.vms.capacity();
     const overhead = Math.max(0, cap.next_vm.memory_needed_mb - cap.next_vm.memory_mb);
     const reserve = this.c.e.settings.hostReserveMb;
     // A booting sandbox with a VM is counted by the VM service once its QEMU runs.
     const booting = all.filter((r) => r.phase === 'booting' && r.vmid === null);
     const bootingMb = booting.reduce((s, r) => s + r.memory_mb + overhead, 0);
-    const need = memoryMb + overhead;
+    const need = n * (memoryMb + overhead);
+    const what = n === 1 ? 'this sandbox' : `these ${n} sandboxes`;
     const free = cap.host.memory_available_mb - reserve - bootingMb;
     if (need > free) {
       throw conflict(
-        `the host cannot fit this sandbox now: it needs about ${need} MiB (${memoryMb} MiB of memory and ${overhead} MiB of QEMU overhead) and the host has ${Math.max(0, free)} MiB free` +
+        `the host cannot fit ${what} now: ${n === 1 ? 'it needs' : 'they need'} about ${need} MiB (${n === 1 ? '' : `${n} × `}${memoryMb} MiB of memory and ${overhead} MiB of QEMU overhead) and the host has ${Math.max(0, free)} MiB free` +
           ` after ${reserve} MiB kept for itself (sandboxes.host_reserve_mb)${bootingMb ? ` and ${bootingMb} MiB for sandboxes still booting` : ''}`,
       );
     }
     const committed = cap.running.memory_mb + booting.reduce((s, r) => s + r.memory_mb, 0);
-    if (committed + memoryMb > cap.host.memory_mb - reserve) {
-      throw conflict(`the host cannot fit this sandbox now: running and booting guests hold ${committed} MiB of its ${cap.host.memory_mb} MiB, and ${reserve} MiB are kept for the host (sandboxes.host_reserve_mb)`);
+    if (committed + n * memoryMb > cap.host.memory_mb - reserve) {
+      throw conflict(`the host cannot fit ${what} now: running and booting guests hold ${committed} MiB of its ${cap.host.memory_mb} MiB, and ${reserve} MiB are kept for the host (sandboxes.host_reserve_mb)`);
+    }
+  }
+
+  /**
+   * The caller's caps and the host's capacity for `n` more sandboxes of
+   * `memoryMb` each (409 saying which); inside the admission lock.
+   */
+  async checkLimits(caller: Ctx['caller'], memoryMb: number, all: SandboxRecord[], n = 1): Promise<void> {
+    const mine = all.filter((r) => LIVE.has(r.phase) && r.token_id === caller.tokenId);
+    const s = this.c.e.settings;
+    if (mine.length + n > s.maxPerToken) {
+      if (n === 1) throw conflict(`token '${caller.tokenName}' already has ${mine.length} live sandboxes, the per-token limit (sandboxes.max_per_token is ${s.maxPerToken}): destroy one first`);
+      throw conflict(`token '${caller.tokenName}' has ${mine.length} live sandboxes; ${n} more would pass the per-token limit (sandboxes.max_per_token is ${s.maxPerToken}): destroy some first`);
+    }
+    await this.checkCapacity(memoryMb, all, n);
+    const held = mine.reduce((sum, r) => sum + r.memory_mb, 0);
+    if (held + n * memoryMb > s.maxMemoryMbPerToken) {
+      throw conflict(
+        `token '${caller.tokenName}' holds ${held} MiB in live sandboxes; ${n * memoryMb} MiB more would pass the per-token limit of ${s.maxMemoryMbPerToken} MiB (sandboxes.max_memory_mb_per_token): destroy one first`,
+      );
     }
   }
 
@@ -47,6 +68,7 @@ export class SandboxAdmission {
     return this.c.lock.run(['admit'], async () => {
       if (key !== undefined) {
         const prior = await this.c.records.byIdempotency(caller.tokenId, key);
+        if (prior?.startsWith('fork:')) throw conflict('the idempotency key was used by a fork, not a create');
         const rec = prior ? await this.c.records.get(prior) : undefined;
         if (rec && rec.token_id === caller.tokenId) {
           ctx.note({ summary: `Sandbox ${rec.id} '${rec.name}': create replayed (same idempotency key)`, target: `sandboxes/${rec.id}`, metadata: { id: rec.id, replayed: true } });
@@ -57,18 +79,7 @@ export class SandboxAdmission {
       const res = this.c.resources(img, a.resources);
       const all = await this.c.records.all();
       const live = all.filter((r) => LIVE.has(r.phase));
-      const mine = live.filter((r) => r.token_id === caller.tokenId);
-      const s = this.c.e.settings;
-      if (mine.length >= s.maxPerToken) {
-        throw conflict(`token '${caller.tokenName}' already has ${mine.length} live sandboxes, the per-token limit (sandboxes.max_per_token is ${s.maxPerToken}): destroy one first`);
-      }
-      await this.checkCapacity(res.memory_mb, all);
-      const held = mine.reduce((sum, r) => sum + r.memory_mb, 0);
-      if (held + res.memory_mb > s.maxMemoryMbPerToken) {
-        throw conflict(
-          `token '${caller.tokenName}' holds ${held} MiB in live sandboxes; ${res.memory_mb} MiB more would pass the per-token limit of ${s.maxMemoryMbPerToken} MiB (sandboxes.max_memory_mb_per_token): destroy one first`,
-        );
-      }
+      await this.checkLimits(caller, res.memory_mb, all);
       const names = new Set(live.map((r) => r.name));
       if (name !== null && names.has(name)) throw conflict(`a sandbox named '${name}' already exists on this host`);
       const t = now();

@@ -16,6 +16,7 @@ import { noNotes, type Caller, type NoteSink } from '../lib/caller.js';
 import type { Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
 import type { PauseHook } from '../lib/test-pause.js';
+import { OPERATOR } from '../lib/operator.js';
 import { O, SANDBOX_LABEL, type SandboxVms, type VmView, type SandboxImage } from './driver.js';
 import { SandboxRecords, type Phase, type SandboxRecord } from './records.js';
 import type { SandboxSettings } from './settings.js';
@@ -71,6 +72,10 @@ export const ID = /^sbx-[0-9a-f]{12}$/;
 export const GiB = 1024 ** 3;
 export const MAX_WAIT_MS = 2 ** 31 - 1;
 export const LIVE: ReadonlySet<Phase> = new Set(['booting', 'ready', 'destroying']);
+
+/** The name prefix of the warm states forks are saved to: internal, never offered to creates or listed as an image's. */
+export const FORK_WS_PREFIX = 'sandbox fork of ';
+export const isForkState = (w: { name: string }) => w.name.startsWith(FORK_WS_PREFIX);
 
 export const now = () => new Date().toISOString();
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -134,6 +139,26 @@ export class SandboxContext {
     const r = ID.test(id) ? await this.records.get(id) : undefined;
     if (!r || r.token_id !== caller.tokenId) throw notFound(`sandbox '${id}' not found`);
     return r;
+  }
+
+  /**
+   * The caller's sandbox (any sandbox for the operator, who reaches every
+   * token's), running: 404 for another token's, 409 naming the state otherwise.
+   */
+  async runningFor(id: string, caller: Caller, what: string): Promise<SandboxRecord & { vmid: number }> {
+    let rec: SandboxRecord | undefined;
+    if (caller.tokenId === OPERATOR) {
+      rec = ID.test(id) ? await this.records.get(id) : undefined;
+      if (!rec) throw notFound(`sandbox '${id}' not found`);
+    } else rec = await this.owned(id, caller);
+    if (rec.phase === 'booting') throw conflict(`sandbox '${id}' is booting: ${what} needs a running sandbox (POST /sandboxes/${id}/wait)`);
+    this.refuseUnready(rec, what);
+    const v = await this.view(rec);
+    if (v.state !== 'running') {
+      const hint = v.state === 'suspended' || v.state === 'stopped' ? ` (POST /sandboxes/${id}/resume)` : '';
+      throw conflict(`sandbox '${id}' is ${v.state}: ${what} needs a running sandbox${hint}`);
+    }
+    return rec as SandboxRecord & { vmid: number };
   }
 
   /** Read-modify-write of one record (serialised per sandbox); wakes its waiters. */
@@ -224,7 +249,7 @@ export class SandboxContext {
    * warm state is saved (keepWarm does that for images labelled for it).
    */
   async warmFor(rec: Pick<SandboxRecord, 'image_id' | 'cpu_cores' | 'memory_mb' | 'disk_gb'>): Promise<{ id: string | null; reason: string | null }> {
-    const found = await this.vms.warmStates({ ...O, image_id: rec.image_id });
+    const found = (await this.vms.warmStates({ ...O, image_id: rec.image_id })).filter((w) => !isForkState(w));
     const all = found.filter((w) => w.resumable);
     if (!all.length && found.length) {
       return { id: null, reason: `image '${rec.image_id}' has only warm states saved before VMs had a generation ID device (${found.map((w) => w.id).join(', ')}), which are not resumed (hostctl sandbox warm ${rec.image_id} saves a new one)` };
@@ -269,6 +294,13 @@ export class SandboxContext {
         await this.update(id, (r) => void (r.vmid = adopted));
         await this.coldStart(id, adopted, signal);
         return;
+      }
+      if (rec.fork) {
+        // A fork resumes its parent's saved state or fails: a cold boot would not be the parent's copy.
+        if (!rec.fork.warm_state_id) throw new Error(`hostd stopped before the memory and disk of sandbox '${rec.fork.parent}' were saved`);
+        const r = await this.tryWarm(rec, rec.fork.warm_state_id, signal);
+        if (r === true || signal.aborted) return;
+        throw new Error(r);
       }
       let reason: string | null;
       const warm = await this.warmFor(rec);
@@ -379,11 +411,33 @@ export class SandboxContext {
     if ((await this.records.get(id))?.phase !== 'booting') return;
     for (const v of (await this.vms.listOwned(O.owner)).filter((x) => x.labels[SANDBOX_LABEL] === id)) await this.removeVm(v.vmid);
     await this.e.secrets.delete(SEED_NS, id).catch(() => undefined);
-    await this.update(id, (r) => {
+    const failed = await this.update(id, (r) => {
       if (r.phase !== 'booting') return false;
       r.phase = 'failed';
       r.error = `boot failed: ${message(err)}`;
       r.vmid = null;
+    });
+    await this.releaseForkState(failed?.fork?.warm_state_id);
+  }
+
+  /**
+   * Deletes a fork's saved state once no live sandbox rests on it (`except`:
+   * the one being destroyed). The VM service refuses while a VM still rests
+   * on it or a resume of it runs; the last one to go deletes it, and
+   * recovery at start catches any left.
+   */
+  async releaseForkState(wsId: string | null | undefined, except?: string): Promise<void> {
+    if (!wsId) return;
+    await this.lock.run([`forkws:${wsId}`], async () => {
+      const users = (await this.records.all()).filter((r) => r.id !== except && r.fork?.warm_state_id === wsId && LIVE.has(r.phase));
+      if (users.length) return;
+      try {
+        await this.vms.deleteWarmState(wsId, noNotes, O);
+        this.e.log.info({ warm_state_id: wsId }, 'sandboxes: deleted the saved state of a fork no sandbox rests on');
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) return;
+        this.e.log.warn({ err: message(err), warm_state_id: wsId }, 'sandboxes: the saved state of a fork could not be deleted yet');
+      }
     });
   }
 
@@ -417,6 +471,7 @@ export class SandboxContext {
     const vmids = new Set((await this.vms.listOwned(O.owner)).filter((v) => v.labels[SANDBOX_LABEL] === i.id).map((v) => v.vmid));
     if (rec.vmid !== null) vmids.add(rec.vmid);
     for (const vmid of vmids) await this.removeVm(vmid);
+    await this.releaseForkState(rec.fork?.warm_state_id, rec.id);
     await this.step('destroy:removed');
     await this.e.secrets.delete(SEED_NS, i.id).catch(() => undefined);
     return { ...rec, phase: 'destroyed', vmid: null, destroyed_at: i.at, destroyed_by: i.by, updated_at: now() };

@@ -11,6 +11,7 @@ export type SandboxVms = Pick<
   VmService,
   | 'requirePrograms' | 'image' | 'create' | 'restoreWarmState' | 'start' | 'suspend' | 'resume' | 'remove' | 'exec' | 'waitReady'
   | 'saveWarmState' | 'warmStates' | 'deleteWarmState' | 'get' | 'listOwned' | 'guestInfo' | 'capacity' | 'hostStatus' | 'allImages'
+  | 'guestFileGet' | 'guestFilePut' | 'guestFileDelete'
 >;
 
 export type { VmView } from '../vms/service.js';

@@ -8,7 +8,7 @@ import type { SandboxService } from './service.js';
 
 export type SandboxOperation =
   | 'sandboxes_list' | 'sandboxes_create' | 'sandboxes_images_list' | 'sandboxes_get' | 'sandboxes_suspend' | 'sandboxes_resume'
-  | 'sandboxes_delete' | 'sandboxes_wait';
+  | 'sandboxes_delete' | 'sandboxes_wait' | 'sandboxes_exec' | 'sandboxes_files_get' | 'sandboxes_files_put' | 'sandboxes_files_delete' | 'sandboxes_fork';
 
 export function sandboxHandlers(svc: SandboxService): HandlersOf<SandboxOperation> {
   return {
@@ -24,5 +24,10 @@ export function sandboxHandlers(svc: SandboxService): HandlersOf<SandboxOperatio
     sandboxes_resume: (a, ctx) => svc.resume(a.id, ctx),
     sandboxes_delete: (a, ctx) => svc.destroy(a.id, ctx),
     sandboxes_wait: (a, ctx) => svc.wait(a.id, a.timeout_seconds, ctx),
+    sandboxes_exec: ({ id, peer_id: _p, ...a }, ctx) => svc.execIn(id, a, ctx),
+    sandboxes_files_get: ({ id, peer_id: _p, ...a }, ctx) => svc.fileGet(id, a, ctx),
+    sandboxes_files_put: ({ id, peer_id: _p, ...a }, ctx) => svc.filePut(id, a, ctx),
+    sandboxes_files_delete: ({ id, peer_id: _p, ...a }, ctx) => svc.fileDelete(id, a, ctx),
+    sandboxes_fork: ({ id, peer_id: _p, ...a }, ctx) => svc.fork(id, a, ctx),
   };
 }

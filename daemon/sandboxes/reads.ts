@@ -1,7 +1,7 @@
 /** What a token sees of its sandboxes: the list, one sandbox, a wait until running, and the images a sandbox can boot from. */
 import { type Caller } from '../lib/caller.js';
 import { O } from './driver.js';
-import { MAX_WAIT_MS, now, type SandboxContext, type SandboxView } from './context.js';
+import { isForkState, MAX_WAIT_MS, now, type SandboxContext, type SandboxView } from './context.js';
 
 export class SandboxReads {
   constructor(private readonly c: SandboxContext) {}
@@ -46,7 +46,7 @@ export class SandboxReads {
   /** GET /sandboxes/images: images and templates, each with its warm states and how a default create would start. */
   async images() {
     const imgs = (await this.c.vms.allImages()).sort((a, b) => a.image_id.localeCompare(b.image_id));
-    const warm = await this.c.vms.warmStates(O);
+    const warm = (await this.c.vms.warmStates(O)).filter((w) => !isForkState(w));
     const out = [];
     for (const img of imgs) {
       const res = this.c.resources(img, null);

@@ -55,6 +55,11 @@ export interface SandboxRecord {
   updated_at: string;
   destroyed_at: string | null;
   destroyed_by: string | null;
+  /**
+   * A fork's origin: the parent sandbox and the warm state its memory and disk
+   * were saved to (null until saved). Absent for a sandbox made by a create.
+   */
+  fork?: { parent: string; warm_state_id: string | null } | null;
 }
 
 export type SandboxIntent = { op: 'destroy'; id: string; by: string; at: string };

@@ -16,7 +16,7 @@
  *   and removes VMs no sandbox owns.
  *
  * This class composes the domain's parts, one file per concern
- * (admission.ts, reads.ts, lifecycle.ts, warm-states.ts, upkeep.ts) over the
+ * (admission.ts, reads.ts, lifecycle.ts, guest.ts, fork.ts, warm-states.ts, upkeep.ts) over the
  * shared context (context.ts).
  *
  * Response shapes and decisions: docs/sandboxes.md.
@@ -27,6 +27,8 @@ import { SandboxReads } from './reads.js';
 import { SandboxLifecycle } from './lifecycle.js';
 import { SandboxWarmStates } from './warm-states.js';
 import { SandboxUpkeep } from './upkeep.js';
+import { SandboxGuest } from './guest.js';
+import { SandboxFork } from './fork.js';
 
 export type { CreateArgs, SandboxEnv, SandboxState, SandboxView } from './context.js';
 
@@ -36,6 +38,8 @@ export class SandboxService extends SandboxContext {
   private readonly lifecycle = new SandboxLifecycle(this);
   private readonly warm = new SandboxWarmStates(this);
   private readonly upkeep = new SandboxUpkeep(this);
+  private readonly guest = new SandboxGuest(this);
+  private readonly forks = new SandboxFork(this, this.admission);
 
   // admission.ts
   readonly create = this.admission.create.bind(this.admission);
@@ -53,6 +57,13 @@ export class SandboxService extends SandboxContext {
   readonly warmStates = this.warm.warmStates.bind(this.warm);
   readonly deleteWarm = this.warm.deleteWarm.bind(this.warm);
   readonly keepWarm = this.warm.keepWarm.bind(this.warm);
+  // guest.ts
+  readonly execIn = this.guest.exec.bind(this.guest);
+  readonly fileGet = this.guest.get.bind(this.guest);
+  readonly filePut = this.guest.put.bind(this.guest);
+  readonly fileDelete = this.guest.remove.bind(this.guest);
+  // fork.ts
+  readonly fork = this.forks.fork.bind(this.forks);
   // upkeep.ts
   readonly listAll = this.upkeep.listAll.bind(this.upkeep);
   readonly exec = this.upkeep.exec.bind(this.upkeep);

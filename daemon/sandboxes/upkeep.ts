@@ -6,7 +6,7 @@ import type { GuestInfo } from '../domain.js';
 import { notFound } from '../lib/errors.js';
 import { noNotes } from '../lib/caller.js';
 import { O, SANDBOX_LABEL, WARM_BUILD_LABEL } from './driver.js';
-import { ID, inSandboxTerms, LIVE, now, type SandboxContext, SEED_NS, sleep } from './context.js';
+import { ID, inSandboxTerms, isForkState, LIVE, now, type SandboxContext, SEED_NS, sleep } from './context.js';
 
 export class SandboxUpkeep {
   constructor(private readonly c: SandboxContext) {}
@@ -116,6 +116,8 @@ export class SandboxUpkeep {
     for (const name of await this.c.e.secrets.list(SEED_NS)) {
       if (byId.get(name)?.phase !== 'booting') await this.c.e.secrets.delete(SEED_NS, name);
     }
+    // A fork's saved state no live sandbox rests on (its forks gone, or hostd stopped between the save and the records).
+    for (const w of (await this.c.vms.warmStates(O)).filter(isForkState)) await this.c.releaseForkState(w.id);
     for (const r of await this.c.records.all()) {
       if (r.phase === 'booting') {
         boots++;

@@ -18,7 +18,7 @@ import type { PauseHook } from '../lib/test-pause.js';
 import type { Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
 import { ensureAvailable } from '../lib/availability.js';
-import { AgentError, AgentTimeout, NoExtRoot, type MachineRef, type MachineSpec, type NetSpec, type VmDriver } from './driver.js';
+import { AgentError, AgentTimeout, NoExtRoot, type MachineRef, type MachineSpec, type NetSpec, type VmDriver, type GuestFileDriver } from './driver.js';
 import { VmRecords, vmKey, WARM_FORMAT, type ImageRecord, type NetworkType, type StoredCloudInit, type VmRecord, type WarmStateRecord } from './records.js';
 import type { VmSettings } from './settings.js';
 import { validBridgeName } from './settings.js';
@@ -27,6 +27,8 @@ import { freeLoopbackPort, hostnameOf, newUuid, now, poolOf, WARM_ID } from './c
 export interface VmEnv {
   records: VmRecords;
   driver: VmDriver;
+  /** Guest files through the agent; absent with a driver made for tests of service rules. */
+  files?: GuestFileDriver;
   tasks: Tasks;
   secrets: SecretStore;
   settings: VmSettings;

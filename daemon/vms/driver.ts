@@ -101,7 +101,20 @@ export class AgentTimeout extends Error {
 
 export interface GuestExecOptions {
   /** Goes to the command's stdin (so that data never shows in the guest's process list). */
-  input?: string;
+  input?: string | Buffer;
+  /**
+   * Variables the command sees (on top of a fixed PATH): passed in the
+   * process environment, never on a command line. With `env`, `cwd` or
+   * `user` the command runs through a small prelude in the guest that sets
+   * them (qemu/exec.ts), like `docker exec -e -w -u`.
+   */
+  env?: Record<string, string>;
+  /** Directory the command starts in; the user's home when omitted. */
+  cwd?: string;
+  /** Guest user the command runs as; root when omitted. */
+  user?: string;
+  /** `base64`: stdout and stderr come back base64 (any bytes); `utf8` (the default) as text. */
+  encoding?: 'utf8' | 'base64';
   /**
    * false: `/bin/sh -c command` as is, for hostd's own short commands (no
    * wrapper to pay for on a warm start); the output is still bounded here.
@@ -110,6 +123,27 @@ export interface GuestExecOptions {
   /** With `cut: false`: positional parameters of the command ($1, $2, ...), never spliced into its text. */
   args?: string[];
   cap?: number;
+}
+
+/** What a guest path is (stat(2) of the path, symlinks followed; a listing's entries are not followed). */
+export interface GuestPathInfo {
+  type: 'file' | 'directory' | 'symlink' | 'other';
+  size: number;
+  /** Permission bits, four octal digits (`0644`). */
+  mode: string;
+  /** ISO 8601. */
+  mtime: string;
+}
+export interface GuestDirEntry extends GuestPathInfo {
+  name: string;
+}
+
+/** Why a guest file operation was refused (the guest's own answer, in the domain's terms). */
+export class GuestPathError extends Error {
+  constructor(readonly kind: 'missing' | 'is-directory' | 'not-regular' | 'parent-not-directory' | 'not-empty' | 'no-tool', readonly path: string, detail = '') {
+    super(`${kind}: ${path}${detail ? ` (${detail})` : ''}`);
+    this.name = 'GuestPathError';
+  }
 }
 
 export interface GuestAddress {
@@ -243,4 +277,22 @@ export interface VmDriver extends RuntimeDriver {
   /** The NoCloud seed of `seed` as an ISO at `file`. */
   writeSeed(file: string, seed: SeedInput): Promise<void>;
   hashPassword(password: string): Promise<string>;
+}
+
+/**
+ * Guest files by path, through the guest agent, every path given to the
+ * agent as data (a JSON argument, or a positional parameter of a fixed
+ * script), never spliced into a command: `stat` (GuestPathError `missing`),
+ * `list` (entries, and whether the listing was cut at the exec output cap),
+ * `read` (up to `length` bytes at `offset`), `put` (creates parents and the
+ * file, sets `mode`, writes or appends; the file as it is after), `remove`.
+ * The QEMU driver provides it beside its VmDriver (`qemuDriver().files`); a
+ * driver made for tests of service rules has none.
+ */
+export interface GuestFileDriver {
+  stat(m: MachineRef, file: string): Promise<GuestPathInfo>;
+  list(m: MachineRef, dir: string): Promise<{ entries: GuestDirEntry[]; truncated: boolean }>;
+  read(m: MachineRef, file: string, offset: number, length: number): Promise<{ data: Buffer; eof: boolean }>;
+  put(m: MachineRef, file: string, data: Buffer, opts: { mode?: string; append: boolean }): Promise<GuestPathInfo>;
+  remove(m: MachineRef, file: string, recursive: boolean): Promise<{ type: GuestPathInfo['type'] }>;
 }

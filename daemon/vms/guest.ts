@@ -3,7 +3,7 @@ import path from 'node:path';
 import { badRequest } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
 import type { ExecResult } from '../lib/exec-output.js';
-import { AgentTimeout } from './driver.js';
+import { AgentTimeout, type GuestExecOptions } from './driver.js';
 import { now, sleep } from './common.js';
 import { agentFailure, type OwnerOpts, type VmContext, type VmState } from './context.js';
 
@@ -15,7 +15,10 @@ export class VmGuest {
    * (daemon/lib/exec-output.ts), each stream cut at EXEC_STREAM_CAP_BYTES in
    * the guest (qemu/exec.ts). Sandboxes use this same path.
    */
-  async exec(vmid: number, command: string, timeoutSeconds: number | undefined, ctx: NoteSink, o: OwnerOpts = {}): Promise<{ vmid: number } & ExecResult> {
+  async exec(
+    vmid: number, command: string, timeoutSeconds: number | undefined, ctx: NoteSink, o: OwnerOpts = {},
+    opts: Pick<GuestExecOptions, 'env' | 'cwd' | 'user' | 'input' | 'encoding'> = {},
+  ): Promise<{ vmid: number } & ExecResult> {
     const rec = await this.c.vm(vmid, o);
     if (!command.trim()) throw badRequest("argument 'command' must not be empty");
     const t = timeoutSeconds ?? 60;
@@ -25,7 +28,7 @@ export class VmGuest {
     let r;
     try {
       if (!(await this.c.driver.ping(this.c.ref(vmid), this.c.e.settings.agentTimeoutMs))) throw new AgentTimeout('no answer to guest-ping');
-      r = await this.c.driver.exec(this.c.ref(vmid), command, t * 1000);
+      r = await this.c.driver.exec(this.c.ref(vmid), command, t * 1000, opts);
     } catch (err) {
       throw agentFailure(vmid, err);
     }

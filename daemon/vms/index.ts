@@ -59,10 +59,11 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
       const settings = parseVmSettings(deps.settings, deps.config.pools);
       const records = new VmRecords(deps.store);
       const diskRoots = deps.config.pools.map((p) => path.join(p.path, '.vms'));
-      const driver = opts.makeDriver ? opts.makeDriver() : qemuDriver({ diskRoots });
+      const qemu = opts.makeDriver ? null : qemuDriver({ diskRoots });
+      const driver = qemu ?? opts.makeDriver!();
       const log = deps.log.child({ domain: 'vms' });
       const vms = new VmService({
-        records, driver, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,
+        records, driver, files: qemu?.files, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,
         runBase: runBaseFor(deps.config.dataDir), log, env: deps.env, pause: testPause(deps.env, 'vms', log),
       });
       const images = new ImageService(vms);

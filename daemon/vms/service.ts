@@ -32,7 +32,10 @@
  *                                              SSH host keys are set through the guest agent
  *                                              right after the resume. { vm, resume_ms, identity }
  *   start / stop / suspend / resume / remove (vmid, ctx, o)
- *   exec(vmid, command, timeoutSeconds, ctx, o)          through the guest agent
+ *   exec(vmid, command, timeoutSeconds, ctx, o, opts?)   through the guest agent; opts: env, cwd,
+ *                                              user, input (stdin), encoding
+ *   guestFileGet / guestFilePut / guestFileDelete (vmid, path, ..., o)
+ *                                              guest files by path (guest-files.ts)
  *   waitReady(vmid, timeoutSeconds, o)                   running and the agent answers
  *   saveWarmState(vmid, name, ctx, { owner, wait: true }) resolves when saved
  *   warmStates({ owner, image_id })                      warm states per image
@@ -50,6 +53,7 @@ import { VmCreation } from './create.js';
 import { VmLifecycle } from './lifecycle.js';
 import { VmCloudInit } from './cloud-init.js';
 import { VmGuest } from './guest.js';
+import { VmGuestFiles } from './guest-files.js';
 import { VmDisks } from './disks.js';
 import { VmWarmStates } from './warm-states.js';
 import { VmInventory } from './inventory.js';
@@ -66,6 +70,7 @@ export class VmService extends VmContext {
   private readonly lifecycle = new VmLifecycle(this);
   private readonly cloudInits = new VmCloudInit(this);
   private readonly guest = new VmGuest(this);
+  private readonly guestFiles = new VmGuestFiles(this);
   private readonly disks = new VmDisks(this);
   private readonly warm = new VmWarmStates(this);
   private readonly inventory = new VmInventory(this);
@@ -89,6 +94,10 @@ export class VmService extends VmContext {
   readonly waitReady = this.guest.waitReady.bind(this.guest);
   readonly waitIp = this.guest.waitIp.bind(this.guest);
   readonly connection = this.guest.connection.bind(this.guest);
+  // guest-files.ts
+  readonly guestFileGet = this.guestFiles.guestFileGet.bind(this.guestFiles);
+  readonly guestFilePut = this.guestFiles.guestFilePut.bind(this.guestFiles);
+  readonly guestFileDelete = this.guestFiles.guestFileDelete.bind(this.guestFiles);
   // disks.ts
   readonly diskAttach = this.disks.diskAttach.bind(this.disks);
   readonly diskGrow = this.disks.diskGrow.bind(this.disks);

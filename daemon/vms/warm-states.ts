@@ -217,6 +217,9 @@ export class VmWarmStates {
     return this.c.lock.exclusiveOn(() => this.c.warmState(id, o), [`ws:${id}`], 'warm-state delete', async (w) => {
       const deps = (await this.c.records.allVms()).filter((v) => v.base_warm_state_id === id);
       if (deps.length) throw conflict(`warm state '${id}' is the base of VMs ${deps.map((v) => v.vmid).join(', ')}: delete them first`);
+      // A warm state saved from a VM that rests on this one has its disk on this one's (a sandbox fork's).
+      const wsDeps = (await this.c.records.allWarm()).filter((x) => x.base_warm_state_id === id);
+      if (wsDeps.length) throw conflict(`warm state '${id}' is the base of warm states ${wsDeps.map((x) => x.id).join(', ')}: delete them first`);
       if (this.c.warmUsers.get(id)) throw conflict(`warm state '${id}' is busy: warm-state restore in progress`);
       const key = VmRecords.intentKey(`warm-delete-${id}`);
       await this.c.records.journal.begin(key, { op: 'warm-delete', id, dir: w.dir });

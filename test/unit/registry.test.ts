@@ -25,7 +25,7 @@ const pathParams = (path: string): string[] =>
 
 describe('operation registry', () => {
   /** Operations beyond the spec that an issue asked for (each a row in docs/api-decisions.md). */
-  const EXTENSIONS = ['metrics_get', 'events_list', 'events_stream'];
+  const EXTENSIONS = ['metrics_get', 'events_list', 'events_stream', 'sandboxes_exec', 'sandboxes_files_get', 'sandboxes_files_put', 'sandboxes_files_delete', 'sandboxes_fork'];
 
   it('declares the spec\'s 128 endpoints, catalog_get, and the listed extensions', () => {
     expect(all).to.have.length(129 + EXTENSIONS.length);

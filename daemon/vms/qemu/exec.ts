@@ -54,6 +54,46 @@ export function killArgs(pid: number): { path: string; arg: string[] } {
   return { path: '/bin/sh', arg: ['-c', 'kill -KILL "-$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true', 'hostd-kill', String(pid)] };
 }
 
+/** PATH of a command run with `env` (qemu-ga's `env` replaces the whole environment). */
+export const GUEST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * Runs the caller's command with its user, directory and environment, like
+ * `docker exec -u -w -e`. Everything comes in the environment (HOSTD_EXEC_*),
+ * never spliced into this text. An unknown user or a directory that cannot be
+ * entered ends with 126 and a line on stderr, as docker exec does. The
+ * caller's PATH (HOSTD_EXEC_PATH) applies only to the command: the wrapper
+ * around it needs the guest's own tools. HOME, USER and LOGNAME are the
+ * user's unless the caller gave them.
+ */
+export const EXEC_PRELUDE = [
+  'u=$HOSTD_EXEC_USER d=$HOSTD_EXEC_CWD c=$HOSTD_EXEC_COMMAND',
+  'unset HOSTD_EXEC_USER HOSTD_EXEC_CWD HOSTD_EXEC_COMMAND',
+  't=${u:-root}',
+  'ent=$(getent passwd "$t" 2>/dev/null || grep "^$t:" /etc/passwd 2>/dev/null) || { echo "hostd: no user \'$t\' in the guest" >&2; exit 126; }',
+  // The home is the sixth field: cut out in the shell (every process costs under TCG).
+  'h=${ent#*:*:*:*:*:}; h=${h%%:*}',
+  'export HOME="${HOME-$h}" USER="${USER-$t}" LOGNAME="${LOGNAME-$t}"',
+  'if [ -n "$d" ]; then cd "$d" 2>/dev/null || { echo "hostd: cannot change to directory \'$d\'" >&2; exit 126; }',
+  'else cd "$HOME" 2>/dev/null || cd /; fi',
+  'if [ -n "$u" ]; then r=$(command -v runuser 2>/dev/null); s=$(command -v su 2>/dev/null); fi',
+  'if [ -n "${HOSTD_EXEC_PATH+x}" ]; then PATH=$HOSTD_EXEC_PATH; unset HOSTD_EXEC_PATH; fi',
+  'export PATH',
+  'if [ -n "$u" ]; then',
+  '  if [ -n "$r" ]; then exec "$r" -p -u "$u" -- /bin/sh -c "$c"; fi',
+  '  exec "$s" -p -s /bin/sh "$u" -c "$c"',
+  'fi',
+  'exec /bin/sh -c "$c"',
+].join('\n');
+
+/** qemu-ga's `env` for a command with user, directory and environment: a fixed PATH, the caller's variables, the prelude's inputs. */
+export function preludeEnv(command: string, opts: Pick<GuestExecOptions, 'env' | 'cwd' | 'user'>): string[] {
+  const out = [`PATH=${GUEST_PATH}`];
+  for (const [k, v] of Object.entries(opts.env ?? {})) out.push(k === 'PATH' ? `HOSTD_EXEC_PATH=${v}` : `${k}=${v}`);
+  out.push(`HOSTD_EXEC_USER=${opts.user ?? ''}`, `HOSTD_EXEC_CWD=${opts.cwd ?? ''}`, `HOSTD_EXEC_COMMAND=${command}`);
+  return out;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 
@@ -65,8 +105,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function guestExec(call: AgentCall, command: string, timeoutMs: number, opts: GuestExecOptions = {}): Promise<ExecResult> {
   const cap = opts.cap ?? EXEC_STREAM_CAP_BYTES;
   const t0 = Date.now();
-  const args: Record<string, unknown> = { ...(opts.cut === false ? { path: '/bin/sh', arg: ['-c', command, 'hostd-exec', ...(opts.args ?? [])] } : boundedExecArgs(command, cap)), 'capture-output': true };
-  if (opts.input !== undefined) args['input-data'] = Buffer.from(opts.input).toString('base64');
+  const prelude = opts.env !== undefined || opts.cwd !== undefined || opts.user !== undefined;
+  const args: Record<string, unknown> = {
+    ...(opts.cut === false ? { path: '/bin/sh', arg: ['-c', command, 'hostd-exec', ...(opts.args ?? [])] } : boundedExecArgs(prelude ? EXEC_PRELUDE : command, cap)),
+    'capture-output': true,
+  };
+  if (prelude) args.env = preludeEnv(command, opts);
+  if (opts.input !== undefined) args['input-data'] = (typeof opts.input === 'string' ? Buffer.from(opts.input) : opts.input).toString('base64');
+  const encoding = opts.encoding ?? 'utf8';
   const { pid } = await call<{ pid: number }>('guest-exec', args);
   const end = t0 + timeoutMs;
   let wait = 5;
@@ -74,7 +120,7 @@ export async function guestExec(call: AgentCall, command: string, timeoutMs: num
   let killedAt = 0;
   for (;;) {
     const s = await call<ExecStatus>('guest-exec-status', { pid });
-    if (s.exited) return result(s, cap, timedOut, Date.now() - t0);
+    if (s.exited) return result(s, cap, timedOut, Date.now() - t0, encoding);
     if (!timedOut && Date.now() >= end) {
       timedOut = true;
       killedAt = Date.now();
@@ -91,15 +137,15 @@ export async function guestExec(call: AgentCall, command: string, timeoutMs: num
 }
 
 /** The agent's answer as the shared ExecResult: each stream through one BoundedOutput. */
-export function result(s: ExecStatus, cap: number, timedOut: boolean, durationMs: number): ExecResult {
+export function result(s: ExecStatus, cap: number, timedOut: boolean, durationMs: number, encoding: 'utf8' | 'base64' = 'utf8'): ExecResult {
   const out = new BoundedOutput(cap);
   const err = new BoundedOutput(cap);
   out.push(Buffer.from(s['out-data'] ?? '', 'base64'));
   err.push(Buffer.from(s['err-data'] ?? '', 'base64'));
   return {
     exit_code: timedOut ? null : s.exitcode ?? (s.signal !== undefined ? 128 + s.signal : null),
-    stdout: out.text(),
-    stderr: err.text(),
+    stdout: encoding === 'base64' ? out.bytes().toString('base64') : out.text(),
+    stderr: encoding === 'base64' ? err.bytes().toString('base64') : err.text(),
     // qemu-ga's own flags: a guest whose wrapper could not cut (no head) still says so.
     truncated: out.truncated || err.truncated || Boolean(s['out-truncated'] || s['err-truncated']),
     timed_out: timedOut,

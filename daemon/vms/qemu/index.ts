@@ -1,5 +1,5 @@
 /** The QEMU implementation of the VM driver: machines, guest agent, qemu-img, seeds, identity. */
-import type { VmDriver } from '../driver.js';
+import type { GuestFileDriver, VmDriver } from '../driver.js';
 import { Machines } from './machine.js';
 import { ProbeCache } from '../../lib/availability.js';
 import { FIRST_DISK_SLOT, LAST_DISK_SLOT, macFor } from './args.js';
@@ -15,7 +15,7 @@ import { hashPassword, renderSeed, writeSeedIso } from './seed.js';
  * any file, but not one that rests on a file outside). A refusal is a
  * DiskChainEscape (img.ts) naming the layer.
  */
-export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
+export function qemuDriver(opts: { diskRoots: string[] }): VmDriver & { files: GuestFileDriver } {
   const roots = opts.diskRoots;
   const cache = new ChainCache();
   const confine = (file: string, topAnywhere = false) => confinedChain(file, roots, { topAnywhere, cache });
@@ -72,5 +72,13 @@ export function qemuDriver(opts: { diskRoots: string[] }): VmDriver {
       return writeSeedIso(file, files);
     },
     hashPassword: (pw) => hashPassword(pw),
+    // ---- guest files (the same agent connections as exec)
+    files: {
+      stat: (r, f) => m.files(r).stat(f),
+      list: (r, d) => m.files(r).list(d),
+      read: (r, f, off, len) => m.files(r).read(f, off, len),
+      put: (r, f, data, o) => m.files(r).put(f, data, o),
+      remove: (r, f, rec) => m.files(r).remove(f, rec),
+    },
   };
 }

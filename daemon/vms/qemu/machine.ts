@@ -11,6 +11,7 @@ import type { ExecResult } from '../../lib/exec-output.js';
 import { QmpClient, QmpError } from './qmp.js';
 import { AgentTimeout, GuestAgent, type GuestInterface } from './agent.js';
 import { guestExec, type GuestExecOptions } from './exec.js';
+import { GuestFiles, SCRIPT_TIMEOUT_MS } from './files.js';
 import { machineArgs, runFiles, shellSafePath, type DiskSpec, type MachineSpec } from './args.js';
 import type { MachineRef, MachineStatus } from '../driver.js';
 
@@ -360,6 +361,14 @@ export class Machines {
       }
     }
     return out;
+  }
+
+  /** Guest files by path (files.ts): agent file commands and fixed scripts. */
+  files(ref: MachineRef): GuestFiles {
+    return new GuestFiles(
+      (c, a, t) => this.agent(ref, c, a, t),
+      (script, args) => this.exec(ref, script, SCRIPT_TIMEOUT_MS, { cut: false, args }),
+    );
   }
 
   /** Writes a file in the guest through the agent. */

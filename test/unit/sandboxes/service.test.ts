@@ -324,4 +324,80 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     // The old one stays until the operator deletes it (nothing is deleted for them).
     expect(after.warm_states.map((w) => w.warm_state_id)).to.include(ws);
   });
+  it('fork: caps and capacity for every copy before anything is made; another token 404; a replay returns the same copies', async () => {
+    await svc.close();
+    await open({ max_per_token: 3 });
+    const p = await running((await svc.create({ image_id: 'base', labels: { job: '1' } }, alice)).sandbox.id);
+    await rejectsApi(svc.fork(p.id, { count: 1 }, bob), 404, `sandbox '${p.id}' not found`);
+    await rejectsApi(svc.fork(p.id, { count: 3 }, alice), 409, "token 'alice' has 1 live sandboxes; 3 more would pass the per-token limit (sandboxes.max_per_token is 3): destroy some first");
+    expect((await svc.list({}, alice)).sandboxes.map((s) => s.id)).to.deep.equal([p.id]);
+    expect(await vms.warmStates({ owner: 'sandbox' })).to.deep.equal([]);
+    const f = await svc.fork(p.id, { count: 2, labels: { role: 'copy' }, idempotency_key: 'k' }, alice);
+    expect(f).to.include({ parent_id: p.id, replayed: false });
+    expect(f.sandboxes.map((s) => [s.state, s.owner, s.labels])).to.deep.equal([['booting', 'alice', { job: '1', role: 'copy' }], ['booting', 'alice', { job: '1', role: 'copy' }]]);
+    const again = await svc.fork(p.id, { count: 2, idempotency_key: 'k' }, alice);
+    expect(again).to.include({ replayed: true });
+    expect(again.sandboxes.map((s) => s.id)).to.deep.equal(f.sandboxes.map((s) => s.id));
+    await rejectsApi(svc.create({ image_id: 'base', idempotency_key: 'k' }, alice), 409, 'the idempotency key was used by a fork, not a create');
+    const copies = await Promise.all(f.sandboxes.map((s) => running(s.id)));
+    const ws = copies[0].start.warm_state_id!;
+    expect(copies.map((c) => c.start)).to.deep.equal(copies.map((c) => ({ ...c.start, method: 'warm', warm_state_id: ws })));
+    expect(new Set(copies.map((c) => c.name)).size).to.equal(2);
+    expect((await svc.get(p.id, alice)).sandbox.state).to.equal('running');
+  });
+
+  it('fork: the saved state is internal (never offered to a create) and goes with the last copy', async () => {
+    const p = await running((await svc.create({ image_id: 'base' }, alice)).sandbox.id);
+    const f = await svc.fork(p.id, { count: 2 }, alice);
+    const [a, b] = await Promise.all(f.sandboxes.map((s) => running(s.id)));
+    const ws = a.start.warm_state_id!;
+    expect((await vms.warmStates({ owner: 'sandbox' })).map((w) => [w.id, w.name])).to.deep.equal([[ws, `sandbox fork of ${p.id}`]]);
+    expect((await svc.images()).images[0]).to.deep.include({ default_start: 'cold', warm_states: [] });
+    const c = await running((await svc.create({ image_id: 'base' }, alice)).sandbox.id);
+    expect(c.start).to.include({ method: 'cold', reason: "image 'base' has no warm state (hostctl sandbox warm base)" });
+    // The parent does not hold it: the copies do.
+    await svc.destroy(p.id, alice);
+    await svc.destroy(a.id, alice);
+    expect((await vms.warmStates({ owner: 'sandbox' })).map((w) => w.id)).to.deep.equal([ws]);
+    await svc.destroy(b.id, alice);
+    expect(await vms.warmStates({ owner: 'sandbox' })).to.deep.equal([]);
+  });
+
+  it('fork: copies hostd never saw saved fail at the next start saying why, and a saved state nobody rests on goes', async () => {
+    const p = await running((await svc.create({ image_id: 'base' }, alice)).sandbox.id);
+    const recs = new SandboxRecords(store);
+    const t = new Date().toISOString();
+    // Killed between writing the copies and saving the parent.
+    await recs.boxes.put('sbx-00000000000c', {
+      id: 'sbx-00000000000c', name: 'unsaved-copy', token_id: 'tok_a', token_name: 'alice', image_id: 'base', cpu_cores: 1, memory_mb: 512, disk_gb: 3,
+      labels: {}, autostart: false, phase: 'booting', vmid: null, start: { method: 'warm', warm_state_id: null, reason: null, ms: null, attempts: 0 }, error: null,
+      idempotency: null, created_at: t, running_at: null, updated_at: t, destroyed_at: null, destroyed_by: null, fork: { parent: p.id, warm_state_id: null },
+    });
+    // Killed between saving the parent and recording the save.
+    const saved = await vms.saveWarmState(p.vmid!, `sandbox fork of ${p.id}`, noNotes, { owner: 'sandbox', wait: true });
+    await svc.close();
+    await open();
+    await svc.recover();
+    const lost = await eventually(async () => {
+      const s = (await svc.get('sbx-00000000000c', alice)).sandbox;
+      return s.state === 'failed' ? s : undefined;
+    }, 10_000, 'the unsaved copy failed');
+    expect(lost.error).to.equal(`boot failed: hostd stopped before the memory and disk of sandbox '${p.id}' were saved`);
+    expect((await vms.warmStates({ owner: 'sandbox' })).map((w) => w.id)).to.not.include(saved.warm_state_id);
+    expect((await svc.get(p.id, alice)).sandbox.state).to.equal('running');
+  });
+  it('fork: the warm state a forked parent resumed from cannot be deleted while the fork rests on it', async () => {
+    const build = await tasks.settled((await svc.saveWarm({ image_id: 'base' }, 'op')).task.task_id);
+    const base = (build.result as { warm_state_id: string }).warm_state_id;
+    const p = await running((await svc.create({ image_id: 'base' }, alice)).sandbox.id);
+    expect(p.start.warm_state_id).to.equal(base);
+    const f = await svc.fork(p.id, { count: 1 }, alice);
+    const copy = await running(f.sandboxes[0].id);
+    await svc.destroy(p.id, alice);
+    // No VM rests on the base now, but the fork's saved disk does.
+    await rejectsApi(svc.deleteWarm(base), 409, `warm state '${base}' is the base of warm states ${copy.start.warm_state_id}: delete them first`);
+    await svc.destroy(copy.id, alice);
+    await svc.deleteWarm(base);
+    expect(await vms.warmStates({ owner: 'sandbox' })).to.deep.equal([]);
+  });
 });

@@ -126,7 +126,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers(), sharedSecret: (purpose) => cluster.sharedSecret(purpose) };
   const secrets = new FileSecretStore(config.dataDir);
   const metrics = new MetricsService();
-  const domains = await openDomains(domainList({ tasks, activity, events, metrics, version: VERSION }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) }, config.sections);
+  const domains = await openDomains(domainList({ tasks, activity, events, metrics, version: VERSION, tokens }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) }, config.sections);
   // The API's and MCP's calls are counted; the admin socket's are the operator's, logged but not counted.
   const apiRequestLog = metrics.observeRequests(requestLog);
   const handlers = domains.handlers;

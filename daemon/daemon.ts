@@ -38,6 +38,9 @@ import { registerClusterAdmin } from '../cluster/admin-routes.js';
 import { LeaseManager } from '../cluster/lease.js';
 import { ReplicatedConfig } from '../cluster/replicated.js';
 import { proxyConfigSpec } from './proxy/config.js';
+import { ConsoleSessions } from './console/sessions.js';
+import { ConsoleRoutes } from './console/routes.js';
+import { consoleBaseUrl, registerConsoleAdmin } from './console/admin-route.js';
 
 export const VERSION = '0.1.0';
 
@@ -147,9 +150,17 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     },
     forwardStream: cluster.streamForwarder(),
   };
+  // Console sessions live in memory: a restart signs every browser out (docs/console.md).
+  const consoleSessions = new ConsoleSessions();
+  const consoleRoutes = new ConsoleRoutes({
+    sessions: consoleSessions, nodeId: () => identity.id, scopes: [...ALL_SCOPES], log: log.child({ mod: 'console' }),
+    audit: (summary, severity) => dispatch!.audit({ category: 'auth', severity, summary, target: 'console/session', actor: ADMIN_ACTOR, metadata: { transport: 'api', client: 'console' } }),
+  });
   const app = createHttpApp({
     dispatch, router, log, requestLog: apiRequestLog, openapi: openApi, cors: new Cors(config.corsOrigins), events: streams,
     authenticate: bearer('api'),
+    session: (req) => consoleRoutes.sessionCaller(req),
+    mount: (a) => consoleRoutes.mount(a),
     direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog: apiRequestLog, version: VERSION, authenticate: bearer('mcp') }) },
   });
   const httpServer = createApiServer(app, config.httpLimits);
@@ -163,6 +174,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const admin = new AdminApi({ tokens, audit: (e) => dispatch!.audit(e), requestLog });
   registerClusterAdmin(admin, cluster);
   registerDomainAdmin(admin, domains.admin);
+  registerConsoleAdmin(admin, consoleSessions, () => consoleBaseUrl(config.http.host, httpPort));
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
   const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a), events: streams });
   const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));

@@ -29,6 +29,12 @@ export interface HttpDeps {
   /** Where the one line per request goes. */
   requestLog: RequestLog;
   openapi: () => unknown;
+  /**
+   * The caller of a request without an Authorization header, from the
+   * console's session cookie: undefined without one, an error when the
+   * request may not use it (cross-site) or the session is over.
+   */
+  session?: (req: IncomingMessage) => Caller | ApiError | undefined;
   /** Extra routes mounted before the API (admin endpoints). */
   mount?: (app: Express) => void;
   /** Listeners for exact paths (such as /mcp), served directly like the API. */
@@ -123,7 +129,8 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   let opName: string | undefined;
   let actor: string | undefined;
 
-  const cors = deps.cors?.responseHeaders(req) ?? [];
+  // CORS is for the API only: never for the console's page or its session routes.
+  const cors = (path === API_PREFIX || path.startsWith(API_PREFIX + '/')) ? deps.cors?.responseHeaders(req) ?? [] : [];
   const send = (status: number, body: unknown, headers?: Record<string, string>) => {
     if (cors.length) headers = { ...headers, ...Object.fromEntries(pairs(cors)) };
     sendJson(res, status, body, headers, id);
@@ -180,11 +187,22 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   }
   const { op, params } = match;
   opName = op.name;
-  const caller = deps.authenticate(header(req, 'authorization'));
+  const authorization = header(req, 'authorization');
+  let caller = deps.authenticate(authorization);
+  if (!caller && authorization === undefined && deps.session) {
+    const s = deps.session(req);
+    if (s instanceof ApiError) {
+      fail(s);
+      return;
+    }
+    caller = s;
+  }
   if (!caller) {
     fail(unauthorized());
     return;
   }
+  // The console's page says so on every call; the label only marks the activity row, it grants nothing.
+  if (!caller.client && header(req, 'x-hostd-console') === '1') caller = { ...caller, client: 'console' };
   actor = caller.tokenName;
   deps.dispatch
     .call(op, async () => negotiated(op, req, assembleArgs(op, params, query, await readBody(req))), caller, id)

@@ -7,6 +7,7 @@ import type { Cors } from './cors.js';
 import { header } from './headers.js';
 import crypto from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import type { Socket } from 'node:net';
 import express, { type Express } from 'express';
 import type { Logger } from 'pino';
@@ -216,17 +217,19 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
  * `maxConnectionsPerClient` from one address they are closed at once, so that
  * one client cannot take the sockets every other client needs.
  */
-export function createApiServer(listener: RequestListener, limits: HttpLimits = DEFAULT_HTTP_LIMITS): http.Server {
-  const server = http.createServer({
+export function createApiServer(listener: RequestListener, limits: HttpLimits = DEFAULT_HTTP_LIMITS, tls?: { cert: Buffer; key: Buffer }): http.Server {
+  const options: http.ServerOptions = {
     headersTimeout: limits.headersTimeoutMs,
     // A backstop: readBody answers 408 at bodyTimeoutMs; this catches any request that still lingers.
     requestTimeout: limits.headersTimeoutMs + limits.bodyTimeoutMs + 1000,
     connectionsCheckingInterval: 1000,
-  }, listener);
+  };
+  // The TLS listener (https_addr) is the same server over TLS: same limits, same listener.
+  const server: http.Server = tls ? https.createServer({ ...options, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, listener) : http.createServer(options, listener);
   server.keepAliveTimeout = 65_000;
   server.maxConnections = limits.maxConnections;
   const perClient = new Map<string, number>();
-  server.on('connection', (socket: Socket) => {
+  server.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => {
     const addr = socket.remoteAddress ?? '';
     const n = (perClient.get(addr) ?? 0) + 1;
     if (n > limits.maxConnectionsPerClient) {

@@ -105,7 +105,7 @@ export function createHttpApp(deps: HttpDeps): RequestListener {
   const openapiPath = `${API_PREFIX}/openapi.json`;
 
   const direct = new Map(Object.entries(deps.direct ?? {}));
-  const stream: EventStreamDeps | undefined = deps.events && { ...deps.events, authenticate: deps.authenticate, log: deps.log, requestLog: deps.requestLog };
+  const stream: EventStreamDeps | undefined = deps.events && { ...deps.events, authenticate: deps.authenticate, session: deps.session, log: deps.log, requestLog: deps.requestLog };
   return (req, res) => {
     const url = req.url ?? '/';
     if (stream && url.startsWith(STREAM_PATH) && (url.length === STREAM_PATH.length || url[STREAM_PATH.length] === '?') && wantsSse(req)) {

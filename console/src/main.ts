@@ -8,26 +8,35 @@ import { ApiFailure, api, currentAuth, request, setAuth } from './api';
 import { redeemLink, signInPage } from './pages/signin';
 import { overviewPage } from './pages/overview';
 import { tokensPage } from './pages/tokens';
+import { activityPage } from './pages/activity';
+import { can } from './session';
 import type { Who } from './session';
 
-type PageId = 'overview' | 'tokens';
-interface Page { id: PageId; title: string; show: (who: Who) => boolean; render: (root: Element, who: Who, reload: () => void) => Promise<void> }
+type PageId = 'overview' | 'activity' | 'tokens';
+interface Page { id: PageId; title: string; show: (who: Who) => boolean; render: (root: Element, who: Who, reload: () => void) => Promise<void | (() => void)> }
 
 const PAGES: Page[] = [
   { id: 'overview', title: 'Overview', show: () => true, render: overviewPage },
+  { id: 'activity', title: 'Activity', show: (w) => can(w, 'system.read'), render: (root) => activityPage(root) },
   { id: 'tokens', title: 'Access tokens', show: (w) => w.administrator, render: (root) => tokensPage(root) },
 ];
 
 const app = document.getElementById('app')!;
 let current: PageId = 'overview';
+/** Closes what the page on screen keeps open (its event stream). */
+let leave: (() => void) | undefined;
 
 async function signOut(): Promise<void> {
+  leave?.();
+  leave = undefined;
   if (currentAuth()?.kind === 'admin') await request('DELETE', '/console/session').catch(() => undefined);
   setAuth(null);
   signInPage(app, () => void start());
 }
 
 async function show(who: Who, id: PageId): Promise<void> {
+  leave?.();
+  leave = undefined;
   current = id;
   const pages = PAGES.filter((p) => p.show(who));
   const page = pages.find((p) => p.id === id) ?? pages[0];
@@ -43,7 +52,7 @@ async function show(who: Who, id: PageId): Promise<void> {
         h('button', { type: 'button', onclick: () => void signOut() }, 'Sign out'))),
     main);
   try {
-    await page.render(main, who, () => void show(who, page.id));
+    leave = (await page.render(main, who, () => void show(who, page.id))) ?? undefined;
   } catch (err) {
     if (err instanceof ApiFailure && err.status === 401) return signInPage(app, () => void start(), 'Your session ended; sign in again.');
     mount(main, h('h2', {}, page.title), h('p', { class: 'error', role: 'alert' }, (err as Error).message));

@@ -132,6 +132,20 @@ describe('console in Chromium', function () {
     expectError(await raw(d.url, 'POST', `${API}/proxy/move`, { token, body: '{}', headers: { 'content-type': 'application/json' } }), 403, "'proxy.manage'");
   });
 
+  it('Activity shows a row written after the page opened without a reload (live from the event stream)', async () => {
+    const page = await signedInAdmin();
+    await page.getByRole('button', { name: 'Activity' }).click();
+    await page.getByRole('heading', { name: 'Activity' }).waitFor();
+    // Shown once the stream is open and the first rows are in: a row written from now on must appear by itself.
+    await page.getByRole('status').filter({ hasText: 'Live: new rows appear at the top.' }).waitFor();
+    const token = await d.token('console-live', ['files.manage']);
+    const name = `live-${process.pid}`;
+    expect((await d.request('POST', `${API}/folders`, { token, body: { storage_id: 'default', name } })).status).to.equal(201);
+    await page.getByRole('cell', { name: `Created folder ${name}` }).waitFor({ timeout: 30_000 });
+    await page.getByRole('cell', { name: 'console-live' }).first().waitFor();
+    await screenshot(page, 'activity');
+  });
+
   it('signs out: the session cookie is gone and the API refuses a call the page makes after it', async () => {
     const page = await signedInAdmin();
     expect((await page.context().cookies()).map((c) => c.name)).to.deep.equal(['hostd_console']);

@@ -7,6 +7,7 @@
  * row; no bearer token manages tokens.
  */
 import { expect } from 'chai';
+import http from 'node:http';
 import { ALL_SCOPES } from '../../../api/registry/index.js';
 import { ConsoleSessions } from '../../../daemon/console/sessions.js';
 import { hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
@@ -103,6 +104,22 @@ describe('console escalation suite', function () {
     // A cross-site form post (no custom header) cannot create anything as the administrator.
     const form = await raw(d.url, 'POST', `${API}/folders`, { body: 'storage_id=default&name=x', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' } });
     expect(form.status).to.equal(403);
+  });
+
+  it('the event stream takes the cookie under the same rules: same origin with the console header, else 403', async () => {
+    const cookie = await session();
+    const open = (headers: Record<string, string>) => new Promise<number>((resolve, reject) => {
+      const u = new URL(d.url);
+      const req = http.get({ host: u.hostname, port: u.port, path: `${API}/events/stream?types=activity`, headers: { accept: 'text/event-stream', cookie, ...headers } }, (res) => {
+        resolve(res.statusCode!);
+        res.destroy();
+      });
+      req.once('error', reject);
+    });
+    expect(await open({ 'x-hostd-console': '1' })).to.equal(200);
+    expect(await open({})).to.equal(403);
+    expect(await open({ 'x-hostd-console': '1', origin: 'http://evil.example' })).to.equal(403);
+    expect(await open({ 'x-hostd-console': '1', 'sec-fetch-site': 'cross-site' })).to.equal(403);
   });
 
   it('no CORS answer ever allows credentials, so no other origin can read a cookie-authenticated answer', async () => {

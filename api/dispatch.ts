@@ -10,7 +10,7 @@ import { getOperation } from './registry/index.js';
 import type { HandlerTable } from './handlers.js';
 import { validateArgs } from './validate.js';
 import { ApiError, conflict, errorBody, forbidden, notFound } from '../daemon/lib/errors.js';
-import type { ActivityNote, Args, CallContext, Caller, Handler } from '../daemon/lib/caller.js';
+import { isAdministrator, type ActivityNote, type Args, type CallContext, type Caller, type Handler } from '../daemon/lib/caller.js';
 import { RefusalThrottle, describeDetails, type Suppressed, type TraceLimits } from '../daemon/lib/throttle.js';
 
 /** A member a call can be forwarded to (looked up once, by `Forwarder.resolve`). */
@@ -73,6 +73,12 @@ export class Dispatch {
 
   /** Throws 403 unless the caller holds every scope the operation names. */
   authorize(op: Operation, caller: Caller): void {
+    if (op.admin) {
+      if (isAdministrator(caller)) return;
+      throw forbidden(caller.transport === 'cluster'
+        ? `${op.name} is for the local administrator of each member only and is never run for a forwarded call`
+        : `${op.name} is for the local administrator only (admin socket or console administrator session); no API token may call it, whatever its scopes (token '${caller.tokenName}')`);
+    }
     if (op.scopes.every((s) => caller.scopes.includes(s))) return;
     const missing = op.scopes.filter((s) => !caller.scopes.includes(s));
     throw forbidden(`token '${caller.tokenName}' lacks scope ${missing.map((s) => `'${s}'`).join(' and ')} needed by ${op.name}`);
@@ -191,6 +197,7 @@ export class Dispatch {
       status: e?.status ?? op.successStatus,
     };
     if (caller.transport === 'cluster') metadata.origin = caller.origin;
+    if (caller.client) metadata.client = caller.client;
     if (e) metadata.error = e.body.error;
     if (typeof args.peer_id === 'string' && e?.status === 502) metadata.peer_id = args.peer_id;
     await this.deps.activity.record({

@@ -13,6 +13,8 @@ function walk(dir) {
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) {
+      // dist/console is the console's bundle (bin/build-console.js), not tsc's output.
+      if (p === path.join(dist, 'console')) continue;
       walk(p);
       if (fs.readdirSync(p).length === 0) fs.rmdirSync(p);
       continue;

@@ -110,6 +110,13 @@ export interface Config {
   clusterProbeMs: number;
   /** Origins whose pages may call the API with a bearer token (`cors_origins`; none by default). */
   corsOrigins: string[];
+  /**
+   * The optional TLS listener (`https_addr` with `https_cert_file` and
+   * `https_key_file`): the same API and console as `http_addr`, over HTTPS.
+   */
+  https?: HostAddr & { certFile: string; keyFile: string };
+  /** The base URL `hostctl console` prints sign-in links for (`console_url`); default: the HTTP listener. */
+  consoleUrl?: string;
   /** The config file read, if any. */
   configFile?: string;
   /** Where the listen addresses and the data dir came from, for error messages: an environment variable, a file key, or the default. */
@@ -133,7 +140,7 @@ export function parseAddr(value: string, what: string): HostAddr {
 }
 
 /** Top-level keys of the config file that this module reads; every other key is a domain's section. */
-const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits', 'activity', 'cors_origins'];
+const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits', 'activity', 'cors_origins', 'https_addr', 'https_cert_file', 'https_key_file', 'console_url'];
 
 interface FileConfig {
   node_name?: string;
@@ -148,6 +155,10 @@ interface FileConfig {
   http_limits?: unknown;
   activity?: unknown;
   cors_origins?: unknown;
+  https_addr?: string;
+  https_cert_file?: string;
+  https_key_file?: string;
+  console_url?: string;
 }
 
 /** The system-wide config file, read when HOSTD_CONFIG is not set. */
@@ -210,6 +221,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, systemConfig = 
     pools,
     logLevel: env.HOSTD_LOG_LEVEL ?? file.log_level ?? 'info',
     corsOrigins: corsOriginsOf(file.cors_origins, configFile ?? 'config'),
+    https: httpsOf(file, base, configFile ?? 'config'),
+    consoleUrl: file.console_url === undefined ? undefined : parseOrigin(file.console_url, `${configFile ?? 'config'}: console_url`),
     httpLimits: parseNumbers(file.http_limits, 'http_limits', HTTP_LIMIT_KEYS, DEFAULT_HTTP_LIMITS, configFile ?? 'config', env),
     activity: parseNumbers(file.activity, 'activity', ACTIVITY_KEYS, DEFAULT_ACTIVITY_RETENTION, configFile ?? 'config', env),
     forwardDeadlineMs: Number(env.HOSTD_FORWARD_DEADLINE_MS ?? file.forward_deadline_ms ?? 10000),
@@ -223,3 +236,14 @@ function corsOriginsOf(value: unknown, file: string): string[] {
   if (!Array.isArray(value)) throw new Error(`${file}: cors_origins must be a list of origins (https://dash.lab)`);
   return value.map((v, i) => parseOrigin(v, `${file}: cors_origins[${i}]`));
 }
+
+/** The TLS listener's settings: all three keys or none; the files are read at start. */
+function httpsOf(file: FileConfig, base: string, where: string): Config['https'] {
+  const { https_addr: addr, https_cert_file: cert, https_key_file: key } = file;
+  if (addr === undefined && cert === undefined && key === undefined) return undefined;
+  if (typeof addr !== 'string' || typeof cert !== 'string' || typeof key !== 'string' || !cert || !key) {
+    throw new Error(`${where}: https_addr needs https_cert_file and https_key_file (PEM files), and they need it`);
+  }
+  return { ...parseAddr(addr, `${where}: https_addr`), certFile: path.resolve(base, cert), keyFile: path.resolve(base, key) };
+}
+

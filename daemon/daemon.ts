@@ -38,6 +38,9 @@ import { registerClusterAdmin } from '../cluster/admin-routes.js';
 import { LeaseManager } from '../cluster/lease.js';
 import { ReplicatedConfig } from '../cluster/replicated.js';
 import { proxyConfigSpec } from './proxy/config.js';
+import { ConsoleSessions } from './console/sessions.js';
+import { ConsoleRoutes } from './console/routes.js';
+import { consoleBaseUrl, registerConsoleAdmin } from './console/admin-route.js';
 
 export const VERSION = '0.1.0';
 
@@ -61,6 +64,8 @@ export interface Daemon {
 
 
 export async function startDaemon(config: Config, log: Logger, requestLog: RequestLog = requestLogVia(log)): Promise<Daemon> {
+  // The TLS listener's files are read before anything opens: a bad path stops the start at once.
+  const tls = config.https ? { cert: readPem(config.https.certFile, 'https_cert_file'), key: readPem(config.https.keyFile, 'https_key_file') } : undefined;
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   let store: Store;
   try {
@@ -126,7 +131,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers(), sharedSecret: (purpose) => cluster.sharedSecret(purpose) };
   const secrets = new FileSecretStore(config.dataDir);
   const metrics = new MetricsService();
-  const domains = await openDomains(domainList({ tasks, activity, events, metrics, version: VERSION }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) }, config.sections);
+  const domains = await openDomains(domainList({ tasks, activity, events, metrics, version: VERSION, tokens }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) }, config.sections);
   // The API's and MCP's calls are counted; the admin socket's are the operator's, logged but not counted.
   const apiRequestLog = metrics.observeRequests(requestLog);
   const handlers = domains.handlers;
@@ -147,9 +152,17 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     },
     forwardStream: cluster.streamForwarder(),
   };
+  // Console sessions live in memory: a restart signs every browser out (docs/console.md).
+  const consoleSessions = new ConsoleSessions();
+  const consoleRoutes = new ConsoleRoutes({
+    sessions: consoleSessions, nodeId: () => identity.id, scopes: [...ALL_SCOPES], log: log.child({ mod: 'console' }),
+    audit: (summary, severity) => dispatch!.audit({ category: 'auth', severity, summary, target: 'console/session', actor: ADMIN_ACTOR, metadata: { transport: 'api', client: 'console' } }),
+  });
   const app = createHttpApp({
     dispatch, router, log, requestLog: apiRequestLog, openapi: openApi, cors: new Cors(config.corsOrigins), events: streams,
     authenticate: bearer('api'),
+    session: (req) => consoleRoutes.sessionCaller(req),
+    mount: (a) => consoleRoutes.mount(a),
     direct: { [MCP_PATH]: mcpListener({ dispatch, log, requestLog: apiRequestLog, version: VERSION, authenticate: bearer('mcp') }) },
   });
   const httpServer = createApiServer(app, config.httpLimits);
@@ -159,16 +172,28 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     httpServer.listen(config.http.port, config.http.host, () => resolve());
   });
   const httpPort = (httpServer.address() as { port: number }).port;
+  let httpsServer: http.Server | undefined;
+  if (config.https) {
+    const server = createApiServer(app, config.httpLimits, tls!);
+    httpsServer = server;
+    server.on('upgrade', eventsUpgrade({ ...streams, authenticate: bearer('api'), log, requestLog: apiRequestLog }, requestId));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.https!.port, config.https!.host, () => resolve());
+    });
+  }
+  const httpsPort = httpsServer ? (httpsServer.address() as { port: number }).port : undefined;
 
   const admin = new AdminApi({ tokens, audit: (e) => dispatch!.audit(e), requestLog });
   registerClusterAdmin(admin, cluster);
   registerDomainAdmin(admin, domains.admin);
+  registerConsoleAdmin(admin, consoleSessions, () => config.consoleUrl ?? consoleBaseUrl(config.http.host, httpPort));
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
   const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a), events: streams });
   const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));
   adminServer.on('upgrade', eventsUpgrade({ ...streams, authenticate: () => ({ ...adminCaller }), log, requestLog }, requestId));
 
-  log.info({ http: `http://${config.http.host}:${httpPort}`, socket: socketPath(config.dataDir), cluster: cluster.listenAddress, cluster_advertise: cluster.advertise, in_cluster: cluster.inCluster, node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');
+  log.info({ http: `http://${config.http.host}:${httpPort}`, ...(httpsPort !== undefined ? { https: consoleBaseUrl(config.https!.host, httpsPort, true) } : {}), socket: socketPath(config.dataDir), cluster: cluster.listenAddress, cluster_advertise: cluster.advertise, in_cluster: cluster.inCluster, node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');
   log.flush();
 
   let closed = false;
@@ -179,7 +204,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
       closed = true;
       // Open streams end first: a server waits for its connections to close.
       events.close();
-      await Promise.all([httpServer, adminServer].map((s) => new Promise<void>((r) => { s.close(() => r()); s.closeAllConnections?.(); })));
+      await Promise.all([httpServer, adminServer, ...(httpsServer ? [httpsServer] : [])].map((s) => new Promise<void>((r) => { s.close(() => r()); s.closeAllConnections?.(); })));
       lease.stop();
       proxyConfig.stop();
       await cluster.close();
@@ -191,3 +216,13 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
     },
   };
 }
+
+/** A PEM file of the TLS listener, read at start; a problem stops the start naming the setting. */
+function readPem(file: string, key: string): Buffer {
+  try {
+    return fs.readFileSync(file);
+  } catch (err) {
+    throw new Error(`${key}: cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+

@@ -26,6 +26,8 @@ import { vmsDomain } from './vms/index.js';
 import { sandboxesDomain } from './sandboxes/index.js';
 import { metricsDomain } from './metrics/index.js';
 import type { MetricsService } from './metrics/service.js';
+import type { TokenStore } from './auth/tokens.js';
+import { tokensDomain } from './auth/domain.js';
 
 /** The daemon's own services that two domains read (the runner and the log dispatch writes). */
 export interface Spine {
@@ -35,6 +37,7 @@ export interface Spine {
   metrics: MetricsService;
   version: string;
   events: EventService;
+  tokens: TokenStore;
 }
 
 export function domainList(spine: Spine) {
@@ -54,6 +57,7 @@ export function domainList(spine: Spine) {
     appsDomain,
     lxcDomain,
     metricsDomain(spine.metrics, spine.version),
+    tokensDomain(spine.tokens),
   ] as const;
 }
 

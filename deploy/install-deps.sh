@@ -29,6 +29,7 @@ PKGS=(
   genisoimage     # VMs: the cloud-init NoCloud seed ISO
   debootstrap     # VM tests: builds the Debian test guest (cached in /var/cache/hostd-test/vms)
   prometheus      # metrics tests: promtool checks the exposition; a real Prometheus scrapes two members
+  chromium        # console tests: the real browser playwright-core drives (loopback only)
 )
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: run as root (apt-get)" >&2

@@ -32,6 +32,8 @@ const WS_HIGH_WATER = 64 * 1024;
 export interface EventStreamDeps {
   events: EventService;
   authenticate: (authorization: string | undefined) => Caller | undefined;
+  /** The console's session caller for a request without Authorization (SSE only: see HttpDeps.session). */
+  session?: (req: IncomingMessage) => Caller | ApiError | undefined;
   /** 'self' when a peer_id names this member, 'other' for another member, undefined when unknown. */
   resolvePeer: (peerId: string) => 'self' | 'other' | undefined;
   /** Opens another member's stream for the caller (its refusals as ApiErrors); answers a function that closes it. */
@@ -54,7 +56,12 @@ function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: strin
   if (params.has('token') || params.has('access_token')) {
     throw badRequest('a token never goes in the URL: send it as Authorization: Bearer <token>, or as the WebSocket subprotocol bearer.<token>');
   }
-  const caller = deps.authenticate(authorization);
+  let caller = deps.authenticate(authorization);
+  if (!caller && authorization === undefined && deps.session) {
+    const c = deps.session(req);
+    if (c instanceof ApiError) throw c;
+    caller = c;
+  }
   if (!caller) throw unauthorized();
   const op = getOperation('events_stream')!;
   const args = assembleArgs(op, {}, query, Buffer.alloc(0));

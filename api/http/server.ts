@@ -7,6 +7,7 @@ import type { Cors } from './cors.js';
 import { header } from './headers.js';
 import crypto from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import type { Socket } from 'node:net';
 import express, { type Express } from 'express';
 import type { Logger } from 'pino';
@@ -29,6 +30,12 @@ export interface HttpDeps {
   /** Where the one line per request goes. */
   requestLog: RequestLog;
   openapi: () => unknown;
+  /**
+   * The caller of a request without an Authorization header, from the
+   * console's session cookie: undefined without one, an error when the
+   * request may not use it (cross-site) or the session is over.
+   */
+  session?: (req: IncomingMessage) => Caller | ApiError | undefined;
   /** Extra routes mounted before the API (admin endpoints). */
   mount?: (app: Express) => void;
   /** Listeners for exact paths (such as /mcp), served directly like the API. */
@@ -98,7 +105,7 @@ export function createHttpApp(deps: HttpDeps): RequestListener {
   const openapiPath = `${API_PREFIX}/openapi.json`;
 
   const direct = new Map(Object.entries(deps.direct ?? {}));
-  const stream: EventStreamDeps | undefined = deps.events && { ...deps.events, authenticate: deps.authenticate, log: deps.log, requestLog: deps.requestLog };
+  const stream: EventStreamDeps | undefined = deps.events && { ...deps.events, authenticate: deps.authenticate, session: deps.session, log: deps.log, requestLog: deps.requestLog };
   return (req, res) => {
     const url = req.url ?? '/';
     if (stream && url.startsWith(STREAM_PATH) && (url.length === STREAM_PATH.length || url[STREAM_PATH.length] === '?') && wantsSse(req)) {
@@ -123,7 +130,8 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   let opName: string | undefined;
   let actor: string | undefined;
 
-  const cors = deps.cors?.responseHeaders(req) ?? [];
+  // CORS is for the API only: never for the console's page or its session routes.
+  const cors = (path === API_PREFIX || path.startsWith(API_PREFIX + '/')) ? deps.cors?.responseHeaders(req) ?? [] : [];
   const send = (status: number, body: unknown, headers?: Record<string, string>) => {
     if (cors.length) headers = { ...headers, ...Object.fromEntries(pairs(cors)) };
     sendJson(res, status, body, headers, id);
@@ -180,11 +188,22 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   }
   const { op, params } = match;
   opName = op.name;
-  const caller = deps.authenticate(header(req, 'authorization'));
+  const authorization = header(req, 'authorization');
+  let caller = deps.authenticate(authorization);
+  if (!caller && authorization === undefined && deps.session) {
+    const s = deps.session(req);
+    if (s instanceof ApiError) {
+      fail(s);
+      return;
+    }
+    caller = s;
+  }
   if (!caller) {
     fail(unauthorized());
     return;
   }
+  // The console's page says so on every call; the label only marks the activity row, it grants nothing.
+  if (!caller.client && header(req, 'x-hostd-console') === '1') caller = { ...caller, client: 'console' };
   actor = caller.tokenName;
   deps.dispatch
     .call(op, async () => negotiated(op, req, assembleArgs(op, params, query, await readBody(req))), caller, id)
@@ -198,17 +217,19 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
  * `maxConnectionsPerClient` from one address they are closed at once, so that
  * one client cannot take the sockets every other client needs.
  */
-export function createApiServer(listener: RequestListener, limits: HttpLimits = DEFAULT_HTTP_LIMITS): http.Server {
-  const server = http.createServer({
+export function createApiServer(listener: RequestListener, limits: HttpLimits = DEFAULT_HTTP_LIMITS, tls?: { cert: Buffer; key: Buffer }): http.Server {
+  const options: http.ServerOptions = {
     headersTimeout: limits.headersTimeoutMs,
     // A backstop: readBody answers 408 at bodyTimeoutMs; this catches any request that still lingers.
     requestTimeout: limits.headersTimeoutMs + limits.bodyTimeoutMs + 1000,
     connectionsCheckingInterval: 1000,
-  }, listener);
+  };
+  // The TLS listener (https_addr) is the same server over TLS: same limits, same listener.
+  const server: http.Server = tls ? https.createServer({ ...options, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, listener) : http.createServer(options, listener);
   server.keepAliveTimeout = 65_000;
   server.maxConnections = limits.maxConnections;
   const perClient = new Map<string, number>();
-  server.on('connection', (socket: Socket) => {
+  server.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => {
     const addr = socket.remoteAddress ?? '';
     const n = (perClient.get(addr) ?? 0) + 1;
     if (n > limits.maxConnectionsPerClient) {

@@ -19,10 +19,11 @@ import { operations as proxyOps } from './proxy.js';
 import { operations as sandboxesOps } from './sandboxes.js';
 import { operations as metricsOps } from './metrics.js';
 import { operations as eventsOps } from './events.js';
+import { operations as tokensOps } from './tokens.js';
 
 const SPECS = [
   ...catalogOps, ...vmsOps, ...templatesOps, ...tasksOps, ...systemOps, ...appsOps,
-  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps, ...metricsOps, ...eventsOps,
+  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps, ...metricsOps, ...eventsOps, ...tokensOps,
 ] as const;
 
 export type OperationName = (typeof SPECS)[number]['name'];
@@ -53,6 +54,7 @@ export function complete(spec: OperationSpec): Operation {
     successStatus: spec.method === 'POST' && spec.name.endsWith('_create') ? 201 : 200,
     result: spec.result ?? null,
     mcp: spec.mcp ?? !spec.textResult,
+    admin: spec.admin ?? false,
   };
 }
 

@@ -29,7 +29,7 @@ export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: 
 
 /** Domains as the registry groups them (one registry file each); task kinds start with one. */
 export const DOMAINS = [
-  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes', 'metrics', 'events',
+  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes', 'metrics', 'events', 'tokens',
 ] as const;
 export type Domain = (typeof DOMAINS)[number];
 
@@ -58,6 +58,12 @@ export interface OperationSpec {
   path: string;
   /** Every listed scope is required. Empty means any valid token. */
   scopes: readonly string[];
+  /**
+   * Only the local administrator may call it (admin socket, console
+   * administrator session): every bearer token is refused with 403, whatever
+   * its scopes, and so is a call forwarded from another member.
+   */
+  admin?: boolean;
   hints: readonly Hint[];
   summary: string;
   /** Activity category written for this operation's mutating calls. */
@@ -91,8 +97,10 @@ export interface OperationSpec {
 }
 
 /** An operation with everything derived from its spec filled in. */
-export interface Operation extends Omit<OperationSpec, 'result' | 'mcp'> {
+export interface Operation extends Omit<OperationSpec, 'result' | 'mcp' | 'admin'> {
   peerId: PeerIdMode;
+  /** Only the local administrator may call it (OperationSpec.admin). */
+  admin: boolean;
   /** Offered as an MCP tool. */
   mcp: boolean;
   readOnly: boolean;

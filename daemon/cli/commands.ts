@@ -11,3 +11,4 @@ import './lxc.js';
 import './vms.js';
 import './sandboxes.js';
 import './events.js';
+import './console.js';

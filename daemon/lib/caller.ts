@@ -11,6 +11,23 @@ export interface Caller {
   transport: Transport;
   /** Node id where the call entered the cluster (this node unless forwarded). */
   origin: string;
+  /** The web console made the call (its activity row says `client: "console"`). */
+  client?: 'console';
+}
+
+/**
+ * The token id of the local administrator's calls (admin socket, console
+ * administrator session). No token has it: token ids are `tok_<hex>`.
+ */
+export const ADMIN_TOKEN_ID = 'admin';
+
+/**
+ * Whether the caller is this node's local administrator. A call forwarded by
+ * another member never is: a member's administrator is not this one's, and
+ * the mesh carries no administrator claim (docs/console.md, "Members").
+ */
+export function isAdministrator(caller: Caller): boolean {
+  return caller.tokenId === ADMIN_TOKEN_ID && caller.transport !== 'cluster';
 }
 
 /** What a handler may say about its call for the activity row. */

@@ -16,6 +16,14 @@ import {
   absentUpstream,
 } from '../helpers/conformance.js';
 
+/**
+ * The operations of the local administrator only (token management) answer
+ * 403 to every bearer token before anything else: the walk's token-based
+ * rules cover the others, and a test below pins that refusal; their argument
+ * checks run over the admin socket in test/integration/console/tokens-api.test.ts.
+ */
+const walked = operations.filter((o) => !o.admin);
+
 describe('conformance walk over every registry operation', function () {
   let d: TestDaemon;
   let all: string;
@@ -62,15 +70,15 @@ describe('conformance walk over every registry operation', function () {
         ['empty bearer', { authorization: 'Bearer ' }],
         ['secret without scheme', { authorization: all }],
       ];
-      await pool(operations, 8, async (op) => {
+      await pool(walked, 8, async (op) => {
         for (const [what, headers] of variants) p.add(where(op, what), errorProblem(await send(valid(op), null, headers), 401));
       });
-      p.check(operations.length * variants.length);
+      p.check(walked.length * variants.length);
     });
 
     it('403 naming the scope for a token with an unrelated scope (operations that need one)', async () => {
       const p = new Problems();
-      await pool(operations.filter((o) => o.scopes.length), 8, async (op) => {
+      await pool(walked.filter((o) => o.scopes.length), 8, async (op) => {
         const s = unrelatedScope(op);
         p.add(where(op, `with only ${s}`), errorProblem(await send(valid(op), byScope.get(s)), 403, ...op.scopes.map((x) => `'${x}'`)));
       });
@@ -79,7 +87,7 @@ describe('conformance walk over every registry operation', function () {
 
     it('403 naming the missing one for a token holding one of two required scopes', async () => {
       const p = new Problems();
-      const two = operations.filter((o) => o.scopes.length === 2);
+      const two = walked.filter((o) => o.scopes.length === 2);
       expect(two.map((o) => o.name).sort()).to.deep.equal(['templates_create', 'templates_get']);
       for (const op of two) {
         for (const held of op.scopes) {
@@ -92,12 +100,22 @@ describe('conformance walk over every registry operation', function () {
       p.check(4);
     });
 
-    it('operations with no scopes (the catalog) take any valid token, even one without scopes', async () => {
+    it('operations of the local administrator only answer 403 to every token, even one holding every scope, before checking anything else', async () => {
+      const p = new Problems();
+      const admins = operations.filter((o) => o.admin);
+      expect(admins.map((o) => o.name).sort()).to.deep.equal(['tokens_create', 'tokens_list', 'tokens_revoke']);
+      for (const op of admins) {
+        for (const c of [valid(op), { ...valid(op), body: '[]' }]) p.add(where(op), errorProblem(await send(c), 403, 'local administrator'));
+      }
+      p.check(admins.length * 2);
+    });
+
+    it('operations with no scopes (the catalog, whoami) take any valid token, even one without scopes', async () => {
       const none = await d.token('conf-noscopes', []);
       // The event operations name no scope either, but answer only a token with some read scope (docs/events.md).
       const readers = ['events_list', 'events_stream'];
-      const open = operations.filter((o) => o.scopes.length === 0 && !readers.includes(o.name));
-      expect(open.map((o) => o.name)).to.deep.equal(['catalog_get']);
+      const open = walked.filter((o) => o.scopes.length === 0 && !readers.includes(o.name));
+      expect(open.map((o) => o.name).sort()).to.deep.equal(['catalog_get', 'tokens_whoami']);
       const answers = new Problems();
       for (const op of open) {
         for (const t of [none, ...byScope.values()]) expect(checkResult(answers, op, await send(valid(op), t)).status, op.name).to.equal(200);
@@ -105,7 +123,7 @@ describe('conformance walk over every registry operation', function () {
       answers.check(1 + byScope.size);
       // ...and a token without scopes gets 403 everywhere else.
       const p = new Problems();
-      await pool(operations.filter((o) => o.scopes.length || readers.includes(o.name)), 8, async (op) => p.add(where(op), errorProblem(await send(valid(op), none), 403)));
+      await pool(walked.filter((o) => o.scopes.length || readers.includes(o.name)), 8, async (op) => p.add(where(op), errorProblem(await send(valid(op), none), 403)));
       p.check(130);
     });
   });
@@ -114,29 +132,29 @@ describe('conformance walk over every registry operation', function () {
     it('400 for a body that is not a JSON object (body methods); 400 for any body on GET/DELETE', async () => {
       const p = new Problems();
       const bad = ['[]', '[{"a":1}]', '"text"', '42', 'null', 'true', '{"a":', 'not json', '{"a":1}{', "{'a':1}"];
-      await pool(operations, 8, async (op) => {
+      await pool(walked, 8, async (op) => {
         const path = concretePath(op);
         for (const body of bad) p.add(where(op, `body ${body}`), errorProblem(await send({ method: op.method, path, body }), 400));
         if (!takesBody(op)) p.add(where(op, 'with a JSON object body'), errorProblem(await send({ method: op.method, path, body: '{}' }), 400));
       });
-      p.check(operations.length * 10);
+      p.check(walked.length * 10);
     });
 
     it('400 naming an unknown argument (in the body, in the query string)', async () => {
       const p = new Problems();
-      await pool(operations, 8, async (op) => {
+      await pool(walked, 8, async (op) => {
         p.add(where(op), errorProblem(await send(callFor(op, { ...minimalArgs(op), zz_unknown: 'v' })), 400, "'zz_unknown'"));
         if (takesBody(op)) {
           const c = valid(op);
           p.add(where(op, 'in the query'), errorProblem(await send({ ...c, path: c.path + '?zz_unknown=v' }), 400, "'zz_unknown'"));
         }
       });
-      p.check(operations.length);
+      p.check(walked.length);
     });
 
     it('400 naming each missing required argument', async () => {
       const p = new Problems();
-      const withRequired = operations.filter((o) => (o.required ?? []).length);
+      const withRequired = walked.filter((o) => (o.required ?? []).length);
       expect(withRequired.length).to.be.greaterThan(30);
       await pool(withRequired, 8, async (op) => {
         for (const name of op.required ?? []) {
@@ -151,7 +169,7 @@ describe('conformance walk over every registry operation', function () {
     it('400 naming an argument of the wrong type, for every argument that can carry one', async () => {
       const p = new Problems();
       let skipped = 0;
-      await pool(operations, 8, async (op) => {
+      await pool(walked, 8, async (op) => {
         for (const [name, schema] of Object.entries(props(op))) {
           const w = wrongValue(schema);
           if (name in op.params) {
@@ -179,7 +197,7 @@ describe('conformance walk over every registry operation', function () {
 
     it('400 naming an argument below its minimum, above its maximum or over its maxLength', async () => {
       const p = new Problems();
-      await pool(operations, 8, async (op) => {
+      await pool(walked, 8, async (op) => {
         for (const [name, schemaIn] of Object.entries(props(op))) {
           const schema = nonNull(schemaIn);
           const bad: unknown[] = [];
@@ -198,7 +216,7 @@ describe('conformance walk over every registry operation', function () {
     it('GET/DELETE arguments in the query string work as in a body: integers, booleans, null, JSON text for objects', async () => {
       const p = new Problems();
       let checked = 0;
-      const queryOps = operations.filter((o) => !takesBody(o) && Object.keys(o.args).length);
+      const queryOps = walked.filter((o) => !takesBody(o) && Object.keys(o.args).length);
       // A cursor is only valid when this server issued it: take one from a real page.
       const page = await send({ method: 'GET', path: `${API}/activity?limit=1` });
       expect(page.body.next_cursor, 'a next_cursor (token creation wrote rows)').to.be.a('string');
@@ -237,7 +255,7 @@ describe('conformance walk over every registry operation', function () {
     });
 
     it('a valid call with the same arguments in the body and the query string is 400 (each argument in one place)', async () => {
-      const op = operations.find((o) => o.name === 'folders_create')!;
+      const op = walked.find((o) => o.name === 'folders_create')!;
       const r = await send({ method: 'POST', path: `${concretePath(op)}?peer_id=${selfId}`, body: JSON.stringify({ storage_id: 'x', name: 'y', peer_id: selfId }) });
       expect(errorProblem(r, 400, "'peer_id'")).to.equal(undefined);
       const dup = await send({ method: 'GET', path: `${API}/activity?limit=1&limit=2` });
@@ -248,7 +266,7 @@ describe('conformance walk over every registry operation', function () {
   describe('routing', () => {
     it('405 with an Allow header listing exactly the methods of the path (the registry\'s, HEAD where GET is, OPTIONS)', async () => {
       const p = new Problems();
-      const paths = [...new Set(operations.map((o) => concretePath(o)))];
+      const paths = [...new Set(walked.map((o) => concretePath(o)))];
       await pool(paths, 8, async (path) => {
         const allowed = registryMethodsAt(path);
         const header = allowAt(path);
@@ -264,13 +282,13 @@ describe('conformance walk over every registry operation', function () {
 
     it('OPTIONS answers 204 with that Allow header on every path, without a token; HEAD answers like GET without a body', async () => {
       const p = new Problems();
-      const paths = [...new Set(operations.map((o) => concretePath(o)))];
+      const paths = [...new Set(walked.map((o) => concretePath(o)))];
       await pool(paths, 8, async (path) => {
         const o = await send({ method: 'OPTIONS', path }, null);
         const allow = String(o.headers.allow ?? '').split(',').map((s) => s.trim()).filter(Boolean).sort();
         p.add(`OPTIONS ${path}`, o.status === 204 && o.text === '' && JSON.stringify(allow) === JSON.stringify(allowAt(path)) ? undefined : `${show(o)} Allow: ${o.headers.allow}`);
       });
-      const gets = operations.filter((op) => op.method === 'GET');
+      const gets = walked.filter((op) => op.method === 'GET');
       await pool(gets, 8, async (op) => {
         const c = valid(op);
         const get = checkResult(p, op, await send(c));
@@ -291,8 +309,8 @@ describe('conformance walk over every registry operation', function () {
 
     it('404 for unknown paths under /api/v1 (derived: every operation path with a segment appended, and unknown collections)', async () => {
       const p = new Problems();
-      const extra = operations.map((o) => `${concretePath(o)}/zz-nope`).filter((x) => registryMethodsAt(x).length === 0);
-      const heads = [...new Set(operations.map((o) => o.segments[0]))];
+      const extra = walked.map((o) => `${concretePath(o)}/zz-nope`).filter((x) => registryMethodsAt(x).length === 0);
+      const heads = [...new Set(walked.map((o) => o.segments[0]))];
       const unknown = [`${API}`, `${API}/`, `${API}/zz-nope`, `${API}/zz-nope/1`, '/api/v2/folders', '/api/folders', ...heads.map((h) => `${API}/${h}-zz`), ...extra];
       expect(extra.length).to.be.greaterThan(90);
       await pool(unknown, 8, async (path) => {
@@ -308,7 +326,7 @@ describe('conformance walk over every registry operation', function () {
       const p = new Problems();
       const big = Buffer.alloc(ONE_MIB + 1, 0x20);
       big[0] = 0x7b; // '{' ... not even parsed
-      await pool(operations, 4, async (op) => {
+      await pool(walked, 4, async (op) => {
         const path = concretePath(op);
         p.add(where(op, 'content-length'), errorProblem(await raw(d.url, op.method, path, { token: all, body: big }), 413));
         if (takesBody(op)) {
@@ -320,7 +338,7 @@ describe('conformance walk over every registry operation', function () {
           p.add(where(op, 'exactly 1 MiB'), errorProblem(await raw(d.url, op.method, path, { token: all, body: exact }), 400, "'zz_pad'"));
         }
       });
-      p.check(operations.length);
+      p.check(walked.length);
       // The daemon is fine afterwards.
       expect((await send({ method: 'GET', path: `${API}/system/health` })).status).to.equal(200);
     });
@@ -345,7 +363,7 @@ describe('conformance walk over every registry operation', function () {
     });
 
     it('every success answer to a valid call fits its operation\'s result schema (operations that have one)', async () => {
-      const withResult = operations.filter((o) => o.result);
+      const withResult = walked.filter((o) => o.result);
       expect(withResult.map((o) => o.name), 'the catalog has its result schema').to.include('catalog_get');
       const p = new Problems();
       let successes = 0;
@@ -366,6 +384,7 @@ describe('conformance walk over every registry operation', function () {
       for (const e of cat.body.endpoints as Array<{ operation: string; arguments: any }>) {
         const pid = e.arguments.properties?.peer_id;
         if (e.operation === 'peers_list') p.add(e.operation, Object.keys(e.arguments.properties ?? {}).length ? 'has arguments' : undefined);
+        else if (operations.find((o) => o.name === e.operation)?.admin) p.add(e.operation, pid === undefined ? undefined : 'an administrator-only operation takes no peer_id');
         else if (e.operation === 'proxy_move') p.add(e.operation, pid?.type === 'string' ? undefined : 'proxy_move has no peer_id of its own');
         else p.add(e.operation, pid?.type === 'string' && !(e.arguments.required ?? []).includes('peer_id') ? undefined : `peer_id: ${JSON.stringify(pid)}`);
       }
@@ -386,7 +405,7 @@ describe('conformance walk over every registry operation', function () {
       expect(folders.status).to.equal(200);
       expect(folders.body).to.have.property('folders');
       const p = new Problems();
-      await pool(operations.filter((o) => o.peerId === 'forward'), 4, async (op) => {
+      await pool(walked.filter((o) => o.peerId === 'forward'), 4, async (op) => {
         const without = checkResult(p, op, await send(valid(op)));
         const withSelf = checkResult(p, op, await send(callFor(op, { ...minimalArgs(op), peer_id: selfId })), 'result with peer_id=self');
         p.add(where(op), withSelf.status === without.status ? undefined : `with peer_id=self ${show(withSelf)}; without ${show(without)}`);
@@ -396,7 +415,7 @@ describe('conformance walk over every registry operation', function () {
 
     it('any other peer_id gives 404 naming the peer (in the body or the query string)', async () => {
       const p = new Problems();
-      await pool(operations.filter((o) => o.peerId === 'forward'), 8, async (op) => {
+      await pool(walked.filter((o) => o.peerId === 'forward'), 8, async (op) => {
         p.add(where(op), errorProblem(await send(callFor(op, { ...minimalArgs(op), peer_id: 'node_elsewhere' })), 404, 'node_elsewhere'));
         if (takesBody(op)) {
           const c = valid(op);
@@ -406,7 +425,7 @@ describe('conformance walk over every registry operation', function () {
       p.check(127);
       // proxy_move's peer_id names the member to become the holder: an unknown
       // one is the missing resource (404), said as such rather than as a route.
-      const move = operations.find((o) => o.name === 'proxy_move')!;
+      const move = walked.find((o) => o.name === 'proxy_move')!;
       const r = await send(callFor(move, { peer_id: 'node_elsewhere' }));
       expect(implemented.get('proxy_move')).to.equal(true);
       expect(r.status).to.equal(404);
@@ -416,7 +435,7 @@ describe('conformance walk over every registry operation', function () {
 
   it('every path parameter is filled from the path, never the body or query', async () => {
     const p = new Problems();
-    await pool(operations.filter((o) => Object.keys(o.params).length), 8, async (op) => {
+    await pool(walked.filter((o) => Object.keys(o.params).length), 8, async (op) => {
       const [name] = Object.keys(op.params);
       const value = pathValues(op)[name];
       const args = { ...minimalArgs(op), [name]: primaryType(op.params[name]) === 'integer' ? Number(value) : value };

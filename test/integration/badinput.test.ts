@@ -125,11 +125,13 @@ describe('bad input to every endpoint', function () {
   it('2 MiB bodies (with a length and chunked): 413 from every endpoint', async () => {
     const p = new Problems();
     const huge = Buffer.from(JSON.stringify({ name: 'x'.repeat(2 * MIB) }));
-    await pool(operations, 4, async (op) => {
+    // The local administrator's operations refuse every token (403) before reading a body: test/conformance/walk.test.ts.
+    const bodied = operations.filter((o) => !o.admin);
+    await pool(bodied, 4, async (op) => {
       p.add(where(op, 'content-length'), (await send(op.method, realPath(op), huge)).status === 413 ? undefined : 'not 413');
       p.add(where(op, 'chunked'), (await send(op.method, realPath(op), huge, true)).status === 413 ? undefined : 'not 413');
     });
-    p.check(258);
+    p.check(bodied.length * 2);
   });
 
   it('deeply nested JSON (100000 levels of [ and of {"a":), closed or not: 4xx from every endpoint', async () => {

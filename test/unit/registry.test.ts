@@ -14,9 +14,10 @@ import { operations as proxy } from '../../api/registry/proxy.js';
 import { operations as sandboxes } from '../../api/registry/sandboxes.js';
 import { operations as metrics } from '../../api/registry/metrics.js';
 import { operations as events } from '../../api/registry/events.js';
+import { operations as tokens } from '../../api/registry/tokens.js';
 
 const files: Record<string, readonly OperationSpec[]> = {
-  catalog, vms, templates, tasks, system, apps, lxc, folders, locations, proxy, sandboxes, metrics, events,
+  catalog, vms, templates, tasks, system, apps, lxc, folders, locations, proxy, sandboxes, metrics, events, tokens,
 };
 const all: readonly OperationSpec[] = Object.values(files).flat();
 
@@ -25,7 +26,7 @@ const pathParams = (path: string): string[] =>
 
 describe('operation registry', () => {
   /** Operations beyond the spec that an issue asked for (each a row in docs/api-decisions.md). */
-  const EXTENSIONS = ['metrics_get', 'events_list', 'events_stream', 'sandboxes_exec', 'sandboxes_files_get', 'sandboxes_files_put', 'sandboxes_files_delete', 'sandboxes_fork'];
+  const EXTENSIONS = ['metrics_get', 'events_list', 'events_stream', 'sandboxes_exec', 'sandboxes_files_get', 'sandboxes_files_put', 'sandboxes_files_delete', 'sandboxes_fork', 'tokens_whoami', 'tokens_list', 'tokens_create', 'tokens_revoke'];
 
   it('declares the spec\'s 128 endpoints, catalog_get, and the listed extensions', () => {
     expect(all).to.have.length(129 + EXTENSIONS.length);

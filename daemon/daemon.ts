@@ -136,7 +136,8 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const apiRequestLog = metrics.observeRequests(requestLog);
   const handlers = domains.handlers;
   precompile(operations);
-  dispatch = new Dispatch({ handlers, activity, forwarder: cluster.forwarder, log });
+  // Forwarded calls are counted by peer (hostd_forwarded_calls_total); the event stream's peer lookup is not a call.
+  dispatch = new Dispatch({ handlers, activity, forwarder: metrics.observeForwarder(cluster.forwarder), log });
   cluster.setDispatch(dispatch);
   cluster.setEvents(events);
   const router = new Router(operations);

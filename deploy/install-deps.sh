@@ -27,6 +27,7 @@ PKGS=(
   qemu-system-x86 # VMs: qemu-system-x86_64, and qemu-storage-daemon (writes a new VM's identity before first boot)
   qemu-utils      # VMs: qemu-img (disks, linked clones, copies, templates)
   genisoimage     # VMs: the cloud-init NoCloud seed ISO
+  python3-yaml    # VM tests: cloud-init's own YAML loader reads the seed hostd writes
   debootstrap     # VM tests: builds the Debian test guest (cached in /var/cache/hostd-test/vms)
   prometheus      # metrics tests: promtool checks the exposition; a real Prometheus scrapes two members
   chromium        # console tests: the real browser playwright-core drives (loopback only)

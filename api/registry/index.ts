@@ -51,7 +51,7 @@ export function complete(spec: OperationSpec): Operation {
     idempotent: spec.hints.includes('IDEM'),
     schema,
     segments: spec.path.split('/').filter(Boolean),
-    successStatus: spec.method === 'POST' && spec.name.endsWith('_create') ? 201 : 200,
+    successStatus: spec.creates || (spec.method === 'POST' && spec.name.endsWith('_create')) ? 201 : 200,
     result: spec.result ?? null,
     mcp: spec.mcp ?? !spec.textResult,
     admin: spec.admin ?? false,

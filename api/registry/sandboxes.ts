@@ -271,6 +271,7 @@ export const operations = [
   {
     name: 'sandboxes_fork',
     domain: 'sandboxes',
+    creates: true,
     method: 'POST',
     path: '/sandboxes/{id}/fork',
     scopes: ['sandbox.manage'],

@@ -64,6 +64,8 @@ export interface OperationSpec {
    * its scopes, and so is a call forwarded from another member.
    */
   admin?: boolean;
+  /** The operation makes new resources though its name is not `*_create` (a fork): its success is 201. */
+  creates?: boolean;
   hints: readonly Hint[];
   summary: string;
   /** Activity category written for this operation's mutating calls. */

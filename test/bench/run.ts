@@ -16,6 +16,7 @@ import { vmsBench } from './vms.js';
 import { sandboxesBench } from './sandboxes.js';
 import { eventsBench } from './events.js';
 import { metricsBench } from './metrics.js';
+import { consoleBench } from './console.js';
 import { stopAll } from '../helpers/daemon.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
@@ -32,6 +33,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['sandboxes', sandboxesBench],
   ['events', eventsBench],
   ['metrics', metricsBench],
+  ['console', consoleBench],
 ];
 
 async function main(): Promise<void> {

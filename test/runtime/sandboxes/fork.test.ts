@@ -79,7 +79,7 @@ describe('sandboxes runtime: fork (QEMU)', function () {
     parentMachineId = (await sbxSh(e, parent.id, 'cat /etc/machine-id')).trim();
     // A cold boot makes its SSH host keys at first start, in the background.
     parentHostKey = await hostKey(parent.id);
-    const f = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, labels: { role: 'copy' }, idempotency_key: 'fork-1' });
+    const f = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, labels: { role: 'copy' }, idempotency_key: 'fork-1' }, 201);
     expect(f).to.include({ parent_id: parent.id, replayed: false });
     expect(f.save_ms).to.be.a('number');
     forks = f.sandboxes;
@@ -89,7 +89,7 @@ describe('sandboxes runtime: fork (QEMU)', function () {
     expect((await ok(alice, 'GET', `/sandboxes/${parent.id}`)).sandbox.state).to.equal('running');
     // The copies rest on the saved state, not on the parent: it goes now (two guests at most).
     await ok(alice, 'DELETE', `/sandboxes/${parent.id}`);
-    const again = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, idempotency_key: 'fork-1' });
+    const again = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, idempotency_key: 'fork-1' }, 201);
     expect(again).to.include({ replayed: true, parent_id: parent.id });
     expect(again.sandboxes.map((s: any) => s.id)).to.deep.equal(forks.map((s: any) => s.id));
   });

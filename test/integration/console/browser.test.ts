@@ -12,6 +12,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { hostctl, startDaemon, eventually, type TestDaemon } from '../../helpers/daemon.js';
 import { API, expectError, raw } from '../../helpers/conformance.js';
 import { browserMissing, launchBrowser, screenshot } from '../../helpers/browser.js';
+import { requireOrSkip } from '../../helpers/runtime-gate.js';
 
 describe('console in Chromium', function () {
   this.timeout(120_000);
@@ -20,11 +21,7 @@ describe('console in Chromium', function () {
   const contexts: BrowserContext[] = [];
 
   before(async function () {
-    const missing = browserMissing();
-    if (missing) {
-      console.log(`      skipped: ${missing}`);
-      this.skip();
-    }
+    requireOrSkip(this, 'console', browserMissing() ?? null);
     d = await startDaemon();
     browser = await launchBrowser();
   });

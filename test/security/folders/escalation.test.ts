@@ -23,6 +23,7 @@ import { startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 import { Problems, callFor, minimalArgs, raw, show, type RawReply } from '../../helpers/conformance.js';
 import { HostGuard, concurrentTestMount } from '../../helpers/host-guard.js';
 import { missingForLocations, releaseDataDirMounts, SmbLab } from '../../helpers/locations-smb.js';
+import { requireOrSkip } from '../../helpers/runtime-gate.js';
 
 const API = '/api/v1';
 /** Escaping links: name in the folder -> where it leads (filled in `before`). */
@@ -487,10 +488,7 @@ describe('escalation: folders on a connected location (a real smbd)', function (
 
   before(async function () {
     const why = await missingForLocations();
-    if (why) {
-      console.log(`    skipped: ${why}`);
-      return this.skip();
-    }
+    requireOrSkip(this, 'locations', why);
     lab = new SmbLab();
     await lab.setup();
     await lab.start();

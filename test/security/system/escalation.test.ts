@@ -30,6 +30,7 @@ import { eventually, runCommand, startDaemon, tempDir, type TestDaemon } from '.
 import { API, Problems, callFor, minimalArgs, pool, primaryType, raw, sampleValue, show, type RawReply } from '../../helpers/conformance.js';
 import { HostGuard, concurrentTestMount } from '../../helpers/host-guard.js';
 import { findInFiles, missingForLocations, releaseDataDirMounts, SmbLab, SMB_USER } from '../../helpers/locations-smb.js';
+import { requireOrSkip } from '../../helpers/runtime-gate.js';
 
 const MiB = 1024 * 1024;
 
@@ -293,7 +294,7 @@ describe('escalation: secrets stay secret (real daemon, real runtimes where pres
   });
 
   it('stores a location password (a real smbd), probes with one and fails with a wrong one', async function () {
-    if (!lab) return this.skip();
+    if (!lab) return requireOrSkip(this, 'locations', skipped.find((s) => s.startsWith('locations')) ?? 'the SMB lab did not start');
     const wrong = `wrong-${rnd()}`;
     const probe = `probe-${rnd()}`;
     secrets.set('the share password', lab.password);
@@ -327,7 +328,7 @@ describe('escalation: secrets stay secret (real daemon, real runtimes where pres
     for (const prog of ['qemu-system-x86_64', 'qemu-img', 'genisoimage', 'openssl']) {
       if (!(await which(prog))) {
         skipped.push(`VMs (cloud-init password): ${prog} is not installed`);
-        return this.skip();
+        return requireOrSkip(this, 'vms', `${prog} is not installed`);
       }
     }
     const password = `vm-${rnd()}`;

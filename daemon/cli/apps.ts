@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { API_PREFIX } from '../../api/catalog.js';
-import { commandGroups, type Command } from './groups.js';
+import { commandGroups, groupUsage, type Command } from './groups.js';
 import type { AdminClient } from './client.js';
 import { watchTask } from './watch.js';
 
@@ -143,3 +143,4 @@ export const appsCommand: Command = async (argv, client) => {
 };
 
 commandGroups.set('apps', appsCommand);
+groupUsage.set('apps', USAGE);

@@ -1,7 +1,16 @@
 /**
- * hostctl's client for the daemon's local admin socket.
+ * hostctl's client: the daemon's local admin socket (the administrator, no
+ * token), or, given `--url` and `--token` (HOSTD_URL, HOSTD_TOKEN), any
+ * member's API over HTTP(S) as that token, the way `incus remote` works.
  */
 import http from 'node:http';
+import https from 'node:https';
+
+/** A member's API reached over the network with a bearer token. */
+export interface Remote {
+  url: URL;
+  token: string;
+}
 
 export interface Reply {
   status: number;
@@ -10,18 +19,20 @@ export interface Reply {
 
 export class AdminClient {
   /** `how`: how the socket was chosen, said when it cannot be reached. */
-  constructor(readonly socketPath: string, readonly how?: string) {}
+  constructor(readonly socketPath: string, readonly how?: string, readonly remote?: Remote) {}
 
   request(method: string, path: string, body?: unknown): Promise<Reply> {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const headers: Record<string, string | number> = payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {};
+    const r = this.remote;
+    // Over the network the token goes in the Authorization header, never in the URL.
+    if (r) headers.authorization = `Bearer ${r.token}`;
+    const target = r
+      ? { protocol: r.url.protocol, hostname: r.url.hostname, port: r.url.port || undefined, method, path: `${r.url.pathname.replace(/\/$/, '')}${path}`, headers }
+      : { socketPath: this.socketPath, method, path, headers };
     return new Promise((resolve, reject) => {
-      const req = http.request(
-        {
-          socketPath: this.socketPath,
-          method,
-          path,
-          headers: payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {},
-        },
+      const req = (r?.url.protocol === 'https:' ? https : http).request(
+        target,
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c) => chunks.push(c));
@@ -38,7 +49,8 @@ export class AdminClient {
         },
       );
       req.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
+        if (r) reject(new Error(`cannot reach hostd at ${r.url.origin}: ${err.message}`));
+        else if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
           const why = this.how ? ` (${this.how})` : '';
           reject(new Error(`cannot reach hostd at ${this.socketPath}${why}. Is the daemon running? Name its config with --config FILE or its data dir with --data-dir DIR`));
         } else if (err.code === 'EACCES') {

@@ -9,7 +9,7 @@
  *   cluster status [--json]             members, addresses, reachability
  */
 import { parseArgs } from 'node:util';
-import { commandGroups, type Command } from './groups.js';
+import { commandGroups, groupUsage, type Command } from './groups.js';
 
 const USAGE = `usage: hostctl cluster <command>
 
@@ -110,3 +110,4 @@ export const clusterCommand: Command = async (argv, client) => {
 };
 
 commandGroups.set('cluster', clusterCommand);
+groupUsage.set('cluster', USAGE);

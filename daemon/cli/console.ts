@@ -3,7 +3,7 @@
  * on one line of stdout (so that a script can take it as is); what it is
  * for goes to stderr. The link works once, for 10 minutes.
  */
-import { commandGroups, type Command } from './groups.js';
+import { commandGroups, groupUsage, type Command } from './groups.js';
 
 const USAGE = `usage: hostctl console
 
@@ -26,3 +26,4 @@ export const consoleCommand: Command = async (argv, client) => {
 };
 
 commandGroups.set('console', consoleCommand);
+groupUsage.set('console', USAGE);

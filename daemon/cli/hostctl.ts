@@ -6,21 +6,22 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { AdminClient } from './client.js';
-import { commandGroups, type Command } from './groups.js';
+import { AdminClient, type Remote } from './client.js';
+import { commandGroups, groupUsage, type Command } from './groups.js';
 import './commands.js';
 import { watchTask } from './watch.js';
 import { buildRequest, parseKeyValues } from './call.js';
-import { operations, getOperation } from '../../api/registry/index.js';
+import { operations, getOperation, ALL_SCOPES } from '../../api/registry/index.js';
 import { API_PREFIX } from '../../api/catalog.js';
 import { SYSTEM_CONFIG, loadConfig, socketPath } from '../config.js';
 import { servedLines, servedOf, type CatalogRow } from './served.js';
 
 
-const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH] <command>
+const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH | --url URL --token TOKEN] <command>
 
-  token create --name NAME --scopes a,b,c   create a token; prints the secret once
-  token list                                names, scopes, created, last used
+  token create --name NAME --scopes a,b,c|all
+                                            create a token; prints the secret once
+  token list [--json]                       names, scopes, created, last used
   token revoke NAME                         revoke a token
   task watch TASK_ID [--peer PEER_ID]       follow a background task to its end
   events [--follow] [--types T,..] [--resource R] [--cursor C] [--json]
@@ -29,7 +30,8 @@ const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PA
                                             pair hosts (hostctl cluster --help)
   ops                                       what this build serves, and every operation
   call OPERATION [key=value ...] [--json '{...}']
-                                            run any operation as the local admin
+                                            run any operation (hostctl call OPERATION --help)
+  completion bash                           a bash completion script (source it)
   GROUP ...                                 a domain's operator commands (hostctl GROUP --help):
                                             GROUPS
 
@@ -37,6 +39,10 @@ hostctl reaches the daemon through <data dir>/hostd.sock. The data dir is the on
 the daemon uses: data_dir in its config file (--config, HOSTD_CONFIG, else
 ${SYSTEM_CONFIG} when it exists), HOSTD_DATA_DIR, else ./data, else the data/
 of this hostd checkout (where \`npm start\` keeps it).
+
+With --url and --token (or HOSTD_URL and HOSTD_TOKEN) hostctl is a client of any
+member's API instead, as that token: it reaches what the token's scopes allow
+(token commands and the admin socket's own commands need the local socket).
 `;
 /** The usage text, with the command groups this build registered. */
 const usage = (): string => USAGE_TEXT.replace('GROUPS', [...commandGroups.keys()].sort().join(', '));
@@ -60,16 +66,23 @@ const token: Command = async (argv, client) => {
   if (sub === 'create') {
     const { values } = parseArgs({ args: rest, options: { name: { type: 'string' }, scopes: { type: 'string', default: '' } }, strict: true });
     if (!values.name) fail('token create needs --name');
-    const scopes = (values.scopes ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-    const r = await client.request('POST', '/admin/tokens', { name: values.name, scopes });
+    const given = (values.scopes ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+    // `all`: every scope this build knows, spelled out (a token never holds a wildcard).
+    const scopes = given.length === 1 && given[0] === 'all' ? [...ALL_SCOPES].sort() : given;
+    const r = await callOp(client, 'tokens_create', { name: values.name, scopes });
     if (r.status !== 201) return reply(r);
     // The secret alone, on its own line: scripts capture stdout.
     process.stdout.write(`${r.body.secret}\n`);
     return 0;
   }
   if (sub === 'list') {
-    const r = await client.request('GET', '/admin/tokens');
+    const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean' } }, strict: true });
+    const r = await callOp(client, 'tokens_list', {});
     if (r.status !== 200) return reply(r);
+    if (values.json) {
+      process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
+      return 0;
+    }
     const rows = (r.body.tokens as Array<{ name: string; scopes: string[]; created_at: string; last_used_at: string | null }>).map((t) => [
       t.name, t.scopes.join(',') || '-', t.created_at, t.last_used_at ?? 'never',
     ]);
@@ -78,7 +91,7 @@ const token: Command = async (argv, client) => {
   }
   if (sub === 'revoke') {
     if (rest.length !== 1) fail('token revoke needs exactly one NAME');
-    const r = await client.request('DELETE', `/admin/tokens/${encodeURIComponent(rest[0])}`);
+    const r = await callOp(client, 'tokens_revoke', { name: rest[0] });
     if (r.status !== 200) return reply(r);
     process.stdout.write(`revoked ${r.body.revoked.name}\n`);
     return 0;
@@ -136,6 +149,58 @@ const call: Command = async (argv, client) => {
   return 0;
 };
 
+/** One registry operation through the client (the admin socket serves the API as the administrator). */
+function callOp(client: AdminClient, name: string, args: Record<string, unknown>) {
+  const req = buildRequest(getOperation(name)!, args);
+  return client.request(req.method, req.path, req.body);
+}
+
+/** `hostctl call OPERATION --help`: the operation as the registry defines it. */
+function operationHelp(name: string | undefined): number {
+  const op = name ? getOperation(name) : undefined;
+  if (!op) fail(`unknown operation '${name ?? ''}'; see 'hostctl ops'`);
+  const props = (op.schema.properties ?? {}) as Record<string, { description?: string; type?: unknown; 'x-expect'?: string }>;
+  const required = new Set(op.required);
+  const lines = [
+    `usage: hostctl call ${op.name} [key=value ...] [--json '{...}']`,
+    '',
+    `  ${op.summary}`,
+    `  ${op.method} ${API_PREFIX}${op.path}   scopes: ${op.scopes.join(' + ') || '(any token)'}`,
+    '',
+    'arguments:',
+    ...Object.entries(props).map(([k, s]) => {
+      const type = Array.isArray(s.type) ? s.type.join('|') : String(s.type ?? 'value');
+      const what = s.description ?? s['x-expect'] ?? '';
+      return `  ${`${k}${required.has(k) ? '*' : ''} (${type})`.padEnd(34)}${what}`;
+    }),
+    '',
+    '* required. Objects and arrays go as JSON text (key=\'{"a":1}\') or in --json.',
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+  return 0;
+}
+
+/** `hostctl completion bash`: commands, groups, verbs and operation names. */
+function completion(shell: string | undefined): number {
+  if (shell !== 'bash') fail("completion takes 'bash'");
+  const words = ['token', 'task', 'ops', 'call', 'completion', ...commandGroups.keys()].sort().join(' ');
+  const opsList = operations.map((o) => o.name).join(' ');
+  process.stdout.write(`# bash completion for hostctl: source <(hostctl completion bash)
+_hostctl() {
+  local cur=\${COMP_WORDS[COMP_CWORD]} prev=\${COMP_WORDS[COMP_CWORD-1]}
+  if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "${words}" -- "$cur")); return; fi
+  case "\${COMP_WORDS[1]}" in
+    call) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=($(compgen -W "${opsList}" -- "$cur")) ;;
+    vm) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=($(compgen -W "list start stop restart suspend resume exec image" -- "$cur")) ;;
+    lxc) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=($(compgen -W "list start stop restart exec image" -- "$cur")) ;;
+    token) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=($(compgen -W "create list revoke" -- "$cur")) ;;
+  esac
+}
+complete -F _hostctl hostctl
+`);
+  return 0;
+}
+
 function printTable(head: string[], rows: string[][]): void {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
@@ -177,31 +242,46 @@ export async function runHostctl(argv: string[]): Promise<number> {
     args: argv,
     options: {
       'data-dir': { type: 'string' }, socket: { type: 'string' }, config: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      url: { type: 'string' }, token: { type: 'string' },
     },
     allowPositionals: true,
     strict: false,
   });
   const [cmd] = positionals;
   if (values.help) {
-    process.stdout.write(usage());
-    return 0;
+    // `hostctl GROUP --help` and `hostctl call OP --help` are that group's or operation's help.
+    if (cmd === 'call') return operationHelp(positionals[1]);
+    const text = cmd ? groupUsage.get(cmd) : undefined;
+    if (text) {
+      process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+      return 0;
+    }
+    if (!cmd || !commandGroups.has(cmd)) {
+      process.stdout.write(usage());
+      return 0;
+    }
   }
+  if (cmd === 'completion') return completion(positionals[1]);
   if (!cmd) {
     process.stderr.write(usage());
     return 2;
   }
   const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
-  let choice: SocketChoice;
+  let client: AdminClient;
   try {
-    choice = findSocket({ socket: str(values.socket), dataDir: str(values['data-dir']), config: str(values.config) });
+    const remote = remoteOf(str(values.url) ?? process.env.HOSTD_URL, str(values.token) ?? process.env.HOSTD_TOKEN);
+    if (remote) client = new AdminClient('', undefined, remote);
+    else {
+      const choice = findSocket({ socket: str(values.socket), dataDir: str(values['data-dir']), config: str(values.config) });
+      client = new AdminClient(choice.socket, choice.how);
+    }
   } catch (err) {
     process.stderr.write(`hostctl: ${(err as Error).message}\n`);
     return 2;
   }
-  const client = new AdminClient(choice.socket, choice.how);
-  // Everything after the command word, minus the global options parsed above.
+  // Everything after the command word, minus the global options parsed above (a group's own --help stays).
   const idx = argv.indexOf(cmd);
-  const tail = argv.slice(idx + 1);
+  const tail = [...argv.slice(idx + 1), ...(values.help && !argv.slice(idx + 1).some((a) => a === '--help' || a === '-h') ? ['--help'] : [])];
   const table: Record<string, Command> = { token, task, ops, call };
   const handler = table[cmd] ?? commandGroups.get(cmd);
   if (!handler) fail(`unknown command '${cmd}'\n${usage()}`);
@@ -211,6 +291,22 @@ export async function runHostctl(argv: string[]): Promise<number> {
     process.stderr.write(`hostctl: ${(err as Error).message}\n`);
     return 1;
   }
+}
+
+/** The member to reach over the network, from --url/--token (or HOSTD_URL/HOSTD_TOKEN); both or neither. */
+export function remoteOf(url: string | undefined, token: string | undefined): Remote | undefined {
+  if (!url && !token) return undefined;
+  if (!url) throw new Error('--token needs --url (or HOSTD_URL): the member to reach');
+  if (!token) throw new Error('--url needs --token (or HOSTD_TOKEN): a token of that member');
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new Error(`--url must be an http:// or https:// URL such as http://127.0.0.1:8787`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('--url must be an http:// or https:// URL such as http://127.0.0.1:8787');
+  if (u.username || u.password || u.search || u.hash) throw new Error('--url takes no user, password, query or fragment (the token goes in --token)');
+  return { url: u, token };
 }
 
 /** Whether this module file is the one node was started with. */

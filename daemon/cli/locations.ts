@@ -5,7 +5,7 @@
  *
  *   locations host-status [--json]   the mount route (kernel CIFS or FUSE) and the programs behind it
  */
-import { commandGroups, type Command } from './groups.js';
+import { commandGroups, groupUsage, type Command } from './groups.js';
 
 const USAGE = `usage: hostctl locations <command>
 
@@ -36,3 +36,4 @@ export const locationsCommand: Command = async (argv, client) => {
 };
 
 commandGroups.set('locations', locationsCommand);
+groupUsage.set('locations', USAGE);

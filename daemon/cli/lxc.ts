@@ -8,6 +8,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { commandGroups, type Command } from './groups.js';
 import { watchTask } from './watch.js';
+import { withVerbs, type Verb } from './everyday.js';
 
 const USAGE = `usage: hostctl lxc image import <rootfs.tar.xz> --id <image_id> [--storage <pool>] [--no-wait]
 `;
@@ -43,4 +44,16 @@ export const lxcCommand: Command = async (argv, client) => {
   return watchTask(client, taskId);
 };
 
-commandGroups.set('lxc', lxcCommand);
+/** `hostctl lxc list|start|stop|restart|exec`: one operation each (everyday.ts). */
+const LXC_VERBS: Record<string, Verb> = {
+  list: {
+    kind: 'list', op: 'lxc_list', rows: 'containers',
+    columns: [['LXCID', (c) => c.lxcid], ['NAME', (c) => c.name], ['STATE', (c) => c.state], ['CPU', (c) => c.cpu_cores], ['MEMORY MB', (c) => c.memory_mb], ['TEMPLATE', (c) => c.template]],
+  },
+  start: { kind: 'action', ops: ['lxc_start'], id: 'id', done: 'started' },
+  stop: { kind: 'action', ops: ['lxc_stop'], id: 'id', done: 'stopped' },
+  restart: { kind: 'action', ops: ['lxc_restart'], id: 'id', done: 'restarted' },
+  exec: { kind: 'exec', op: 'lxc_exec', id: 'id' },
+};
+
+commandGroups.set('lxc', withVerbs('lxc', LXC_VERBS, lxcCommand, USAGE));

@@ -7,7 +7,7 @@
  *   proxy diag                   diagnostics from this node (it must hold the proxy)
  *   proxy incidents [ID]         captured incident bundles (one in full with ID)
  */
-import { commandGroups, type Command } from './groups.js';
+import { commandGroups, groupUsage, type Command } from './groups.js';
 
 const USAGE = `usage: hostctl proxy <command>
 
@@ -71,3 +71,4 @@ export const proxyCommand: Command = async (argv, client) => {
 };
 
 commandGroups.set('proxy', proxyCommand);
+groupUsage.set('proxy', USAGE);

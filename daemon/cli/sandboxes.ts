@@ -20,7 +20,7 @@ import { parseArgs } from 'node:util';
 import { getOperation } from '../../api/registry/index.js';
 import { FILE_PIECE_MAX_BYTES } from '../../api/registry/sandboxes.js';
 import { buildRequest } from './call.js';
-import { commandGroups, type Command } from './groups.js';
+import { commandGroups, groupUsage, type Command } from './groups.js';
 import { watchTask } from './watch.js';
 
 const USAGE = `usage: hostctl sandbox <command>
@@ -289,3 +289,4 @@ export const sandboxCommand: Command = async (argv, client) => {
 };
 
 commandGroups.set('sandbox', sandboxCommand);
+groupUsage.set('sandbox', USAGE);

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { commandGroups, type Command } from './groups.js';
 import { watchTask } from './watch.js';
+import { withVerbs, type Verb } from './everyday.js';
 
 const USAGE = `usage: hostctl vm image <command>
 
@@ -99,4 +100,18 @@ export const vmCommand: Command = async (argv, client) => {
   }
 };
 
-commandGroups.set('vm', vmCommand);
+/** `hostctl vm list|start|stop|restart|suspend|resume|exec`: one operation each (everyday.ts). */
+const VM_VERBS: Record<string, Verb> = {
+  list: {
+    kind: 'list', op: 'vms_list', rows: 'vms',
+    columns: [['VMID', (v) => v.vmid], ['NAME', (v) => v.name], ['STATE', (v) => v.state], ['CPU', (v) => v.cpu_cores], ['MEMORY MB', (v) => v.memory_mb], ['DISK GB', (v) => v.disk_size_gb], ['IMAGE', (v) => v.image_id]],
+  },
+  start: { kind: 'action', ops: ['vms_start'], id: 'id', done: 'started' },
+  stop: { kind: 'action', ops: ['vms_stop'], id: 'id', done: 'stopped' },
+  restart: { kind: 'action', ops: ['vms_stop', 'vms_start'], id: 'id', done: 'restarted' },
+  suspend: { kind: 'action', ops: ['vms_suspend'], id: 'id', done: 'suspended' },
+  resume: { kind: 'action', ops: ['vms_resume'], id: 'id', done: 'resumed' },
+  exec: { kind: 'exec', op: 'vms_exec', id: 'id' },
+};
+
+commandGroups.set('vm', withVerbs('vm', VM_VERBS, vmCommand, USAGE));

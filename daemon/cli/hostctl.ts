@@ -160,7 +160,7 @@ function operationHelp(name: string | undefined): number {
   const op = name ? getOperation(name) : undefined;
   if (!op) fail(`unknown operation '${name ?? ''}'; see 'hostctl ops'`);
   const props = (op.schema.properties ?? {}) as Record<string, { description?: string; type?: unknown; 'x-expect'?: string }>;
-  const required = new Set(op.required);
+  const required = new Set([...(op.required ?? []), ...((op.schema.required as string[] | undefined) ?? [])]);
   const lines = [
     `usage: hostctl call ${op.name} [key=value ...] [--json '{...}']`,
     '',

@@ -72,7 +72,7 @@ describe('hostd and hostctl as commands', function () {
       for (const [file, ...pre] of entries()) {
         const where = [file, ...pre].join(' ');
         const help = await runIn(outside, file, [...pre, '--help']);
-        expect([help.code, help.stdout.split('\n')[0]], where).to.deep.equal([0, 'usage: hostctl [--config FILE | --data-dir DIR | --socket PATH] <command>']);
+        expect([help.code, help.stdout.split('\n')[0]], where).to.deep.equal([0, 'usage: hostctl [--config FILE | --data-dir DIR | --socket PATH | --url URL --token TOKEN] <command>']);
         const bad = await runIn(outside, file, [...pre, 'no-such-command']);
         expect(bad.code, where).to.equal(2);
         expect(bad.stderr, where).to.contain("hostctl: unknown command 'no-such-command'");

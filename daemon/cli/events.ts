@@ -51,6 +51,10 @@ commandGroups.set('events', async (argv, client) => {
     process.stderr.write(`next cursor: ${r.body.next_cursor}\n`);
     return 0;
   }
+  if (client.remote) {
+    process.stderr.write('hostctl: events --follow streams over the local admin socket; over --url, page with `hostctl events --cursor C`\n');
+    return 2;
+  }
   let cursor = values.cursor;
   for (;;) {
     let again: string | undefined;

@@ -93,6 +93,8 @@ async function follow(client: AdminClient, taskId: string, view: View): Promise<
   let handle: ((e: StreamEvent) => void) | undefined;
   let finished: ((code: number) => void) | undefined;
   const result = new Promise<number>((r) => (finished = r));
+  // Over --url there is no socket to stream from: the caller polls.
+  if (client.remote) return undefined;
   // The stream opens first, so that nothing between reading the task and following it is missed.
   const stream = await openSse(client.socketPath, `${API_PREFIX}/events/stream?${q}`, (e) => (handle ? handle(e) : early.push(e))).catch(() => undefined);
   if (!stream) return undefined;

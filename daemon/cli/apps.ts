@@ -144,3 +144,6 @@ export const appsCommand: Command = async (argv, client) => {
 
 commandGroups.set('apps', appsCommand);
 groupUsage.set('apps', USAGE);
+// `hostctl app ...` as Proxmox and Incus users type it: the same commands.
+commandGroups.set('app', appsCommand);
+groupUsage.set('app', USAGE);

@@ -38,6 +38,10 @@ describe('hostctl for every day', function () {
     const apps = await ctl('apps', '--help');
     expect(apps.code).to.equal(0);
     expect(apps.stdout).to.include('usage: hostctl apps');
+    // `app` is `apps` (whatever the engine answers here, both answer the same).
+    const [app, appsList] = [await ctl('app', 'list'), await ctl('apps', 'list')];
+    expect([app.code, app.stdout, app.stderr]).to.deep.equal([appsList.code, appsList.stdout, appsList.stderr]);
+    expect((await ctl('app', '--help')).stdout).to.equal(apps.stdout);
     const op = await ctl('call', 'vms_stop', '--help');
     expect(op.code, op.stderr).to.equal(0);
     expect(op.stdout).to.include('POST /api/v1/vms/{id}/stop');

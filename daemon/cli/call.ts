@@ -4,7 +4,8 @@
  * (GET/DELETE, objects as JSON text) or the JSON body.
  */
 import type { Operation, JsonSchema } from '../../api/registry/types.js';
-import { isGreedyParam } from '../../api/registry/index.js';
+import { getOperation, isGreedyParam } from '../../api/registry/index.js';
+import type { AdminClient, Reply } from './client.js';
 import { API_PREFIX } from '../../api/catalog.js';
 
 export interface BuiltRequest {
@@ -60,4 +61,12 @@ export function parseKeyValues(op: Operation, words: string[]): Record<string, u
     }
   }
   return out;
+}
+
+/** Runs one registry operation through hostctl's client (the admin socket serves the API as the administrator). */
+export function callOperation(client: AdminClient, name: string, args: Record<string, unknown>): Promise<Reply> {
+  const op = getOperation(name);
+  if (!op) throw new Error(`unknown operation '${name}'`);
+  const req = buildRequest(op, args);
+  return client.request(req.method, req.path, req.body);
 }

@@ -7,8 +7,7 @@
  * (the answer as the API gives it instead of a table or a line).
  */
 import { parseArgs } from 'node:util';
-import { getOperation } from '../../api/registry/index.js';
-import { buildRequest } from './call.js';
+import { callOperation } from './call.js';
 import { groupUsage, type Command } from './groups.js';
 
 type Row = Record<string, unknown>;
@@ -78,10 +77,7 @@ export async function runVerb(group: string, name: string, verb: Verb, argv: str
     strict: true,
   });
   const peer = values.peer ? { peer_id: values.peer } : {};
-  const call = (op: string, args: Row) => {
-    const req = buildRequest(getOperation(op)!, { ...args, ...peer });
-    return client.request(req.method, req.path, req.body);
-  };
+  const call = (op: string, args: Row) => callOperation(client, op, { ...args, ...peer });
   const usage = (msg: string): number => {
     process.stderr.write(`hostctl: ${group} ${name} ${msg}\n`);
     return 2;

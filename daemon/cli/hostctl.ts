@@ -10,7 +10,7 @@ import { AdminClient, type Remote } from './client.js';
 import { commandGroups, groupUsage, type Command } from './groups.js';
 import './commands.js';
 import { watchTask } from './watch.js';
-import { buildRequest, parseKeyValues } from './call.js';
+import { buildRequest, callOperation, parseKeyValues } from './call.js';
 import { operations, getOperation, ALL_SCOPES } from '../../api/registry/index.js';
 import { API_PREFIX } from '../../api/catalog.js';
 import { SYSTEM_CONFIG, loadConfig, socketPath } from '../config.js';
@@ -69,7 +69,7 @@ const token: Command = async (argv, client) => {
     const given = (values.scopes ?? '').split(',').map((s) => s.trim()).filter(Boolean);
     // `all`: every scope this build knows, spelled out (a token never holds a wildcard).
     const scopes = given.length === 1 && given[0] === 'all' ? [...ALL_SCOPES].sort() : given;
-    const r = await callOp(client, 'tokens_create', { name: values.name, scopes });
+    const r = await callOperation(client, 'tokens_create', { name: values.name, scopes });
     if (r.status !== 201) return reply(r);
     // The secret alone, on its own line: scripts capture stdout.
     process.stdout.write(`${r.body.secret}\n`);
@@ -77,7 +77,7 @@ const token: Command = async (argv, client) => {
   }
   if (sub === 'list') {
     const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean' } }, strict: true });
-    const r = await callOp(client, 'tokens_list', {});
+    const r = await callOperation(client, 'tokens_list', {});
     if (r.status !== 200) return reply(r);
     if (values.json) {
       process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
@@ -91,7 +91,7 @@ const token: Command = async (argv, client) => {
   }
   if (sub === 'revoke') {
     if (rest.length !== 1) fail('token revoke needs exactly one NAME');
-    const r = await callOp(client, 'tokens_revoke', { name: rest[0] });
+    const r = await callOperation(client, 'tokens_revoke', { name: rest[0] });
     if (r.status !== 200) return reply(r);
     process.stdout.write(`revoked ${r.body.revoked.name}\n`);
     return 0;
@@ -148,12 +148,6 @@ const call: Command = async (argv, client) => {
   process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
   return 0;
 };
-
-/** One registry operation through the client (the admin socket serves the API as the administrator). */
-function callOp(client: AdminClient, name: string, args: Record<string, unknown>) {
-  const req = buildRequest(getOperation(name)!, args);
-  return client.request(req.method, req.path, req.body);
-}
 
 /** `hostctl call OPERATION --help`: the operation as the registry defines it. */
 function operationHelp(name: string | undefined): number {

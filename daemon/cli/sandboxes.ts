@@ -17,9 +17,8 @@
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { getOperation } from '../../api/registry/index.js';
 import { FILE_PIECE_MAX_BYTES } from '../../api/registry/sandboxes.js';
-import { buildRequest } from './call.js';
+import { callOperation } from './call.js';
 import { commandGroups, groupUsage, type Command } from './groups.js';
 import { watchTask } from './watch.js';
 
@@ -63,12 +62,6 @@ const int = (v: string | undefined, name: string): number | undefined => {
 
 type Client = Parameters<Command>[1];
 
-/** One registry operation over the admin socket (the operator reaches every token's sandbox). */
-function callOp(client: Client, name: string, args: Record<string, unknown>) {
-  const req = buildRequest(getOperation(name)!, args);
-  return client.request(req.method, req.path, req.body);
-}
-
 async function readStdin(): Promise<Buffer> {
   const parts: Buffer[] = [];
   for await (const c of process.stdin) parts.push(c as Buffer);
@@ -94,7 +87,7 @@ async function filesCommand(argv: string[], client: Client): Promise<number> {
       const fd = values.out ? fs.openSync(values.out, 'w') : 1;
       try {
         for (let offset = 0; ; ) {
-          const r = await callOp(client, 'sandboxes_files_get', { id, path: file, offset });
+          const r = await callOperation(client, 'sandboxes_files_get', { id, path: file, offset });
           if (r.status !== 200) return errorOut(r);
           if (r.body.type === 'directory') {
             process.stderr.write(`hostctl: '${file}' is a directory (hostctl sandbox files ls)\n`);
@@ -118,7 +111,7 @@ async function filesCommand(argv: string[], client: Client): Promise<number> {
       let last: any;
       for (let off = 0; off === 0 || off < data.length; off += FILE_PIECE_MAX_BYTES) {
         const piece = data.subarray(off, off + FILE_PIECE_MAX_BYTES);
-        const r = await callOp(client, 'sandboxes_files_put', { id, path: file, content: piece.toString('base64'), append: off > 0, mode: off === 0 ? values.mode : undefined });
+        const r = await callOperation(client, 'sandboxes_files_put', { id, path: file, content: piece.toString('base64'), append: off > 0, mode: off === 0 ? values.mode : undefined });
         if (r.status !== 200) return errorOut(r);
         last = r.body;
         if (data.length === 0) break;
@@ -127,7 +120,7 @@ async function filesCommand(argv: string[], client: Client): Promise<number> {
       return 0;
     }
     case 'ls': {
-      const r = await callOp(client, 'sandboxes_files_get', { id, path: file, length: 1 });
+      const r = await callOperation(client, 'sandboxes_files_get', { id, path: file, length: 1 });
       if (r.status !== 200) return errorOut(r);
       const entries = r.body.type === 'directory' ? (r.body.entries as any[]) : [{ ...r.body, name: file }];
       if (values.json) {
@@ -139,7 +132,7 @@ async function filesCommand(argv: string[], client: Client): Promise<number> {
       return 0;
     }
     case 'rm': {
-      const r = await callOp(client, 'sandboxes_files_delete', { id, path: file, recursive: values.recursive === true ? true : undefined });
+      const r = await callOperation(client, 'sandboxes_files_delete', { id, path: file, recursive: values.recursive === true ? true : undefined });
       if (r.status !== 200) return errorOut(r);
       process.stdout.write(`deleted ${r.body.type} ${file}\n`);
       return 0;
@@ -186,7 +179,7 @@ export const sandboxCommand: Command = async (argv, client) => {
         }
         const stdin = values.stdin ? (await readStdin()).toString('base64') : undefined;
         // base64 both ways: the command's bytes reach this terminal or pipe unchanged.
-        const r = await callOp(client, 'sandboxes_exec', {
+        const r = await callOperation(client, 'sandboxes_exec', {
           id, command: cmd.join(' '), timeout_seconds: int(values.timeout, 'timeout'), env: values.env ? env : undefined, cwd: values.cwd, user: values.user, stdin, encoding: 'base64',
         });
         if (r.status !== 200) return errorOut(r);
@@ -214,7 +207,7 @@ export const sandboxCommand: Command = async (argv, client) => {
           if (eq <= 0) throw new Error(`--label takes KEY=VALUE, got '${kv}'`);
           labels[kv.slice(0, eq)] = kv.slice(eq + 1);
         }
-        const r = await callOp(client, 'sandboxes_fork', { id: positionals[0], count: int(values.count, 'count'), labels: values.label ? labels : undefined, idempotency_key: values.key });
+        const r = await callOperation(client, 'sandboxes_fork', { id: positionals[0], count: int(values.count, 'count'), labels: values.label ? labels : undefined, idempotency_key: values.key });
         if (r.status !== 200 && r.status !== 201) return errorOut(r);
         if (values.json) {
           process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');

@@ -202,6 +202,9 @@ describe('lxc runtime: crash safety and restarts', function () {
     await env.d.stop();
     await boot({ HOSTD_TEST_LXC_BOOT_ID: 'boot-B' });
     await eventually(() => lxcState(dataDir, auto) === 'RUNNING', 30_000, 'the autostart container to run');
+    // LXC says RUNNING before the daemon's autostart has finished with the container (a stop then would be
+    // refused as busy): wait until the API reports it running too.
+    await eventually(async () => (await env.req('GET', `/lxc/${auto}`)).body.container?.state === 'running', 30_000, 'the API to report the autostart container running');
     expect(lxcState(dataDir, base)).to.equal('STOPPED');
     expect((await env.req('POST', `/lxc/${auto}/stop`)).status).to.equal(200);
     await consistent();

@@ -5,7 +5,7 @@ import { str, int, oneOf, object, arrayOf, nullable, bool, dateTime, activityRow
 
 const num = (description?: string): Schema<number> => ({ type: 'number', ...(description ? { description } : {}) }) as Schema<number>;
 
-/** A storage pool's disk usage (daemon/system/service.ts PoolUsage). */
+/** A storage pool's disk usage (daemon/system/context.ts poolUsage). */
 const poolUsage = () =>
   object({
     storage_id: str('Storage pool id'),

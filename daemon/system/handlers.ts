@@ -4,11 +4,13 @@
  * dispatcher consumes before a handler runs.
  */
 import type { HandlersOf } from '../../api/registry/handlers.js';
-import type { SystemService } from './service.js';
+import { allocation } from './allocation.js';
+import type { SystemContext } from './context.js';
+import { health } from './health.js';
 
-export function systemHandlers(svc: SystemService): HandlersOf<'system_health' | 'system_allocation'> {
+export function systemHandlers(c: SystemContext): HandlersOf<'system_health' | 'system_allocation'> {
   return {
-    system_health: async () => svc.health(),
-    system_allocation: async () => svc.allocation(),
+    system_health: async () => health(c),
+    system_allocation: async () => allocation(c),
   };
 }

@@ -7,15 +7,19 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SystemService, assessHealth, type GuestLoad, type HealthInput } from '../../daemon/system/service.js';
+import { SystemContext, type GuestLoad, type SystemContextOptions } from '../../daemon/system/context.js';
+import { assessHealth, health, type HealthInput } from '../../daemon/system/health.js';
+import { allocation } from '../../daemon/system/allocation.js';
 import { systemHandlers } from '../../daemon/system/handlers.js';
+import { ProcfsProbe } from '../../daemon/system/procfs/index.js';
+import { diskUsedPercent } from '../../daemon/system/views.js';
+import type { PoolConfig } from '../../daemon/config.js';
 import {
   CpuSampler,
   cpuUsageBetween,
-  diskUsedPercent,
   parseMeminfo,
   parseProcStat,
-} from '../../daemon/system/probe.js';
+} from '../../daemon/system/procfs/probe.js';
 import type { CallContext } from '../../daemon/lib/caller.js';
 
 const hasProc = fs.existsSync('/proc/meminfo') && fs.existsSync('/proc/stat');
@@ -26,6 +30,14 @@ async function statfsFigures(dir: string) {
   return { total: Number(s.blocks * s.bsize), available: Number(s.bavail * s.bsize) };
 }
 
+/** The domain as its module opens it: a context over the procfs probe, and its two operations. */
+function systemOf(pools: PoolConfig[], opts: SystemContextOptions & { sampleIntervalMs?: number }) {
+  const probe = new ProcfsProbe(opts.sampleIntervalMs);
+  const c = new SystemContext(pools, probe, opts);
+  return { c, sampler: probe.sampler, start: () => probe.start(), stop: () => probe.stop(), health: () => health(c), allocation: () => allocation(c) };
+}
+type System = ReturnType<typeof systemOf>;
+
 const ctx: CallContext = {
   caller: { tokenId: 't1', tokenName: 'test', scopes: ['system.read'], transport: 'api', origin: 'node-1' },
   requestId: 'r1',
@@ -35,14 +47,14 @@ const ctx: CallContext = {
 describe('system service (real host)', function () {
   let tmp: string;
   let poolDir: string;
-  let svc: SystemService;
+  let svc: System;
   const guests: GuestLoad[] = [];
 
   before(async () => {
     tmp = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'hostd-system-'));
     poolDir = path.join(tmp, 'pool');
     await fs.promises.mkdir(poolDir);
-    svc = new SystemService([{ id: 'default', path: poolDir }], { nodeId: 'node-1', nodeName: 'alpha', sampleIntervalMs: 50, guests: async () => guests });
+    svc = systemOf([{ id: 'default', path: poolDir }], { nodeId: 'node-1', nodeName: 'alpha', sampleIntervalMs: 50, guests: async () => guests });
     svc.start();
   });
 
@@ -102,7 +114,7 @@ describe('system service (real host)', function () {
 
     it('takes CPU usage from the background sampler once it has a figure', async () => {
       expect(svc.sampler.running).to.equal(true);
-      const s = new SystemService([], { nodeId: 'n', nodeName: 'n', sampleIntervalMs: 1000 });
+      const s = systemOf([], { nodeId: 'n', nodeName: 'n', sampleIntervalMs: 1000 });
       s.start();
       try {
         const deadline = Date.now() + 5000;
@@ -118,7 +130,7 @@ describe('system service (real host)', function () {
     });
 
     it('measures CPU on demand when the sampler is stopped', async () => {
-      const s = new SystemService([], { nodeId: 'n', nodeName: 'n' });
+      const s = systemOf([], { nodeId: 'n', nodeName: 'n' });
       expect(s.sampler.running).to.equal(false);
       const h = await s.health();
       expect(h.cpu.usage_percent).to.be.within(0, 100);
@@ -127,7 +139,7 @@ describe('system service (real host)', function () {
 
     it('reports an unreadable pool without failing, and is degraded for it', async () => {
       const missing = path.join(tmp, 'no-such-pool');
-      const s = new SystemService([{ id: 'gone', path: missing }], { nodeId: 'n', nodeName: 'n' });
+      const s = systemOf([{ id: 'gone', path: missing }], { nodeId: 'n', nodeName: 'n' });
       const h = await s.health();
       expect(h.pools[0]).to.deep.include({ storage_id: 'gone', path: missing, total_bytes: null, available_bytes: null, used_percent: null });
       expect(h.pools[0]!.error).to.match(/does not exist/);
@@ -173,10 +185,10 @@ describe('system service (real host)', function () {
     });
 
     it('is served by the handlers', async () => {
-      const h = systemHandlers(svc);
-      const alloc = (await h.system_allocation({}, ctx)) as Awaited<ReturnType<SystemService['allocation']>>;
+      const h = systemHandlers(svc.c);
+      const alloc = (await h.system_allocation({}, ctx)) as Awaited<ReturnType<System['allocation']>>;
       expect(alloc.allocated.vms.count).to.equal(5);
-      const health = (await h.system_health({}, ctx)) as Awaited<ReturnType<SystemService['health']>>;
+      const health = (await h.system_health({}, ctx)) as Awaited<ReturnType<System['health']>>;
       expect(health.node.id).to.equal('node-1');
       expect(health.cpu.cores).to.equal(os.cpus().length);
     });

@@ -5,6 +5,8 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
+import type { DiskUsage, MemoryFigures } from '../driver.js';
+import { percent, round2 } from '../views.js';
 
 // ---------------------------------------------------------------- CPU
 
@@ -57,7 +59,7 @@ export function cpuUsageBetween(a: CpuTimes, b: CpuTimes): number {
   const total = b.total - a.total;
   const idle = b.idle - a.idle;
   if (!(total > 0)) return 0;
-  return clamp(round2(((total - idle) / total) * 100), 0, 100);
+  return percent(((total - idle) / total) * 100);
 }
 
 /** Takes two samples `intervalMs` apart and returns the busy percentage between them. */
@@ -151,11 +153,6 @@ export function loadAverages(): [number, number, number] {
 
 // ------------------------------------------------------------- memory
 
-export interface MemoryFigures {
-  total_bytes: number;
-  available_bytes: number;
-}
-
 /**
  * Parses /proc/meminfo (values in kB) into bytes. MemAvailable is missing on
  * kernels before 3.14; MemFree + Buffers + Cached approximates it there.
@@ -202,14 +199,6 @@ export async function readUptime(): Promise<number> {
 
 // --------------------------------------------------------------- disk
 
-export interface DiskUsage {
-  total_bytes: number;
-  /** Free blocks, including those reserved for root. */
-  free_bytes: number;
-  /** Free blocks an unprivileged process may use. */
-  available_bytes: number;
-}
-
 /** Usage of the filesystem holding `dir`. Throws what statfs throws (ENOENT for a missing directory). */
 export async function diskUsage(dir: string): Promise<DiskUsage> {
   const s = await fs.promises.statfs(dir, { bigint: true });
@@ -219,19 +208,3 @@ export async function diskUsage(dir: string): Promise<DiskUsage> {
     available_bytes: Number(s.bavail * s.bsize),
   };
 }
-
-/**
- * Used share as df reports it: used / (used + available), so blocks reserved
- * for root count as neither used nor available. 0 for an empty filesystem.
- */
-export function diskUsedPercent(d: DiskUsage): number {
-  const used = d.total_bytes - d.free_bytes;
-  const denom = used + d.available_bytes;
-  if (!(denom > 0)) return 0;
-  return clamp(round2((used / denom) * 100), 0, 100);
-}
-
-// ------------------------------------------------------------ helpers
-
-export const round2 = (n: number): number => Math.round(n * 100) / 100;
-const clamp = (n: number, lo: number, hi: number): number => Math.min(hi, Math.max(lo, n));

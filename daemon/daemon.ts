@@ -83,7 +83,9 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   await eventLog.init();
   const events = new EventService(eventLog, eventSettings);
   tokens.onChange((c) => { if (c.type === 'revoke') events.closeToken(c.token.id); });
-  const activity = new ActivityLog(store, config.activity, Date.now, eventLog);
+  // Counts requests, tasks and activity rows from the start; the metrics domain exposes it.
+  const metrics = new MetricsService();
+  const activity = new ActivityLog(store, config.activity, Date.now, metrics.observeActivity(eventLog));
   // A log written before the indexes existed is indexed once, here, before the daemon serves.
   await activity.init();
   const tasks = new TaskRunner(store, identity.id, eventLog);
@@ -130,7 +132,6 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
 
   const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers(), sharedSecret: (purpose) => cluster.sharedSecret(purpose) };
   const secrets = new FileSecretStore(config.dataDir);
-  const metrics = new MetricsService();
   const domains = await openDomains(domainList({ tasks, activity, events, metrics, version: VERSION, tokens }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) }, config.sections);
   // The API's and MCP's calls are counted; the admin socket's are the operator's, logged but not counted.
   const apiRequestLog = metrics.observeRequests(requestLog);

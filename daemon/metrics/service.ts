@@ -9,6 +9,8 @@ import type { RequestLog, RequestLine } from '../logger.js';
 import type { TaskRecord, Tasks, TaskStart, TaskWork } from '../lib/tasks.js';
 import type { DomainInfo, GuestInfo, GuestSource, LeasePort, MountStates, PeerInfo, ProxyFigures, ResourceUsage, UsageSource } from '../domain.js';
 import client from 'prom-client';
+import type { BatchParticipant } from '../store/store.js';
+import type { NewEvent } from '../events/types.js';
 import { Families, openMetricsRegistry } from './families.js';
 import { BoundedRead } from './bounded-read.js';
 import { RESOURCE_KINDS, ResourceFamilies, type KindSnapshot, type ResourceKind } from './resources.js';
@@ -96,6 +98,27 @@ export class MetricsService {
       },
       get: (id) => inner.get(id),
       settled: (id) => inner.settled(id),
+    };
+  }
+
+  /**
+   * The event log as the activity log joins it: each activity row's event,
+   * once its batch is stored, counts one row written (by severity: info,
+   * warning, error; bounded).
+   */
+  observeActivity(inner: BatchParticipant<NewEvent | NewEvent[]>): BatchParticipant<NewEvent | NewEvent[]> {
+    const rows = new client.Counter({
+      name: 'hostd_activity_rows_total', help: 'Activity log rows written on this member, by severity.',
+      labelNames: ['severity'] as const, registers: [this.families.text, this.families.open],
+    });
+    return {
+      async join(item, write) {
+        const done = await inner.join(item, write);
+        for (const e of Array.isArray(item) ? item : [item]) {
+          if (e.type === 'activity') rows.inc({ severity: String((e.data as { severity?: unknown }).severity ?? 'info') });
+        }
+        return done;
+      },
     };
   }
 
@@ -254,6 +277,12 @@ export class MetricsService {
       const p = proxy();
       if (p) g.set(p.config().apply_failed ? 1 : 0);
     });
+    // Observed as they happen (a scrape would miss the loads between two scrapes).
+    const applies = new client.Histogram({
+      name: 'hostd_proxy_config_apply_duration_seconds', help: 'Loads of a proxy configuration into this member\'s Caddy, by result (loaded; refused by Caddy, which keeps the last good one; failed to reach Caddy), and how long each took.',
+      labelNames: ['result'] as const, buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [f.text, f.open],
+    });
+    for (const p of src.proxyFigures()) p.onApply((result, seconds) => applies.observe({ result }, seconds));
     const text = new client.Registry();
     const open = openMetricsRegistry();
     new client.Gauge({

@@ -41,6 +41,8 @@ declare module '../domain.js' {
     config(): { version: number; applied_version: number | null; apply_failed: boolean };
     /** Each base domain's wildcard certificate's end of validity as this member's Caddy storage holds it (null: none stored). */
     certificates(): Array<{ domain: string; not_after: string | null }>;
+    /** Calls `watch` after every load of a configuration into this member's Caddy: `loaded`, `refused` by Caddy, or `failed` to reach it. */
+    onApply(watch: (result: 'loaded' | 'refused' | 'failed', seconds: number) => void): void;
   }
 
   interface PortTypes {

@@ -18,7 +18,7 @@ import { OPERATOR } from '../lib/operator.js';
 import { SerialQueue } from '../lib/serial.js';
 import type { ProxyConfig } from './config.js';
 import type { ProxyContext } from './context.js';
-import { ConfigRefused } from './driver.js';
+import { ConfigRefused, type ServePlan } from './driver.js';
 import type { Incidents } from './incidents.js';
 import type { CaddyPlane } from './plane-caddy.js';
 import type { UpstreamChecks } from './plane-checks.js';
@@ -38,6 +38,9 @@ export interface PlaneParts {
   holders: HolderWatch;
   states: StateReports;
 }
+
+export type ApplyResult = 'loaded' | 'refused' | 'failed';
+export type ApplyWatcher = (result: ApplyResult, seconds: number) => void;
 
 /** A configuration Caddy refused to load on the holder. */
 export interface ApplyError {
@@ -60,8 +63,35 @@ export class DataPlane {
   private lastCrash = 0;
   /** Whose call the reconciles now running serve (`actingFor`): their state events name it; else the operator. */
   private actor: string | null = null;
+  /** Told of every load of a configuration into Caddy (the metrics domain's apply histogram). */
+  private readonly applyWatchers: ApplyWatcher[] = [];
 
   constructor(private readonly ctx: ProxyContext, private readonly p: PlaneParts) {}
+
+  onApply(watch: ApplyWatcher): void {
+    this.applyWatchers.push(watch);
+  }
+
+  /**
+   * Gives Caddy `plan`, telling the watchers how it went and how long it took:
+   * `loaded`, `refused` (Caddy said no; it serves the last good one) or
+   * `failed` (Caddy could not be asked). One that was already served is no apply.
+   */
+  private async serve(plan: ServePlan): Promise<boolean> {
+    const began = process.hrtime.bigint();
+    const tell = (result: ApplyResult) => {
+      const seconds = Number(process.hrtime.bigint() - began) / 1e9;
+      for (const w of this.applyWatchers) w(result, seconds);
+    };
+    try {
+      const loaded = await this.ctx.drivers.caddy.serve(plan);
+      if (loaded) tell('loaded');
+      return loaded;
+    } catch (err) {
+      tell(err instanceof ConfigRefused ? 'refused' : 'failed');
+      throw err;
+    }
+  }
 
   appliedVersion(): number | null {
     return this.applied;
@@ -193,7 +223,7 @@ export class DataPlane {
     const { plan, screened } = await p.caddy.plan(cfg);
     p.screening.noteRefusals(screened);
     try {
-      if (await ctx.drivers.caddy.serve(plan)) this.applyError = null;
+      if (await this.serve(plan)) this.applyError = null;
     } catch (err) {
       const reason = err instanceof ConfigRefused ? err.reason : (err as Error).message;
       this.applyError = { version: snap.version, reason, at: new Date().toISOString() };
@@ -219,7 +249,7 @@ export class DataPlane {
     return this.queue.run(async () => {
       if (this.ctx.serving(candidate) && (await this.caddyReady())) {
         await this.p.caddy.start();
-        await this.ctx.drivers.caddy.serve((await this.p.caddy.plan(candidate)).plan);
+        await this.serve((await this.p.caddy.plan(candidate)).plan);
       }
       return commit();
     });

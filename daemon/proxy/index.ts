@@ -93,6 +93,7 @@ export const proxyDomain = defineDomain({
         proxyFigures: {
           config: () => ({ version: ctx.config().version, applied_version: p.appliedVersion(), apply_failed: p.lastApplyError() !== null }),
           certificates: () => certs.expiries(),
+          onApply: (watch) => p.onApply(watch),
         },
       },
     };

@@ -64,6 +64,21 @@ describe('metrics: GET /api/v1/metrics', function () {
     expect(text).to.not.include('scraper');
   });
 
+  it('counts the activity rows written, by severity', async () => {
+    const writer = await d.token('metrics-writer', ['files.manage']);
+    const rows = async () => {
+      const text = (await scrape()).text;
+      return { info: sample(text, 'hostd_activity_rows_total', { severity: 'info' }) ?? 0, warning: sample(text, 'hostd_activity_rows_total', { severity: 'warning' }) ?? 0 };
+    };
+    const before = await rows();
+    expect((await raw(d.url, 'POST', `${API}/folders`, { token: writer, body: JSON.stringify({ storage_id: 'default', name: 'metrics-rows' }), headers: { 'content-type': 'application/json' } })).status).to.equal(201);
+    // A refused change is a warning row (docs/api-decisions.md).
+    expect((await raw(d.url, 'POST', `${API}/folders`, { token: writer, body: JSON.stringify({ storage_id: 'default', name: 'metrics-rows' }), headers: { 'content-type': 'application/json' } })).status).to.equal(409);
+    const after = await rows();
+    expect(after.info - before.info, 'info rows').to.equal(1);
+    expect(after.warning - before.warning, 'warning rows').to.equal(1);
+  });
+
   it('answers OpenMetrics when Accept asks for it, and when format=openmetrics', async () => {
     const r = await scrape(reader, { accept: 'application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5' });
     expect(r.status).to.equal(200);

@@ -74,7 +74,7 @@ describe('metrics: the token-less listener', function () {
       nodeId: 'n', nodeName: 'a', version: '0', lease, peers: async () => [], domainInfo: async () => [],
       guests: () => [{ guests: async () => [ct] }],
       usage: () => [{ kind: 'lxc', usage: async () => [{ id: '7', cpu_seconds: 1, memory_bytes: 1, disk_read_bytes: 1, disk_written_bytes: 1, network_received_bytes: 1, network_transmitted_bytes: 1 }] }],
-      mountStates: () => [], proxyFigures: () => [{ config: () => ({ version: 1, applied_version: 1, apply_failed: false }), certificates: () => [{ domain: 'example.test', not_after: '2030-01-01T00:00:00Z' }] }],
+      mountStates: () => [], proxyFigures: () => [{ config: () => ({ version: 1, applied_version: 1, apply_failed: false }), certificates: () => [{ domain: 'example.test', not_after: '2030-01-01T00:00:00Z' }], onApply: () => {} }],
     });
     // The same service shows the container to a token holding lxc.read: the listener's answer lacks it by rule, not for want of data.
     expect(sample((await m.expose('prometheus', { scopes: ['lxc.read'] })).text, 'hostd_lxc_cpu_seconds_total', { id: '7' })).to.equal(1);

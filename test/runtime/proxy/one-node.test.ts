@@ -151,6 +151,14 @@ describe('proxy on one node (Caddy, namespaces)', function () {
   it('a configuration Caddy refuses is a 400 naming its reason; the last good one keeps serving; an incident is captured', async () => {
     await lab.helper(lab.nodes[0].ns, 'proxy-occupy.js', '9099');
     const before = (await api('GET', '/proxy/config')).body.version;
+    const applies = async (result: string) => {
+      const r = await d.request('GET', '/api/v1/metrics', { token: admin });
+      expect(r.status).to.equal(200);
+      const m = new RegExp(`^hostd_proxy_config_apply_duration_seconds_count\\{result="${result}"\\} (\\d+)$`, 'm').exec(r.text);
+      return m ? Number(m[1]) : 0;
+    };
+    const [loadedBefore, refusedBefore] = [await applies('loaded'), await applies('refused')];
+    expect(loadedBefore, 'the entries served so far were loads into Caddy').to.be.greaterThan(0);
     // Several refusals, each followed by several handshakes: Caddy 2.6 can leave a refused configuration's
     // sockets listening beside the good ones (hostd restarts it on the last good one; docs/proxy.md).
     for (let round = 0; round < 3; round++) {
@@ -161,6 +169,8 @@ describe('proxy on one node (Caddy, namespaces)', function () {
       expect(listening, 'sockets listening on :443').to.have.length(1);
       for (let i = 0; i < 8; i++) expect((await fetchVia(`web.${D}`)).status, `round ${round}, request ${i}`).to.equal(200);
     }
+    // The metrics saw each refusal as an apply that Caddy refused, and the restores are not loads of a new configuration.
+    expect(await applies('refused')).to.equal(refusedBefore + 3);
     const list = await api('GET', '/proxy/incidents');
     const inc = list.body.incidents.find((i: any) => i.kind === 'config_refused');
     expect(inc.summary).to.include('address already in use');

@@ -110,12 +110,22 @@ describe('metrics: per-resource series', function () {
 
   it('counts locations by status; the proxy\'s configuration versions for everyone with system.read, its certificates\' expiry by domain only with proxy.read', async () => {
     const mounts: MountStates = { statuses: () => ['mounted', 'unavailable', 'mounted'] };
+    let tell: Parameters<ProxyFigures['onApply']>[0] = () => {};
     const proxy: ProxyFigures = {
       config: () => ({ version: 7, applied_version: 6, apply_failed: true }),
       certificates: () => [{ domain: 'home.test', not_after: '2030-01-01T00:00:00Z' }, { domain: 'lab.test', not_after: null }],
+      onApply: (watch) => (tell = watch),
     };
     const m = service(guests, usage, { mounts: [mounts], proxy: [proxy] });
+    // Each load the proxy reports is observed when it happens, not read at the scrape.
+    tell('loaded', 0.02);
+    tell('loaded', 0.3);
+    tell('refused', 0.04);
     const text = (await m.expose('prometheus', { scopes: ['system.read'] })).text;
+    expect(sample(text, 'hostd_proxy_config_apply_duration_seconds_count', { result: 'loaded' })).to.equal(2);
+    expect(sample(text, 'hostd_proxy_config_apply_duration_seconds_sum', { result: 'loaded' })).to.be.closeTo(0.32, 1e-9);
+    expect(sample(text, 'hostd_proxy_config_apply_duration_seconds_bucket', { result: 'loaded', le: '0.1' })).to.equal(1);
+    expect(sample(text, 'hostd_proxy_config_apply_duration_seconds_count', { result: 'refused' })).to.equal(1);
     expect(sample(text, 'hostd_locations', { status: 'mounted' })).to.equal(2);
     expect(sample(text, 'hostd_locations', { status: 'unavailable' })).to.equal(1);
     expect(sample(text, 'hostd_locations', { status: 'disconnected' })).to.equal(0);

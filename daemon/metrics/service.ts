@@ -299,12 +299,31 @@ export class MetricsService {
     this.scoped.push({ scope: 'proxy.read', text, open });
   }
 
-  async expose(format: MetricsFormat = 'prometheus', audience: Audience = 'aggregates'): Promise<{ content_type: string; text: string }> {
+  /**
+   * One exposition at a time: prom-client renders OpenMetrics by renaming each
+   * counter object (`x_total` to `x`), and both formats share the objects, so
+   * a text exposition rendered meanwhile, or after, would name its counters
+   * without `_total`. The names are put back once the OpenMetrics text is made.
+   */
+  expose(format: MetricsFormat = 'prometheus', audience: Audience = 'aggregates'): Promise<{ content_type: string; text: string }> {
+    const run = this.rendering.then(() => this.render(format, audience));
+    this.rendering = run.catch(() => undefined);
+    return run;
+  }
+
+  private rendering: Promise<unknown> = Promise.resolve();
+
+  private async render(format: MetricsFormat, audience: Audience): Promise<{ content_type: string; text: string }> {
     const pick = (r: { text: client.Registry; open: client.Registry }) => (format === 'openmetrics' ? r.open : r.text);
     const scopes = audience === 'aggregates' ? [] : audience.scopes;
     const shown = this.scoped.filter((r) => scopes.includes(r.scope));
     const reg = shown.length ? client.Registry.merge([pick(this.families), ...shown.map(pick)]) : pick(this.families);
-    return { content_type: reg.contentType, text: await reg.metrics() };
+    const names = reg.getMetricsAsArray().map((m) => [m, m.name] as const);
+    try {
+      return { content_type: reg.contentType, text: await reg.metrics() };
+    } finally {
+      for (const [m, name] of names) (m as { name: string }).name = name;
+    }
   }
 
   close(): void {

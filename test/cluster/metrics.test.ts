@@ -108,6 +108,10 @@ describe('metrics: a real Prometheus scrapes two members', function () {
     expect(r.headers['content-type']).to.equal('text/plain; version=0.0.4; charset=utf-8');
     expect(sample(r.text, 'hostd_build_info', { node_name: 'm-b' })).to.equal(1);
     expect(sample(r.text, 'hostd_cluster_members', { state: 'reachable' })).to.equal(2);
+    // The origin counted that call by the member it went to, and timed it.
+    const own = (await raw(a.url, 'GET', `${API}/metrics`, { token })).text;
+    expect(sample(own, 'hostd_forwarded_calls_total', { peer: b.nodeId, status: '200' })).to.be.at.least(1);
+    expect(sample(own, 'hostd_forwarded_call_duration_seconds_count', { peer: b.nodeId })).to.be.at.least(1);
   });
 
   it('through the mesh, the other member shows per-resource families only as far as the caller\'s token reaches', async () => {

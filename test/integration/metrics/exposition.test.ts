@@ -87,6 +87,16 @@ describe('metrics: GET /api/v1/metrics', function () {
     const q = await raw(d.url, 'GET', `${API}/metrics?format=openmetrics`, { token: reader });
     expect(q.headers['content-type']).to.match(/^application\/openmetrics-text/);
     expect((await raw(d.url, 'GET', `${API}/metrics?format=xml`, { token: reader })).status).to.equal(400);
+    // Counters are named as each format wants, whichever was asked for first, also when both are asked at once.
+    const [open, text] = await Promise.all([scrape(reader, { accept: 'application/openmetrics-text;version=1.0.0' }), scrape()]);
+    expect(open.text).to.match(/^# TYPE hostd_api_requests counter$/m);
+    expect(open.text).to.match(/^hostd_api_requests_total\{/m);
+    for (const t of [text.text, (await scrape()).text]) {
+      expect(t).to.match(/^# TYPE hostd_api_requests_total counter$/m);
+      expect(t).to.match(/^hostd_api_requests_total\{/m);
+      const check = await promtool(t);
+      expect(check.code, check.out).to.equal(0);
+    }
   });
 
   it('needs a token with system.read: 401 without one, 403 with another scope', async () => {

@@ -16,6 +16,9 @@ import { API_PREFIX } from '../../api/catalog.js';
 import { commandGroups, groupUsage, type Command } from './groups.js';
 import type { AdminClient } from './client.js';
 import { watchTask } from './watch.js';
+import { errorOut, table } from './output.js';
+
+const out = (text: string) => process.stdout.write(text);
 
 const USAGE = `usage: hostctl apps <command>
 
@@ -28,17 +31,6 @@ const USAGE = `usage: hostctl apps <command>
   move APP POOL                          move the app's data to another pool (progress bar)
   uninstall APP                          remove containers, networks, volumes and the data directory
 `;
-
-function errorOut(r: { status: number; body: any }): number {
-  process.stderr.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}\n`);
-  return 1;
-}
-
-function table(head: string[], rows: string[][]): void {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
-  process.stdout.write([line(head), ...rows.map(line)].join('\n') + '\n');
-}
 
 const api = (p: string) => `${API_PREFIX}/apps${p}`;
 const enc = encodeURIComponent;
@@ -54,15 +46,15 @@ export const appsCommand: Command = async (argv, client) => {
     case 'list': {
       const r = await client.request('GET', api(''));
       if (r.status !== 200) return errorOut(r);
-      table(['APP_ID', 'NAME', 'STATE', 'POOL', 'PORTS'], r.body.apps.map((a: any) => [
+      out(table(['APP_ID', 'NAME', 'STATE', 'POOL', 'PORTS'], r.body.apps.map((a: any) => [
         a.app_id, a.name, a.state, a.storage_id, a.ports.map((p: any) => `${p.host_ip}:${p.host_port}->${p.container_port}/${p.protocol}`).join(' ') || '-',
-      ]));
+      ])));
       return 0;
     }
     case 'templates': {
       const r = await client.request('GET', api('/templates'));
       if (r.status !== 200) return errorOut(r);
-      table(['TEMPLATE', 'NAME', 'IMAGES'], r.body.templates.map((t: any) => [t.template_id, t.name, t.images.join(' ')]));
+      out(table(['TEMPLATE', 'NAME', 'IMAGES'], r.body.templates.map((t: any) => [t.template_id, t.name, t.images.join(' ')])));
       for (const bad of r.body.invalid) process.stderr.write(`hostctl: invalid template ${bad.file}: ${bad.error}\n`);
       return 0;
     }

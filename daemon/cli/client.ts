@@ -5,6 +5,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import { API_PREFIX } from '../../api/catalog.js';
 
 /** A member's API reached over the network with a bearer token. */
 export interface Remote {
@@ -18,10 +19,19 @@ export interface Reply {
 }
 
 export class AdminClient {
-  /** `how`: how the socket was chosen, said when it cannot be reached. */
-  constructor(readonly socketPath: string, readonly how?: string, readonly remote?: Remote) {}
+  /**
+   * `how`: how the socket was chosen, said when it cannot be reached.
+   * `peerId`: every API call carries `peer_id` (runs on that member), as `--peer NODE` asks.
+   */
+  constructor(readonly socketPath: string, readonly how?: string, readonly remote?: Remote, readonly peerId?: string) {}
+
+  /** The same client, each of whose API calls runs on member `peerId`. */
+  onPeer(peerId: string): AdminClient {
+    return new AdminClient(this.socketPath, this.how, this.remote, peerId);
+  }
 
   request(method: string, path: string, body?: unknown): Promise<Reply> {
+    if (this.peerId && path.startsWith(`${API_PREFIX}/`)) [path, body] = withPeer(this.peerId, method, path, body);
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const headers: Record<string, string | number> = payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {};
     const r = this.remote;
@@ -61,4 +71,16 @@ export class AdminClient {
       req.end();
     });
   }
+}
+
+/** `peer_id` added where the API reads arguments: the query of a GET or DELETE, else the JSON body (unless the caller set it). */
+function withPeer(peerId: string, method: string, path: string, body: unknown): [string, unknown] {
+  if (method === 'GET' || method === 'DELETE') {
+    const [p, q = ''] = path.split('?', 2);
+    const query = new URLSearchParams(q);
+    if (!query.has('peer_id')) query.set('peer_id', peerId);
+    return [`${p}?${query}`, body];
+  }
+  const args = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
+  return [path, 'peer_id' in args ? args : { ...args, peer_id: peerId }];
 }

@@ -10,6 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { commandGroups, groupUsage, type Command } from './groups.js';
+import { errorOut } from './output.js';
 
 const USAGE = `usage: hostctl cluster <command>
 
@@ -32,11 +33,6 @@ export function parseDuration(text: string): number {
   const n = Number(m[1]);
   const unit = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'];
   return n * unit;
-}
-
-function errorOut(r: { status: number; body: any }): number {
-  process.stderr.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}\n`);
-  return 1;
 }
 
 function printStatus(s: any): void {

@@ -3,11 +3,12 @@
  * stop 200`, `hostctl vm exec 101 -- uname -a`), the verbs Proxmox's `qm`/`pct`
  * and Incus users expect. Each verb is one registry operation: the request is
  * built from the registry (call.ts), so a verb can never drift from the API.
- * Every verb takes `--peer NODE` (the call runs on that member) and `--json`
- * (the answer as the API gives it instead of a table or a line).
+ * Every verb takes `--json` (the answer as the API gives it instead of a
+ * table or a line), and, as every command, `--peer NODE` (hostctl.ts).
  */
 import { parseArgs } from 'node:util';
 import { callOperation } from './call.js';
+import { errorOut, table } from './output.js';
 import { groupUsage, type Command } from './groups.js';
 
 type Row = Record<string, unknown>;
@@ -52,17 +53,6 @@ export function verbsUsage(group: string, verbs: Readonly<Record<string, Verb>>)
 
 const str = (v: unknown): string => (v === null || v === undefined || v === '' ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
-/** Rows as aligned columns, headers in capitals. */
-export function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: readonly string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(head), ...rows.map(line)].join('\n') + '\n';
-}
-
-function fail(r: { status: number; body: any }): number {
-  process.stderr.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}\n`);
-  return 1;
-}
 
 /**
  * Runs `verb` with `argv` (what follows the verb's name). Returns the exit
@@ -72,12 +62,11 @@ function fail(r: { status: number; body: any }): number {
 export async function runVerb(group: string, name: string, verb: Verb, argv: string[], client: Parameters<Command>[1]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { peer: { type: 'string' }, json: { type: 'boolean' }, timeout: { type: 'string' } },
+    options: { json: { type: 'boolean' }, timeout: { type: 'string' } },
     allowPositionals: true,
     strict: true,
   });
-  const peer = values.peer ? { peer_id: values.peer } : {};
-  const call = (op: string, args: Row) => callOperation(client, op, { ...args, ...peer });
+  const call = (op: string, args: Row) => callOperation(client, op, args);
   const usage = (msg: string): number => {
     process.stderr.write(`hostctl: ${group} ${name} ${msg}\n`);
     return 2;
@@ -85,7 +74,7 @@ export async function runVerb(group: string, name: string, verb: Verb, argv: str
   if (verb.kind === 'list') {
     if (positionals.length) return usage('takes no arguments');
     const r = await call(verb.op, {});
-    if (r.status >= 400) return fail(r);
+    if (r.status >= 400) return errorOut(r);
     if (values.json) {
       process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
       return 0;
@@ -102,7 +91,7 @@ export async function runVerb(group: string, name: string, verb: Verb, argv: str
     const timeout = values.timeout === undefined ? {} : /^\d+$/.test(values.timeout) ? { timeout_seconds: Number(values.timeout) } : undefined;
     if (!timeout) return usage('--timeout takes whole seconds');
     const r = await call(verb.op, { [verb.id]: idArg, command: rest.join(' '), ...timeout });
-    if (r.status >= 400) return fail(r);
+    if (r.status >= 400) return errorOut(r);
     if (values.json) {
       process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
       return 0;
@@ -117,7 +106,7 @@ export async function runVerb(group: string, name: string, verb: Verb, argv: str
   let last: { status: number; body: any } | undefined;
   for (const op of verb.ops) {
     last = await call(op, { [verb.id]: idArg, ...(verb.fixed ?? {}) });
-    if (last.status >= 400) return fail(last);
+    if (last.status >= 400) return errorOut(last);
   }
   if (values.json) process.stdout.write(JSON.stringify(last!.body, null, 2) + '\n');
   else process.stdout.write(`${verb.done} ${id}${last!.body?.task_id ? ` (task ${last!.body.task_id})` : ''}\n`);

@@ -23,7 +23,7 @@ const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PA
                                             create a token; prints the secret once
   token list [--json]                       names, scopes, created, last used
   token revoke NAME                         revoke a token
-  task watch TASK_ID [--peer PEER_ID]       follow a background task to its end
+  task watch TASK_ID                        follow a background task to its end
   events [--follow] [--types T,..] [--resource R] [--cursor C] [--json]
                                             print events (hostctl events --help)
   cluster init | join-token | join ADDRESS TOKEN | remove PEER_ID | leave | status
@@ -39,6 +39,9 @@ hostctl reaches the daemon through <data dir>/hostd.sock. The data dir is the on
 the daemon uses: data_dir in its config file (--config, HOSTD_CONFIG, else
 ${SYSTEM_CONFIG} when it exists), HOSTD_DATA_DIR, else ./data, else the data/
 of this hostd checkout (where \`npm start\` keeps it).
+
+Every command takes --peer NODE: each API call it makes runs on that member of
+the cluster (the call carries peer_id; this member forwards it).
 
 With --url and --token (or HOSTD_URL and HOSTD_TOKEN) hostctl is a client of any
 member's API instead, as that token: it reaches what the token's scopes allow
@@ -102,9 +105,10 @@ const token: Command = async (argv, client) => {
 const task: Command = async (argv, client) => {
   const [sub, ...rest] = argv;
   if (sub !== 'watch') fail(`unknown task command '${sub ?? ''}'`);
-  const { values, positionals } = parseArgs({ args: rest, options: { peer: { type: 'string' } }, allowPositionals: true });
+  // --peer is every command's (runHostctl): the client then watches that member's task.
+  const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true });
   if (positionals.length !== 1) fail('task watch needs exactly one TASK_ID');
-  return watchTask(client, positionals[0], { peerId: values.peer });
+  return watchTask(client, positionals[0]);
 };
 
 const ops: Command = async (_argv, client) => {
@@ -275,7 +279,14 @@ export async function runHostctl(argv: string[]): Promise<number> {
   }
   // Everything after the command word, minus the global options parsed above (a group's own --help stays).
   const idx = argv.indexOf(cmd);
-  const tail = [...argv.slice(idx + 1), ...(values.help && !argv.slice(idx + 1).some((a) => a === '--help' || a === '-h') ? ['--help'] : [])];
+  let tail = [...argv.slice(idx + 1), ...(values.help && !argv.slice(idx + 1).some((a) => a === '--help' || a === '-h') ? ['--help'] : [])];
+  // `--peer NODE` works on every command the same way: each API call it makes runs on that member.
+  const peer = takePeer(tail);
+  if (peer) {
+    if ('error' in peer) fail(peer.error);
+    tail = peer.rest;
+    client = client.onPeer(peer.peerId);
+  }
   const table: Record<string, Command> = { token, task, ops, call };
   const handler = table[cmd] ?? commandGroups.get(cmd);
   if (!handler) fail(`unknown command '${cmd}'\n${usage()}`);
@@ -285,6 +296,21 @@ export async function runHostctl(argv: string[]): Promise<number> {
     process.stderr.write(`hostctl: ${(err as Error).message}\n`);
     return 1;
   }
+}
+
+/** `--peer NODE` (or `--peer=NODE`) taken out of a command's words, up to a `--` (what follows it is the guest's command). */
+export function takePeer(words: string[]): { peerId: string; rest: string[] } | { error: string } | undefined {
+  const end = words.indexOf('--') < 0 ? words.length : words.indexOf('--');
+  for (let i = 0; i < end; i++) {
+    const w = words[i];
+    if (w === '--peer' || w.startsWith('--peer=')) {
+      const inline = w.startsWith('--peer=');
+      const peerId = inline ? w.slice('--peer='.length) : words[i + 1];
+      if (!peerId || (!inline && i + 1 >= end) || peerId.startsWith('-')) return { error: '--peer needs a member: --peer NODE (its peer id, as `hostctl cluster status` lists them)' };
+      return { peerId, rest: [...words.slice(0, i), ...words.slice(i + (inline ? 1 : 2))] };
+    }
+  }
+  return undefined;
 }
 
 /** The member to reach over the network, from --url/--token (or HOSTD_URL/HOSTD_TOKEN); both or neither. */

@@ -21,6 +21,7 @@ import { FILE_PIECE_MAX_BYTES } from '../../api/registry/sandboxes.js';
 import { callOperation } from './call.js';
 import { commandGroups, groupUsage, type Command } from './groups.js';
 import { watchTask } from './watch.js';
+import { errorOut, table } from './output.js';
 
 const USAGE = `usage: hostctl sandbox <command>
 
@@ -42,17 +43,6 @@ const USAGE = `usage: hostctl sandbox <command>
   warm-states [--json]        warm states sandboxes start from
   warm-delete WARM_STATE_ID   delete one
 `;
-
-function errorOut(r: { status: number; body: any }): number {
-  process.stderr.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}\n`);
-  return 1;
-}
-
-function table(head: string[], rows: string[][]): string {
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((x) => x[i].length)));
-  const line = (x: string[]) => x.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
-  return [line(head), ...rows.map(line)].join('\n') + '\n';
-}
 
 const int = (v: string | undefined, name: string): number | undefined => {
   if (v === undefined) return undefined;

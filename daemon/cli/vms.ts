@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { commandGroups, type Command } from './groups.js';
 import { watchTask } from './watch.js';
 import { withVerbs, type Verb } from './everyday.js';
+import { errorOut } from './output.js';
 
 const USAGE = `usage: hostctl vm image <command>
 
@@ -21,11 +22,6 @@ const USAGE = `usage: hostctl vm image <command>
                           download an image of the catalog (GET /vms/images/catalog)
   list [--json]           images and templates on this host
 `;
-
-function errorOut(r: { status: number; body: any }): number {
-  process.stderr.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}\n`);
-  return 1;
-}
 
 async function followTask(client: Parameters<Command>[1], body: any, noWait: boolean): Promise<number> {
   const id = body.task?.task_id;

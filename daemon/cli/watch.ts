@@ -77,6 +77,8 @@ class View {
 }
 
 export async function watchTask(client: AdminClient, taskId: string, opts: WatchOptions = {}): Promise<number> {
+  // A client made for --peer watches that member's task.
+  if (!opts.peerId && client.peerId) opts = { ...opts, peerId: client.peerId };
   const view = new View(taskId, opts.out ?? process.stdout, (opts.err ?? process.stderr) as NodeJS.WriteStream);
   // A peer's task is polled through peer_id (the stream of another member is not forwarded over the admin socket).
   if (!opts.peerId && !opts.poll) {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { startDaemon, eventually, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { createCa, generateKeyPair, issueNodeCert } from '../../certs/pki.js';
-import { activityOf, grpc, hostctl, joinToken, pair, pemOf, peersOf, rawCall, rawClient, rawForward } from './util.js';
+import { activityOf, grpc, hostctl, remoteHostctl, joinToken, pair, pemOf, peersOf, rawCall, rawClient, rawForward } from './util.js';
 
 const SCOPES = ['files.read', 'files.manage', 'system.read', 'vm.read', 'proxy.read', 'proxy.manage'];
 
@@ -118,6 +118,22 @@ describe('cluster on loopback (three daemons)', function () {
     const fwd = await a.request('GET', `/api/v1/tasks/task_0123456789abcdef?peer_id=${b.nodeId}`, { token });
     expect(fwd.status).to.equal(404);
     expect(fwd.body).to.deep.equal(direct.body);
+    // hostctl: --peer on any command runs each of its calls on that member (as a token: the admin socket's calls run only here).
+    const health = await remoteHostctl(a, token, 'call', 'system_health', '--peer', b.nodeId);
+    expect(health.code, health.stderr).to.equal(0);
+    expect(JSON.parse(health.stdout).node).to.deep.equal({ id: b.nodeId, name: 'bravo' });
+    const vms = await remoteHostctl(a, token, 'vm', 'list', `--peer=${b.nodeId}`);
+    expect(vms.code, vms.stderr).to.equal(0);
+    expect(vms.stdout.split('\n')[0]).to.match(/^VMID\s+NAME\s+STATE/);
+    const nowhere = await remoteHostctl(a, token, 'vm', 'list', '--peer', 'node_nowhere');
+    expect(nowhere.code).to.equal(1);
+    expect(nowhere.stderr).to.include("peer 'node_nowhere' not found");
+    const admin = await hostctl(a, 'vm', 'list', '--peer', b.nodeId);
+    expect(admin.code).to.equal(1);
+    expect(admin.stderr).to.include('calls made over the local admin socket run only on this node');
+    const dangling = await hostctl(a, 'apps', 'list', '--peer');
+    expect(dangling.code).to.equal(2);
+    expect(dangling.stderr).to.include('--peer needs a member');
   });
 
   it("a member's 4xx passes through unchanged (folder name taken: 409)", async () => {
@@ -269,6 +285,12 @@ describe('cluster on loopback (three daemons)', function () {
         return r.body.holder === b.nodeId && r.body.epoch === epoch && r.body.holding_here === (d === b);
       }, 5000, `holder seen on ${d.nodeId}`);
     }
+    // hostctl asks the member it is told to: B says it holds the proxy, A (asked directly) that it does not.
+    const onB = await remoteHostctl(a, token, 'proxy', 'status', '--peer', b.nodeId);
+    expect(onB.code, onB.stderr).to.equal(0);
+    expect(onB.stdout).to.match(new RegExp(`^holder ${b.nodeId} \\(epoch ${epoch}\\)  <- this node$`, 'm'));
+    const onA = await remoteHostctl(a, token, 'proxy', 'status');
+    expect(onA.stdout).to.match(new RegExp(`^holder ${b.nodeId} \\(epoch ${epoch}\\)$`, 'm'));
     // Taking over while the holder is reachable is refused.
     const take = await a.request('POST', '/api/v1/proxy/move', { token, body: {} });
     expect(take.status).to.equal(409);

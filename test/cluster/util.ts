@@ -15,6 +15,11 @@ export function hostctl(d: TestDaemon, ...args: string[]): Promise<CommandResult
   return runHostctl(d.dataDir, args);
 }
 
+/** hostctl as a client of `d`'s API with `token` (HOSTD_URL, HOSTD_TOKEN), as from another machine. */
+export function remoteHostctl(d: TestDaemon, token: string, ...args: string[]): Promise<CommandResult> {
+  return runHostctl(d.dataDir, args, { HOSTD_URL: d.url, HOSTD_TOKEN: token });
+}
+
 export async function joinToken(d: TestDaemon, ttlSeconds?: number): Promise<string> {
   const r = await d.admin.request('POST', '/admin/cluster/join-token', ttlSeconds === undefined ? {} : { ttl_seconds: ttlSeconds });
   if (r.status !== 201) throw new Error(`join-token: ${r.status} ${JSON.stringify(r.body)}`);

@@ -4,7 +4,7 @@
  * system.read, as GET /activity does.
  */
 import { h, mount, when } from '../dom';
-import { api } from '../api';
+import { memberApi } from '../api';
 import { openStream, type StreamEvent } from '../stream';
 
 interface Row { id: string; timestamp: string; severity: string; summary: string; target: string; actor: string; metadata: { transport: string; client?: string } }
@@ -40,7 +40,7 @@ export async function activityPage(root: Element): Promise<() => void> {
     opened();
   }, () => opened());
   await ready;
-  const first = await api('GET', '/activity?limit=50');
+  const first = await memberApi('GET', '/activity?limit=50');
   for (const r of first.events as Row[]) if (!body.querySelector(`tr[data-id="${CSS.escape(r.id)}"]`)) body.append(rowOf(r));
   if (!live.textContent?.startsWith('Live updates stopped')) live.textContent = 'Live: new rows appear at the top.';
   return close;

@@ -21,6 +21,7 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
   const rest = h('div');
   let peers: Peer[] = [];
   let holder: string | null = null;
+  let lastCfg: { epoch: number; config: { enabled: boolean } } | null = null;
   const nameOf = (id: string | null) => (id ? peers.find((p) => p.peer_id === id)?.name ?? id : 'none');
   const attempt = async (fn: () => Promise<unknown>) => {
     error.textContent = '';
@@ -78,6 +79,7 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
     const [cfg, list] = await Promise.all([memberApi('GET', '/proxy/config'), can(who, 'system.read') ? api('GET', '/peers') : null]);
     peers = list?.peers ?? [];
     holder = cfg.holder;
+    lastCfg = cfg;
     showHolder(cfg);
     mount(rest, ...(await Promise.all([
       section('Domains and entries', async () => domainsOf(cfg)),
@@ -99,9 +101,10 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
   const ready = new Promise<void>((r) => (opened = r));
   const close = openStream('types=proxy.,members.,activity', (e) => {
     if (e.type === 'proxy.holder') {
+      // Shown from the event at once (with the move buttons it implies); the re-read below fills in the rest.
       holder = (e.data.holder as string | null) ?? null;
-      const shown = holderBox.querySelector('[data-testid="proxy-holder"]');
-      if (shown) shown.textContent = nameOf(holder);
+      if (lastCfg) lastCfg = { ...lastCfg, epoch: Number(e.data.epoch ?? lastCfg.epoch) };
+      showHolder(lastCfg);
     }
     if (e.type.startsWith('proxy.') || e.type.startsWith('members.') || e.resource.startsWith('proxy')) soon();
   }, (message) => {

@@ -127,4 +127,41 @@ describe('console domain pages in Chromium', function () {
     const refused = await raw(d.url, 'POST', `${API}/folders`, { token, body: JSON.stringify({ storage_id: 'default', name: 'no' }), headers: { 'content-type': 'application/json' } });
     expect(refused.status).to.equal(403);
   });
+
+  it('works from the keyboard: Tab reaches the navigation and every action; a confirmation starts on Cancel, Escape cancels, Tab and Enter confirm', async () => {
+    const page = await admin();
+    const focused = () => page.evaluate('document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.textContent ?? ""') as Promise<string>;
+    const reached: string[] = [];
+    await page.evaluate('document.activeElement?.blur()');
+    for (let i = 0; i < 20 && !reached.includes('Sign out'); i++) {
+      await page.keyboard.press('Tab');
+      reached.push(await focused());
+    }
+    expect(reached).to.include.members(['Overview', 'Folders', 'Tasks', 'Access tokens', 'Sign out']);
+
+    await page.getByRole('navigation', { name: 'Pages' }).getByRole('button', { name: 'Folders', exact: true }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('status').filter({ hasText: /^Live: / }).waitFor();
+    const name = `keys-${process.pid}`;
+    await page.getByLabel('Folder name').focus();
+    await page.keyboard.type(name);
+    await page.keyboard.press('Enter');
+    await row(page, name).waitFor();
+
+    await page.getByRole('button', { name: `Delete ${name}` }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    expect(await focused()).to.equal('Cancel');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    expect(await folderNames()).to.include(name);
+    await page.getByRole('button', { name: `Delete ${name}` }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog').waitFor();
+    await page.keyboard.press('Tab');
+    expect(await focused()).to.equal('Delete');
+    await page.keyboard.press('Enter');
+    await row(page, name).waitFor({ state: 'detached' });
+    expect(await folderNames()).not.to.include(name);
+  });
 });

@@ -13,11 +13,18 @@ export class ApiFailure extends Error {
 }
 
 let auth: Auth | null = null;
+/** The member the domain pages show (the member picker); null: the host serving the console. */
+let member: string | null = null;
 
 export const setAuth = (a: Auth | null): void => {
   auth = a;
+  if (!a) member = null;
 };
 export const currentAuth = (): Auth | null => auth;
+export const setMember = (peerId: string | null): void => {
+  member = peerId;
+};
+export const currentMember = (): string | null => member;
 
 /**
  * Every request says it comes from the console (X-Hostd-Console: 1): the
@@ -40,4 +47,21 @@ export async function request(method: string, path: string, body?: unknown): Pro
   return parsed ?? {};
 }
 
+/** A call on the host serving the console (overview, tokens, the member list, moving the proxy). */
 export const api = (method: string, path: string, body?: unknown): Promise<any> => request(method, `/api/v1${path}`, body);
+
+/** Adds `peer_id` for the chosen member where the API takes its arguments: the query for GET and DELETE, else the body. */
+export function onMember(method: string, path: string, body?: Record<string, unknown>): [string, Record<string, unknown> | undefined] {
+  if (!member) return [path, body];
+  if (method === 'GET' || method === 'DELETE') return [`${path}${path.includes('?') ? '&' : '?'}peer_id=${encodeURIComponent(member)}`, body];
+  return [path, { ...(body ?? {}), peer_id: member }];
+}
+
+/** A call on the member chosen in the picker: what every domain page uses. */
+export function memberApi(method: string, path: string, body?: Record<string, unknown>): Promise<any> {
+  const [p, b] = onMember(method, path, body);
+  return api(method, p, b);
+}
+
+/** Builds `a/b/c` path segments safely (ids and names from the API may hold any character). */
+export const seg = (...parts: Array<string | number>): string => parts.map((p) => encodeURIComponent(String(p))).join('/');

@@ -59,3 +59,58 @@ export function confirmAction(question: string, confirmLabel: string): Promise<b
 }
 
 export const when = (iso: string | null | undefined): string => (iso ? new Date(iso).toLocaleString() : 'never');
+
+/**
+ * Asks for one value in a modal dialog (a rename, a path): resolves the text,
+ * or null when cancelled (Escape or Cancel).
+ */
+export function askValue(question: string, fieldLabel: string, initial: string, confirmLabel: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const input = h('input', { id: 'ask-value', type: 'text', value: initial, autocomplete: 'off', required: true });
+    const cancel = h('button', { type: 'button' }, 'Cancel');
+    const form = h('form', { method: 'dialog' }, h('p', {}, question), h('label', { for: 'ask-value' }, fieldLabel), input,
+      h('div', { class: 'actions' }, cancel, h('button', { type: 'submit', class: 'primary' }, confirmLabel)));
+    const dlg = h('dialog', { 'aria-label': question }, form);
+    const done = (v: string | null) => {
+      dlg.close();
+      dlg.remove();
+      resolve(v);
+    };
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      done(input.value);
+    });
+    cancel.addEventListener('click', () => done(null));
+    dlg.addEventListener('cancel', (e) => {
+      e.preventDefault();
+      done(null);
+    });
+    document.body.appendChild(dlg);
+    dlg.showModal();
+    input.focus();
+    input.select();
+  });
+}
+
+/**
+ * Replaces what is inside `el` and gives the keyboard focus back to the
+ * control that had it (same `data-key`), so a live update does not throw a
+ * keyboard user out of the table.
+ */
+export function remount(el: Element, ...children: Child[]): void {
+  const key = (document.activeElement as HTMLElement | null)?.dataset?.key;
+  mount(el, ...children);
+  if (key) (el.querySelector(`[data-key="${CSS.escape(key)}"]`) as HTMLElement | null)?.focus();
+}
+
+/** Runs `fn` at most once per `ms` after the last call (many events, one re-read). */
+export function coalesce(fn: () => void, ms = 150): () => void {
+  let t: ReturnType<typeof setTimeout> | undefined;
+  return () => {
+    if (t) clearTimeout(t);
+    t = setTimeout(() => {
+      t = undefined;
+      fn();
+    }, ms);
+  };
+}

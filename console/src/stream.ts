@@ -3,32 +3,26 @@
  * fetch, so that it carries the same headers as every console call (the
  * console header for the session cookie, or the pasted token); EventSource
  * can send neither. A dropped stream resumes after the last event it saw.
+ * It follows the member chosen in the picker (`peer_id`), as the pages do.
  */
-import { currentAuth } from './api';
+import { currentAuth, onMember } from './api';
+import type { PublicEvent } from '../../daemon/events/types';
 
-export interface StreamEvent {
-  cursor: string;
-  time: string;
-  type: string;
-  domain: string;
-  resource: string;
-  actor: string;
-  summary: string;
-  data: Record<string, unknown>;
-}
+export type StreamEvent = PublicEvent;
 
 /** Opens a stream of the events matching `query` (e.g. `types=activity`); answers a function that closes it. */
 export function openStream(query: string, onEvent: (e: StreamEvent) => void, onProblem: (message: string) => void, onOpen: () => void = () => {}): () => void {
   const abort = new AbortController();
   let cursor: string | undefined;
+  const [base] = onMember('GET', `/api/v1/events/stream?${query}`);
   const run = async (): Promise<void> => {
     while (!abort.signal.aborted) {
       const headers: Record<string, string> = { accept: 'text/event-stream', 'x-hostd-console': '1' };
       const auth = currentAuth();
       if (auth?.kind === 'token') headers.authorization = `Bearer ${auth.token}`;
-      const q = cursor ? `${query}&cursor=${encodeURIComponent(cursor)}` : query;
+      const url = cursor ? `${base}&cursor=${encodeURIComponent(cursor)}` : base;
       try {
-        const res = await fetch(`/api/v1/events/stream?${q}`, { headers, credentials: 'same-origin', signal: abort.signal, cache: 'no-store' });
+        const res = await fetch(url, { headers, credentials: 'same-origin', signal: abort.signal, cache: 'no-store' });
         if (!res.ok || !res.body) {
           const body = await res.json().catch(() => ({}));
           onProblem(body.error ?? `the event stream answered ${res.status}`);

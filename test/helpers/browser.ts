@@ -46,3 +46,60 @@ export async function screenshot(page: import('playwright-core').Page, name: str
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 }
+
+/**
+ * Pages of one browser for the console tests: each in its own context (own
+ * cookies), every request checked to go to loopback only and recorded, and
+ * all of them closed by `close()` (call it from an after hook).
+ */
+export class ConsolePages {
+  private readonly contexts: import('playwright-core').BrowserContext[] = [];
+  /** Every URL each page requested, in order. */
+  readonly requests = new Map<import('playwright-core').Page, string[]>();
+
+  constructor(readonly browser: Browser) {}
+
+  async page(): Promise<import('playwright-core').Page> {
+    const c = await this.browser.newContext();
+    this.contexts.push(c);
+    const p = await c.newPage();
+    const seen: string[] = [];
+    this.requests.set(p, seen);
+    p.on('request', (r) => {
+      const u = new URL(r.url());
+      if (u.hostname !== '127.0.0.1') throw new Error(`the console requested ${r.url()}`);
+      seen.push(`${r.method()} ${u.pathname}${u.search}`);
+    });
+    return p;
+  }
+
+  /** Opens a sign-in link (what `hostctl console` printed) and waits for the overview. */
+  async admin(signInUrl: string): Promise<import('playwright-core').Page> {
+    const p = await this.page();
+    await p.goto(signInUrl);
+    await p.getByRole('heading', { name: 'Overview' }).waitFor();
+    return p;
+  }
+
+  /** Signs in at `url` by pasting `token`, and waits for the overview. */
+  async withToken(url: string, token: string): Promise<import('playwright-core').Page> {
+    const p = await this.page();
+    await p.goto(url);
+    await p.getByLabel('API token').fill(token);
+    await p.getByRole('button', { name: 'Sign in with token' }).click();
+    await p.getByRole('heading', { name: 'Overview' }).waitFor();
+    return p;
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.contexts.splice(0)) await c.close().catch(() => undefined);
+    await this.browser.close().catch(() => undefined);
+  }
+}
+
+/** Opens a page of the console's navigation and waits until its live updates run (its stream is open and the list read), or it shows the API's refusal. */
+export async function openPage(page: import('playwright-core').Page, nav: string, heading: string): Promise<void> {
+  await page.getByRole('navigation', { name: 'Pages' }).getByRole('button', { name: nav, exact: true }).click();
+  await page.getByRole('heading', { name: heading, exact: true }).waitFor();
+  await page.getByRole('status').filter({ hasText: /^Live: / }).or(page.getByRole('main').getByRole('alert').filter({ hasText: /./ })).first().waitFor();
+}

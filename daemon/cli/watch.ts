@@ -49,11 +49,13 @@ class View {
     } else this.bar.update(task.progress ?? 0, { state: task.state });
   }
 
-  line(n: number, text: string, task: Task): void {
+  /** Line `n` of the log (numbers only order them), shown with the time the task wrote it, in local time. */
+  line(n: number, time: string | undefined, text: string, task: Task): void {
     if (n <= this.afterLine) return;
     // Log lines go to stdout above the bar, which lives on stderr.
     if (this.tty && this.started) this.bar.stop();
-    this.out.write(`${n}: ${text}\n`);
+    const at = time ? new Date(time) : null;
+    this.out.write(`${at && Number.isFinite(at.getTime()) ? at.toTimeString().slice(0, 8) : '--:--:--'} ${text}\n`);
     if (this.tty && this.started) this.bar.start(100, task.progress ?? 0, { state: task.state });
     this.afterLine = n;
   }
@@ -112,7 +114,7 @@ async function follow(client: AdminClient, taskId: string, view: View): Promise<
       const d = e.data as { state?: string; progress?: number; line?: number; text?: string; error?: string | null };
       if (d.state) current.state = d.state;
       if (typeof d.progress === 'number') current.progress = d.progress;
-      if (e.type === 'tasks.log' && typeof d.line === 'number') view.line(d.line, String(d.text ?? ''), current);
+      if (e.type === 'tasks.log' && typeof d.line === 'number') view.line(d.line, e.time, String(d.text ?? ''), current);
       else if (e.type === 'tasks.ended') {
         current.error = d.error ?? null;
         finished?.(view.end(current));
@@ -131,7 +133,7 @@ async function printLogs(client: AdminClient, taskId: string, view: View, task: 
   for (;;) {
     const logs = await client.request('GET', `${API_PREFIX}/tasks/${encodeURIComponent(taskId)}/logs?after_line=${view.afterLine}&limit=500${peer ? '&' + peer : ''}`);
     if (logs.status !== 200) return false;
-    for (const l of logs.body.lines) view.line(l.line, l.text, task);
+    for (const l of logs.body.lines) view.line(l.line, l.time, l.text, task);
     if (logs.body.lines.length < 500) return true;
   }
 }

@@ -139,13 +139,14 @@ describe('task events', function () {
       let text = '';
       out.on('data', (c) => (text += c));
       const watching = watchTask(new AdminClient(sock), rec.task_id, { intervalMs: 3_600_000, out, err: new PassThrough() });
-      await eventually(() => svc.streams === 1 && text.includes('1: one'), 30_000, 'the watch to follow the stream').catch((e) => { throw new Error(`${e.message}: streams ${svc.streams}, out ${JSON.stringify(text)}`); });
+      await eventually(() => svc.streams === 1 && text.includes(' one\n'), 30_000, 'the watch to follow the stream').catch((e) => { throw new Error(`${e.message}: streams ${svc.streams}, out ${JSON.stringify(text)}`); });
       steps[0].open();
-      await eventually(() => text.includes('2: two'), 30_000, 'line two');
+      await eventually(() => text.includes(' two\n'), 30_000, 'line two');
       steps[1].open();
       steps[2].open();
       expect(await watching).to.equal(0);
-      expect(text).to.equal(`1: one\n2: two\n3: three\ntask ${rec.task_id} succeeded\n`);
+      expect(text).to.match(/^(\d\d:\d\d:\d\d) one\n(\d\d:\d\d:\d\d) two\n(\d\d:\d\d:\d\d) three\ntask \S+ succeeded\n$/);
+      expect(text).to.include(`task ${rec.task_id} succeeded`);
       expect(taskGets).to.equal(1);
     } finally {
       svc.close();

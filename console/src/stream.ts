@@ -56,3 +56,29 @@ export function openStream(query: string, onEvent: (e: StreamEvent) => void, onP
   void run();
   return () => abort.abort();
 }
+
+/**
+ * A live page's start: the stream opens first and the page reads its state
+ * once the stream is open (or has failed), so that a change in between is
+ * either in what was read or re-read for. `live` says how the page is kept
+ * current; the stream is closed again when the first read fails.
+ */
+export async function openThenRead(query: string, onEvent: (e: StreamEvent) => void, live: HTMLElement, read: () => Promise<void>, liveText: string): Promise<() => void> {
+  let opened: () => void = () => {};
+  const ready = new Promise<void>((r) => (opened = r));
+  let stopped = false;
+  const close = openStream(query, onEvent, (message) => {
+    stopped = true;
+    live.textContent = `Live updates stopped: ${message}`;
+    opened();
+  }, () => opened());
+  await ready;
+  try {
+    await read();
+  } catch (err) {
+    close();
+    throw err;
+  }
+  if (!stopped) live.textContent = liveText;
+  return close;
+}

@@ -6,7 +6,7 @@
  */
 import { h, mount, when } from '../dom';
 import { memberApi } from '../api';
-import { openStream, type StreamEvent } from '../stream';
+import { openThenRead, type StreamEvent } from '../stream';
 
 interface Row { id: string; timestamp: string; category: string; severity: string; summary: string; target: string; actor: string; metadata: { transport: string; client?: string } }
 interface Filter { category: string; severity: string; search: string }
@@ -78,9 +78,7 @@ export async function activityPage(root: Element): Promise<() => void> {
     error,
     h('table', {}, h('thead', {}, h('tr', {}, ['Time', 'Severity', 'Actor', 'Summary', 'Target', 'Transport'].map((t) => h('th', {}, t)))), body));
   // The stream opens first and the list is read after it: a row written in between is in one or both (shown once).
-  let opened: () => void = () => {};
-  const ready = new Promise<void>((r) => (opened = r));
-  const close = openStream('types=activity', (e: StreamEvent) => {
+  return openThenRead('types=activity', (e: StreamEvent) => {
     if (e.type !== 'activity') return;
     const r: Row = {
       id: String(e.data.id ?? ''), timestamp: e.time, category: String(e.data.category ?? ''), severity: String(e.data.severity ?? 'info'), summary: e.summary, target: e.resource, actor: e.actor,
@@ -89,17 +87,7 @@ export async function activityPage(root: Element): Promise<() => void> {
     if (!matches(filter, r) || (r.id && body.querySelector(`tr[data-id="${CSS.escape(r.id)}"]`))) return;
     arrived?.push(r);
     body.prepend(rowOf(r));
-  }, (message) => {
-    live.textContent = `Live updates stopped: ${message}`;
-    opened();
-  }, () => opened());
-  await ready;
-  try {
+  }, live, async () => {
     await load();
-  } catch (err) {
-    close();
-    throw err;
-  }
-  if (!live.textContent?.startsWith('Live updates stopped')) live.textContent = 'Live: new rows appear at the top.';
-  return close;
+  }, 'Live: new rows appear at the top.');
 }

@@ -8,7 +8,7 @@
  */
 import { coalesce, confirmAction, h, mount, when, type Child } from '../dom';
 import { api, memberApi, seg } from '../api';
-import { openStream } from '../stream';
+import { openThenRead } from '../stream';
 import { can, type Who } from '../session';
 
 interface Peer { peer_id: string; name: string; reachable: boolean; is_self: boolean }
@@ -97,9 +97,7 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
   const soon = coalesce(() => void load().catch((err) => (error.textContent = (err as Error).message)));
 
   mount(root, h('h2', {}, 'Proxy'), live, error, holderBox, rest);
-  let opened: () => void = () => {};
-  const ready = new Promise<void>((r) => (opened = r));
-  const close = openStream('types=proxy.,members.,activity', (e) => {
+  return openThenRead('types=proxy.,members.,activity', (e) => {
     if (e.type === 'proxy.holder') {
       // Shown from the event at once (with the move buttons it implies); the re-read below fills in the rest.
       holder = (e.data.holder as string | null) ?? null;
@@ -107,17 +105,7 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
       showHolder(lastCfg);
     }
     if (e.type.startsWith('proxy.') || e.type.startsWith('members.') || e.resource.startsWith('proxy')) soon();
-  }, (message) => {
-    live.textContent = `Live updates stopped: ${message}`;
-    opened();
-  }, () => opened());
-  await ready;
-  try {
+  }, live, async () => {
     await load();
-  } catch (err) {
-    close();
-    throw err;
-  }
-  if (!live.textContent?.startsWith('Live updates stopped')) live.textContent = 'Live: the holder and the proxy\'s state change as they happen.';
-  return close;
+  }, 'Live: the holder and the proxy\'s state change as they happen.');
 }

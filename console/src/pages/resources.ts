@@ -8,7 +8,7 @@
  * API's own words.
  */
 import { confirmAction, coalesce, h, mount, remount, type Child } from '../dom';
-import { openStream, type StreamEvent } from '../stream';
+import { openThenRead, type StreamEvent } from '../stream';
 import { can, type Who } from '../session';
 
 export interface Action<T> {
@@ -103,22 +103,9 @@ export async function resourcePage<T>(root: Element, who: Who, spec: ResourceSpe
     h('table', {}, h('thead', {}, h('tr', {}, spec.columns.map(([t]) => h('th', {}, t)), actions.length ? h('th', {}, 'Actions') : null)), body),
     spec.after);
 
-  // The stream opens before the first read: a change in between is in the list, or re-reads it.
-  let opened: () => void = () => {};
-  const ready = new Promise<void>((r) => (opened = r));
-  const close = openStream(spec.events, (e) => {
+  return openThenRead(spec.events, (e) => {
     if (concerns(e, spec.prefix)) soon();
-  }, (message) => {
-    live.textContent = `Live updates stopped: ${message}`;
-    opened();
-  }, () => opened());
-  await ready;
-  try {
+  }, live, async () => {
     render(await spec.list());
-  } catch (err) {
-    close();
-    throw err;
-  }
-  if (!live.textContent?.startsWith('Live updates stopped')) live.textContent = 'Live: changes appear as they happen.';
-  return close;
+  }, 'Live: changes appear as they happen.');
 }

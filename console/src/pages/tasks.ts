@@ -7,7 +7,7 @@
  */
 import { h, mount, when } from '../dom';
 import { memberApi, seg } from '../api';
-import { openStream, type StreamEvent } from '../stream';
+import { openThenRead, type StreamEvent } from '../stream';
 
 interface Task { task_id: string; kind: string; title: string; state: string; progress: number; owner: string; created_at: string; finished_at: string | null; error: string | null }
 
@@ -80,20 +80,8 @@ export async function tasksPage(root: Element): Promise<() => void> {
     live,
     h('table', {}, h('thead', {}, h('tr', {}, ['Task', 'State', 'Progress', 'Started by', 'Created', 'Log'].map((t) => h('th', {}, t)))), body),
     detail);
-  let opened: () => void = () => {};
-  const ready = new Promise<void>((r) => (opened = r));
-  const close = openStream('types=tasks.', onEvent, (message) => {
-    live.textContent = `Live updates stopped: ${message}`;
-    opened();
-  }, () => opened());
-  await ready;
-  try {
+  return openThenRead('types=tasks.', onEvent, live, async () => {
     for (const t of (await memberApi('GET', '/tasks')).tasks as Task[]) if (!tasks.has(t.task_id)) tasks.set(t.task_id, t);
-  } catch (err) {
-    close();
-    throw err;
-  }
-  render();
-  if (!live.textContent?.startsWith('Live updates stopped')) live.textContent = 'Live: tasks appear, progress and end as they happen.';
-  return close;
+    render();
+  }, 'Live: tasks appear, progress and end as they happen.');
 }

@@ -24,28 +24,6 @@ import type { EventsPort } from '../domain.js';
 import { SandboxStates } from './state-events.js';
 import { nextSignal, type NextSignal } from '../events/wake.js';
 
-/**
- * The change signal waiters listen to (by sandbox id), which also reports
- * each signalled change as a `sandboxes.state` event (state-events.ts).
- */
-class ChangeSignal extends EventEmitter {
-  constructor(private readonly onChange: (id: string) => void) {
-    super();
-    this.setMaxListeners(0);
-  }
-
-  override emit(event: string | symbol, ...args: unknown[]): boolean {
-    const heard = super.emit(event, ...args);
-    if (typeof event === 'string') this.onChange(event);
-    return heard;
-  }
-
-  /** Wakes the waiters of `id` without reporting (after a state event was written). */
-  wake(id: string): void {
-    super.emit(id);
-  }
-}
-
 export interface SandboxEnv {
   records: SandboxRecords;
   vms: SandboxVms;
@@ -130,7 +108,8 @@ export function checkLabels(labels: Record<string, string>): void {
 export class SandboxContext {
   readonly lock = new KeyedLock(lockLabels({ sbx: (id) => `sandbox '${id}'` }));
 
-  readonly changes = new ChangeSignal((id) => this.states.soon(id));
+  /** Wakes the waiters of a sandbox (by id) at each change of its record and each state event. */
+  readonly changes = new EventEmitter();
 
   /** Reports each change of a sandbox's state once, to its owner (`sandboxes.state` events). */
   readonly states: SandboxStates;
@@ -149,6 +128,7 @@ export class SandboxContext {
   readonly unhearVms: () => void;
 
   constructor(readonly e: SandboxEnv) {
+    this.changes.setMaxListeners(0);
     this.states = new SandboxStates(this, e.events);
     // A change of a sandbox's VM nobody asked for (its guest powered off, QEMU died): the sandbox's state changed with it.
     this.unhearVms = e.vms.onStateChange?.((ch) => {

@@ -6,9 +6,9 @@
  * the event and, for a change of the sandbox's record, as that record: a
  * crash leaves the three together or none of them.
  *
- * Who reports: the service where it writes a record (`write`), with the
- * owner as actor (the operator's name for a destroy by the operator); its
- * other changes (a suspend, a resume) when it signals them; and a change of
+ * Who reports: the service where it writes a record, with the owner as
+ * actor (the operator's name for a destroy by the operator); a suspend or
+ * resume once its VM call returned, naming the state it left; and a change of
  * its VM that nobody asked for (the guest powered itself off, QEMU died),
  * heard from the VM service, with `actor: 'runtime'` and the VM's `reason`.
  */
@@ -23,6 +23,12 @@ export interface SandboxReportOpts {
   reason?: string;
   /** The record as the caller is about to write it (its ops in `ops`). */
   rec?: SandboxRecord;
+  /**
+   * The state when the caller knows it (the VM call it just made): read
+   * otherwise, which for a report after a call could name the caller for a
+   * change the runtime made meanwhile (a guest that died right after).
+   */
+  state?: SandboxState;
   /** The caller's own store ops, written in the same batch as the event (or alone when nothing changed). */
   ops?: BatchOp[];
 }
@@ -53,7 +59,7 @@ export class SandboxStates {
     const ops = opts.ops ?? [];
     const rec = opts.rec ?? (await this.c.records.get(id));
     const last = await this.reported.get(id);
-    const state = rec ? (await this.c.view(rec)).state : null;
+    const state = rec ? opts.state ?? (await this.c.view(rec)).state : null;
     if (!rec || state === null || last?.state === state) {
       if (ops.length) await this.c.records.store.batch(ops, SYNC);
       return;
@@ -64,13 +70,14 @@ export class SandboxStates {
       return;
     }
     const actor = opts.actor ?? (state === 'destroyed' && rec.destroyed_by ? rec.destroyed_by : rec.token_name);
+    this.c.e.log.info({ id, state, was: last?.state ?? null, actor, reason: opts.reason ?? null }, 'sandboxes: state reported');
     const data: Record<string, unknown> = { id, name: rec.name, vmid: rec.vmid, ...(opts.reason ? { reason: opts.reason } : {}), ...(state === 'failed' && rec.error ? { error: rec.error } : {}) };
     await writeWithState(this.events, this.c.records.store, [...ops, mine], {
       domain: 'sandboxes', resource: `sandboxes/${id}`, state, data, actor, owner: rec.token_id,
       summary: `sandbox ${id} '${rec.name}' is ${state}${opts.reason ? ` (${opts.reason})` : ''}`,
     });
-    // A change nobody signalled (its VM crashed): the waiters (POST /sandboxes/{id}/wait) learn it from here.
-    this.c.changes.wake(id);
+    // Also a change no record write signals (its VM crashed): the waiters (POST /sandboxes/{id}/wait) learn it from here.
+    this.c.changes.emit(id);
   }
 
   /** Forgets the last state of a sandbox whose tombstone is pruned (in the prune's batch). */

@@ -165,6 +165,7 @@ export class VmStates {
       ? { type: 'del', sub: this.reported, key }
       : { type: 'put', sub: this.reported, key, value: { state, owner, labels } };
     const actor = opts.actor ?? OPERATOR;
+    this.c.e.log.info({ vmid, state, was: last?.state ?? null, actor, reason: opts.reason ?? null, owner }, 'vms: state reported');
     if (owner === null && this.events) {
       const name = rec?.name;
       const data: Record<string, unknown> = { vmid, ...(name ? { name } : {}), ...(opts.reason ? { reason: opts.reason } : {}) };

@@ -92,7 +92,7 @@ export class SandboxAdmission {
       };
       // The seed waits encrypted until the boot hands it to the guest (never in the store or a log).
       if (a.seed_data !== undefined) await this.c.e.secrets.put(SEED_NS, rec.id, a.seed_data);
-      await this.c.records.write([this.c.records.put(rec), ...(key === undefined ? [] : [this.c.records.putIdem(caller.tokenId, key, rec.id)])]);
+      await this.c.states.report(rec.id, { rec, ops: [this.c.records.put(rec), ...(key === undefined ? [] : [this.c.records.putIdem(caller.tokenId, key, rec.id)])], actor: caller.tokenName });
       await this.c.step('create:recorded');
       ctx.note({
         summary: `Sandbox ${rec.id} '${rec.name}' created from '${img.image_id}' (${rec.cpu_cores} CPU, ${rec.memory_mb} MiB); booting`,

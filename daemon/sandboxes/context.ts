@@ -20,6 +20,9 @@ import { OPERATOR } from '../lib/operator.js';
 import { O, SANDBOX_LABEL, type SandboxVms, type VmView, type SandboxImage } from './driver.js';
 import { SandboxRecords, type Phase, type SandboxRecord } from './records.js';
 import type { SandboxSettings } from './settings.js';
+import type { EventsPort } from '../domain.js';
+import { SandboxStates } from './state-events.js';
+import { nextSignal, type NextSignal } from '../events/wake.js';
 
 export interface SandboxEnv {
   records: SandboxRecords;
@@ -31,6 +34,8 @@ export interface SandboxEnv {
   env: NodeJS.ProcessEnv;
   /** The crash tests' pause hook (daemon/lib/test-pause.ts); none in tests that build the service by hand. */
   pause?: PauseHook;
+  /** Where `sandboxes.state` events go (state-events.ts); none in tests that build the service by hand. */
+  events?: EventsPort;
 }
 
 export type SandboxState = 'booting' | 'running' | 'paused' | 'suspended' | 'stopped' | 'destroying' | 'destroyed' | 'failed';
@@ -103,7 +108,11 @@ export function checkLabels(labels: Record<string, string>): void {
 export class SandboxContext {
   readonly lock = new KeyedLock(lockLabels({ sbx: (id) => `sandbox '${id}'` }));
 
+  /** Wakes the waiters of a sandbox (by id) at each change of its record and each state event. */
   readonly changes = new EventEmitter();
+
+  /** Reports each change of a sandbox's state once, to its owner (`sandboxes.state` events). */
+  readonly states: SandboxStates;
 
   /** Boots under way in this process, by sandbox id. */
   readonly boots = new Map<string, { ac: AbortController; done: Promise<void> }>();
@@ -115,8 +124,17 @@ export class SandboxContext {
 
   closed = false;
 
+  /** Stops hearing the VM service's changes (at close). */
+  readonly unhearVms: () => void;
+
   constructor(readonly e: SandboxEnv) {
     this.changes.setMaxListeners(0);
+    this.states = new SandboxStates(this, e.events);
+    // A change of a sandbox's VM nobody asked for (its guest powered off, QEMU died): the sandbox's state changed with it.
+    this.unhearVms = e.vms.onStateChange?.((ch) => {
+      const id = ch.labels[SANDBOX_LABEL];
+      if (ch.owner === O.owner && id && ch.actor === 'runtime') this.states.soon(id, { actor: 'runtime', reason: ch.reason });
+    }) ?? (() => undefined);
   }
 
   get vms(): SandboxVms {
@@ -168,24 +186,19 @@ export class SandboxContext {
       if (!r) return undefined;
       if (fn(r) === false) return r;
       r.updated_at = now();
-      await this.records.boxes.put(id, r);
+      await this.states.report(id, { rec: r, ops: [this.records.put(r)] });
       return r;
     });
     this.changes.emit(id);
     return out;
   }
 
-  /** Resolves on the next change of the sandbox's record, or after `ms`. */
-  changed(id: string, ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(t);
-        this.changes.off(id, done);
-        resolve();
-      };
-      const t = setTimeout(done, ms);
-      this.changes.on(id, done);
-    });
+  /**
+   * The next change of the sandbox (a record change, or a state event): take
+   * it before reading the sandbox, then `wait` for it (or `ms`), then `cancel`.
+   */
+  nextChange(id: string): NextSignal {
+    return nextSignal(this.changes, id);
   }
 
   async vmOf(rec: SandboxRecord): Promise<VmView | null> {

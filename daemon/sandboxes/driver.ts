@@ -12,7 +12,7 @@ export type SandboxVms = Pick<
   | 'requirePrograms' | 'image' | 'create' | 'restoreWarmState' | 'start' | 'suspend' | 'resume' | 'remove' | 'exec' | 'waitReady'
   | 'saveWarmState' | 'warmStates' | 'deleteWarmState' | 'get' | 'listOwned' | 'guestInfo' | 'capacity' | 'hostStatus' | 'allImages'
   | 'guestFileGet' | 'guestFilePut' | 'guestFileDelete'
->;
+> & Partial<Pick<VmService, 'onStateChange'>>;
 
 export type { VmView } from '../vms/service.js';
 /** An image or template of the VM domain, as a sandbox boots from it. */

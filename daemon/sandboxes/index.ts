@@ -27,10 +27,12 @@ export function sandboxesDomain(vms: VmsDomain) {
       const log = deps.log.child({ domain: 'sandboxes' });
       const vmService = vms.service();
       const records = new SandboxRecords(deps.store);
-      const svc = new SandboxService({ records, vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env, pause: testPause(deps.env, 'sandboxes', log) });
+      const svc = new SandboxService({ records, vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env, pause: testPause(deps.env, 'sandboxes', log), events: deps.events });
       // No call is served while a destroy a crash interrupted is still open (IntentRecovery, in recover()).
       const r = await svc.recover();
       if (r.destroys || r.boots || r.orphans || r.lost) log.warn(r, 'sandboxes: finished interrupted changes');
+      // What changed while hostd was down (a sandbox whose guest powered off meanwhile), once.
+      for (const rec of await records.all()) await svc.states.report(rec.id, { actor: 'runtime', reason: 'found-at-open' });
       const prune = new Periodic(() => svc.prune(), (err) => log.error({ err }, 'sandboxes: pruning tombstones failed'));
       prune.start(3_600_000);
       const warm = new Periodic(() => svc.keepWarm(), (err) => log.error({ err }, 'sandboxes: keeping warm states failed'));

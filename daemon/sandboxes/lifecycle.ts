@@ -21,7 +21,7 @@ export class SandboxLifecycle {
       } catch (err) {
         throw inSandboxTerms(err, rec);
       }
-      this.c.changes.emit(id);
+      await this.c.states.report(id, { actor: ctx.caller.tokenName, state: 'suspended' });
       ctx.note({ summary: `Sandbox ${id} '${rec.name}' suspended (${Math.round(r.saved_bytes / 1024 / 1024)} MiB of memory saved)`, target: `sandboxes/${id}`, metadata: { id, bytes: r.saved_bytes } });
       return { sandbox: await this.c.view(rec), already_suspended: r.already_suspended };
     });
@@ -48,7 +48,7 @@ export class SandboxLifecycle {
       } catch (err) {
         throw inSandboxTerms(err, rec);
       }
-      this.c.changes.emit(id);
+      await this.c.states.report(id, { actor: ctx.caller.tokenName, state: 'running' });
       ctx.note({ summary: `Sandbox ${id} '${rec.name}' resumed`, target: `sandboxes/${id}`, metadata: { id } });
       return { sandbox: await this.c.view(rec), already_running: false };
     });
@@ -72,13 +72,12 @@ export class SandboxLifecycle {
         const r = (await this.c.records.get(id))!;
         r.phase = 'destroying';
         r.updated_at = now();
-        await this.c.records.write([this.c.records.intentPut(key, intent), this.c.records.put(r)]);
+        await this.c.states.report(id, { rec: r, ops: [this.c.records.intentPut(key, intent), this.c.records.put(r)], actor: ctx.caller.tokenName });
       });
-      this.c.changes.emit(id);
       await this.c.step('destroy:marked');
       const wasRunning = rec.phase === 'ready' && (await this.c.view(rec)).state === 'running';
       const tomb = await this.c.finishDestroy(intent);
-      await this.c.records.journal.commit(key, [this.c.records.put(tomb)]);
+      await this.c.states.report(id, { rec: tomb, ops: [this.c.records.put(tomb), { type: 'del', sub: this.c.records.intents, key }], actor: ctx.caller.tokenName });
       this.c.changes.emit(id);
       ctx.note({ summary: `Sandbox ${id} '${rec.name}' destroyed${wasRunning ? ' (it was running)' : ''}`, target: `sandboxes/${id}`, metadata: { id, vmid: rec.vmid } });
       return { sandbox: await this.c.view(tomb), already_destroyed: false };

@@ -28,19 +28,33 @@ export class SandboxReads {
     const t0 = Date.now();
     const end = t0 + Math.min((timeoutSeconds ?? 120) * 1000, MAX_WAIT_MS);
     for (;;) {
-      const rec = await this.c.records.get(id);
-      const v = await this.c.view(rec!);
-      const out = (running: boolean, timedOut: boolean, reason: string | null) => ({ sandbox: v, running, timed_out: timedOut, waited_ms: Date.now() - t0, reason });
-      if (v.state === 'running') return out(true, false, null);
-      const busy = this.c.lock.busy(`sbx:${id}`);
-      if (v.state === 'destroyed') return out(false, false, 'the sandbox is destroyed');
-      if (v.state === 'destroying') return out(false, false, 'the sandbox is being destroyed');
-      if (v.state === 'failed') return out(false, false, `the sandbox did not start: ${v.error}`);
-      if ((v.state === 'suspended' || v.state === 'stopped') && !busy) return out(false, false, `the sandbox is ${v.state}: resume it (POST /sandboxes/${id}/resume)`);
-      const left = end - Date.now();
-      if (left <= 0) return out(false, true, `the sandbox is still ${v.state}`);
-      await this.c.changed(id, Math.min(left, 1000));
+      // Taken before the sandbox is read, so that a change meanwhile still wakes this wait.
+      const next = this.c.nextChange(id);
+      try {
+        const r = await this.waitStep(id, t0, end);
+        if (r) return r;
+        // Woken by the sandbox's changes and state events; the poll is only a safety net (sandboxes.wait_poll_seconds).
+        await next.wait(Math.min(Math.max(0, end - Date.now()), this.c.e.settings.waitPollMs));
+      } finally {
+        next.cancel();
+      }
     }
+  }
+
+  /** One look of the wait: its answer, or null to wait on. */
+  private async waitStep(id: string, t0: number, end: number) {
+    const rec = await this.c.records.get(id);
+    const v = await this.c.view(rec!);
+    const out = (running: boolean, timedOut: boolean, reason: string | null) => ({ sandbox: v, running, timed_out: timedOut, waited_ms: Date.now() - t0, reason });
+    if (v.state === 'running') return out(true, false, null);
+    const busy = this.c.lock.busy(`sbx:${id}`);
+    if (v.state === 'destroyed') return out(false, false, 'the sandbox is destroyed');
+    if (v.state === 'destroying') return out(false, false, 'the sandbox is being destroyed');
+    if (v.state === 'failed') return out(false, false, `the sandbox did not start: ${v.error}`);
+    if ((v.state === 'suspended' || v.state === 'stopped') && !busy) return out(false, false, `the sandbox is ${v.state}: resume it (POST /sandboxes/${id}/resume)`);
+    const left = end - Date.now();
+    if (left <= 0) return out(false, true, `the sandbox is still ${v.state}`);
+    return null;
   }
 
   /** GET /sandboxes/images: images and templates, each with its warm states and how a default create would start. */

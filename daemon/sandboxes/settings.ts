@@ -12,6 +12,8 @@
  *     tombstone_days: 30              # destroyed sandboxes are listed (include_destroyed) this long
  *     warm_label: hostd.sandbox/warm  # images and templates with this label set to "true" get a warm state
  *     warm_scan_seconds: 300          # how often to look for such images without one (0: never)
+ *     wait_poll_seconds: 5            # POST /sandboxes/{id}/wait wakes on the sandbox's changes and state
+ *                                     #   events; this is how often it looks again without one (a safety net)
  */
 export interface SandboxSettings {
   defaultCpuCores: number;
@@ -24,11 +26,12 @@ export interface SandboxSettings {
   tombstoneMs: number;
   warmLabel: string;
   warmScanMs: number;
+  waitPollMs: number;
 }
 
 const KEYS = [
   'default_cpu_cores', 'default_memory_mb', 'default_disk_gb', 'max_per_token', 'max_memory_mb_per_token', 'host_reserve_mb',
-  'boot_timeout_seconds', 'tombstone_days', 'warm_label', 'warm_scan_seconds',
+  'boot_timeout_seconds', 'tombstone_days', 'warm_label', 'warm_scan_seconds', 'wait_poll_seconds',
 ];
 
 export function parseSandboxSettings(raw: unknown): SandboxSettings {
@@ -54,5 +57,6 @@ export function parseSandboxSettings(raw: unknown): SandboxSettings {
     tombstoneMs: int('tombstone_days', 30, 1, 3650) * 86_400_000,
     warmLabel: label,
     warmScanMs: int('warm_scan_seconds', 300, 0, 86400) * 1000,
+    waitPollMs: int('wait_poll_seconds', 5, 1, 86400) * 1000,
   };
 }

@@ -131,13 +131,14 @@ export class SandboxUpkeep {
   async prune(): Promise<number> {
     const cutoff = Date.now() - this.c.e.settings.tombstoneMs;
     const old = (await this.c.records.all()).filter((r) => r.phase === 'destroyed' && r.destroyed_at && Date.parse(r.destroyed_at) < cutoff);
-    for (const r of old) await this.c.records.write([this.c.records.del(r.id), ...(r.idempotency ? [this.c.records.delIdem(r.token_id, r.idempotency)] : [])]);
+    for (const r of old) await this.c.records.write([this.c.records.del(r.id), this.c.states.forget(r.id), ...(r.idempotency ? [this.c.records.delIdem(r.token_id, r.idempotency)] : [])]);
     return old.length;
   }
 
   /** Boots under way stop (their VMs stay); the next start continues them. */
   async close(): Promise<void> {
     this.c.closed = true;
+    this.c.unhearVms();
     const pending = [...this.c.boots.values()];
     for (const b of pending) b.ac.abort();
     await Promise.race([Promise.all(pending.map((b) => b.done)), sleep(10_000)]);

@@ -22,6 +22,8 @@ import { AgentError, AgentTimeout, NoExtRoot, type MachineRef, type MachineSpec,
 import { VmRecords, vmKey, WARM_FORMAT, type ImageRecord, type NetworkType, type StoredCloudInit, type VmRecord, type WarmStateRecord } from './records.js';
 import type { VmSettings } from './settings.js';
 import { validBridgeName } from './settings.js';
+import type { EventsPort } from '../domain.js';
+import { VmStates } from './state-events.js';
 import { freeLoopbackPort, hostnameOf, newUuid, now, poolOf, WARM_ID } from './common.js';
 
 export interface VmEnv {
@@ -40,6 +42,8 @@ export interface VmEnv {
   env: NodeJS.ProcessEnv;
   /** The crash tests' pause hook (daemon/lib/test-pause.ts); none in tests that build the service by hand. */
   pause?: PauseHook;
+  /** Where `vms.state` events go (state-events.ts); none in tests that build the service by hand. */
+  events?: EventsPort;
 }
 
 export type VmState = 'creating' | 'stopped' | 'running' | 'paused' | 'suspended';
@@ -161,7 +165,12 @@ export class VmContext {
 
   closed = false;
 
-  constructor(readonly e: VmEnv) {}
+  /** Reports each change of a VM's state once (`vms.state` events, and the owning domain of an owned VM). */
+  readonly states: VmStates;
+
+  constructor(readonly e: VmEnv) {
+    this.states = new VmStates(this, e.events);
+  }
 
   // ------------------------------------------------------------ helpers
 
@@ -505,5 +514,6 @@ export class VmContext {
 
   close(): void {
     this.closed = true;
+    this.states.close();
   }
 }

@@ -68,7 +68,7 @@ export class VmCreation {
         }
         rec.state = 'stopped';
         rec.updated_at = now();
-        await this.c.records.journal.commit(key, [this.c.records.putVm(rec)]);
+        await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx as { caller?: { tokenName: string } }), rec);
         ctx.note({ summary: `VM ${vmid} '${name}' created as a linked clone of '${img.image_id}'`, target: `vms/${vmid}`, metadata: { vmid, image_id: img.image_id, linked_clone: true } });
         return { vm: this.c.view(rec, 'stopped'), task: null };
       }
@@ -89,12 +89,12 @@ export class VmCreation {
           rec.state = 'stopped';
           rec.task_id = null;
           rec.updated_at = now();
-          await this.c.records.journal.commit(key, [this.c.records.putVm(rec)]);
+          await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx as { caller?: { tokenName: string } }), rec);
           th.progress(100);
           return { vmid };
         } catch (err) {
           await this.c.undoCreate(rec);
-          await this.c.records.vms.del(vmKey(rec.vmid));
+          await this.c.states.report(vmid, { actor: actorOf(ctx as { caller?: { tokenName: string } }), state: 'deleted', rec, ops: [this.c.records.delVm(vmid)] });
           await this.c.records.journal.drop(key);
           throw err;
         } finally {
@@ -105,7 +105,7 @@ export class VmCreation {
       });
       rec.task_id = task.task_id;
       try {
-        await this.c.records.vms.put(vmKey(vmid), structuredClone(rec));
+        await this.c.states.report(vmid, { actor: actorOf(ctx as { caller?: { tokenName: string } }), state: 'creating', rec, ops: [this.c.records.putVm(structuredClone(rec))] });
       } finally {
         recorded();
       }
@@ -205,12 +205,12 @@ export class VmCreation {
           rec.state = 'stopped';
           rec.task_id = null;
           rec.updated_at = now();
-          await this.c.records.journal.commit(key, [this.c.records.putVm(rec)]);
+          await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx), rec);
           th.progress(100);
           return { vmid, source_vmid: sourceId };
         } catch (err) {
           await this.c.undoCreate(rec);
-          await this.c.records.vms.del(vmKey(vmid));
+          await this.c.states.report(vmid, { actor: actorOf(ctx), state: 'deleted', rec, ops: [this.c.records.delVm(vmid)] });
           await this.c.records.journal.drop(key);
           throw err;
         } finally {
@@ -220,7 +220,7 @@ export class VmCreation {
       });
       rec.task_id = task.task_id;
       try {
-        await this.c.records.vms.put(vmKey(vmid), structuredClone(rec));
+        await this.c.states.report(vmid, { actor: actorOf(ctx as { caller?: { tokenName: string } }), state: 'creating', rec, ops: [this.c.records.putVm(structuredClone(rec))] });
       } finally {
         recorded();
       }

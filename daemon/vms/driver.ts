@@ -77,6 +77,18 @@ export interface MachineRef {
   name: string;
   runDir: string;
 }
+/**
+ * What a machine's watch reports: QMP's run-state events as QEMU sends them
+ * (`SHUTDOWN`, `STOP`, `RESUME`), and the process's end with why, as far as
+ * hostd can tell (`guest-shutdown`: the guest powered itself off; `host-*`:
+ * QEMU's own reason for a quit or signal from the host; `crashed`: the
+ * process ended without a SHUTDOWN event, e.g. killed with SIGKILL). QEMU
+ * runs daemonized (it outlives hostd), so its exit status is not hostd's to read.
+ */
+export type MachineEvent =
+  | { type: 'qmp'; event: 'SHUTDOWN' | 'STOP' | 'RESUME'; data: Record<string, unknown> }
+  | { type: 'exit'; reason: string };
+
 export type MachineStatus =
   | { running: false }
   /** `status` is QEMU's run state: running, paused, postmigrate, inmigrate, shutdown, ... or `unknown` when QMP does not answer. */
@@ -236,6 +248,12 @@ export interface VmDriver extends RuntimeDriver {
   stop(m: MachineRef, graceMs: number): Promise<'acpi' | 'forced' | 'not-running'>;
   /** Hard stop now. */
   kill(m: MachineRef): Promise<void>;
+  /**
+   * Watches a running machine until its process ends (reported once, then
+   * the watch ends) or the returned function is called. Absent in a driver
+   * made for tests of service rules.
+   */
+  watch?(m: MachineRef, fn: (e: MachineEvent) => void): () => void;
   /** Saves memory and device state to `file`; the guest is left paused (postmigrate). */
   saveMemory(m: MachineRef, file: string): Promise<{ ms: number; bytes: number }>;
   /** Makes `newTop` the root disk's active layer; returns the now read-only previous layer. */

@@ -46,13 +46,21 @@ export class VmGuest {
     const end = t0 + (timeoutSeconds ?? 60) * 1000;
     let state: VmState = 'stopped';
     for (;;) {
-      const rec = await this.c.vm(vmid, o);
-      state = await this.c.state(rec);
-      if (state === 'running' && (await this.c.driver.ping(this.c.ref(vmid), Math.max(200, Math.min(2000, end - Date.now()))))) {
-        return { vmid, ready: true, timed_out: false, state, waited_ms: Date.now() - t0, reason: null };
+      // Taken before the state is read, so that a change reported meanwhile still wakes this wait.
+      const next = this.c.states.next(vmid);
+      try {
+        const rec = await this.c.vm(vmid, o);
+        state = await this.c.state(rec);
+        if (state === 'running' && (await this.c.driver.ping(this.c.ref(vmid), Math.max(200, Math.min(2000, end - Date.now()))))) {
+          return { vmid, ready: true, timed_out: false, state, waited_ms: Date.now() - t0, reason: null };
+        }
+        if (Date.now() >= end) break;
+        // Running: the agent has no event, so it is asked again shortly. Otherwise the VM's next state event wakes this.
+        if (state === 'running') await sleep(Math.min(250, Math.max(0, end - Date.now())));
+        else await next.wait(Math.min(this.c.e.settings.waitPollMs, Math.max(0, end - Date.now())));
+      } finally {
+        next.cancel();
       }
-      if (Date.now() >= end) break;
-      await sleep(Math.min(250, Math.max(0, end - Date.now())));
     }
     return {
       vmid, ready: false, timed_out: true, state, waited_ms: Date.now() - t0,

@@ -64,7 +64,7 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
       const log = deps.log.child({ domain: 'vms' });
       const vms = new VmService({
         records, driver, files: qemu?.files, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,
-        runBase: runBaseFor(deps.config.dataDir), log, env: deps.env, pause: testPause(deps.env, 'vms', log),
+        runBase: runBaseFor(deps.config.dataDir), log, env: deps.env, pause: testPause(deps.env, 'vms', log), events: deps.events,
       });
       const images = new ImageService(vms);
       const templates = new TemplateBuilder(vms, images);
@@ -75,6 +75,8 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
         reconcile: () => reconcileCreating(vms),
         describe: describeIntent,
       }).run();
+      // After recovery (records settled): what changed while hostd was down, and a watch on each running VM.
+      await vms.states.open();
       await images.catalog().catch((err) => log.error({ err }, 'vms: the image catalog could not be read'));
       // Autostart after a host boot runs in the background: hostd must not wait for guests.
       void vms.autostart(deps.env.HOSTD_VMS_BOOT_ID_FILE).then((ids) => ids.length && log.info({ vmids: ids }, 'vms: autostarted after host boot'), (err) => log.error({ err }, 'vms: autostart failed'));

@@ -6,6 +6,7 @@ import type { NoteSink } from '../lib/caller.js';
 import { formatSize } from './sizes.js';
 import { VmRecords } from './records.js';
 import { belowMinimum, now } from './common.js';
+import { actorOf } from '../lib/operator.js';
 import type { OwnerOpts, VmContext, VmView } from './context.js';
 
 export class VmLifecycle {
@@ -49,7 +50,8 @@ export class VmLifecycle {
           const file = rec.resume_file;
           rec.state = 'stopped';
           rec.resume_file = null;
-          await this.c.save(rec);
+          rec.updated_at = now();
+          await this.c.states.report(vmid, { actor: actorOf(ctx as { caller?: { tokenName: string } }), state: 'stopped', rec, ops: [this.c.records.putVm(rec)] });
           if (file) await fs.rm(file, { force: true });
           ctx.note({ summary: `VM ${vmid} '${rec.name}' stopped (its suspended memory was dropped)`, target: `vms/${vmid}`, metadata: { vmid } });
           return { vm: this.c.view(rec, 'stopped'), stopped_by: 'discarded-suspend' as const };
@@ -98,7 +100,7 @@ export class VmLifecycle {
       rec.state = 'suspended';
       rec.resume_file = file;
       rec.updated_at = now();
-      await this.c.records.journal.commit(key, [this.c.records.putVm(rec)]);
+      await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'suspended', actorOf(ctx as { caller?: { tokenName: string } }), rec);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' suspended (${formatSize(saved.bytes)} of memory saved)`, target: `vms/${vmid}`, metadata: { vmid, bytes: saved.bytes } });
       return { vm: this.c.view(rec, 'suspended'), already_suspended: false, saved_bytes: saved.bytes };
     });
@@ -129,7 +131,7 @@ export class VmLifecycle {
       rec.state = 'stopped';
       rec.resume_file = null;
       rec.updated_at = now();
-      await this.c.records.journal.commit(key, [this.c.records.putVm(rec)]);
+      await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'running', actorOf(ctx as { caller?: { tokenName: string } }), rec);
       await fs.rm(file, { force: true });
       void this.c.syncClock(vmid);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' resumed`, target: `vms/${vmid}`, metadata: { vmid } });
@@ -147,7 +149,7 @@ export class VmLifecycle {
       await this.c.driver.kill(this.c.ref(vmid));
       await this.c.step('delete:stopped');
       await this.c.undoCreate(rec);
-      await this.c.records.journal.commit(key, [this.c.records.delVm(vmid), this.c.records.delDocs(vmid)]);
+      await this.c.states.commit(key, [this.c.records.delVm(vmid), this.c.records.delDocs(vmid)], vmid, 'deleted', actorOf(ctx as { caller?: { tokenName: string } }), rec);
       this.c.addrCache.delete(vmid);
       ctx.note({ summary: `VM ${vmid} '${rec.name}' deleted${state === 'running' || state === 'paused' ? ' (it was running: hard-stopped)' : ''}`, target: `vms/${vmid}`, metadata: { vmid } });
       return { deleted: this.c.view(rec, 'stopped'), was_running: state === 'running' || state === 'paused' };
@@ -200,6 +202,7 @@ export class VmLifecycle {
       } catch (err) {
         this.c.e.log.error({ err, vmid: v.vmid }, 'autostart failed');
       }
+      await this.c.states.report(v.vmid, { actor: 'runtime', reason: 'autostart' }).catch((err) => this.c.e.log.error({ err, vmid: v.vmid }, 'vms: reporting an autostart failed'));
     }
     return started;
   }

@@ -58,12 +58,16 @@ import { VmDisks } from './disks.js';
 import { VmWarmStates } from './warm-states.js';
 import { VmInventory } from './inventory.js';
 import { VmHostStatus } from './host-status.js';
+import type { VmStateChange } from './state-events.js';
+import type { NoteSink } from '../lib/caller.js';
+import { actorOf } from '../lib/operator.js';
 
 export {
   agentFailure, VM_LOCK_LABELS, warmRefusal, type CloudInitUpdate, type CreateInput, type OwnerOpts, type VmEnv, type VmState, type VmView,
 } from './context.js';
 export type { JournalOp } from '../lib/journal.js';
 export type { VmIntent } from './records.js';
+export type { VmStateChange } from './state-events.js';
 
 export class VmService extends VmContext {
   private readonly creation = new VmCreation(this);
@@ -79,12 +83,12 @@ export class VmService extends VmContext {
   // create.ts
   readonly create = this.creation.create.bind(this.creation);
   readonly clone = this.creation.clone.bind(this.creation);
-  // lifecycle.ts
-  readonly start = this.lifecycle.start.bind(this.lifecycle);
-  readonly stop = this.lifecycle.stop.bind(this.lifecycle);
-  readonly suspend = this.lifecycle.suspend.bind(this.lifecycle);
-  readonly resume = this.lifecycle.resume.bind(this.lifecycle);
-  readonly remove = this.lifecycle.remove.bind(this.lifecycle);
+  // lifecycle.ts (each reports where it left the VM: state-events.ts)
+  readonly start = this.reporting(this.lifecycle.start.bind(this.lifecycle));
+  readonly stop = this.reporting(this.lifecycle.stop.bind(this.lifecycle));
+  readonly suspend = this.reporting(this.lifecycle.suspend.bind(this.lifecycle));
+  readonly resume = this.reporting(this.lifecycle.resume.bind(this.lifecycle));
+  readonly remove = this.reporting(this.lifecycle.remove.bind(this.lifecycle));
   readonly update = this.lifecycle.update.bind(this.lifecycle);
   readonly autostart = this.lifecycle.autostart.bind(this.lifecycle);
   // cloud-init.ts
@@ -119,6 +123,16 @@ export class VmService extends VmContext {
   readonly hostStatus = this.hostStatusPart.hostStatus.bind(this.hostStatusPart);
   readonly refusedResources = this.hostStatusPart.refusedResources.bind(this.hostStatusPart);
   readonly capacity = this.hostStatusPart.capacity.bind(this.hostStatusPart);
+
+  /** Hears every state change of a VM another domain owns (state-events.ts). */
+  onStateChange(fn: (c: VmStateChange) => void): () => void {
+    return this.states.onChange(fn);
+  }
+
+  /** A call on one VM that may change its state: the watch leaves the VM to it, and it reports at its end, named by its caller. */
+  private reporting<A extends [number, NoteSink, ...unknown[]], R>(fn: (...a: A) => Promise<R>): (...a: A) => Promise<R> {
+    return (...a: A) => this.states.during(a[0], actorOf(a[1] as { caller?: { tokenName: string } }), () => fn(...a));
+  }
 
   static readonly TEMPLATE_BUILD_OWNER = TEMPLATE_BUILD_OWNER;
   static readonly SEED_NS = SEED_NS;

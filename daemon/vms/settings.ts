@@ -21,6 +21,8 @@
  *     tcg_tb_size_mb: 256            # TCG translation cache (software emulation only)
  *     template_build_timeout_seconds: 1800
  *     agent_timeout_seconds: 3       # how long one guest agent answer may take before 503
+ *     wait_poll_seconds: 5           # wait-ready wakes on the VM's state events; this is how often it looks
+ *                                    #   again without one (a safety net); the agent, which has no event, every 250 ms
  */
 import type { PoolConfig } from '../config.js';
 
@@ -41,11 +43,13 @@ export interface VmSettings {
   tcgTbSizeMb: number | undefined;
   templateBuildTimeoutMs: number;
   agentTimeoutMs: number;
+  waitPollMs: number;
 }
 
 const KEYS = [
   'default_storage', 'network', 'bridge', 'allowed_bridges', 'user_net_restrict', 'stop_grace_seconds', 'default_username', 'default_cpu_cores',
   'default_memory_mb', 'default_disk_gb', 'vmid_min', 'catalog_file', 'tcg_tb_size_mb', 'template_build_timeout_seconds', 'agent_timeout_seconds',
+  'wait_poll_seconds',
 ];
 
 export const BRIDGE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
@@ -102,6 +106,7 @@ export function parseVmSettings(raw: unknown, pools: PoolConfig[]): VmSettings {
     tcgTbSizeMb: tb,
     templateBuildTimeoutMs: int('template_build_timeout_seconds', 1800, 10, 86400) * 1000,
     agentTimeoutMs: int('agent_timeout_seconds', 3, 1, 600) * 1000,
+    waitPollMs: int('wait_poll_seconds', 5, 1, 86400) * 1000,
   };
 }
 

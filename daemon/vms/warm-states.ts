@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, conflict, internal } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
-import { actorOf } from '../lib/operator.js';
+import { actorOf, OPERATOR } from '../lib/operator.js';
 import type { TaskHandle, TaskRecord } from '../lib/tasks.js';
 import { formatSize } from './sizes.js';
 import { VmRecords, vmKey, WARM_FORMAT, type VmRecord, type WarmStateRecord } from './records.js';
@@ -72,7 +72,12 @@ export class VmWarmStates {
     }
   }
 
-  private async doWarmSave(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
+  /** The save pauses and continues the guest: a call under way for the VM's state events (state-events.ts), so no `paused` is reported. */
+  private doWarmSave(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
+    return this.c.states.during(rec.vmid, OPERATOR, () => this.doWarmSaveNow(rec, w, newLayer, th));
+  }
+
+  private async doWarmSaveNow(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
     const ref = this.c.ref(rec.vmid);
     const key = VmRecords.intentKey(`warm-save-${w.id}`);
     await this.c.records.journal.begin(key, { op: 'warm-save', vmid: rec.vmid, id: w.id, name: w.name, dir: w.dir, new_layer: newLayer, vmgenid: w.vmgenid });
@@ -171,7 +176,7 @@ export class VmWarmStates {
         throw err;
       }
       const resumeMs = Date.now() - t0;
-      await this.c.records.journal.commit(key, [this.c.records.putVm(rec)]);
+      await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'running', actorOf(ctx as { caller?: { tokenName: string } }), rec);
       const identity = await this.agentIdentity(rec, a.seed_data ?? null, !(a.skip_rekey ?? false));
       if (identity.applied) {
         rec.identity.seed_written = a.seed_data !== undefined;

@@ -34,6 +34,7 @@ export function qemuDriver(opts: { diskRoots: string[] }): VmDriver & { files: G
     status: (r) => m.status(r),
     stop: (r, grace) => m.stop(r, grace),
     kill: (r) => m.kill(r),
+    watch: (r, fn) => m.watch(r, fn),
     saveMemory: (r, file) => m.saveMemory(r, file),
     snapshotRoot: (r, top, node) => m.snapshotRoot(r, top, node),
     activeRoot: (r) => m.activeRoot(r),

@@ -8,12 +8,12 @@ import fs from 'node:fs/promises';
 import { run } from '../../lib/run.js';
 import { SerialQueue } from '../../lib/serial.js';
 import type { ExecResult } from '../../lib/exec-output.js';
-import { QmpClient, QmpError } from './qmp.js';
+import { QmpClient, QmpError, type QmpEvent } from './qmp.js';
 import { AgentTimeout, GuestAgent, type GuestInterface } from './agent.js';
 import { guestExec, type GuestExecOptions } from './exec.js';
 import { GuestFiles, SCRIPT_TIMEOUT_MS } from './files.js';
 import { machineArgs, runFiles, shellSafePath, type DiskSpec, type MachineSpec } from './args.js';
-import type { MachineRef, MachineStatus } from '../driver.js';
+import type { MachineEvent, MachineRef, MachineStatus } from '../driver.js';
 
 export type { MachineRef, MachineStatus };
 
@@ -199,6 +199,57 @@ export class Machines {
     }
     await waitGone(pid, 10_000);
     this.forget(ref);
+  }
+
+  /**
+   * Follows the machine on its kept QMP connection (the one commands use:
+   * QEMU takes one monitor client per socket) and reattaches when that
+   * connection is replaced; once the process is gone, reports `exit` with
+   * the reason of the last SHUTDOWN event seen, or `crashed` without one.
+   */
+  watch(ref: MachineRef, fn: (e: MachineEvent) => void): () => void {
+    let stopped = false;
+    let wake: (() => void) | null = null;
+    let shutdown: Record<string, unknown> | null = null;
+    const onEvent = (e: QmpEvent) => {
+      if (e.event !== 'SHUTDOWN' && e.event !== 'STOP' && e.event !== 'RESUME') return;
+      if (e.event === 'SHUTDOWN') shutdown = e.data ?? {};
+      if (!stopped) fn({ type: 'qmp', event: e.event, data: e.data ?? {} });
+    };
+    void (async () => {
+      let delay = 25;
+      while (!stopped) {
+        if (!(await pidOf(ref))) {
+          if (stopped) return;
+          stopped = true;
+          const why = shutdown as Record<string, unknown> | null;
+          fn({ type: 'exit', reason: why ? (why.guest === true ? 'guest-shutdown' : String(why.reason ?? 'host')) : 'crashed' });
+          return;
+        }
+        let client: QmpClient;
+        try {
+          client = await this.qmp(ref);
+          delay = 25;
+        } catch {
+          // QEMU is still exiting (its socket closed first), or busy starting: look again shortly.
+          await sleep(delay);
+          delay = Math.min(delay * 2, 1000);
+          continue;
+        }
+        client.on('event', onEvent);
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          if (client.isClosed || stopped) resolve();
+          else client.once('close', () => resolve());
+        });
+        wake = null;
+        client.off('event', onEvent);
+      }
+    })();
+    return () => {
+      stopped = true;
+      wake?.();
+    };
   }
 
   /**

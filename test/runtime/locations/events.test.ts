@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { missingForLocations, stopAndRemoveDataDir, SmbLab } from '../../helpers/locations-smb.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
-import { headCursor, stateEventsUntil, states, type StateEvent } from '../../helpers/member-state-events.js';
+import { headCursor, stateEventsUntil, states, type StateEvent } from '../../helpers/state-events.js';
 import { MOUNT_ROUTE, SMB_CLIENT } from '../../../daemon/locations/driver.js';
 import { SmbDriver } from '../../../daemon/locations/smb/index.js';
 import { findProcesses, mountAt } from '../../../daemon/locations/smb/mounts.js';

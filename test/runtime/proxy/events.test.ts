@@ -11,7 +11,7 @@ import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { ProxyLab } from '../../helpers/proxy-lab.js';
 import { labMissing, proxyAvailability, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
-import { headCursor, stateEventsUntil, states } from '../../helpers/member-state-events.js';
+import { headCursor, stateEventsUntil, states } from '../../helpers/state-events.js';
 
 describe('proxy: state events on one node (Caddy, namespaces)', function () {
   this.timeout(180_000);

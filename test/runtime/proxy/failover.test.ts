@@ -18,7 +18,7 @@ import { pair } from '../../cluster/util.js';
 import { LAN_DEV, ProxyLab, type ClientLoop, type VipWatch } from '../../helpers/proxy-lab.js';
 import { labMissing, proxyAvailability, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
-import { headCursor, stateEventsUntil } from '../../helpers/member-state-events.js';
+import { headCursor, stateEventsUntil } from '../../helpers/state-events.js';
 
 describe('proxy failover across three nodes (network namespaces)', function () {
   this.timeout(180_000);

@@ -84,6 +84,8 @@ export function cpuMs(pid: number | undefined): number | undefined {
  * it is, and the bench says so.
  */
 export async function settle(pids: Array<number | undefined>, boundMs = 120_000): Promise<void> {
+  // BENCH_SETTLE=0: measure at once, as before (to compare).
+  if (process.env.BENCH_SETTLE === '0') return;
   const started = Date.now();
   let last = pids.map(cpuMs);
   while (Date.now() - started < boundMs) {

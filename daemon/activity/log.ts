@@ -19,11 +19,15 @@
  *
  * Blocks: consecutive rows, BLOCK_ROWS at a time, each with a bloom of its
  * rows' grams. Sealed blocks are stored (sublevel `activity_blocks`) in the
- * batch of the row that fills them; the open block is rebuilt at start from
+ * batch of the row that fills them, with their rows' list (sublevel
+ * `activity_block_rows`: each row's key and signature, in one record), so
+ * that a search without a category or severity reads one record per block,
+ * many blocks per read, instead of seeking into the index once per block; the open block is rebuilt at start from
  * the rows after the last sealed one. Every block covers a disjoint key range
  * [first, last]; a row whose key falls in a sealed block's range (a clock that
  * went back) is added to that block, whose record is rewritten in the row's
- * batch.
+ * batch, and whose rows' list is dropped (a search then walks that block's
+ * index entries instead).
  *
  * Retention (docs/api-decisions.md, "Activity"): rows older than
  * `maxAgeDays` and the oldest rows beyond `maxRows` are deleted, with their
@@ -40,7 +44,7 @@ import { DEFAULT_ACTIVITY_RETENTION, type ActivityRetention } from '../config.js
 import type { ActivityRow, NewActivity } from '../../api/registry/types.js';
 import { badRequest } from '../lib/errors.js';
 import { SerialQueue } from '../lib/serial.js';
-import { BLOOM_BITS, Bloom, covers, decodeSignature, encodeSignature, needleHashes, needleMask, signatureOf } from './grams.js';
+import { BLOOM_BITS, Bloom, covers, decodeSignature, encodeSignature, needleHashes, needleMask, signatureOf, type Signature } from './grams.js';
 
 export type { ActivityRow, NewActivity } from '../../api/registry/types.js';
 
@@ -72,7 +76,7 @@ const keyPrefix = (ms: number) => pad(Math.max(0, ms), 15);
 /** Above every key that starts with `key` and below every larger key (keys have one length). */
 const after = (key: string) => key + '~';
 const KEY_RE = /^\d{15}\.\d{6}\.[0-9a-f]{6}$/;
-const INDEX_VERSION = 2;
+const INDEX_VERSION = 3;
 /** Names the layout of the indexes (a cache of a filled log must match it). */
 export const INDEX_FORMAT = `v${INDEX_VERSION}-rows${BLOCK_ROWS}-bloom${BLOOM_BITS}`;
 const CHUNK = 256;
@@ -83,6 +87,20 @@ interface Block {
   last: string;
   count: number;
   bloom: Bloom;
+  /** The rows, while the block is open (sealed blocks keep theirs in the store). */
+  entries: RowEntry[] | null;
+}
+
+/** A row of a block: what a search needs of it before fetching it. */
+interface RowEntry {
+  key: string;
+  sig: Signature;
+}
+
+/** A sealed block's rows' list as stored, oldest first: keys, and the signatures end to end (base64url). */
+interface StoredRows {
+  keys: string[];
+  sigs: string;
 }
 
 interface StoredBlock {
@@ -100,6 +118,7 @@ export class ActivityLog {
   private readonly rows: Sub<ActivityRow>;
   private readonly ix: Ix;
   private readonly blockSub: Sub<StoredBlock>;
+  private readonly blockRows: Sub<StoredRows>;
   private readonly meta: Sub<unknown>;
   private lastMs = 0;
   private seq = 0;
@@ -131,6 +150,7 @@ export class ActivityLog {
     this.rows = store.sub<ActivityRow>('activity');
     this.ix = store.db.sublevel<string, string>('activity_ix', { valueEncoding: 'utf8' }) as unknown as Ix;
     this.blockSub = store.sub<StoredBlock>('activity_blocks');
+    this.blockRows = store.sub<StoredRows>('activity_block_rows');
     this.meta = store.sub<unknown>('activity_meta');
     this.ready = this.load();
     // A failed load is reported by the calls that wait for it.
@@ -157,7 +177,7 @@ export class ActivityLog {
     const format = await this.meta.get('index_format');
     if (format === INDEX_FORMAT) {
       for (const b of await this.blockSub.values().all()) {
-        this.blocks.push({ id: b.id, first: b.first, last: b.last, count: b.count, bloom: Bloom.decode(b.bloom) });
+        this.blocks.push({ id: b.id, first: b.first, last: b.last, count: b.count, bloom: Bloom.decode(b.bloom), entries: null });
         this.nextBlockId = Math.max(this.nextBlockId, Number(b.id.slice(1)) + 1);
       }
       this.blocks.sort((x, y) => (x.first < y.first ? -1 : 1));
@@ -178,13 +198,14 @@ export class ActivityLog {
   private async rebuild(): Promise<void> {
     await this.ix.clear();
     await this.blockSub.clear();
+    await this.blockRows.clear();
     this.blocks = [];
     this.open = emptyBlock(this.newBlockId());
     let ops: Op[] = [];
     for await (const [key, row] of this.rows.iterator()) {
       this.addToOpen(key, row);
       ops.push(...this.indexOps(key, row, 'put'));
-      if (this.open.count >= BLOCK_ROWS) ops.push(this.blockOp(this.seal()));
+      if (this.open.count >= BLOCK_ROWS) ops.push(...this.sealOps(this.seal()));
       if (ops.length >= CHUNK * 5) {
         await this.store.batch(ops, LAZY);
         ops = [];
@@ -231,14 +252,14 @@ export class ActivityLog {
       if (this.open.count < BLOCK_ROWS) {
         write = (extra) => this.store.batch([...ops, ...extra], sync);
       } else {
-        const sealed = this.seal();
-        write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(sealed), ...extra], sync));
+        const sealOps = this.sealOps(this.seal());
+        write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, ...sealOps, ...extra], sync));
       }
     } else {
       // A key inside the sealed blocks' range (the clock went back, or a row with an old timestamp).
       const block = this.sealedBlockFor(key);
       addRow(block, key, full);
-      write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(block), ...extra], sync));
+      write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(block), this.dropRows(block), ...extra], sync));
     }
     await (this.events ? this.events.join(activityEvent(full), write) : write([]));
     if (this.size > this.retention.maxRows + BLOCK_ROWS) this.schedulePrune(0);
@@ -259,11 +280,11 @@ export class ActivityLog {
       const lastSealed = this.blocks.at(-1);
       if (!lastSealed || key > lastSealed.last) {
         this.addToOpen(key, full);
-        if (this.open.count >= BLOCK_ROWS) ops.push(this.blockOp(this.seal()));
+        if (this.open.count >= BLOCK_ROWS) ops.push(...this.sealOps(this.seal()));
       } else {
         const block = this.sealedBlockFor(key);
         addRow(block, key, full);
-        ops.push(this.blockOp(block));
+        ops.push(this.blockOp(block), this.dropRows(block));
       }
     }
     const write = (extra: BatchOp[]) => this.blockWrites.run(() => this.store.batch([...ops, ...extra], LAZY));
@@ -280,6 +301,11 @@ export class ActivityLog {
   private addToOpen(key: string, row: ActivityRow): void {
     if (this.open.count === 0) this.open = { ...emptyBlock(this.open.id === 'open' ? this.newBlockId() : this.open.id), first: key };
     addRow(this.open, key, row);
+    // In key order: a row may come in below the open block's newest one (a clock that went back a little).
+    const entries = this.open.entries!;
+    let at = entries.length;
+    while (at > 0 && entries[at - 1].key > key) at--;
+    entries.splice(at, 0, { key, sig: signatureOf(searchable(row)) });
   }
 
   /** Seals the open block (full); the next row starts a new one. */
@@ -308,8 +334,21 @@ export class ActivityLog {
     return { type: 'put', sub: this.blockSub, key: b.id, value };
   }
 
+  /** The writes that store a block just sealed: its record and its rows' list (which then leaves memory). */
+  private sealOps(b: Block): Op[] {
+    const value = openList(b);
+    b.entries = null;
+    return [this.blockOp(b), { type: 'put', sub: this.blockRows, key: b.id, value }];
+  }
+
+  /** A sealed block took a row out of order: its rows' list is dropped (a search walks its index entries). */
+  private dropRows(b: Block): Op {
+    return { type: 'del', sub: this.blockRows, key: b.id };
+  }
+
   private async writeBlock(b: Block): Promise<void> {
-    await this.blockWrites.run(() => this.store.batch([this.blockOp(b)], LAZY));
+    const ops = this.sealOps(b);
+    await this.blockWrites.run(() => this.store.batch(ops, LAZY));
   }
 
   // ---------------------------------------------------------------- queries
@@ -331,7 +370,9 @@ export class ActivityLog {
       ? await this.rowsIn(lo, hi, limit + 1)
       : !needle
         ? await this.indexedIn(prefix, lo, hi, limit + 1)
-        : await this.searchIn(prefix, needle, lo, hi, limit + 1);
+        : prefix === 'a|'
+          ? await this.searchIn(needle, lo, hi, limit + 1)
+          : await this.searchIndexIn(prefix, needle, lo, hi, limit + 1);
     const events = found.slice(0, limit);
     // One more match exists beyond this page: the cursor resumes after the page's last row.
     return { events, next_cursor: found.length > limit ? encodeCursor(events[events.length - 1].id) : null };
@@ -349,13 +390,79 @@ export class ActivityLog {
   }
 
   /**
-   * Newest rows of an index in [lo, hi) whose summary or target contains
-   * `needle`. Only the blocks whose bloom may hold the needle are read: one
+   * Newest rows in [lo, hi) whose summary or target contains `needle`, any
+   * category and severity. Only the blocks whose bloom may hold the needle are
+   * looked at, newest first, in batches: one read fetches the rows' lists of
+   * a batch of blocks, and of their rows only those whose signature covers
+   * the needle's are fetched and checked against the real text. A block
+   * without a list (it took a row out of order) has its index entries walked
+   * instead.
+   */
+  private async searchIn(needle: string, lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
+    const prefix = 'a|';
+    const mask = needleMask(needle);
+    const grams = needleHashes(needle);
+    const out: ActivityRow[] = [];
+    let stream: EntryStream | undefined;
+    let candidates: string[] = [];
+    /** Checks the candidates once they can fill the page; true once the page is full. */
+    const enough = async (force: boolean): Promise<boolean> => {
+      if (!force && candidates.length < n - out.length) return false;
+      const done = await this.check(candidates, needle, out, n);
+      candidates = [];
+      return done;
+    };
+    try {
+      let batch: Array<{ block: Block; index: number; gte?: string; lt?: string }> = [];
+      // Few blocks first (a common word fills the page from the newest ones), more per read as the search goes on.
+      let batchSize = 4;
+      const runBatch = async (): Promise<boolean> => {
+        const sealed = batch.filter((sp) => sp.block !== this.open);
+        const lists = sealed.length ? await this.blockRows.getMany(sealed.map((sp) => sp.block.id)) : [];
+        const byId = new Map(sealed.map((sp, i) => [sp.block.id, lists[i]]));
+        for (const span of batch) {
+          const list = span.block === this.open ? openList(this.open) : byId.get(span.block.id);
+          if (!list) {
+            stream ??= new EntryStream(this.ix.iterator({ ...indexRange(prefix, lo, undefined), reverse: true }));
+            await this.walkIndex(stream, prefix, span, mask, candidates);
+          } else {
+            const sigs = Buffer.from(list.sigs, 'base64url');
+            for (let i = list.keys.length - 1; i >= 0; i--) {
+              const key = list.keys[i];
+              if ((span.gte !== undefined && key < span.gte) || (span.lt !== undefined && key >= span.lt)) continue;
+              if (sigs.length < (i + 1) * 16) continue;
+              const o = i * 16;
+              if ((mask[0] & ~sigs.readUInt32LE(o)) !== 0 || (mask[1] & ~sigs.readUInt32LE(o + 4)) !== 0 || (mask[2] & ~sigs.readUInt32LE(o + 8)) !== 0 || (mask[3] & ~sigs.readUInt32LE(o + 12)) !== 0) continue;
+              candidates.push(key);
+            }
+          }
+          if (await enough(false)) return true;
+        }
+        batch = [];
+        batchSize = Math.min(64, batchSize * 2);
+        return false;
+      };
+      for (const span of this.spans(lo, hi, (block) => block.bloom.mayContain(grams))) {
+        batch.push(span);
+        if (batch.length >= batchSize && (await runBatch())) return out;
+      }
+      if (batch.length && (await runBatch())) return out;
+      await enough(true);
+      return out;
+    } finally {
+      await stream?.close();
+    }
+  }
+
+  /**
+   * Newest rows of a category or severity index in [lo, hi) whose summary or
+   * target contains `needle`. Such an index holds only the rows of its kind,
+   * so its entries are read rather than the blocks' lists: only the blocks whose bloom may hold the needle are read: one
    * iterator seeks from one such block to the next, newest first; of their
    * entries, only those whose signature covers the needle's are fetched and
    * checked against the real text.
    */
-  private async searchIn(prefix: string, needle: string, lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
+  private async searchIndexIn(prefix: string, needle: string, lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
     const mask = needleMask(needle);
     const grams = needleHashes(needle);
     const out: ActivityRow[] = [];
@@ -396,6 +503,21 @@ export class ActivityLog {
       return out;
     } finally {
       await stream.close();
+    }
+  }
+
+  /** The entries of one block's part of an index whose signature covers `mask`, newest first, into `candidates`. */
+  private async walkIndex(stream: EntryStream, prefix: string, span: { block: Block; gte?: string; lt?: string }, mask: Signature, candidates: string[]): Promise<void> {
+    const ceiling = prefix + (span.lt ?? TOP);
+    const floor = prefix + (span.gte ?? '');
+    stream.seek(ceiling, span.block.count + 1);
+    for (;;) {
+      const entry = await stream.next();
+      if (!entry) return;
+      const [k, sig] = entry;
+      if (k < floor) return;
+      if (k >= ceiling) continue; // the exclusive upper end itself (a cursor's row)
+      if (covers(decodeSignature(sig), mask)) candidates.push(k.slice(prefix.length));
     }
   }
 
@@ -499,7 +621,7 @@ export class ActivityLog {
         for (const b of touched) {
           if (b === this.open) continue;
           if (b.count === 0) {
-            ops.push({ type: 'del', sub: this.blockSub, key: b.id });
+            ops.push({ type: 'del', sub: this.blockSub, key: b.id }, this.dropRows(b));
             this.blocks = this.blocks.filter((x) => x !== b);
           } else ops.push(this.blockOp(b));
         }
@@ -532,9 +654,8 @@ export class ActivityLog {
 }
 
 /**
- * Index entries read ahead in growing batches, newest first, with one entry
- * of look-back (the first entry of the next block, read to see the end of
- * this one) and seeks that drop what was read ahead.
+ * Index entries read ahead in growing batches, newest first, and seeks that
+ * drop what was read ahead.
  */
 class EntryStream {
   private buf: Array<[string, string]> = [];
@@ -557,10 +678,6 @@ class EntryStream {
     return this.buf[this.at++];
   }
 
-  unread(): void {
-    this.at--;
-  }
-
   /** Jumps to `target`; the first read takes `expected` entries (a block's worth: one read per block). */
   seek(target: string, expected: number): void {
     this.it.seek(target);
@@ -570,13 +687,27 @@ class EntryStream {
     this.done = false;
   }
 
+  unread(): void {
+    this.at--;
+  }
+
   close(): Promise<void> {
     return this.it.close();
   }
 }
 
+/** The open block's rows in the stored list's form. */
+function openList(b: Block): StoredRows {
+  const entries = b.entries ?? [];
+  const sigs = Buffer.alloc(entries.length * 16);
+  entries.forEach((e, i) => {
+    for (let w = 0; w < 4; w++) sigs.writeUInt32LE(e.sig[w], i * 16 + w * 4);
+  });
+  return { keys: entries.map((e) => e.key), sigs: sigs.toString('base64url') };
+}
+
 function emptyBlock(id: string): Block {
-  return { id, first: '', last: '', count: 0, bloom: new Bloom() };
+  return { id, first: '', last: '', count: 0, bloom: new Bloom(), entries: [] };
 }
 
 function addRow(b: Block, key: string, row: Pick<ActivityRow, 'summary' | 'target'>): void {

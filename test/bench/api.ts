@@ -16,7 +16,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startDaemon } from '../helpers/daemon.js';
-import { latencies, load, median, pct, print, type LoadResult } from './lib.js';
+import { latencies, load, median, pct, print, settle, type LoadResult } from './lib.js';
 
 export async function apiOverhead(): Promise<void> {
   const d = await startDaemon({ env: { HOSTD_LOG_LEVEL: 'info' }, logToFile: true });
@@ -24,6 +24,7 @@ export async function apiOverhead(): Promise<void> {
   for (const name of ['media', 'backups', 'projects']) {
     await d.request('POST', '/api/v1/folders', { token, body: { storage_id: 'default', name } });
   }
+  await settle([d.proc.pid]);
   const sample = await d.request('GET', '/api/v1/folders', { token });
   const payload = sample.text;
   const raw = spawn(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), 'raw-server.js')], {

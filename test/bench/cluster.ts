@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { pair } from '../cluster/util.js';
-import { load, median, p50Of, print, type LoadResult } from './lib.js';
+import { load, median, p50Of, print, settle, type LoadResult } from './lib.js';
 
 /** One keep-alive GET through node:http, body drained; rejects on a non-2xx. */
 function getter(base: string, token: string): (path: string) => Promise<void> {
@@ -78,6 +78,8 @@ export async function clusterForwarding(): Promise<void> {
     const direct = '/api/v1/folders';
     const forwarded = `/api/v1/folders?peer_id=${b.nodeId}`;
     const get = getter(a.url, token);
+    // Joining the cluster changed the proxy CA's seed: both nodes make its root again before they idle.
+    await settle([a.proc.pid, b.proc.pid]);
 
     // Latency: sequential calls, warmed up, measured in alternating rounds so drift hits both.
     await p50Of(500, () => get(direct));

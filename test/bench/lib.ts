@@ -2,6 +2,7 @@
  * Benchmark helpers: autocannon runs against loopback only, each figure
  * reported beside a baseline measured in the same run.
  */
+import fs from 'node:fs';
 import autocannon from 'autocannon';
 
 export interface LoadResult {
@@ -48,6 +49,50 @@ export async function p50Of(n: number, fn: () => Promise<unknown>): Promise<numb
   return pct(await latencies(n, fn), 0.5);
 }
 
+/** Every figure printed in this run, by section (for `--report`). */
+export const figures: Record<string, Record<string, number>> = {};
+let section = 'bench';
+
+/** Names the section whose figures `print` records next. */
+export function inSection(name: string): void {
+  section = name;
+}
+
 export function print(key: string, value: number, digits = 3): void {
   process.stdout.write(`${key}=${value.toFixed(digits)}\n`);
+  (figures[section] ??= {})[key] = Number(value.toFixed(digits));
+}
+
+/** CPU time (user + system) of process `pid` so far, in milliseconds; undefined without /proc. */
+export function cpuMs(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10; // utime + stime, in clock ticks of 10 ms
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Waits until each process is idle: under 3% of a core over a second. A
+ * fresh daemon does one-time work after it answers (the proxy CA's root, made
+ * in pure JS in slices of the event loop, about 2 s of CPU, and again after it
+ * joins a cluster): measured under load, that work would be counted as
+ * per-request overhead. Bounded: a process that never settles is measured as
+ * it is, and the bench says so.
+ */
+export async function settle(pids: Array<number | undefined>, boundMs = 120_000): Promise<void> {
+  // BENCH_SETTLE=0: measure at once, as before (to compare).
+  if (process.env.BENCH_SETTLE === '0') return;
+  const started = Date.now();
+  let last = pids.map(cpuMs);
+  while (Date.now() - started < boundMs) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = pids.map(cpuMs);
+    if (now.every((c, i) => c === undefined || last[i] === undefined || c - last[i]! <= 30)) return;
+    last = now;
+  }
+  process.stdout.write(`# processes ${pids.join(', ')} still busy after ${boundMs} ms; measuring anyway\n`);
 }

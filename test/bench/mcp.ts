@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { startDaemon } from '../helpers/daemon.js';
-import { median, p50Of, print } from './lib.js';
+import { median, p50Of, print, settle } from './lib.js';
 
 
 export async function mcpOverhead(): Promise<void> {
@@ -21,6 +21,7 @@ export async function mcpOverhead(): Promise<void> {
   for (const name of ['media', 'backups', 'projects']) {
     await d.request('POST', '/api/v1/folders', { token, body: { storage_id: 'default', name } });
   }
+  await settle([d.proc.pid]);
   const client = new Client({ name: 'hostd-bench', version: '1.0.0' });
   await client.connect(new StreamableHTTPClientTransport(new URL(d.url + '/mcp'), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },

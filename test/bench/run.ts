@@ -2,6 +2,11 @@
  * `npm run bench`: every figure the issues ask for, each against a baseline
  * measured in this same run. Sections run one after another so they do not
  * compete for the two cores.
+ *
+ *   npm run bench [-- <section>] [-- --report DIR]
+ *
+ * `--report DIR` also writes the figures (figures.json) and their plots (SVG)
+ * into DIR (test/bench/report.ts).
  */
 import { apiOverhead } from './api.js';
 import { mcpOverhead } from './mcp.js';
@@ -17,7 +22,10 @@ import { sandboxesBench } from './sandboxes.js';
 import { eventsBench } from './events.js';
 import { metricsBench } from './metrics.js';
 import { consoleBench } from './console.js';
+import { scaleBench } from './scale.js';
 import { stopAll } from '../helpers/daemon.js';
+import { inSection } from './lib.js';
+import { writeReport } from './report.js';
 
 const sections: Array<[string, () => Promise<void>]> = [
   ['api', apiOverhead],
@@ -34,13 +42,20 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['events', eventsBench],
   ['metrics', metricsBench],
   ['console', consoleBench],
+  ['scale', scaleBench],
 ];
 
 async function main(): Promise<void> {
-  const only = process.argv[2];
+  const args = process.argv.slice(2);
+  const r = args.indexOf('--report');
+  const reportDir = r === -1 ? undefined : args[r + 1];
+  if (r !== -1 && !reportDir) throw new Error('--report needs a directory');
+  const only = args.filter((_, i) => r === -1 || (i !== r && i !== r + 1))[0];
+  if (only && !sections.some(([name]) => name === only)) throw new Error(`no bench section '${only}' (${sections.map(([n]) => n).join(', ')})`);
   let failed = false;
   for (const [name, fn] of sections) {
     if (only && only !== name) continue;
+    inSection(name);
     process.stdout.write(`# ${name}\n`);
     try {
       await fn();
@@ -50,6 +65,14 @@ async function main(): Promise<void> {
     }
   }
   await stopAll();
+  if (reportDir) {
+    try {
+      process.stdout.write(`# report: ${(await writeReport(reportDir)).join(', ')}\n`);
+    } catch (err) {
+      failed = true;
+      process.stdout.write(`# report failed: ${(err as Error).message}\n`);
+    }
+  }
   process.exit(failed ? 1 : 0);
 }
 

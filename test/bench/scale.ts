@@ -1,0 +1,113 @@
+/**
+ * Curves: how a cost grows with the work, at N = 1, 10, 100, 1,000
+ * (BENCH_SCALE_MAX caps N), on one daemon, each step beside the N = 1 step of
+ * the same run:
+ *
+ *   scale_folders_list_ms_n<N>     p50 of GET /folders with N folders (expected linear in N)
+ *   scale_folders_get_ms_n<N>      p50 of GET /folders/{id}/contents of one folder (expected flat)
+ *   scale_folders_create_per_s_n<N> folders created per second while growing to N, 4 clients (expected flat; from N = 10)
+ *   scale_rss_mb_n<N>              the daemon's resident memory after the step
+ *   scale_folders_create_per_s_c<C> creates per second with C = 1, 4, 16 clients in flight
+ *                                  (expected rising up to the cores, then flat)
+ *
+ * and the ratios of each step to N = 1 (`..._ratio_n<N>`). Everything is made
+ * in the daemon's own temp data dir and removed with it.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { pct, latencies, print, settle } from './lib.js';
+
+const STEPS = [1, 10, 100, 1000];
+
+/** One keep-alive JSON call through node:http; rejects on an unexpected status. */
+function caller(base: string, token: string): (method: string, path: string, body?: unknown, want?: number) => Promise<any> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+  const u = new URL(base);
+  return (method, path, body, want = 200) => new Promise((resolve, reject) => {
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+    if (text !== undefined) headers['content-type'] = 'application/json';
+    const req = http.request({ host: u.hostname, port: u.port, method, path, agent, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const out = Buffer.concat(chunks).toString('utf8');
+        if (res.statusCode !== want) reject(new Error(`${method} ${path}: ${res.statusCode} ${out.slice(0, 200)}`));
+        else resolve(out ? JSON.parse(out) : undefined);
+      });
+    });
+    req.on('error', reject);
+    req.end(text);
+  });
+}
+
+/** Resident memory of a process in MiB (Linux /proc). */
+function rssMb(pid: number | undefined): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+/** Runs `count` calls of `fn`, `clients` at a time; resolves with calls per second. */
+async function throughput(count: number, clients: number, fn: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const t = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: clients }, async () => {
+    while (next < count) await fn(next++);
+  }));
+  return count / (Number(process.hrtime.bigint() - t) / 1e9);
+}
+
+export async function scaleBench(): Promise<void> {
+  const max = Number(process.env.BENCH_SCALE_MAX ?? 1000);
+  const d: TestDaemon = await startDaemon({ env: { HOSTD_LOG_LEVEL: 'info' }, logToFile: true });
+  try {
+    const token = await d.token('bench', ['files.read', 'files.manage']);
+    const call = caller(d.url, token);
+    await settle([d.proc.pid]);
+    let made = 0;
+    let first = '';
+    const create = async (prefix: string, i: number) => {
+      const f = await call('POST', '/api/v1/folders', { storage_id: 'default', name: `${prefix}-${i}` }, 201);
+      if (!first) first = f.folder_id ?? f.folder?.folder_id;
+      if (!first) throw new Error(`folder create answered no folder_id: ${JSON.stringify(f).slice(0, 200)}`);
+      made++;
+    };
+    const base: Record<string, number> = {};
+    for (const n of STEPS.filter((s) => s <= max)) {
+      // Too few creates to time (the first step): made, not measured.
+      const todo = n - made;
+      const from = made;
+      const rate = await throughput(todo, 4, (i) => create('s', from + i));
+      const measured = todo >= 9 ? rate : NaN;
+      // Warm up (JIT, connections) before the first step's figures, which are every curve's baseline.
+      if (n === STEPS[0]) {
+        for (let i = 0; i < 200; i++) {
+          await call('GET', '/api/v1/folders');
+          await call('GET', `/api/v1/folders/${encodeURIComponent(first)}/contents`);
+        }
+      }
+      const list = await latencies(60, () => call('GET', '/api/v1/folders'));
+      const get = await latencies(60, () => call('GET', `/api/v1/folders/${encodeURIComponent(first)}/contents`));
+      const figures: Record<string, number> = {
+        folders_list_ms: pct(list, 0.5),
+        folders_get_ms: pct(get, 0.5),
+        folders_create_per_s: measured,
+        rss_mb: rssMb(d.proc.pid),
+      };
+      for (const [k, v] of Object.entries(figures)) {
+        if (!Number.isFinite(v)) continue;
+        print(`scale_${k}_n${n}`, v, k === 'rss_mb' ? 1 : 3);
+        if (base[k] === undefined || !Number.isFinite(base[k])) base[k] = v;
+        else if (Number.isFinite(v) && Number.isFinite(base[k])) print(`scale_${k}_ratio_n${n}`, v / base[k]);
+      }
+    }
+    // Creates with 1, 4 and 16 clients in flight (on top of what is there; flat in N above).
+    const per = Number(process.env.BENCH_SCALE_CREATES ?? 48);
+    for (const c of [1, 4, 16]) {
+      print(`scale_folders_create_per_s_c${c}`, await throughput(per, c, (i) => create(`c${c}`, i)), 1);
+    }
+  } finally {
+    await d.stop();
+  }
+}

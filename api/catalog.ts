@@ -1,19 +1,17 @@
 /**
  * The live catalog (GET /api/v1/catalog) and the OpenAPI 3.1 document, both
- * derived from the registry and the handler table.
+ * derived from the registry alone (every operation of the registry is served).
  */
 import { isGreedyParam, operations, type ResultOf } from './registry/index.js';
 import type { JsonSchema, Operation } from './registry/types.js';
 import { errorBody } from './registry/schema.js';
-import type { HandlerTable } from './handlers.js';
-import { isBuilt } from '../daemon/lib/caller.js';
 
 export const API_PREFIX = '/api/v1';
 
 /** One endpoint of GET /catalog, as its result schema (api/registry/catalog.ts) describes it. */
 export type CatalogEntry = ResultOf<'catalog_get'>['endpoints'][number];
 
-export function catalogEntries(table: HandlerTable): CatalogEntry[] {
+export function catalogEntries(): CatalogEntry[] {
   return operations.map((o) => ({
     operation: o.name,
     domain: o.domain,
@@ -25,7 +23,6 @@ export function catalogEntries(table: HandlerTable): CatalogEntry[] {
     read_only: o.readOnly,
     destructive: o.destructive,
     idempotent: o.idempotent,
-    implemented: isBuilt(table[o.name as keyof HandlerTable]),
     arguments: o.schema,
     result: o.result,
   }));
@@ -116,7 +113,7 @@ function bodySchema(op: Operation): JsonSchema {
   return s;
 }
 
-export function openApiDocument(table: HandlerTable, version: string): Record<string, unknown> {
+export function openApiDocument(version: string): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   const keys = openApiPaths();
   for (const op of operations) {
@@ -144,7 +141,6 @@ export function openApiDocument(table: HandlerTable, version: string): Record<st
       responses,
       'x-scopes': op.scopes,
       'x-hints': op.hints,
-      'x-implemented': isBuilt(table[op.name as keyof HandlerTable]),
     };
     if (op.method !== 'GET' && op.method !== 'DELETE') {
       entry.requestBody = { required: (op.required?.length ?? 0) > 0, content: { 'application/json': { schema: bodySchema(op) } } };

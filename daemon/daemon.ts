@@ -143,7 +143,7 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   cluster.setEvents(events);
   const router = new Router(operations);
   let openapi: unknown;
-  const openApi = () => (openapi ??= openApiDocument(handlers, VERSION));
+  const openApi = () => (openapi ??= openApiDocument(VERSION));
 
   const bearer = (transport: 'api' | 'mcp') => bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, transport);
   const streams = {

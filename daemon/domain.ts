@@ -13,8 +13,7 @@ import type { HandlersOf } from '../api/registry/handlers.js';
 import type { Availability } from './lib/availability.js';
 import type { Tasks } from './lib/tasks.js';
 import type { SecretStore } from './lib/secrets.js';
-import { notImplemented, unavailable } from './lib/errors.js';
-import { notBuiltHandler } from './lib/caller.js';
+import { unavailable } from './lib/errors.js';
 import type { Config } from './config.js';
 import type { Store } from './store/store.js';
 
@@ -234,16 +233,4 @@ export interface PeerInfo {
   is_self: boolean;
   reachable: boolean;
   last_seen: string | null;
-}
-
-/** A domain this build does not serve yet: every operation answers 501. */
-export function notBuiltDomain<Ops extends OperationName>(name: string, ops: readonly Ops[]): DomainDef<Ops> {
-  return defineDomain({
-    name,
-    ops,
-    async open() {
-      const handlers = Object.fromEntries(ops.map((op) => [op, notBuiltHandler(op, () => notImplemented(op))])) as unknown as HandlersOf<Ops>;
-      return { handlers, info: async () => ({ name, built: false, runtimes: [] }), close: async () => {} };
-    },
-  });
 }

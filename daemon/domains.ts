@@ -110,7 +110,7 @@ export async function openDomains(list: ReturnType<typeof domainList>, deps: Omi
     throw err;
   }
   let cached: ReturnType<typeof catalogEntries> | undefined;
-  const entries = () => (cached ??= catalogEntries(handlers));
+  const entries = () => (cached ??= catalogEntries());
   table.catalog_get = async () => ({ count: entries().length, endpoints: entries() });
   const handlers = table as unknown as HandlerTable;
   return {

@@ -129,25 +129,17 @@ function scopeOf(extra: { authInfo?: { extra?: Record<string, unknown> } }): Req
   return scope;
 }
 
+/** Every operation of the registry is served (daemon/domains.ts fails to compile otherwise): one list for every session. */
+const toolLists = new ToolLists();
+
 function createServer(deps: McpDeps): Server {
   const server = new Server(
     { name: 'hostd', version: deps.version },
     { capabilities: { tools: { listChanged: false } }, jsonSchemaValidator: noValidator },
   );
-  // What this build serves is what the catalog says (each handler's isBuilt);
-  // the handler table is fixed once the daemon serves, so it is read once.
-  let lists: Promise<ToolLists> | undefined;
-  const toolLists = (scope: RequestScope) =>
-    (lists ??= deps.dispatch.call('catalog_get', {}, scope.caller, `${scope.id}:catalog`).then((c) => {
-      const implemented = new Map((c as { endpoints: Array<{ operation: string; implemented: boolean }> }).endpoints.map((e) => [e.operation, e.implemented]));
-      return new ToolLists((name) => implemented.get(name) === true);
-    }).catch((err) => {
-      lists = undefined;
-      throw err;
-    }));
   server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
     const scope = scopeOf(extra);
-    return (await toolLists(scope)).forScopes(scope.caller.scopes);
+    return toolLists.forScopes(scope.caller.scopes);
   });
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const scope = scopeOf(extra);

@@ -40,19 +40,14 @@ export const allowed = (op: Operation, scopes: readonly string[]): boolean => op
 const CACHE_MAX = 256;
 
 /**
- * The `tools/list` results of one daemon: the tools of the operations this
- * build serves (an operation not built yet is not offered until it is; a call
- * to it still answers its 501), whose scopes the token holds. The same
+ * The `tools/list` results: the tools of the registry's MCP operations whose
+ * scopes the token holds. The same
  * (frozen-by-convention) object is returned for every token with the same
  * scope set.
  */
 export class ToolLists {
-  private readonly served: ReadonlyArray<{ op: Operation; tool: Tool }>;
+  private readonly served: ReadonlyArray<{ op: Operation; tool: Tool }> = allTools;
   private readonly byScopeSet = new Map<string, { tools: Tool[] }>();
-
-  constructor(built: (operation: string) => boolean) {
-    this.served = allTools.filter((t) => built(t.op.name));
-  }
 
   forScopes(scopes: readonly string[]): { tools: Tool[] } {
     const key = [...scopes].sort().join(' ');

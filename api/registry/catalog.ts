@@ -14,10 +14,9 @@ const catalogEntry = () =>
     read_only: bool(),
     destructive: bool(),
     idempotent: bool(),
-    implemented: bool('Whether this build runs the operation'),
     arguments: anyObject('JSON Schema of the arguments (path parameters, body or query, peer_id)'),
     result: nullable(anyObject('JSON Schema of the success answer; null while the operation has none')),
-  }, ['operation', 'domain', 'method', 'path', 'summary', 'scopes', 'hints', 'read_only', 'destructive', 'idempotent', 'implemented', 'arguments', 'result'], { title: 'CatalogEntry' });
+  }, ['operation', 'domain', 'method', 'path', 'summary', 'scopes', 'hints', 'read_only', 'destructive', 'idempotent', 'arguments', 'result'], { title: 'CatalogEntry' });
 
 export const operations = [
   {

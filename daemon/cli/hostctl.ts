@@ -14,7 +14,6 @@ import { buildRequest, callOperation, parseKeyValues } from './call.js';
 import { operations, getOperation, ALL_SCOPES } from '../../api/registry/index.js';
 import { API_PREFIX } from '../../api/catalog.js';
 import { SYSTEM_CONFIG, loadConfig, socketPath } from '../config.js';
-import { servedLines, servedOf, type CatalogRow } from './served.js';
 
 
 const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH | --url URL --token TOKEN] <command>
@@ -28,7 +27,7 @@ const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PA
                                             print events (hostctl events --help)
   cluster init | join-token | join ADDRESS TOKEN | remove PEER_ID | leave | status
                                             pair hosts (hostctl cluster --help)
-  ops                                       what this build serves, and every operation
+  ops                                       every operation: method, path, scopes
   call OPERATION [key=value ...] [--json '{...}']
                                             run any operation (hostctl call OPERATION --help)
   completion bash                           a bash completion script (source it)
@@ -111,23 +110,11 @@ const task: Command = async (argv, client) => {
   return watchTask(client, positionals[0]);
 };
 
-const ops: Command = async (_argv, client) => {
-  // Which operations this build serves is the daemon's to say (its handlers); the list itself is the registry.
-  let implemented: Map<string, boolean> | undefined;
-  try {
-    const r = await client.request('GET', `${API_PREFIX}/catalog`);
-    if (r.status === 200) {
-      const rows = r.body.endpoints as CatalogRow[];
-      implemented = new Map(rows.map((e) => [e.operation, e.implemented]));
-      process.stdout.write(servedLines(servedOf(rows)).join('\n') + '\n\n');
-    } else process.stderr.write(`hostctl: ${r.body?.error ?? `status ${r.status}`}: which operations are built is unknown\n`);
-  } catch (err) {
-    process.stderr.write(`hostctl: ${(err as Error).message}\nhostctl: which operations this build serves is unknown without the daemon; listing all\n`);
-  }
-  const built = (name: string) => (implemented ? (implemented.get(name) ? 'yes' : 'no (501)') : '?');
+const ops: Command = async () => {
+  // Every operation of the registry is served by every build (daemon/domains.ts fails to compile otherwise).
   printTable(
-    ['OPERATION', 'METHOD', 'PATH', 'SCOPES', 'BUILT'],
-    operations.map((o) => [o.name, o.method, API_PREFIX + o.path, o.scopes.join(' + ') || '(any token)', built(o.name)]),
+    ['OPERATION', 'METHOD', 'PATH', 'SCOPES'],
+    operations.map((o) => [o.name, o.method, API_PREFIX + o.path, o.scopes.join(' + ') || '(any token)']),
   );
   return 0;
 };

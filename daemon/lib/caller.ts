@@ -64,19 +64,3 @@ export type Args = Record<string, any>;
  * result schema has a handler whose return type is checked against it.
  */
 export type Handler<A = Args, R = unknown> = (args: A, ctx: CallContext) => Promise<R>;
-
-const NOT_BUILT = Symbol('not built');
-
-/** A handler for an operation this build does not serve yet: 501 after auth and validation. */
-export function notBuiltHandler(operation: string, err: () => Error): Handler<any> {
-  const h: Handler<any> = async () => {
-    throw err();
-  };
-  (h as unknown as Record<symbol, string>)[NOT_BUILT] = operation;
-  return h;
-}
-
-/** Whether a handler really runs its operation (the catalog and OpenAPI say so). */
-export function isBuilt(h: Handler<any>): boolean {
-  return !(h as unknown as Record<symbol, unknown>)[NOT_BUILT];
-}

@@ -23,7 +23,6 @@ export const methodNotAllowed = (msg: string, allow: string[]) => new ApiError(4
 export const conflict = (msg: string) => new ApiError(409, msg);
 export const tooLarge = (msg = 'request body is over 1 MiB (1048576 bytes)') => new ApiError(413, msg);
 export const internal = (msg: string) => new ApiError(500, msg);
-export const notImplemented = (operation: string) => new ApiError(501, `${operation} is not implemented yet`);
 export const badGateway = (msg: string) => new ApiError(502, msg);
 export const unavailable = (msg: string) => new ApiError(503, msg);
 

@@ -18,7 +18,7 @@ import type { SecretStore } from '../lib/secrets.js';
 import type { PauseHook } from '../lib/test-pause.js';
 import { OPERATOR } from '../lib/operator.js';
 import { O, SANDBOX_LABEL, type SandboxVms, type VmView, type SandboxImage } from './driver.js';
-import { SandboxRecords, type Phase, type SandboxRecord } from './records.js';
+import { SandboxRecords, type Phase, type SandboxRecord, type SandboxState } from './records.js';
 import type { SandboxSettings } from './settings.js';
 import type { EventsPort } from '../domain.js';
 import { SandboxStates } from './state-events.js';
@@ -38,7 +38,7 @@ export interface SandboxEnv {
   events?: EventsPort;
 }
 
-export type SandboxState = 'booting' | 'running' | 'paused' | 'suspended' | 'stopped' | 'destroying' | 'destroyed' | 'failed';
+export type { SandboxState } from './records.js';
 
 export interface SandboxView {
   id: string;

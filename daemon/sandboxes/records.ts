@@ -12,6 +12,9 @@ import crypto from 'node:crypto';
 import { IntentJournal, type JournalOp } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
 
+/** A sandbox's state as the API shows it (context.ts works it out from the record and its VM). */
+export type SandboxState = 'booting' | 'running' | 'paused' | 'suspended' | 'stopped' | 'destroying' | 'destroyed' | 'failed';
+
 /**
  * Where the sandbox is in its life. `booting`: the record exists, its VM is
  * being made or started; `ready`: it has booted once (the VM's own state

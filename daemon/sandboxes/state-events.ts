@@ -15,8 +15,17 @@
 import type { EventsPort } from '../domain.js';
 import { writeWithState } from '../events/state.js';
 import { SYNC, type BatchOp, type Sub } from '../store/store.js';
-import type { SandboxContext, SandboxState } from './context.js';
-import type { SandboxRecord } from './records.js';
+import type { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import type { SandboxRecord, SandboxRecords, SandboxState } from './records.js';
+
+/** What reporting needs of the domain's context (context.ts is one; naming only this keeps the import one way). */
+export interface StatesHost {
+  readonly e: { log: Logger };
+  readonly records: SandboxRecords;
+  readonly changes: EventEmitter;
+  view(rec: SandboxRecord): Promise<{ state: SandboxState }>;
+}
 
 export interface SandboxReportOpts {
   actor?: string;
@@ -37,7 +46,7 @@ export class SandboxStates {
   private readonly reported: Sub<{ state: SandboxState }>;
   private readonly chains = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly c: SandboxContext, private readonly events: EventsPort | undefined) {
+  constructor(private readonly c: StatesHost, private readonly events: EventsPort | undefined) {
     this.reported = c.records.store.sub<{ state: SandboxState }>('sandboxes_state_events');
   }
 

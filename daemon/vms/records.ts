@@ -8,6 +8,9 @@ import { IntentJournal, type JournalOp } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
 import type { CloudInitSettings } from './driver.js';
 
+/** A VM's state as the API shows it (context.ts works it out from the record and the runtime). */
+export type VmState = 'creating' | 'stopped' | 'running' | 'paused' | 'suspended';
+
 export type NetworkType = 'user' | 'bridged' | 'none';
 
 export interface ImageRecord {

@@ -19,9 +19,18 @@ import { writeWithState } from '../events/state.js';
 import { nextSignal, type NextSignal } from '../events/wake.js';
 import { OPERATOR } from '../lib/operator.js';
 import { SYNC, type BatchOp, type Sub } from '../store/store.js';
-import type { VmContext, VmState } from './context.js';
-import type { MachineEvent } from './driver.js';
-import type { VmRecord } from './records.js';
+import type { Logger } from 'pino';
+import type { MachineEvent, MachineRef, VmDriver } from './driver.js';
+import type { VmRecord, VmRecords, VmState } from './records.js';
+
+/** What reporting needs of the domain's context (context.ts is one; naming only this keeps the import one way). */
+export interface StatesHost {
+  readonly e: { log: Logger };
+  readonly records: VmRecords;
+  readonly driver: VmDriver;
+  ref(vmid: number): MachineRef;
+  state(rec: VmRecord): Promise<VmState>;
+}
 
 export type ReportedState = VmState | 'deleted';
 
@@ -64,7 +73,7 @@ export class VmStates {
   private readonly reports = new EventEmitter().setMaxListeners(0);
   private closed = false;
 
-  constructor(private readonly c: VmContext, private readonly events: EventsPort | undefined) {
+  constructor(private readonly c: StatesHost, private readonly events: EventsPort | undefined) {
     this.reported = c.records.store.sub<Reported>('vms_state_events');
   }
 

@@ -33,7 +33,7 @@ describe('GET /api/v1/catalog', function () {
     expect([...names].sort()).to.deep.equal(operations.map((o) => o.name).sort());
   });
 
-  it('gives each its method, full path, summary, scopes, hints, argument schema and implemented flag, as the registry says', () => {
+  it('gives each its method, full path, summary, scopes, hints, and argument schema, as the registry says', () => {
     const p = new Problems();
     const byName = new Map(body.endpoints.map((e) => [e.operation, e]));
     for (const op of operations) {
@@ -43,17 +43,10 @@ describe('GET /api/v1/catalog', function () {
       };
       const got = { method: e.method, path: e.path, summary: e.summary, scopes: e.scopes, hints: e.hints, arguments: e.arguments };
       p.add(op.name, JSON.stringify(got) === JSON.stringify(want) ? undefined : `catalog ${JSON.stringify(got).slice(0, 300)}`);
-      p.add(op.name, typeof e.implemented === 'boolean' ? undefined : 'implemented is not a boolean');
       p.add(op.name, typeof e.summary === 'string' && e.summary.length > 0 ? undefined : 'no summary');
       p.add(op.name, e.read_only === op.hints.includes('RO') ? undefined : 'read_only disagrees with the RO hint');
     }
-    p.check(operations.length * 4);
-  });
-
-  it('marks every operation of the domains built by the foundation implemented (the rest follow their handlers: the walk checks 501s)', () => {
-    for (const e of body.endpoints) {
-      if (['catalog', 'tasks', 'system', 'folders'].includes(e.domain)) expect(e.implemented, e.operation).to.equal(true);
-    }
+    p.check(operations.length * 3);
   });
 
   it('names only the scopes the spec defines', () => {

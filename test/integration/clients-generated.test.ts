@@ -64,8 +64,7 @@ describe('a client generated from the OpenAPI document', function () {
     for (const [key, item] of Object.entries<Doc>(doc.paths)) {
       for (const [method, op] of Object.entries<Doc>(item)) byId.set(op.operationId, { key, method: method.toUpperCase(), op });
     }
-    const cat = await d.request('GET', `${API}/catalog`, { token });
-    built = (cat.body.endpoints as Array<{ operation: string; implemented: boolean }>).filter((e) => e.implemented).map((e) => e.operation);
+    built = operations.map((o) => o.name);
     // Under the repository so that the typed program resolves openapi-fetch from node_modules.
     fs.mkdirSync(path.join(ROOT, 'dist'), { recursive: true });
     dir = fs.mkdtempSync(path.join(ROOT, 'dist', 'generated-client-'));

@@ -1,30 +1,20 @@
 import { expect } from 'chai';
 import { ToolLists, ALL_TOOLS } from '../../api/mcp/tools.js';
 import { operations, ALL_SCOPES } from '../../api/registry/index.js';
-import { isBuilt, notBuiltHandler } from '../../daemon/lib/caller.js';
-import { ApiError, notImplemented } from '../../daemon/lib/errors.js';
 
-// Every domain is built now, so a daemon has no 501 left to show; the rule for
-// a domain that lands later is held here, on the pieces the transports use.
-describe('operations a build does not serve', () => {
-  it('are not offered as MCP tools, whatever the scopes', () => {
-    const hidden = new Set(['sandboxes_list', 'vms_start']);
-    const lists = new ToolLists((op) => !hidden.has(op));
-    const names = lists.forScopes([...ALL_SCOPES]).tools.map((t) => t.name);
-    expect(names).to.have.length(ALL_TOOLS.length - 2);
-    expect(names).to.not.include.members([...hidden]);
-    expect(names).to.include('sandboxes_get');
-    expect(new ToolLists(() => true).forScopes([...ALL_SCOPES]).tools).to.have.length(operations.filter((op) => op.mcp).length);
+describe('MCP tool lists', () => {
+  it('offer every MCP operation of the registry to a token with every scope, and only what its scopes reach to the others', () => {
+    const lists = new ToolLists();
+    const all = lists.forScopes([...ALL_SCOPES]).tools.map((t) => t.name);
+    expect(all).to.have.length(ALL_TOOLS.length);
+    expect(all).to.have.length(operations.filter((op) => op.mcp).length);
     // Streams and text answers are not tools.
-    expect(operations.filter((op) => !op.mcp).map((op) => op.name)).to.include('metrics_get');
-  });
-
-  it('answer 501 naming the operation when called by name, and are marked unbuilt for the catalog', async () => {
-    const h = notBuiltHandler('vms_start', () => notImplemented('vms_start'));
-    expect(isBuilt(h)).to.equal(false);
-    expect(isBuilt(async () => ({}))).to.equal(true);
-    const err = await h({}, {} as never).then(() => null, (e: unknown) => e);
-    expect(err).to.be.instanceOf(ApiError);
-    expect(err).to.deep.include({ status: 501, message: 'vms_start is not implemented yet' });
+    expect(operations.filter((op) => !op.mcp).map((op) => op.name)).to.include.members(['metrics_get', 'events_stream']);
+    const reader = lists.forScopes(['files.read']).tools.map((t) => t.name);
+    expect(reader).to.include('folders_list');
+    expect(reader).to.not.include('folders_create');
+    expect(reader).to.not.include('vms_list');
+    // One answer object per scope set, whatever the order the scopes come in.
+    expect(lists.forScopes(['vm.read', 'files.read'])).to.equal(lists.forScopes(['files.read', 'vm.read']));
   });
 });

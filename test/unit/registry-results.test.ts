@@ -66,7 +66,7 @@ describe('result schemas (api/registry)', () => {
   });
 
   it("the catalog this build answers fits catalog_get's result schema, and each entry carries its operation's result schema", () => {
-    const endpoints = catalogEntries(everyHandler);
+    const endpoints = catalogEntries();
     expect(resultProblem(catalogOp, { count: endpoints.length, endpoints })).to.equal(undefined);
     expect(endpoints.find((e) => e.operation === 'catalog_get')!.result).to.deep.equal(catalogOp.result);
     expect(endpoints.find((e) => e.operation === 'folders_list')!.result).to.deep.equal(foldersOp.result);
@@ -74,7 +74,7 @@ describe('result schemas (api/registry)', () => {
   });
 
   it('resultProblem names what does not fit: a missing field, a wrong type, a field the schema does not name', () => {
-    const entry = catalogEntries(everyHandler)[0];
+    const entry = catalogEntries()[0];
     expect(resultProblem(catalogOp, { endpoints: [] })).to.match(/^result \(root\) must have required property 'count'/);
     expect(resultProblem(catalogOp, { count: 1, endpoints: [{ ...entry, read_only: 'yes' }] })).to.match(/^result\/endpoints\/0\/read_only must be boolean/);
     expect(resultProblem(catalogOp, { count: 1, endpoints: [], extra: 1 })).to.match(/^result \(root\) must NOT have additional properties/);
@@ -83,7 +83,7 @@ describe('result schemas (api/registry)', () => {
   });
 
   it("OpenAPI: the success response is the operation's result schema; errors are the shared error body", () => {
-    const doc = openApiDocument(everyHandler, '0.0.0') as any;
+    const doc = openApiDocument('0.0.0') as any;
     const get = doc.paths['/api/v1/catalog'].get;
     expect(get.responses['200'].content['application/json'].schema).to.deep.equal(catalogOp.result);
     expect(doc.paths['/api/v1/folders'].get.responses['200'].content['application/json'].schema).to.deep.equal(foldersOp.result);

@@ -22,15 +22,25 @@ export function bootId(env: NodeJS.ProcessEnv): string {
 /** Starts the autostart containers unless this boot had its pass already; resolves when the pass is done. */
 export async function autostart(ctx: LxcContext, lifecycle: Lifecycle, boot: string): Promise<void> {
   const last = await ctx.records.meta.get('boot_id').catch(() => undefined);
-  if (last === boot) return;
+  if (last === boot) {
+    // Said, so that an operator (and a test) can tell "nothing to start" from "not done yet".
+    ctx.log.info({ boot }, AUTOSTART_DONE);
+    return;
+  }
+  let started = 0;
   for (const r of await ctx.records.all()) {
     if (!r.autostart) continue;
     try {
       await lifecycle.start(r.lxcid, noNotes);
+      started++;
       ctx.log.info({ lxcid: r.lxcid }, 'lxc: autostarted at boot');
     } catch (err) {
       ctx.log.error({ err, lxcid: r.lxcid }, 'lxc: autostart failed');
     }
   }
   await ctx.records.meta.put('boot_id', boot);
+  ctx.log.info({ boot, started }, AUTOSTART_DONE);
 }
+
+/** The log line that ends an autostart pass, also one that had nothing to do (this boot had its pass). */
+export const AUTOSTART_DONE = 'lxc: autostart pass done';

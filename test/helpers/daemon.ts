@@ -186,6 +186,14 @@ export function claimDaemons(file: string): void {
   for (const d of running) if (!owners.has(d)) owners.set(d, file);
 }
 
+/** The owner of a daemon several test files share: no file's end stops it, the end of the run does. */
+const SHARED = '(shared by the run)';
+
+/** Keeps `d` running across test files (a fixture several files reuse); stopAll() still stops it. */
+export function shareDaemon(d: TestDaemon): void {
+  owners.set(d, SHARED);
+}
+
 /**
  * Stops the daemons of test file `file` (hooks.ts, when the next file's
  * tests begin): a daemon a file did not stop would otherwise idle, with its

@@ -7,10 +7,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { eventually, runCommand, HOSTCTL } from './daemon.js';
+import { eventually, runCommand, shareDaemon, HOSTCTL } from './daemon.js';
 import { run } from '../../daemon/lib/run.js';
 import { guestImage } from './vms-guest.js';
-import { api, qemuPids, settle, startVmsDaemon, succeeded, type VmsEnv } from './vms-fixture.js';
+import { api, operationAt, qemuPids, settle, startVmsDaemon, succeeded, type VmsEnv } from './vms-fixture.js';
+import { resultProblem } from '../../api/validate.js';
 
 export const SANDBOX_YAML = (extra = '') => ['sandboxes:', '  default_memory_mb: 512', '  warm_scan_seconds: 0', extra].filter(Boolean).join('\n');
 
@@ -56,6 +57,25 @@ export function call(e: VmsEnv, token: string, method: string, p: string, body?:
   return api(e, method, p, body, token);
 }
 
+/** The call as `token` succeeds with `status`; its body, which fits the result schema of the operation it reached (one must). */
+export async function okAs(e: VmsEnv, token: string, method: string, p: string, body?: unknown, status = 200): Promise<any> {
+  const r = await call(e, token, method, p, body);
+  expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
+  const op = operationAt(method, p);
+  expect(op, `an operation at ${method} ${p}`).to.not.equal(undefined);
+  expect(resultProblem(op!, r.body), `${method} ${p}: the answer fits ${op!.name}'s result schema`).to.equal(undefined);
+  return r.body;
+}
+
+/** The call as `token` fails with this status and a body of exactly this error message. */
+export async function failsAs(e: VmsEnv, token: string, method: string, p: string, body: unknown, status: number, error: string | RegExp): Promise<void> {
+  const r = await call(e, token, method, p, body);
+  expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
+  expect(Object.keys(r.body ?? {}), r.text).to.deep.equal(['error']);
+  if (typeof error === 'string') expect(r.body.error).to.equal(error);
+  else expect(r.body.error).to.match(error);
+}
+
 /** A command in a sandbox through the admin socket (hostctl sandbox exec); stdout, exit 0 asserted. */
 export async function sbxSh(e: VmsEnv, id: string, command: string, timeout = 60): Promise<string> {
   const r = await e.d.admin.request('POST', '/admin/sandboxes/exec', { id, command, timeout_seconds: timeout });
@@ -98,4 +118,71 @@ export async function onlyTheseVms(e: VmsEnv, vmids: number[], running = vmids.l
   const want = [...vmids].sort((a, b) => a - b);
   await eventually(() => vmDirs(e).join() === want.map((v) => `vm-${v}`).sort().join(), 20_000, `VM dirs ${want.join(',')} (have ${vmDirs(e).join(',')})`);
   expect(qemuPids(e.root).length, 'QEMU processes').to.equal(running);
+}
+
+/**
+ * One sandbox daemon shared by the sandbox files of a mocha process that are
+ * not about cold boots or about making warm states (agent, fork, the
+ * escalation suite): the test guest and a blank disk imported, and one warm
+ * state of the guest saved, once, when the first of those files asks. Each
+ * later sandbox resumes that state in seconds instead of a cold boot (a
+ * minute or more under TCG). The daemon outlives the file that started it
+ * (the root hooks stop it at the end of the run); each file gets its own
+ * tokens and, when it ends, has its sandboxes destroyed and its tokens
+ * revoked, so that the next file starts from the same state. No guest runs
+ * between files.
+ */
+export interface SharedSandboxes {
+  e: VmsEnv;
+  /** The warm state of image deb12 every sandbox of these files resumes. */
+  warmId: string;
+}
+
+/** The cap the fork file's refusals name (three live sandboxes a token). */
+export const SHARED_CAPS = '  max_per_token: 3';
+
+let shared: Promise<SharedSandboxes> | undefined;
+
+function prepareShared(): Promise<SharedSandboxes> {
+  shared ??= (async () => {
+    const e = await startSandboxDaemon({ sandboxes: SHARED_CAPS });
+    shareDaemon(e.d);
+    await importImages(e);
+    const warmId = await warmDone(e, await startWarm(e));
+    return { e, warmId };
+  })().catch((err) => {
+    // A failed preparation is tried again by the next file rather than failing every file with the same stale error.
+    shared = undefined;
+    throw err;
+  });
+  return shared;
+}
+
+export interface SandboxLease extends SharedSandboxes {
+  /** Token secrets by name, made for this file. */
+  tokens: Record<string, string>;
+  /** Destroys every sandbox of this file's tokens, revokes the tokens, and waits until no QEMU of the daemon runs. */
+  release(): Promise<void>;
+}
+
+/** The shared sandbox daemon (prepared on first use) with tokens `scopes` (name → scopes) for one test file. */
+export async function leaseSharedSandboxes(scopes: Record<string, string[]>): Promise<SandboxLease> {
+  const s = await prepareShared();
+  const tokens: Record<string, string> = {};
+  for (const [name, sc] of Object.entries(scopes)) tokens[name] = await s.e.d.token(name, sc);
+  const release = async () => {
+    const list = await s.e.d.admin.request('GET', '/admin/sandboxes');
+    expect(list.status, JSON.stringify(list.body)).to.equal(200);
+    for (const sb of list.body.sandboxes as Array<{ id: string; owner: string; state: string }>) {
+      if (!(sb.owner in tokens) || sb.state === 'destroyed') continue;
+      const d = await s.e.d.admin.request('POST', '/admin/sandboxes/destroy', { id: sb.id });
+      expect(d.status, JSON.stringify(d.body)).to.equal(200);
+    }
+    for (const name of Object.keys(tokens)) {
+      const r = await s.e.d.admin.request('DELETE', `/admin/tokens/${name}`);
+      expect(r.status, JSON.stringify(r.body)).to.equal(200);
+    }
+    await eventually(() => qemuPids(s.e.root).length === 0, 60_000, 'no QEMU of the shared sandbox daemon left');
+  };
+  return { ...s, tokens, release };
 }

@@ -18,6 +18,18 @@ async function rejection(p: Promise<unknown>): Promise<ApiError> {
   throw new Error('expected a rejection');
 }
 
+/**
+ * The per-call deadline of the tests that are not about deadlines: an
+ * unreachable node fails a call at once (no route, or down), so the deadline
+ * only ever cuts a call a loaded machine made slow, and with the default
+ * 250 ms such a cut turned a reachable majority into a 503 or left a sync
+ * unconverged (a test that depended on the machine's speed).
+ */
+const NO_CUT_MS = 120_000;
+
+/** A simulated cluster of `n` whose calls are never cut by a deadline (see NO_CUT_MS). */
+const createNet = (n: number, opts: { delay?: number; seed?: number } = {}) => LeaseNet.create(n, { deadlineMs: NO_CUT_MS, ...opts });
+
 function holders(net: LeaseNet): string[] {
   return [...net.nodes.values()].filter((n) => n.up && n.lease.state().holding).map((n) => n.id);
 }
@@ -50,7 +62,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('initializes a one-member record that joining nodes adopt', async () => {
-    net = await LeaseNet.create(3);
+    net = await createNet(3);
     expect(net.lease('n1').state()).to.deep.equal({ holder: null, epoch: 0, holding: false });
     await net.bootstrap('n1');
     expectConverged(net, 'n1', 1);
@@ -63,7 +75,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('moves between live nodes, from the holder, the target or a third node', async () => {
-    net = await LeaseNet.create(3, { delay: 5 });
+    net = await createNet(3, { delay: 5 });
     await net.bootstrap();
     const events: LeaseState[] = [];
     net.lease('n1').onChange((s) => events.push(s));
@@ -86,7 +98,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('refuses a move to a non-member (404) or to an unreachable member (503)', async () => {
-    net = await LeaseNet.create(3);
+    net = await createNet(3);
     await net.bootstrap();
     const e404 = await rejection(net.lease('n1').move('n9'));
     expect(e404.status).to.equal(404);
@@ -98,7 +110,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('answers 409 to a takeover while the holder is reachable, and a no-op on the holder', async () => {
-    net = await LeaseNet.create(3);
+    net = await createNet(3);
     await net.bootstrap();
     const e = await rejection(net.lease('n2').takeover());
     expect(e.status).to.equal(409);
@@ -108,7 +120,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('kills the holder and takes over from each survivor in turn', async () => {
-    net = await LeaseNet.create(3, { delay: 3 });
+    net = await createNet(3, { delay: 3 });
     await net.bootstrap();
     // n1 dies -> n2 takes over; n1 comes back; n2 dies -> n3; n2 back; n3 dies -> n1
     const turns: Array<[dead: string, taker: string, other: string]> = [
@@ -135,7 +147,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('kills the holder of a 5-node cluster and takes over from each survivor, until no majority is left', async () => {
-    net = await LeaseNet.create(5, { delay: 3 });
+    net = await createNet(5, { delay: 3 });
     await net.bootstrap();
     await net.kill('n1');
     expect((await net.lease('n2').takeover()).holding).to.equal(true);
@@ -173,7 +185,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('partition 1|2 with the holder on the majority side: the minority gets 503, nothing changes', async () => {
-    net = await LeaseNet.create(3, { delay: 3 });
+    net = await createNet(3, { delay: 3 });
     await net.bootstrap('n1');
     net.partition(['n3'], ['n1', 'n2']);
     const e = await rejection(net.lease('n3').takeover());
@@ -192,7 +204,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('partition 1|2 with the holder isolated: the majority takes over, the old holder steps down on heal', async () => {
-    net = await LeaseNet.create(3, { delay: 3 });
+    net = await createNet(3, { delay: 3 });
     await net.bootstrap('n1');
     net.partition(['n1'], ['n2', 'n3']);
     // the isolated holder can do nothing with a majority
@@ -215,7 +227,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('a holder stops holding at once when any message carries a higher committed epoch', async () => {
-    net = await LeaseNet.create(3);
+    net = await createNet(3);
     await net.bootstrap('n1');
     net.partition(['n1'], ['n2', 'n3']);
     const s = await net.lease('n2').takeover();
@@ -233,7 +245,7 @@ describe('proxy-holder lease', function () {
 
   it('concurrent takeovers from two nodes: at most one holder per epoch, one winner', async () => {
     for (let round = 0; round < 6; round++) {
-      net = await LeaseNet.create(round % 2 ? 5 : 3, { delay: round * 3, seed: round + 7 });
+      net = await createNet(round % 2 ? 5 : 3, { delay: round * 3, seed: round + 7 });
       await net.bootstrap('n1');
       await net.kill('n1');
       const results = await Promise.allSettled([net.lease('n2').takeover(), net.lease('n3').takeover()]);
@@ -253,7 +265,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('many concurrent takeovers and moves from every node converge without two holders at one epoch', async () => {
-    net = await LeaseNet.create(5, { delay: 8, seed: 3 });
+    net = await createNet(5, { delay: 8, seed: 3 });
     await net.bootstrap('n1');
     await net.kill('n1');
     const ops = [
@@ -272,7 +284,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('restarted nodes keep their record and acceptor state', async () => {
-    net = await LeaseNet.create(3);
+    net = await createNet(3);
     await net.bootstrap('n1');
     await net.lease('n1').move('n2');
     await net.syncAll(1);
@@ -289,7 +301,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('refuses an epoch it already promised or accepted, and malformed messages', async () => {
-    net = await LeaseNet.create(3);
+    net = await createNet(3);
     await net.bootstrap('n1');
     const l = net.lease('n2');
     const rec = { holder: 'n1', epoch: 1 };
@@ -323,7 +335,7 @@ describe('proxy-holder lease', function () {
   });
 
   it('heals and converges to the highest committed epoch after both sides changed', async () => {
-    net = await LeaseNet.create(5, { delay: 4 });
+    net = await createNet(5, { delay: 4 });
     await net.bootstrap('n1');
     net.partition(['n1', 'n2'], ['n3', 'n4', 'n5']);
     // minority side: no change possible
@@ -393,6 +405,8 @@ describe('proxy-holder lease', function () {
     net.heal();
     for (const id of net.ids) if (!net.node(id).up) await net.restart(id);
     await sleep(net.deadlineMs * 2);
+    // The final sync is about convergence, not deadlines: no call of it is cut for being slow.
+    net.deadlineMs = NO_CUT_MS;
     await net.syncAll(3);
     const top = net.checker.maxEpoch;
     expectConverged(net, net.checker.committed.get(top)!, top);

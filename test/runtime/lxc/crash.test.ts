@@ -15,6 +15,7 @@ import path from 'node:path';
 import { cleanupLxc, initPid, killContainers, removeCgroupGroup, lxcEnv, lxcState, requireLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually, hostctl, tempDir } from '../../helpers/daemon.js';
 import { isPauseLine } from '../../../daemon/lib/test-pause.js';
+import { AUTOSTART_DONE } from '../../../daemon/lxc/autostart.js';
 
 describe('lxc runtime: crash safety and restarts', function () {
   this.timeout(240_000);
@@ -193,10 +194,11 @@ describe('lxc runtime: crash safety and restarts', function () {
     const r = await env.req('POST', '/lxc', { name: 'auto', template: 'bb', autostart: true });
     expect(r.status).to.equal(201);
     const auto = r.body.container.lxcid;
-    // Same boot: a restart starts nothing (the user may have stopped it on purpose).
+    // Same boot: a restart starts nothing (the user may have stopped it on purpose). Once the
+    // daemon's autostart pass says it is done, whatever it started would run.
     await env.d.stop();
     await boot();
-    await new Promise((res) => setTimeout(res, 500));
+    await eventually(() => env.d.logs.some((l) => l.msg === AUTOSTART_DONE), 60_000, 'the autostart pass to end');
     expect(lxcState(dataDir, auto)).to.equal('STOPPED');
     // A new boot: autostart containers start; others stay stopped.
     await env.d.stop();

@@ -4,15 +4,16 @@
  * only sandbox scopes: exec (stdin, env, cwd, user, exit status, a timeout
  * that kills, a flood cut at the cap, base64), files (a 5 MiB round trip in
  * pieces, a listing, modes, a delete), 409 while suspended, and the operator's
- * `hostctl sandbox exec|files` on the same operations. One guest at a time;
- * the after hook kills any QEMU the data dir started.
+ * `hostctl sandbox exec|files` on the same operations. The sandbox resumes
+ * the shared daemon's warm state (test/helpers/sandboxes-fixture.ts): this
+ * file is not about cold boots. One guest at a time; the after hook destroys
+ * the file's sandboxes and revokes its tokens.
  */
 import crypto from 'node:crypto';
 import { expect } from 'chai';
-import { killGuests, operationAt, requireVmsRuntime, type VmsEnv } from '../../helpers/vms-fixture.js';
-import { resultProblem } from '../../../api/validate.js';
+import { requireVmsRuntime, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { HOSTCTL, runCommand } from '../../helpers/daemon.js';
-import { call, importImages, sbxSh, startSandboxDaemon, untilRunning } from '../../helpers/sandboxes-fixture.js';
+import { call, failsAs, leaseSharedSandboxes, okAs, sbxSh, untilRunning, type SandboxLease } from '../../helpers/sandboxes-fixture.js';
 
 const AGENT = ['sandbox.read', 'sandbox.manage'];
 const PIECE = 512 * 1024;
@@ -20,40 +21,28 @@ const PIECE = 512 * 1024;
 describe('sandboxes runtime: exec and files (QEMU)', function () {
   this.timeout(30 * 60_000);
   let e: VmsEnv;
+  let lease: SandboxLease | undefined;
   let alice = '';
   let bob = '';
   let id = '';
 
   before(async function () {
     await requireVmsRuntime(this, 'sandboxes');
-    e = await startSandboxDaemon();
-    alice = await e.d.token('alice', AGENT);
-    bob = await e.d.token('bob', AGENT);
-    await importImages(e, 'deb12', false);
+    lease = await leaseSharedSandboxes({ alice: AGENT, bob: AGENT });
+    ({ e } = lease);
+    ({ alice, bob } = lease.tokens);
     const c = await ok(alice, 'POST', '/sandboxes', { image_id: 'deb12', name: 'agent-box' }, 201);
     id = c.sandbox.id;
-    await untilRunning(e, alice, id, 900);
+    const sb = await untilRunning(e, alice, id, 600);
+    expect(sb.start, 'resumed from the shared warm state').to.include({ method: 'warm', warm_state_id: lease.warmId });
   });
 
   after(async function () {
-    if (e) await killGuests(e.root);
+    await lease?.release();
   });
 
-  async function ok(token: string, method: string, p: string, body?: unknown, status = 200) {
-    const r = await call(e, token, method, p, body);
-    expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
-    const op = operationAt(method, p);
-    expect(op, `an operation at ${method} ${p}`).to.not.equal(undefined);
-    expect(resultProblem(op!, r.body), `${method} ${p}: the answer fits ${op!.name}'s result schema`).to.equal(undefined);
-    return r.body;
-  }
-  async function fails(token: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) {
-    const r = await call(e, token, method, p, body);
-    expect(r.status, `${method} ${p}: ${r.text}`).to.equal(status);
-    expect(Object.keys(r.body ?? {}), r.text).to.deep.equal(['error']);
-    if (typeof error === 'string') expect(r.body.error).to.equal(error);
-    else expect(r.body.error).to.match(error);
-  }
+  const ok = (token: string, method: string, p: string, body?: unknown, status = 200) => okAs(e, token, method, p, body, status);
+  const fails = (token: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) => failsAs(e, token, method, p, body, status, error);
   const exec = (body: Record<string, unknown>) => ok(alice, 'POST', `/sandboxes/${id}/exec`, body);
   const q = (args: Record<string, string | number | boolean>) => '?' + new URLSearchParams(Object.entries(args).map(([k, v]) => [k, String(v)])).toString();
   const files = (args: Record<string, string | number | boolean>) => `/sandboxes/${id}/files${q(args)}`;

@@ -93,31 +93,44 @@ describe('event stream containment (security)', function () {
   it('readers that stop reading get lagged and are closed; the daemon does not keep what they did not read', async () => {
     const QUEUE_BYTES = 64 * 1024;
     const READERS = 40;
-    const CALLS = 2500;
     d = await startDaemon({
       // Unsynced writes: this measures memory, not durability, and the calls must be many.
       env: { HOSTD_STORE_SYNC: '0', HOSTD_EVENTS_QUEUE_EVENTS: '64', HOSTD_EVENTS_QUEUE_BYTES: String(QUEUE_BYTES), HOSTD_EVENTS_MAX_STREAMS_PER_TOKEN: String(READERS) },
     });
     const token = await d.token('slow', ['system.read']);
+    // Each call writes a refused-call row of about 5 KiB (a long folder id in its target and error;
+    // the daemon cuts longer ones shorter), and its event: the bigger the event, the fewer calls.
+    const id = 'f_' + 'x'.repeat(3600);
+    const admin = d.admin;
+    await admin.request('DELETE', `/api/v1/folders/${id}`);
+    const first = await eventually(async () => {
+      const page = await d.request('GET', '/api/v1/events?limit=1000&types=activity', { token });
+      expect(page.status, page.text).to.equal(200);
+      return page.body.events.findLast((ev: { resource?: string }) => ev.resource?.startsWith('folders/f_xxx'));
+    }, 30_000, 'the event of the first call');
+    const eventBytes = JSON.stringify(first).length;
+    // What an unbounded daemon would hold is what the readers were offered; this one holds per reader at most its queue and a write buffer.
+    const allowed = 64 * 1024 * 1024;
+    // A reader that does not read is lagged only once the kernel's buffers of its connection are full
+    // (the daemon's socket send buffer, the reader's receive buffer) and the daemon's queue fills
+    // behind them: each reader is offered twice what those buffers take (a fixed count of calls
+    // offered barely more, and left every reader waiting for a close that never came on a kernel
+    // with bigger buffers), and all of them together more than twice the bound.
+    const tcp = (name: string) => fs.readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/).map(Number);
+    const buffered = tcp('tcp_wmem')[2] + tcp('tcp_rmem')[1];
+    const CALLS = Math.ceil(Math.max(2 * buffered, (2.5 * allowed) / READERS) / eventBytes);
     const readers = [];
     for (let i = 0; i < READERS; i++) readers.push(await stalledReader(d, token));
     const before = rss(d.proc.pid!);
-    // Each call writes a refused-call row of about 1.5 KiB (a long folder id in its target and error), and its event.
-    const id = 'f_' + 'x'.repeat(400);
     let sent = 0;
-    const admin = d.admin;
     await Promise.all(Array.from({ length: 8 }, async () => {
       while (sent < CALLS) {
         sent++;
         await admin.request('DELETE', `/api/v1/folders/${id}`);
       }
     }));
-    const page = await d.request('GET', `/api/v1/events?limit=1&resource=folders/${id}`, { token });
-    const eventBytes = JSON.stringify(page.body.events[0]).length;
     const after = rss(d.proc.pid!);
     const offered = READERS * CALLS * eventBytes;
-    // What an unbounded daemon would hold is `offered`; this one holds per reader at most its queue and a write buffer.
-    const allowed = 64 * 1024 * 1024;
     expect(offered, 'the traffic must dwarf the bound for the check to mean anything').to.be.greaterThan(allowed * 2);
     expect(after - before, `RSS grew by ${after - before} bytes for ${offered} bytes offered`).to.be.lessThan(allowed);
     const texts = await Promise.all(readers.map((r) => r.drain()));

@@ -11,7 +11,8 @@
  * attempt's marker (the command, its environment) on the host's process list.
  *
  * A blank sandbox (its QEMU finds nothing to boot) serves the ownership
- * attempts; then one Debian guest. Never two QEMU guests at once.
+ * attempts; then one Debian guest, resumed from the shared daemon's warm
+ * state (test/helpers/sandboxes-fixture.ts). Never two QEMU guests at once.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -19,8 +20,9 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { HostGuard, rootProcessesWith } from '../../helpers/host-guard.js';
 import { eventually } from '../../helpers/daemon.js';
-import { killGuests, qemuPids, requireVmsRuntime, type VmsEnv } from '../../helpers/vms-fixture.js';
-import { call as apiCall, importBlank, importImages, startSandboxDaemon, untilRunning } from '../../helpers/sandboxes-fixture.js';
+import { attempts } from '../../helpers/escalation-calls.js';
+import { qemuPids, requireVmsRuntime, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { call as apiCall, leaseSharedSandboxes, untilRunning, type SandboxLease } from '../../helpers/sandboxes-fixture.js';
 
 const MARKER = `hostd-sbx-esc-${crypto.randomBytes(4).toString('hex')}`;
 /** A file an injected command would make on the host. */
@@ -29,40 +31,20 @@ const PWNED = `/tmp/${MARKER}`;
 describe('escalation: sandbox exec, files and fork against QEMU', function () {
   this.timeout(30 * 60_000);
   let e: VmsEnv;
+  let lease: SandboxLease | undefined;
   const guard = new HostGuard();
-  const tokens: Record<string, string> = {};
-  const answers: string[] = [];
+  let tokens: Record<string, string> = {};
   let outside = '';
   let sentinel = '';
 
-  const call = async (who: string, method: string, p: string, body?: unknown) => {
-    const r = await apiCall(e, tokens[who], method, p, body);
-    answers.push(r.text);
-    return r;
-  };
-  const refused = async (who: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) => {
-    const r = await call(who, method, p, body);
-    expect(r.status, `${who} ${method} ${p}: ${r.text}`).to.equal(status);
-    expect(Object.keys(r.body ?? {}), r.text).to.deep.equal(['error']);
-    if (typeof error === 'string') expect(r.body.error).to.equal(error);
-    else expect(r.body.error).to.match(error);
-  };
-  const ok = async (who: string, method: string, p: string, body?: unknown, status = 200) => {
-    const r = await call(who, method, p, body);
-    expect(r.status, `${who} ${method} ${p}: ${r.text}`).to.equal(status);
-    return r.body;
-  };
+  const { answers, call, refused, ok } = attempts(() => e.d, () => tokens);
   const q = (args: Record<string, string | boolean>) => '?' + new URLSearchParams(Object.entries(args).map(([k, v]) => [k, String(v)])).toString();
   const lacks = (who: string, op: string) => `token '${who}' lacks scope 'sandbox.manage' needed by ${op}`;
 
   before(async function () {
     await requireVmsRuntime(this, 'sandboxes');
-    e = await startSandboxDaemon();
-    for (const [name, scopes] of Object.entries({ sreader: ['sandbox.read'], sowner: ['sandbox.read', 'sandbox.manage'], sother: ['sandbox.read', 'sandbox.manage'] })) {
-      tokens[name] = await e.d.token(name, scopes);
-    }
-    await importImages(e, 'deb12', false);
-    await importBlank(e);
+    lease = await leaseSharedSandboxes({ sreader: ['sandbox.read'], sowner: ['sandbox.read', 'sandbox.manage'], sother: ['sandbox.read', 'sandbox.manage'] });
+    ({ e, tokens } = lease);
     outside = path.join(e.root, 'outside');
     const planted = guard.plant(outside, path.join(e.pools.p1, '.vms'), path.join(e.d.dataDir, 'vms'));
     sentinel = planted[0].file;
@@ -80,7 +62,7 @@ describe('escalation: sandbox exec, files and fork against QEMU', function () {
   after(async function () {
     guard.remove();
     fs.rmSync(PWNED, { force: true });
-    if (e) await killGuests(e.root);
+    await lease?.release();
   });
 
   it('another token gets 404 for exec, files and fork; a reader 403; the owner 409 while it boots', async () => {
@@ -123,7 +105,8 @@ describe('escalation: sandbox exec, files and fork against QEMU', function () {
     before(async () => {
       const c = await ok('sowner', 'POST', '/sandboxes', { image_id: 'deb12', name: 'esc-guest' }, 201);
       id = c.sandbox.id;
-      await untilRunning(e, tokens.sowner, id, 900);
+      const sb = await untilRunning(e, tokens.sowner, id, 600);
+      expect(sb.start, 'resumed from the shared warm state').to.include({ method: 'warm', warm_state_id: lease!.warmId });
     });
 
     const get = (p: string) => call('sowner', 'GET', `/sandboxes/${id}/files${q({ path: p })}`);

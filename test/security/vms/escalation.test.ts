@@ -19,6 +19,7 @@ import { expect } from 'chai';
 import { run } from '../../../daemon/lib/run.js';
 import { HostGuard, hostMounts } from '../../helpers/host-guard.js';
 import { eventually } from '../../helpers/daemon.js';
+import { attempts } from '../../helpers/escalation-calls.js';
 import { killGuests, requireVmsRuntime, qemuPids, settle, startVmsDaemon, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { importBlank, importImages } from '../../helpers/sandboxes-fixture.js';
 
@@ -32,30 +33,12 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
   let e: VmsEnv;
   const guard = new HostGuard();
   const tokens: Record<string, string> = {};
-  /** Every answer the attempts got: none may hold a sentinel's secret. */
-  const answers: string[] = [];
   let mountsBefore = new Set<string>();
   let outside = '';
   const readCore = fs.readFileSync('/proc/sys/kernel/core_pattern', 'utf8');
 
-  const call = async (who: string, method: string, p: string, body?: unknown) => {
-    const r = await e.d.request(method, `/api/v1${p}`, { token: tokens[who], body });
-    answers.push(r.text);
-    return r;
-  };
-  /** The attempt fails with exactly this status and message. */
-  const refused = async (who: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) => {
-    const r = await call(who, method, p, body);
-    expect(r.status, `${who} ${method} ${p}: ${r.text}`).to.equal(status);
-    expect(Object.keys(r.body ?? {}), r.text).to.deep.equal(['error']);
-    if (typeof error === 'string') expect(r.body.error).to.equal(error);
-    else expect(r.body.error).to.match(error);
-  };
-  const ok = async (who: string, method: string, p: string, body?: unknown, status = 200) => {
-    const r = await call(who, method, p, body);
-    expect(r.status, `${who} ${method} ${p}: ${r.text}`).to.equal(status);
-    return r.body;
-  };
+  /** `answers`: every answer the attempts got; none may hold a sentinel's secret. */
+  const { answers, call, refused, ok } = attempts(() => e.d, () => tokens);
   const lacks = (who: string, scopes: string, op: string) => `token '${who}' lacks scope ${scopes} needed by ${op}`;
 
   before(async function () {

@@ -151,8 +151,8 @@ describe('docs/first-hour.md, every command run', function () {
       expectOk(r);
       expect(r.stdout.split('\n')).to.include('hello through the proxy');
       const cfg = await d.admin.request('GET', '/api/v1/proxy/config');
-      expect(cfg.body.enabled).to.equal(false);
-      expect(cfg.body.domains).to.deep.equal([]);
+      expect(cfg.body.config.enabled).to.equal(false);
+      expect(cfg.body.config.domains).to.deep.equal([]);
     } finally {
       await d.stop();
     }

@@ -202,7 +202,7 @@ describe('docs/first-hour.md, every command run', function () {
       }
       const r = await runPage('sandboxes', e!.d, { env: { API_URL: e!.d.url }, timeoutMs: 1_200_000 });
       expectOk(r);
-      expect(r.stdout.split('\n')).to.include('hello from first-hour');
+      expect(r.stdout.split('\n'), r.stdout + r.stderr).to.include('hello from first-hour');
       const list = await e!.d.admin.request('GET', '/api/v1/sandboxes');
       expect(list.body.sandboxes.filter((s: { state: string }) => s.state !== 'destroyed')).to.deep.equal([]);
       expect((await e!.d.admin.request('GET', '/api/v1/tokens')).body.tokens.map((t: { name: string }) => t.name)).to.not.include('first-hour-agent');

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
 import { ROOT, freePort, startDaemon, tempDir, type CommandResult, type TestDaemon } from '../helpers/daemon.js';
-import { firstHourScript } from '../helpers/first-hour-doc.js';
+import { firstHourScript, pageBlocks } from '../helpers/first-hour-doc.js';
 import { requireOrSkip, requireRuntime } from '../helpers/runtime-gate.js';
 import { killContainers, removeCgroupGroup, requireLxc } from '../helpers/lxc-env.js';
 import { appsRuntime, missingRuntime as appsMissing, startEngine, type TestEngine } from '../helpers/apps-engine.js';
@@ -83,6 +83,14 @@ function expectOk(r: CommandResult): void {
 
 describe('docs/first-hour.md, every command run', function () {
   this.timeout(600_000);
+
+  it('marks only blocks this file runs, every mark spelled so that it is found', function () {
+    // A misspelt mark would leave its block unrun, and the page untested there.
+    const marks = PAGE.split('\n').filter((l) => l.trimStart().startsWith('<!--') && l.includes('first-hour'));
+    const blocks = pageBlocks(PAGE);
+    expect(blocks.length, 'every mark line is a mark').to.equal(marks.length);
+    expect([...new Set(blocks.flatMap((b) => b.names))].sort()).to.deep.equal(['apps', 'folders', 'lxc', 'proxy', 'proxy-config', 'sandboxes', 'vms']);
+  });
 
   it('folders: make one, put a file in it, list it', async function () {
     requireOrSkip(this, 'folders', toolsMissing());

@@ -18,7 +18,8 @@ import { killContainers, removeCgroupGroup, requireLxc } from '../helpers/lxc-en
 import { appsRuntime, missingRuntime as appsMissing, startEngine, type TestEngine } from '../helpers/apps-engine.js';
 import { COMPOSE } from '../../daemon/apps/driver.js';
 import { proxyAvailability } from '../helpers/proxy-node.js';
-import { killGuests, requireVmsRuntime, startVmsDaemon, type VmsEnv } from '../helpers/vms-fixture.js';
+import { killGuests, qemuPids, requireVmsRuntime, startVmsDaemon, type VmsEnv } from '../helpers/vms-fixture.js';
+import { importImages } from '../helpers/sandboxes-fixture.js';
 import { guestImage } from '../helpers/vms-guest.js';
 
 const PAGE = fs.readFileSync(path.join(ROOT, 'docs/first-hour.md'), 'utf8');
@@ -166,14 +167,13 @@ describe('docs/first-hour.md, every command run', function () {
     }
   });
 
-  describe('VMs and sandboxes (one guest boot for both)', function () {
+  describe('VMs and sandboxes (one guest at a time)', function () {
     let e: VmsEnv | undefined;
-    let vmsPageRan = false;
 
     before(async function () {
       await requireVmsRuntime(this);
       requireOrSkip(this, 'vms', toolsMissing());
-      // Restricted user networking: the guest reaches nothing but the host's forwards.
+      // Restricted user networking: the guests reach nothing but the host's forwards.
       e = await startVmsDaemon({ extraYaml: 'sandboxes:\n  warm_scan_seconds: 0' });
     });
     after(async () => {
@@ -182,38 +182,29 @@ describe('docs/first-hour.md, every command run', function () {
       await e.d.stop();
     });
 
-    const warmStates = async () => (await e!.d.admin.request('GET', '/api/v1/vms/warm-states')).body.warm_states as Array<{ image_id: string }>;
-
-    /** The VM section: import, create, boot (about a minute under TCG), exec, warm state, stop, delete. */
-    const runVmsPage = async () => {
-      vmsPageRan = true;
+    it('vms: image import, create, start, wait-ready, exec, stop --force, delete (one boot)', async function () {
+      this.timeout(1_500_000);
       // The cached test guest: the page's `${IMAGE:-$(node dist/test/helpers/vms-guest.js)}` then skips the build.
       const r = await runPage('vms', e!.d, { env: { IMAGE: await guestImage() }, timeoutMs: 1_200_000 });
       expectOk(r);
-      expect(r.stdout.split('\n').some((l) => /^12\.\d+$/.test(l)), 'the exec printed /etc/debian_version').to.equal(true);
-      return r;
-    };
-
-    it('vms: image import, create, start, wait-ready, exec, warm state, stop --force, delete', async function () {
-      this.timeout(1_500_000);
-      await runVmsPage();
+      expect(r.stdout.split('\n').some((l) => /^12\.\d+$/.test(l)), `the exec printed /etc/debian_version\n${r.stdout}`).to.equal(true);
       expect((await e!.d.admin.request('GET', '/api/v1/vms')).body.vms).to.deep.equal([]);
-      expect((await warmStates()).map((w) => w.image_id)).to.deep.equal(['deb12']);
+      expect(qemuPids(e!.root), 'no guest left running').to.deep.equal([]);
     });
 
-    it('sandboxes: a token with sandbox.manage, create (resumes the warm state), exec, delete', async function () {
+    it('sandboxes: a token with sandbox.manage, create, wait, exec, delete (one cold boot)', async function () {
       this.timeout(1_500_000);
-      // Alone (mocha --grep) this runs the VM section first; after a failed VM section it does not boot again.
-      if (!(await warmStates()).length) {
-        if (vmsPageRan) throw new Error('the VM section ran but left no warm state of deb12: see the vms test');
-        await runVmsPage();
-      }
+      // The page takes the image from the VM section; alone (mocha --grep) the test imports it the same way.
+      const images = (await e!.d.admin.request('GET', '/api/v1/vms/images')).body.images as Array<{ image_id: string }>;
+      if (!images.some((i) => i.image_id === 'deb12')) await importImages(e!, 'deb12', false);
       const r = await runPage('sandboxes', e!.d, { env: { API_URL: e!.d.url }, timeoutMs: 1_200_000 });
       expectOk(r);
       expect(r.stdout.split('\n'), r.stdout + r.stderr).to.include('hello from first-hour');
-      const list = await e!.d.admin.request('GET', '/api/v1/sandboxes');
+      const list = await e!.d.admin.request('GET', '/admin/sandboxes');
       expect(list.body.sandboxes.filter((s: { state: string }) => s.state !== 'destroyed')).to.deep.equal([]);
-      expect((await e!.d.admin.request('GET', '/api/v1/tokens')).body.tokens.map((t: { name: string }) => t.name)).to.not.include('first-hour-agent');
+      const tokens = await e!.d.admin.request('GET', '/api/v1/tokens');
+      expect(tokens.body.tokens.map((t: { name: string }) => t.name)).to.not.include('first-hour-agent');
+      expect(qemuPids(e!.root), 'no guest left running').to.deep.equal([]);
     });
   });
 });

@@ -419,7 +419,6 @@ export class LeaseManager {
         const reply = parseLeaseReply(await this.link.send(peer, { type: 'sync', from: this.selfId, record: this.record }));
         await this.learn(reply);
       } catch {
-        continue; // unreachable: it cannot be serving for the cluster
       }
     }
     if (this.state().holding) return;

@@ -16,7 +16,7 @@
  * stream (CallStream) is checked when it opens and again on every batch it
  * reads (cluster/call-stream.ts).
  */
-import net from 'node:net';
+import type net from 'node:net';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';

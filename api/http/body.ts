@@ -159,12 +159,12 @@ export function assembleArgs(op: Operation, params: Record<string, string>, quer
       if (seen.has(k)) throw badRequest(`argument '${k}' is given more than once`);
       seen.add(k);
       if (takesBody(op) && k !== 'peer_id') throw badRequest(`argument '${k}' must be sent in the JSON body`);
-      if (Object.prototype.hasOwnProperty.call(args, k)) throw badRequest(`argument '${k}' is given both in the query string and the body`);
+      if (Object.hasOwn(args, k)) throw badRequest(`argument '${k}' is given both in the query string and the body`);
       setArg(args, k, coerceText(Object.hasOwn(props, k) ? props[k] : undefined, v, k));
     }
   }
   for (const [k, v] of Object.entries(params)) {
-    if (Object.prototype.hasOwnProperty.call(args, k)) throw badRequest(`argument '${k}' is taken from the path`);
+    if (Object.hasOwn(args, k)) throw badRequest(`argument '${k}' is taken from the path`);
     setArg(args, k, coerceText(Object.hasOwn(props, k) ? props[k] : undefined, v, k));
   }
   return args;

@@ -3,7 +3,7 @@
  * image ids, addresses, bridges, container paths), and the shape of every
  * answer (docs/lxc.md says what each field means).
  */
-import type { JsonSchema, OperationSpec, Schema } from './types.js';
+import type { OperationSpec, Schema } from './types.js';
 import {
   str, int, uint32, bool, oneOf, strArray, strMap, nullable, arrayOf, object, dateTime, taskRecord,
   resourceName, imageId, cidr, ipAddress, dnsServers, bridgeName, containerPath, emptyOr,

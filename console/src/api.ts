@@ -37,7 +37,7 @@ export async function request(method: string, path: string, body?: unknown): Pro
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' });
   const text = await res.text();
-  let parsed: any = undefined;
+  let parsed: any ;
   try {
     parsed = text ? JSON.parse(text) : undefined;
   } catch {

@@ -147,8 +147,14 @@ export class ConsoleRoutes {
 
   private whoAmI(req: IncomingMessage, res: ServerResponse): void {
     const c = this.sessionCaller(req);
-    if (!c) return this.fail(res, unauthorized('not signed in to the console'));
-    if (c instanceof ApiError) return this.fail(res, c);
+    if (!c) {
+      this.fail(res, unauthorized('not signed in to the console'));
+      return;
+    }
+    if (c instanceof ApiError) {
+      this.fail(res, c);
+      return;
+    }
     const state = this.deps.sessions.check(sessionCookie(req)!);
     sendJson(res, 200, { signed_in: true, kind: 'admin', expires_at: new Date(state as number).toISOString() }, { ...PAGE_HEADERS, 'cache-control': 'no-store' });
   }

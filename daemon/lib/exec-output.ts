@@ -57,7 +57,7 @@ export class BoundedOutput {
 
 /** The largest length <= b.length that does not end inside a UTF-8 sequence. */
 export function utf8Boundary(b: Buffer): number {
-  let i = b.length;
+  const i = b.length;
   // Step back over continuation bytes (10xxxxxx), at most 3.
   let back = 0;
   while (i - back - 1 >= 0 && back < 3 && (b[i - back - 1] & 0xc0) === 0x80) back++;

@@ -83,7 +83,7 @@ export async function run(program: string, args: readonly string[], opts: RunOpt
   const stdout = opts.binary ? '' : (r.stdout as string);
   if (!okCodes.includes(code)) {
     const detail = stderrTail(stderr) || stderrTail(stdout);
-    throw new ProgramError(`${program} ${args[0] ?? ''} failed (exit ${code})${detail ? `: ${detail}` : ''}`.replace(/  +/g, ' '), program, code, stderr, 500, stdout);
+    throw new ProgramError(`${program} ${args[0] ?? ''} failed (exit ${code})${detail ? `: ${detail}` : ''}`.replace(/ {2,}/g, ' '), program, code, stderr, 500, stdout);
   }
   return { code, stdout, stderr, stdoutBytes };
 }

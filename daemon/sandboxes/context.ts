@@ -18,7 +18,7 @@ import type { SecretStore } from '../lib/secrets.js';
 import type { PauseHook } from '../lib/test-pause.js';
 import { OPERATOR } from '../lib/operator.js';
 import { O, SANDBOX_LABEL, type SandboxVms, type VmView, type SandboxImage } from './driver.js';
-import { SandboxRecords, type Phase, type SandboxRecord, type SandboxState } from './records.js';
+import type { SandboxRecords, Phase, SandboxRecord, SandboxState } from './records.js';
 import type { SandboxSettings } from './settings.js';
 import type { EventsPort } from '../domain.js';
 import { SandboxStates } from './state-events.js';

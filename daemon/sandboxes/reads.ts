@@ -1,7 +1,7 @@
 /** What a token sees of its sandboxes: the list, one sandbox, a wait until running, and the images a sandbox can boot from. */
-import { type Caller } from '../lib/caller.js';
+import type { Caller } from '../lib/caller.js';
 import { O } from './driver.js';
-import { isForkState, MAX_WAIT_MS, now, type SandboxContext, type SandboxView } from './context.js';
+import { isForkState, MAX_WAIT_MS, type SandboxContext, type SandboxView } from './context.js';
 
 export class SandboxReads {
   constructor(private readonly c: SandboxContext) {}

@@ -4,7 +4,7 @@ import { noNotes } from '../lib/caller.js';
 import type { TaskHandle, TaskRecord } from '../lib/tasks.js';
 import { OPERATOR } from '../lib/operator.js';
 import { O, WARM_BUILD_LABEL, type SandboxImage } from './driver.js';
-import { now, type SandboxContext } from './context.js';
+import type { SandboxContext } from './context.js';
 
 export class SandboxWarmStates {
   constructor(private readonly c: SandboxContext) {}

@@ -2,7 +2,7 @@
 import { badRequest, conflict } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
 import { checkGateway, withPrefix } from '../../api/registry/schema.js';
-import { type CloudInitSettings } from './driver.js';
+import type { CloudInitSettings } from './driver.js';
 import { VmRecords, type StoredCloudInit } from './records.js';
 import { checkSshKey, checkUsername, now } from './common.js';
 import { type CloudInitUpdate, type OwnerOpts, SEED_NS, type VmContext, type VmView } from './context.js';

@@ -19,7 +19,7 @@ import type { Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
 import { ensureAvailable } from '../lib/availability.js';
 import { AgentError, AgentTimeout, NoExtRoot, type MachineRef, type MachineSpec, type NetSpec, type VmDriver, type GuestFileDriver } from './driver.js';
-import { VmRecords, vmKey, WARM_FORMAT, type VmState, type ImageRecord, type NetworkType, type StoredCloudInit, type VmRecord, type WarmStateRecord } from './records.js';
+import { type VmRecords, vmKey, WARM_FORMAT, type VmState, type ImageRecord, type NetworkType, type StoredCloudInit, type VmRecord, type WarmStateRecord } from './records.js';
 import type { VmSettings } from './settings.js';
 import { validBridgeName } from './settings.js';
 import type { EventsPort } from '../domain.js';

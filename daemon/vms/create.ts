@@ -7,7 +7,7 @@ import { actorOf } from '../lib/operator.js';
 import type { TaskHandle, TaskRecord } from '../lib/tasks.js';
 import { formatSize, GiB } from './sizes.js';
 import { checkGateway, withPrefix } from '../../api/registry/schema.js';
-import { VmRecords, vmKey, type ImageRecord, type StoredCloudInit, type VmRecord } from './records.js';
+import { VmRecords, type ImageRecord, type StoredCloudInit, type VmRecord } from './records.js';
 import { belowMinimum, checkSshKey, checkUsername, newUuid, now, vmDir } from './common.js';
 import { type CreateInput, isChainEscape, type OwnerOpts, SEED_MAX, SEED_NS, type VmContext, type VmView } from './context.js';
 
@@ -76,6 +76,7 @@ export class VmCreation {
       const release = releaseLock;
       releaseLock = null;
       const releaseImg = releaseImage;
+      // biome-ignore lint/style/useConst: the task's own work reads it, so it is declared before start() assigns it
       let task!: TaskRecord;
       await this.c.records.journal.begin(key, { op: 'create', vmid, dir: rec.dir });
       // The task's work waits until the `creating` record is written, so its commit comes after it.

@@ -3,7 +3,7 @@
  * GuestFileDriver): what the sandboxes domain's file operations use. Nothing
  * here touches a host file: the path is the guest's, resolved in the guest.
  */
-import { ApiError, conflict, notFound, unavailable } from '../lib/errors.js';
+import { type ApiError, conflict, notFound, unavailable } from '../lib/errors.js';
 import { GuestPathError, type GuestDirEntry, type GuestFileDriver, type GuestPathInfo } from './driver.js';
 import { agentFailure, type OwnerOpts, type VmContext } from './context.js';
 

@@ -1,10 +1,9 @@
-/** The running guest through its agent: exec, wait-ready, wait-ip, and how to SSH in. */
-import path from 'node:path';
+
 import { badRequest } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
 import type { ExecResult } from '../lib/exec-output.js';
 import { AgentTimeout, type GuestExecOptions } from './driver.js';
-import { now, sleep } from './common.js';
+import { sleep } from './common.js';
 import { agentFailure, type OwnerOpts, type VmContext, type VmState } from './context.js';
 
 export class VmGuest {

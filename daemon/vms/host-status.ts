@@ -1,5 +1,4 @@
-/** The host as the VM domain sees it: runtime checks, resources refused by rules added since, and capacity for another VM. */
-import { GiB } from './sizes.js';
+
 import { type VmContext, warmRefusal } from './context.js';
 
 export class VmHostStatus {

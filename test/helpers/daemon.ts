@@ -95,7 +95,7 @@ export class TestDaemon {
     const { headers, body } = requestParts(opts);
     const res = await fetch(this.url + p, { method, headers, body: body as BodyInit | undefined });
     const text = await res.text();
-    let parsed: unknown = undefined;
+    let parsed: unknown ;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {

@@ -149,8 +149,8 @@ describe('a client generated from the OpenAPI document', function () {
     expect(deleted.status, JSON.stringify(deleted.data)).to.equal(200);
     expect(fs.existsSync(path.join(root, 'dir', 'gone.txt'))).to.equal(false);
     // Confinement holds for what a generated client sends, too.
-    const escape = await call({ operationId: 'folders_entries_delete', path: { folder_id: folderId, sub_path: '../generated' } });
-    expect(escape.status).to.equal(400);
+    const escaped = await call({ operationId: 'folders_entries_delete', path: { folder_id: folderId, sub_path: '../generated' } });
+    expect(escaped.status).to.equal(400);
     expect(fs.existsSync(root)).to.equal(true);
 
     const act = await call({ operationId: 'activity_list', query: { limit: 50 } });

@@ -13,7 +13,6 @@ import type { OpHandler } from '../../api/registry/handlers.js';
 import { activityRow, errorBody, taskRecord } from '../../api/registry/schema.js';
 import type { ActivityRow, OperationSpec, ValueOf } from '../../api/registry/types.js';
 import { catalogEntries, openApiDocument } from '../../api/catalog.js';
-import type { HandlerTable } from '../../api/handlers.js';
 import { resultProblem } from '../../api/validate.js';
 import { toolFor } from '../../api/mcp/tools.js';
 import { STATUS_META, toolError } from '../../api/mcp/server.js';
@@ -43,7 +42,6 @@ void [fits, wrongType, missingField, unconstrained];
 
 // ---- run time
 
-const everyHandler = Object.fromEntries(operations.map((o) => [o.name, async () => ({})])) as unknown as HandlerTable;
 const catalogOp = getOperation('catalog_get')!;
 const foldersOp = getOperation('folders_list')!;
 /** The one operation without a result schema: its answer is a stream (SSE or WebSocket), not a JSON body. */

@@ -70,7 +70,7 @@ export function parseEnvFile(text: string, appEnv: Env, where: string): Map<stri
       while (j < text.length && !(text[j] === q && text[j - 1] !== '\\')) j++;
       if (j >= text.length) throw badRequest(`${where}: line ${at}: the quoted value of '${key}' is not terminated`);
       const raw = text.slice(i + 1, j);
-      value = q === "'" ? raw : interpolate(unescape(raw), lookupEnv(), `${where}: line ${at}`);
+      value = q === "'" ? raw : interpolate(unescapeValue(raw), lookupEnv(), `${where}: line ${at}`);
       i = j + 1;
       while (i < text.length && text[i] !== '\n') i++; // a comment after the closing quote
     } else {
@@ -89,7 +89,7 @@ export function parseEnvFile(text: string, appEnv: Env, where: string): Map<stri
 }
 
 /** `\$` stays an escaped dollar through interpolation ($$); the other escapes of a double-quoted value. */
-function unescape(s: string): string {
+function unescapeValue(s: string): string {
   return s.replace(/\\(.)/gs, (_m, c: string) => (c === 'n' ? '\n' : c === 'r' ? '\r' : c === '$' ? '$$' : c));
 }
 

@@ -6,7 +6,7 @@
  * CLI (compose.ts).
  */
 import Docker from 'dockerode';
-import { ApiError, unavailable } from '../../lib/errors.js';
+import { type ApiError, unavailable } from '../../lib/errors.js';
 import type { ContainerStats, ContainerSummary, LogLine, PortBinding, PullProgress } from '../driver.js';
 import type { EngineAddress } from './address.js';
 import { LABEL_APP, LABEL_GENERATION } from '../compose/render.js';

@@ -12,7 +12,7 @@ import type { Dirent, Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import { availableAs, missing, ProbeCache, type Availability } from '../../lib/availability.js';
 import { FsProblem, onEnd, PROCFS, type EntryInfo, type FilesDriver, type Look, type NamedEntry, type SearchHit } from '../driver.js';
-import { code, Dir, procMounted } from './dir.js';
+import { code, type Dir, procMounted } from './dir.js';
 import { info, lookWith, Walker } from './paths.js';
 import { checkEntry, copyEntry, removeEntry, type CopyGuard } from './tree.js';
 
@@ -231,7 +231,7 @@ export class LocalFiles implements FilesDriver {
             }
             if (!(await examine())) {
               truncated = true;
-              break outer;
+              break;
             }
           } catch (err) {
             if (folder === top) throw err;

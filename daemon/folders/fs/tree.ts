@@ -9,7 +9,7 @@ import fsSync from 'node:fs';
 import fs from 'node:fs/promises';
 import { FsProblem } from '../driver.js';
 import { joinRel } from '../names.js';
-import { code, Dir, settleAll } from './dir.js';
+import { code, type Dir, settleAll } from './dir.js';
 import { Walker } from './paths.js';
 
 const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fsSync.constants;

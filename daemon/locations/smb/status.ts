@@ -4,7 +4,7 @@
  * guest access were refused (400, naming the arguments), the share does not
  * exist (404). Pure, unit-tested.
  */
-import { ApiError, badGateway, badRequest, notFound } from '../../lib/errors.js';
+import { type ApiError, badGateway, badRequest, notFound } from '../../lib/errors.js';
 import type { Remote, ShareEntry } from '../driver.js';
 
 export type SmbFailureKind = 'unreachable' | 'unresolved' | 'credentials' | 'guest-refused' | 'denied' | 'no-share' | 'other';

@@ -14,7 +14,7 @@ import { internal } from '../../lib/errors.js';
 import type { ContainerTools, ExecResult, HostFacts, LxcState, RootfsPlacement } from '../driver.js';
 import type { ContainerRecord } from '../model.js';
 import { lxcNameOf } from '../naming.js';
-import { CgroupReader, parseFibTrieLocal, parseIfInet6, parseNetDev } from './cgroups.js';
+import { type CgroupReader, parseFibTrieLocal, parseIfInet6, parseNetDev } from './cgroups.js';
 import { CPU_PERIOD_US, renderConfig } from './config.js';
 import { stagingEntry } from './mounts.js';
 

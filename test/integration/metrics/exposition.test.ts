@@ -8,7 +8,7 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { eventually, startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
+import { startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 import { API, raw } from '../../helpers/conformance.js';
 import { fileURLToPath } from 'node:url';
 import { sample } from '../../helpers/metrics.js';

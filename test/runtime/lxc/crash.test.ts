@@ -12,7 +12,7 @@ import { expect } from 'chai';
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cleanupLxc, initPid, killContainers, removeCgroupGroup, lxcEnv, lxcState, requireLxc, waitTask, type LxcEnv } from '../../helpers/lxc-env.js';
+import { cleanupLxc, initPid, killContainers, removeCgroupGroup, lxcEnv, lxcState, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually, hostctl, tempDir } from '../../helpers/daemon.js';
 import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { AUTOSTART_DONE } from '../../../daemon/lxc/autostart.js';

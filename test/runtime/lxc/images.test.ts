@@ -17,7 +17,7 @@ describe('lxc runtime: image catalog and downloads (simplestreams)', function ()
   this.timeout(120_000);
   let env: LxcEnv;
   let server: http.Server;
-  let requests: string[] = [];
+  const requests: string[] = [];
 
   before(async function () {
     await requireLxc(this);

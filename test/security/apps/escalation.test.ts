@@ -18,7 +18,7 @@ import { appsRuntime, missingRuntime, stopEngines } from '../../helpers/apps-eng
 import { APP_SCOPES, labDaemon, startLab, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
 import { COMPOSE } from '../../../daemon/apps/driver.js';
-import { type TestDaemon } from '../../helpers/daemon.js';
+import type { TestDaemon } from '../../helpers/daemon.js';
 import { HostGuard, rootProcessesWith } from '../../helpers/host-guard.js';
 import { Store } from '../../../daemon/store/store.js';
 

@@ -350,7 +350,6 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
 
   it('refuses to copy trees holding links out, special files, or links that would leave the destination; writes nothing', async () => {
     const p = new Problems();
-    const fid = F.folder_id;
     const t = path.join(F.path, 'tree');
     fs.mkdirSync(path.join(t, 'sub'), { recursive: true });
     fs.writeFileSync(path.join(t, 'ok.txt'), 'ok');

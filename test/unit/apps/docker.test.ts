@@ -16,7 +16,7 @@ import { BUNDLED } from '../../../daemon/apps/catalog/bundled.js';
 import { getOperation } from '../../../api/registry/index.js';
 import { normalContainerPath } from '../../../api/registry/schema.js';
 import { validateArgs } from '../../../api/validate.js';
-import { ApiError } from '../../../daemon/lib/errors.js';
+import type { ApiError } from '../../../daemon/lib/errors.js';
 import { ProgramError } from '../../../daemon/lib/run.js';
 import { rejectsApi } from '../../helpers/expect.js';
 

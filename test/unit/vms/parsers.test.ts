@@ -14,7 +14,7 @@ import { getOperation } from '../../../api/registry/index.js';
 import { withPrefix } from '../../../api/registry/schema.js';
 import { validateArgs } from '../../../api/validate.js';
 import { formatSize } from '../../../daemon/vms/sizes.js';
-import { ApiError } from '../../../daemon/lib/errors.js';
+import type { ApiError } from '../../../daemon/lib/errors.js';
 import { requireOrSkip } from '../../helpers/runtime-gate.js';
 
 const spec = (over: Partial<MachineSpec> = {}): MachineSpec => ({

@@ -15,7 +15,7 @@ import type { Tasks } from './lib/tasks.js';
 import type { SecretStore } from './lib/secrets.js';
 import { unavailable } from './lib/errors.js';
 import type { Config } from './config.js';
-import type { Store } from './store/store.js';
+import type { BatchOp, Store } from './store/store.js';
 
 export interface NodeIdentity {
   id: string;
@@ -95,7 +95,21 @@ export interface DomainDeps {
  * that token receives them.
  */
 export interface EventsPort {
-  publishState(domain: string, resource: string, state: string, data?: Record<string, unknown>, opts?: { actor?: string; summary?: string; owner?: string }): Promise<void>;
+  publishState(domain: string, resource: string, state: string, data?: Record<string, unknown>, opts?: StateEventOpts): Promise<void>;
+  /**
+   * The same event, written in the domain's own batch: `write` gets the
+   * event's ops to add to the change's ops (one synced Store.batch), so the
+   * change and its event are stored together (daemon/events/state.ts
+   * `writeWithState`). Absent on a port a test builds by hand.
+   */
+  joinState?<T>(domain: string, resource: string, state: string, data: Record<string, unknown>, opts: StateEventOpts, write: (ops: BatchOp[]) => Promise<T>): Promise<T>;
+}
+
+/** Who made a state change (default the operator), its words, and the token that owns the resource (sandboxes). */
+export interface StateEventOpts {
+  actor?: string;
+  summary?: string;
+  owner?: string;
 }
 
 /** A managed folder as other domains see it. */
@@ -137,11 +151,55 @@ export interface GuestSource {
   guests(): Promise<GuestInfo[]>;
 }
 
+/*
+ * The ports the metrics domain reads at scrape time, never on another call's
+ * path (docs/metrics.md): `usage`, what a domain reads cheaply of its running
+ * resources for the per-resource families (beside `guests`, which gives each
+ * resource's id, name and state); `mountStates` (locations) and
+ * `proxyFigures` (the proxy), read-only views for the aggregates.
+ */
+/** One running resource's cumulative figures (null: its runtime does not give that one). */
+export interface ResourceUsage {
+  /** Its id in its own domain, as in the guests port. */
+  id: string;
+  cpu_seconds: number | null;
+  memory_bytes: number | null;
+  disk_read_bytes: number | null;
+  disk_written_bytes: number | null;
+  network_received_bytes: number | null;
+  network_transmitted_bytes: number | null;
+}
+
+export interface UsageSource {
+  /** The guests port's kind of the resources it reads. */
+  kind: GuestInfo['kind'];
+  /** Figures of the running resources; a resource that is not running is left out. */
+  usage(): Promise<ResourceUsage[]>;
+}
+
+/** Each location's status as the API shows it (`mounted`, `unavailable`, `disconnected`). */
+export interface MountStates {
+  statuses(): string[];
+}
+
+/** The proxy as this member serves it: its configuration's versions and each base domain's certificate. */
+export interface ProxyFigures {
+  /** The replicated configuration's version, the one this member's Caddy runs (null: none yet), and whether its last apply failed. */
+  config(): { version: number; applied_version: number | null; apply_failed: boolean };
+  /** Each base domain's wildcard certificate's end of validity as this member's Caddy storage holds it (null: none stored). */
+  certificates(): Array<{ domain: string; not_after: string | null }>;
+  /** Calls `watch` after every load of a configuration into this member's Caddy: `loaded`, `refused` by Caddy, or `failed` to reach it. */
+  onApply(watch: (result: 'loaded' | 'refused' | 'failed', seconds: number) => void): void;
+}
+
 /** Every port by name; a domain provides some in `DomainModule.provides`. */
 export interface PortTypes {
   folders: FoldersPort;
   connections: ConnectionsPort;
   guests: GuestSource;
+  usage: UsageSource;
+  mountStates: MountStates;
+  proxyFigures: ProxyFigures;
 }
 
 export interface Ports {

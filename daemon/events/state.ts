@@ -3,25 +3,14 @@
  * own (synced), or joined to the batch that stores the change they report
  * (`writeWithState`), so that a crash leaves both or neither.
  */
-import type { EventsPort } from '../domain.js';
+import type { EventsPort, StateEventOpts } from '../domain.js';
 import { OPERATOR } from '../lib/operator.js';
 import { SYNC, type BatchOp, type Store } from '../store/store.js';
 import { stateAcl } from './filter.js';
 import type { EventLog } from './log.js';
 import type { NewEvent } from './types.js';
 
-export type StateOpts = { actor?: string; summary?: string; owner?: string };
-
-/**
- * The port with the batch join: `joinState` hands `write` the event's store
- * ops to put in the domain's own batch (Store.batch, synced). A port without
- * it (a domain built by hand in a test) writes the event after the batch.
- */
-export interface JoiningEventsPort extends EventsPort {
-  joinState<T>(domain: string, resource: string, state: string, data: Record<string, unknown>, opts: StateOpts, write: (ops: BatchOp[]) => Promise<T>): Promise<T>;
-}
-
-function stateEvent(domain: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: StateOpts = {}): NewEvent {
+function stateEvent(domain: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: StateEventOpts = {}): NewEvent {
   return {
     type: `${domain}.state`, domain, resource, actor: opts.actor ?? OPERATOR,
     summary: opts.summary ?? `${resource} is ${state}`,
@@ -30,7 +19,7 @@ function stateEvent(domain: string, resource: string, state: string, data: Recor
   };
 }
 
-export function eventsPort(log: EventLog): JoiningEventsPort {
+export function eventsPort(log: EventLog): Required<EventsPort> {
   return {
     publishState: (domain, resource, state, data = {}, opts = {}) => log.append(stateEvent(domain, resource, state, data, opts)),
     joinState: (domain, resource, state, data, opts, write) => log.join(stateEvent(domain, resource, state, data, opts), write),
@@ -44,12 +33,11 @@ export function eventsPort(log: EventLog): JoiningEventsPort {
  */
 export async function writeWithState(
   port: EventsPort, store: Store, ops: BatchOp[],
-  ev: { domain: string; resource: string; state: string; data?: Record<string, unknown> } & StateOpts,
+  ev: { domain: string; resource: string; state: string; data?: Record<string, unknown> } & StateEventOpts,
 ): Promise<void> {
   const { domain, resource, state, data = {}, ...opts } = ev;
-  const joining = (port as Partial<JoiningEventsPort>).joinState;
-  if (joining) {
-    await joining.call(port, domain, resource, state, data, opts, (evOps: BatchOp[]) => store.batch([...ops, ...evOps], SYNC));
+  if (port.joinState) {
+    await port.joinState(domain, resource, state, data, opts, (evOps: BatchOp[]) => store.batch([...ops, ...evOps], SYNC));
     return;
   }
   await store.batch(ops, SYNC);

@@ -7,7 +7,6 @@
  */
 import client from 'prom-client';
 import type { GuestInfo, ResourceUsage } from '../domain.js';
-import './usage-port.js';
 
 export type ResourceKind = 'vm' | 'lxc' | 'app';
 

@@ -14,7 +14,6 @@ import type { NewEvent } from '../events/types.js';
 import { Families, openMetricsRegistry } from './families.js';
 import { BoundedRead } from './bounded-read.js';
 import { RESOURCE_KINDS, ResourceFamilies, type KindSnapshot, type ResourceKind } from './resources.js';
-import './usage-port.js';
 
 /** How long what a scrape read stays good for the next one. */
 const SCRAPE_CACHE_MS = 5_000;

@@ -10,7 +10,7 @@
 import { expect } from 'chai';
 import { eventually, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { SseClient, WsClient, type Received } from '../integration/events/stream-client.js';
-import { pair } from './util.js';
+import { joinToken, pair } from './util.js';
 
 type Ev = Received['event'];
 
@@ -26,6 +26,7 @@ describe('events_stream with members=all', function () {
   const env = { HOSTD_CLUSTER_PROBE_MS: '300' };
   let a: TestDaemon;
   let b: TestDaemon;
+  let c: TestDaemon | undefined;
   let reader: string;
   const open: Array<{ close(): void }> = [];
 
@@ -52,7 +53,7 @@ describe('events_stream with members=all', function () {
     for (const s of open.splice(0)) s.close();
   });
   after(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
+    await Promise.all([a?.stop(), b?.stop(), c?.stop()]);
   });
 
   it("carries A's and B's events on one stream, each member's in its order, every cursor resuming both", async () => {
@@ -71,6 +72,20 @@ describe('events_stream with members=all', function () {
     }
     // SSE's id is the same cursor.
     for (const g of s.got) expect(g.id).to.equal(g.event.cursor);
+  });
+
+  it('holds a position for a member that has sent no event yet: a resume gets its next event', async () => {
+    // No activity on B since this stream opened: B's position comes from where its part started.
+    const quiet = await SseClient.open(a.url + '/api/v1/events/stream?members=all&types=activity', { authorization: `Bearer ${reader}` });
+    open.push(quiet);
+    expect(quiet.status, quiet.body).to.equal(200);
+    await a.token('quiet-a0', ['vm.read']);
+    const cursor = (await eventually(() => quiet.events().find((e) => e.resource === 'tokens/quiet-a0'), 60_000, "A's event")).cursor;
+    expect(Object.keys(entries(cursor)).sort()).to.deep.equal([a.nodeId, b.nodeId].sort());
+    quiet.close();
+    await b.token('quiet-b1', ['vm.read']);
+    const resumed = await stream(`&types=activity&cursor=${cursor}`, reader);
+    await eventually(() => resumed.events().some((e) => e.resource === 'tokens/quiet-b1'), 60_000, "B's event made between the two streams");
   });
 
   it('resumes from the combined cursor (argument, Last-Event-ID, WebSocket) with every later event of both members exactly once, in order', async () => {
@@ -140,6 +155,19 @@ describe('events_stream with members=all', function () {
     // The narrow stream's part on B is open (its cursor holds B), and it was sent none of the activity.
     expect(narrow.events().filter((e) => e.type === 'activity')).to.deep.equal([]);
     expect(narrow.events().filter((e) => e.node_id === b.nodeId && e.data.stream !== true)).to.deep.equal([]);
+  });
+
+  it('includes a member that joins while the stream is open', async () => {
+    const s = await stream('&types=activity', reader);
+    c = await startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'charlie' } });
+    const j = await c.admin.request('POST', '/admin/cluster/join', { address: a.clusterAddr, token: await joinToken(a) });
+    expect(j.status, JSON.stringify(j.body)).to.equal(200);
+    const joined = c;
+    await eventually(() => s.got.some((g) => joined.nodeId in entries(g.id)), 60_000, "the joiner's position on the stream");
+    await joined.token('late-c1', ['vm.read']);
+    const e = await eventually(() => s.events().find((x) => x.resource === 'tokens/late-c1'), 60_000, "the joiner's event on the stream");
+    expect(e.node_id).to.equal(joined.nodeId);
+    expect(Object.keys(entries(e.cursor)).sort()).to.deep.equal([a.nodeId, b.nodeId, joined.nodeId].sort());
   });
 
   it('refuses what it cannot serve with a clear status', async () => {

@@ -44,6 +44,8 @@ export interface AllMembersDeps {
   /** Backoff bounds of opening a member's stream again. */
   retryMinMs?: number;
   retryMaxMs?: number;
+  /** How long the opening waits for a member's part before showing it as down. */
+  openTimeoutMs?: number;
 }
 
 interface Part {
@@ -92,7 +94,9 @@ class AllMembersStream {
     for (const id of ids) this.parts.set(id, { id, pos: start?.[id], generation: 0, down: false, backoff: this.deps.retryMinMs ?? 250 });
     this.openSelf();
     const others = [...this.parts.values()].filter((p) => p.id !== this.selfId);
-    const results = await Promise.allSettled(others.map((p) => this.openOther(p)));
+    // A member that neither answers nor fails (a silent network) does not hold the stream's opening: past the bound it is down, and retried.
+    const openMs = this.deps.openTimeoutMs ?? 5000;
+    const results = await Promise.allSettled(others.map((p) => bounded(this.openOther(p), openMs, `member '${p.id}' did not open its stream within ${openMs} ms`)));
     const refusal = results.findIndex((r) => r.status === 'rejected' && isRefusal(r.reason));
     if (refusal !== -1) {
       this.close();
@@ -243,6 +247,16 @@ class AllMembersStream {
       p.close?.();
     }
   }
+}
+
+/** `p`, or a rejection (not a refusal) once `ms` have passed. */
+function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what)), ms);
+    timer.unref();
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** A member's position in a single-member cursor (the id of a message of its stream). */

@@ -8,6 +8,7 @@
  * tokens made on each member (cheap, and each names its member).
  */
 import { expect } from 'chai';
+import net from 'node:net';
 import { eventually, startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { SseClient, WsClient, type Received } from '../integration/events/stream-client.js';
 import { joinToken, pair } from './util.js';
@@ -23,7 +24,9 @@ function entries(cursor: string | undefined): Record<string, number> {
 
 describe('events_stream with members=all', function () {
   this.timeout(300_000);
-  const env = { HOSTD_CLUSTER_PROBE_MS: '300' };
+  // A small reader queue: the slow-reader case overflows it with a few hundred events. Unsynced
+  // writes: these tests are about the stream, not durability (no daemon is killed), and make many calls.
+  const env = { HOSTD_CLUSTER_PROBE_MS: '300', HOSTD_EVENTS_QUEUE_EVENTS: '64', HOSTD_STORE_SYNC: '0' };
   let a: TestDaemon;
   let b: TestDaemon;
   let c: TestDaemon | undefined;
@@ -168,6 +171,40 @@ describe('events_stream with members=all', function () {
     const e = await eventually(() => s.events().find((x) => x.resource === 'tokens/late-c1'), 60_000, "the joiner's event on the stream");
     expect(e.node_id).to.equal(joined.nodeId);
     expect(Object.keys(entries(e.cursor)).sort()).to.deep.equal([a.nodeId, b.nodeId, joined.nodeId].sort());
+  });
+
+  it('a reader that stops reading gets lagged, with the combined cursor, and is closed', async () => {
+    // Sends its request and stops reading once the stream is open (its first bytes: B's part has announced where it starts).
+    const u = new URL(a.url);
+    const socket = await new Promise<net.Socket>((resolve, reject) => {
+      const sock = net.connect(Number(u.port), u.hostname, () => sock.write(`GET /api/v1/events/stream?members=all&types=activity HTTP/1.1\r\nhost: ${u.host}\r\naccept: text/event-stream\r\nauthorization: Bearer ${reader}\r\n\r\n`));
+      sock.once('data', (first) => {
+        sock.pause();
+        sock.unshift(first);
+        resolve(sock);
+      });
+      sock.once('error', reject);
+    });
+    open.push({ close: () => socket.destroy() });
+    // Refused calls on A, each an activity row of about 1.5 KiB: far more than the socket's buffers and the queue of 64.
+    const id = 'f_' + 'x'.repeat(400);
+    let sent = 0;
+    await Promise.all(Array.from({ length: 4 }, async () => {
+      while (sent < 2500) {
+        sent++;
+        await a.admin.request('DELETE', `/api/v1/folders/${id}`);
+      }
+    }));
+    const text = await new Promise<string>((resolve) => {
+      const chunks: Buffer[] = [];
+      socket.on('data', (c) => chunks.push(c));
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      socket.resume();
+    });
+    const last = JSON.parse((text.match(/^data: .*$/gm)?.at(-1) ?? 'data: {}').slice(6));
+    expect(last.type).to.equal('lagged');
+    // Every member's position (the joiner of the test before included): the reader resumes from it and loses nothing.
+    expect(Object.keys(entries(last.cursor)).sort()).to.deep.equal([a.nodeId, b.nodeId, ...(c ? [c.nodeId] : [])].sort());
   });
 
   it('refuses what it cannot serve with a clear status', async () => {

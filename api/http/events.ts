@@ -28,6 +28,8 @@ export const WS_SUBPROTOCOL = 'hostd.events.v1';
 const BEARER_PROTOCOL = 'bearer.';
 /** Bytes waiting in a WebSocket's buffer before the stream waits for it to drain. */
 const WS_HIGH_WATER = 64 * 1024;
+/** Messages of a stream opened before its WebSocket handshake that wait for it; past them the stream waits. */
+const EARLY_MESSAGES = 64;
 
 export interface EventStreamDeps {
   events: EventService;
@@ -200,25 +202,37 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
     }
     const open = opener(deps, admitted, header(req, 'last-event-id'), id);
     if (open) {
-      // The members' refusals come before the handshake: the stream is opened first, its messages held until the socket is up.
+      // The members' refusals come before the handshake: the stream is opened first, its messages held until the socket is up
+      // (at most EARLY_MESSAGES: past them a member's stream waits, as on a full socket).
       const early: Array<[string, string]> = [];
+      const waiting: Array<() => void> = [];
+      const release = () => { for (const w of waiting.splice(0)) w(); };
       let sink: Sink | undefined;
       let ended = false;
       const relay: Sink = {
-        send: (text, mid) => (sink ? sink.send(text, mid) : (early.push([text, mid]), true)),
-        drained: () => (sink ? sink.drained() : Promise.resolve()),
+        send: (text, mid) => (sink ? sink.send(text, mid) : (early.push([text, mid]), early.length < EARLY_MESSAGES)),
+        drained: () => (sink ? sink.drained() : new Promise<void>((resolve) => waiting.push(resolve))),
         end: () => (sink ? sink.end() : (ended = true)),
       };
       open(relay).then((close) => {
+        // A client gone while the members opened: nothing will take the socket, so close what was opened.
+        if (socket.destroyed) {
+          release();
+          return close();
+        }
         wss.handleUpgrade(req, socket, head, (w) => {
           sink = wsSink(w);
           for (const [t, m] of early.splice(0)) sink.send(t, m);
+          release();
           if (ended) sink.end();
           deps.requestLog.write({ req_id: id, method: req.method, path, status: 101, op: 'events_stream', actor: admitted.caller.tokenName, ms: performance.now() - started });
           w.on('close', close);
           w.on('error', close);
         });
-      }, refuse);
+      }, (err) => {
+        release();
+        refuse(err);
+      });
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {

@@ -92,7 +92,12 @@ class AllMembersStream {
     const ids = this.deps.members();
     if (!ids.includes(this.selfId)) ids.push(this.selfId);
     for (const id of ids) this.parts.set(id, { id, pos: start?.[id], generation: 0, down: false, backoff: this.deps.retryMinMs ?? 250 });
-    this.openSelf();
+    // This member's refusals first; its part opens last, so that its backlog starts once the others have opened
+    // (a transport holding messages until its handshake holds few, and a reader is never lagged for an opening).
+    this.deps.events.precheck(this.caller, { ...this.forwardArgs, cursor: this.ownCursor() });
+    // Read from now: now is taken here, so that what the others send while this part waits carries this member's place too.
+    const self = this.parts.get(this.selfId)!;
+    self.pos ??= { epoch: this.deps.events.log.epoch, seq: this.deps.events.log.head };
     const others = [...this.parts.values()].filter((p) => p.id !== this.selfId);
     // A member that neither answers nor fails (a silent network) does not hold the stream's opening: past the bound it is down, and retried.
     const openMs = this.deps.openTimeoutMs ?? 5000;
@@ -103,6 +108,12 @@ class AllMembersStream {
       const err = (results[refusal] as PromiseRejectedResult).reason as ApiError;
       throw new ApiError(err.status, `member '${others[refusal].id}' refused its part of members=all: ${err.message}`);
     }
+    try {
+      this.openSelf();
+    } catch (err) {
+      this.close();
+      throw err;
+    }
     results.forEach((r, i) => {
       if (r.status === 'rejected') this.memberDown(others[i], r.reason);
     });
@@ -111,13 +122,15 @@ class AllMembersStream {
     this.poll.unref();
   }
 
+  /** This member's entry of the cursor the stream started from, as a cursor of its own. */
+  private ownCursor(): string | undefined {
+    const pos = this.parts.get(this.selfId)?.pos;
+    return pos ? encodeCursor({ [this.selfId]: pos }) : undefined;
+  }
+
   private openSelf(): void {
     const part = this.parts.get(this.selfId)!;
-    const events = this.deps.events;
-    // Without a cursor this member's stream starts at the head: that is its position from now on.
-    const from = part.pos ? encodeCursor({ [this.selfId]: part.pos }) : undefined;
-    if (!part.pos) part.pos = { epoch: events.log.epoch, seq: events.log.head };
-    const sub = events.openStream(this.caller, { ...this.forwardArgs, cursor: from }, this.relay(part, part.generation));
+    const sub = this.deps.events.openStream(this.caller, { ...this.forwardArgs, cursor: this.ownCursor() }, this.relay(part, part.generation));
     part.close = () => sub?.close();
   }
 

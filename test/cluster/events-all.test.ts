@@ -124,6 +124,21 @@ describe('events_stream with members=all', function () {
     check(ws.events());
   });
 
+  it('a WebSocket resuming far behind gets every event once (what waits for the handshake is bounded, then flushed)', async () => {
+    const first = await stream('&types=activity', reader);
+    await a.token('far-a0', ['vm.read']);
+    const cursor = (await eventually(() => first.events().find((e) => e.resource === 'tokens/far-a0'), 60_000, "A's event")).cursor;
+    first.close();
+    // More refused calls (one activity row each) than the messages held before the handshake.
+    const N = 200;
+    for (let i = 0; i < N; i++) await a.admin.request('DELETE', `/api/v1/folders/f_far${i}`);
+    const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?members=all&types=activity&cursor=${cursor}`, { protocols: [`bearer.${reader}`, 'hostd.events.v1'] });
+    open.push(ws);
+    const far = () => ws.events().filter((e) => /^folders\/f_far\d+$/.test(e.resource)).map((e) => e.resource);
+    await eventually(() => far().length >= N, 60_000, `the ${N} events on the WebSocket`);
+    expect(far()).to.deep.equal(Array.from({ length: N }, (_, i) => `folders/f_far${i}`));
+  });
+
   it('a member that stops shows as members.down, and its events follow from where they stopped when it is back', async () => {
     const s = await stream('&types=activity', reader);
     await b.token('down-b0', ['vm.read']);

@@ -11,6 +11,7 @@ import type { Dispatch } from '../api/dispatch.js';
 import type { Caller } from '../daemon/lib/caller.js';
 import { ApiError, errorBody } from '../daemon/lib/errors.js';
 import type { EventService } from '../daemon/events/service.js';
+import { controlEvent, cursorAt } from '../daemon/events/subscription.js';
 import type { Member } from './membership.js';
 import { RpcError, type ClusterHandlers, type EventSinkLike } from './server.js';
 import type { ClusterMesh } from './mesh.js';
@@ -87,6 +88,11 @@ export class RpcService implements ClusterHandlers {
     // The empty first message says the stream is open (refusals came before it).
     sink.send('', '');
     this.mesh.log.info({ peer_id: peer.peer_id, token: caller.tokenName, transport: 'cluster', req_id: req.request_id }, 'forwarded event stream opened');
+    // A members=all stream asks where this member starts (it may start from now): a bookmark of that position comes first.
+    if (args.announce_start === true) {
+      const start = this.events.start(streamArgs.cursor ?? (req.last_event_id || undefined), true);
+      if ('seq' in start) sink.send(JSON.stringify(controlEvent(this.events.log, 'bookmark', start.seq, 'where this member\'s stream starts')), cursorAt(this.events.log, start.seq));
+    }
     const sub = this.events.openStream(caller, streamArgs, sink, req.last_event_id || undefined);
     return () => sub?.close();
   }

@@ -15,7 +15,9 @@ import { TokenStore } from './auth/tokens.js';
 import { ActivityLog } from './activity/log.js';
 import { TaskRunner } from './tasks/runner.js';
 import { EventLog } from './events/log.js';
-import { EventService } from './events/service.js';
+import { EventService, type StreamArgs } from './events/service.js';
+import { openAllMembers } from './events/all-members.js';
+import type { Sink } from './events/subscription.js';
 import { parseEventSettings } from './events/settings.js';
 import { eventsPort } from './events/state.js';
 import { holderEvent, memberEvent } from './events/sources.js';
@@ -153,6 +155,9 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
       return where === undefined ? undefined : where === 'self' ? 'self' as const : 'other' as const;
     },
     forwardStream: cluster.streamForwarder(),
+    // members=all: every member's stream through the same forwarded path (the caller's scopes apply on each member).
+    allMembers: (caller: Caller, args: StreamArgs, lastEventId: string | undefined, requestId: string, sink: Sink) =>
+      openAllMembers({ events, members: () => cluster.memberIds(), forward: cluster.streamForwarder(), log: log.child({ mod: 'events' }) }, caller, args, lastEventId, requestId, sink),
   };
   // Console sessions live in memory: a restart signs every browser out (docs/console.md).
   const consoleSessions = new ConsoleSessions();

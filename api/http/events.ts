@@ -28,6 +28,8 @@ export const WS_SUBPROTOCOL = 'hostd.events.v1';
 const BEARER_PROTOCOL = 'bearer.';
 /** Bytes waiting in a WebSocket's buffer before the stream waits for it to drain. */
 const WS_HIGH_WATER = 64 * 1024;
+/** Messages of a stream opened before its WebSocket handshake that wait for it; past them the stream waits. */
+const EARLY_MESSAGES = 64;
 
 export interface EventStreamDeps {
   events: EventService;
@@ -38,6 +40,8 @@ export interface EventStreamDeps {
   resolvePeer: (peerId: string) => 'self' | 'other' | undefined;
   /** Opens another member's stream for the caller (its refusals as ApiErrors); answers a function that closes it. */
   forwardStream?: (peerId: string, caller: Caller, args: StreamArgs, lastEventId: string | undefined, requestId: string, sink: Sink) => Promise<() => void>;
+  /** Opens a members=all stream (every member's, merged; its refusals as ApiErrors); answers a function that closes it. */
+  allMembers?: (caller: Caller, args: StreamArgs, lastEventId: string | undefined, requestId: string, sink: Sink) => Promise<() => void>;
   log: Logger;
   requestLog: RequestLog;
 }
@@ -47,8 +51,17 @@ export function wantsSse(req: IncomingMessage): boolean {
   return req.method === 'GET' && (header(req, 'accept') ?? '').includes('text/event-stream');
 }
 
+interface Admitted {
+  caller: Caller;
+  args: StreamArgs;
+  /** Another member's stream (peer_id). */
+  peer?: string;
+  /** Every member's stream (members=all). */
+  all?: boolean;
+}
+
 /** The caller and arguments of a stream request, or the ApiError that refuses it. */
-function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: string | undefined): { caller: Caller; args: StreamArgs; peer?: string } {
+function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: string | undefined): Admitted {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const query = q === -1 ? '' : url.slice(q + 1);
@@ -67,7 +80,10 @@ function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: strin
   const args = assembleArgs(op, {}, query, Buffer.alloc(0));
   validateArgs(op, args);
   let peer: string | undefined;
-  if (typeof args.peer_id === 'string') {
+  if (args.members === 'all') {
+    if (args.peer_id !== undefined) throw badRequest("give either peer_id (one member's stream) or members=all (every member's), not both");
+    if (!deps.allMembers) throw new ApiError(501, 'this listener does not serve members=all streams');
+  } else if (typeof args.peer_id === 'string') {
     const where = deps.resolvePeer(args.peer_id);
     if (!where) throw notFound(`peer '${args.peer_id}' not found`);
     // A stream that came over the cluster has made its one hop (the member serves its own events).
@@ -76,11 +92,17 @@ function admit(deps: EventStreamDeps, req: IncomingMessage, authorization: strin
       peer = args.peer_id;
     }
   }
-  if (args.members === 'all') throw new ApiError(501, 'events_stream with members=all is not served by this build yet: read each member with peer_id');
   const { peer_id: _p, members: _m, ...rest } = args;
   void _p;
   void _m;
-  return { caller, args: rest as StreamArgs, peer };
+  return { caller, args: rest as StreamArgs, peer, all: args.members === 'all' };
+}
+
+/** How a stream that is opened before it is answered (another member's, or every member's) opens, or undefined for this member's. */
+function opener(deps: EventStreamDeps, a: Admitted, lastEventId: string | undefined, requestId: string): ((sink: Sink) => Promise<() => void>) | undefined {
+  if (a.all) return (sink) => deps.allMembers!(a.caller, a.args, lastEventId, requestId, sink);
+  if (a.peer) return (sink) => deps.forwardStream!(a.peer!, a.caller, a.args, lastEventId, requestId, sink);
+  return undefined;
 }
 
 /** Serves an SSE stream request (the caller checked `wantsSse`). */
@@ -117,8 +139,9 @@ export async function serveSse(deps: EventStreamDeps, req: IncomingMessage, res:
   try {
     const a = admit(deps, req, header(req, 'authorization'));
     caller = a.caller;
-    if (a.peer) {
-      const close = await deps.forwardStream!(a.peer, a.caller, a.args, header(req, 'last-event-id'), requestId, sink);
+    const open = opener(deps, a, header(req, 'last-event-id'), requestId);
+    if (open) {
+      const close = await open(sink);
       head();
       line(200);
       if (closed || res.destroyed) close();
@@ -170,33 +193,46 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
       deps.requestLog.write({ req_id: id, method: req.method, path, status: e.status, op: 'events_stream', ms: performance.now() - started });
     };
     if (path !== STREAM_PATH) return refuse(new ApiError(404, `no WebSocket endpoint at ${path}`));
-    let admitted: { caller: Caller; args: StreamArgs; peer?: string };
+    let admitted: Admitted;
     try {
       admitted = admit(deps, req, header(req, 'authorization') ?? bearerFromProtocols(header(req, 'sec-websocket-protocol')));
-      if (!admitted.peer) deps.events.precheck(admitted.caller, admitted.args, header(req, 'last-event-id'));
+      if (!admitted.peer && !admitted.all) deps.events.precheck(admitted.caller, admitted.args, header(req, 'last-event-id'));
     } catch (err) {
       return refuse(err);
     }
-    if (admitted.peer) {
-      // The member's refusals come before the handshake: the stream is opened first, its messages held until the socket is up.
+    const open = opener(deps, admitted, header(req, 'last-event-id'), id);
+    if (open) {
+      // The members' refusals come before the handshake: the stream is opened first, its messages held until the socket is up
+      // (at most EARLY_MESSAGES: past them a member's stream waits, as on a full socket).
       const early: Array<[string, string]> = [];
+      const waiting: Array<() => void> = [];
+      const release = () => { for (const w of waiting.splice(0)) w(); };
       let sink: Sink | undefined;
       let ended = false;
       const relay: Sink = {
-        send: (text, mid) => (sink ? sink.send(text, mid) : (early.push([text, mid]), true)),
-        drained: () => (sink ? sink.drained() : Promise.resolve()),
+        send: (text, mid) => (sink ? sink.send(text, mid) : (early.push([text, mid]), early.length < EARLY_MESSAGES)),
+        drained: () => (sink ? sink.drained() : new Promise<void>((resolve) => waiting.push(resolve))),
         end: () => (sink ? sink.end() : (ended = true)),
       };
-      deps.forwardStream!(admitted.peer, admitted.caller, admitted.args, header(req, 'last-event-id'), id, relay).then((close) => {
+      open(relay).then((close) => {
+        // A client gone while the members opened: nothing will take the socket, so close what was opened.
+        if (socket.destroyed) {
+          release();
+          return close();
+        }
         wss.handleUpgrade(req, socket, head, (w) => {
           sink = wsSink(w);
           for (const [t, m] of early.splice(0)) sink.send(t, m);
+          release();
           if (ended) sink.end();
           deps.requestLog.write({ req_id: id, method: req.method, path, status: 101, op: 'events_stream', actor: admitted.caller.tokenName, ms: performance.now() - started });
           w.on('close', close);
           w.on('error', close);
         });
-      }, refuse);
+      }, (err) => {
+        release();
+        refuse(err);
+      });
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {

@@ -43,7 +43,7 @@ export interface HttpDeps {
   /** Cross-origin access for bearer-token browser clients (config `cors_origins`). */
   cors?: Cors;
   /** The event stream (SSE on its path; WebSocket upgrades go through `eventsUpgrade`). */
-  events?: Pick<EventStreamDeps, 'events' | 'resolvePeer' | 'forwardStream'>;
+  events?: Pick<EventStreamDeps, 'events' | 'resolvePeer' | 'forwardStream' | 'allMembers'>;
 }
 
 const REQ_ID_RE = /^[A-Za-z0-9._:-]{1,64}$/;

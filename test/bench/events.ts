@@ -10,13 +10,18 @@
  *   HTTP), over reading the same rows from the store directly.
  * - events_idle_subscriber_kib: the daemon's resident memory per idle SSE
  *   subscriber (1,000 of them).
+ * - events_delivery_ratio_all_2: the same on a members=all stream of one of
+ *   two paired members, for mutations on the other, beside
+ *   events_delivery_ratio_all_2_baseline (a subscriber on the first member's
+ *   own stream, mutations there, the same two daemons).
  * - api_overhead_with_subscribers_ratio: GET /api/v1/folders throughput
  *   without subscribers over the same with 100 connected (target at most 1.1).
  */
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { eventually, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
+import { pair } from '../cluster/util.js';
 import { load, median, pct, print } from './lib.js';
 import { Store } from '../../daemon/store/store.js';
 import { EventLog } from '../../daemon/events/log.js';
@@ -63,11 +68,18 @@ async function idle(d: TestDaemon, token: string, n: number): Promise<http.Clien
   return out;
 }
 
-async function delivery(d: TestDaemon, token: string, subscribers: number, round: number): Promise<number> {
+/**
+ * The delivery ratio with `subscribers` on `d`; the mutations go to `on`
+ * (with `onToken`), by default `d` itself, and the measured subscriber reads
+ * `query` (a members=all stream reads another member's events).
+ */
+async function delivery(d: TestDaemon, token: string, subscribers: number, round: number, opts: { on?: TestDaemon; onToken?: string; query?: string; tag?: string } = {}): Promise<number> {
+  const on = opts.on ?? d;
+  const onToken = opts.onToken ?? token;
   const others = await idle(d, token, subscribers - 1);
   const arrived = new Map<string, number>();
   const waiting = new Map<string, () => void>();
-  const mine = await subscribe(d, token, '?types=activity', (json) => {
+  const mine = await subscribe(d, token, opts.query ?? '?types=activity', (json) => {
     const id = JSON.parse(json).data?.metadata?.request_id as string | undefined;
     if (!id) return;
     arrived.set(id, performance.now());
@@ -76,10 +88,10 @@ async function delivery(d: TestDaemon, token: string, subscribers: number, round
   const trips: number[] = [];
   const deliveries: number[] = [];
   for (let i = 0; i < 200; i++) {
-    const id = `bench-${subscribers}-${round}-${i}`;
+    const id = `bench-${opts.tag ?? ''}${subscribers}-${round}-${i}`;
     const seen = new Promise<void>((r) => waiting.set(id, r));
     const t0 = performance.now();
-    const r = await fetch(`${d.url}/api/v1/folders`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'x-request-id': id }, body: JSON.stringify({ storage_id: 'default', name: id }) });
+    const r = await fetch(`${on.url}/api/v1/folders`, { method: 'POST', headers: { authorization: `Bearer ${onToken}`, 'content-type': 'application/json', 'x-request-id': id }, body: JSON.stringify({ storage_id: 'default', name: id }) });
     const t1 = performance.now();
     if (r.status !== 201) throw new Error(`folder create: ${r.status} ${await r.text()}`);
     await seen;
@@ -130,7 +142,38 @@ export async function eventsBench(): Promise<void> {
   } finally {
     await d.stop();
   }
+  await allMembers();
   await replay();
+}
+
+/**
+ * events_delivery_ratio_all_2: the delivery ratio of a members=all stream
+ * on A for mutations made on B (each event crosses the forwarded stream),
+ * beside events_delivery_ratio_all_2_baseline: the same two daemons, a
+ * subscriber on A's own stream for mutations on A.
+ */
+export async function allMembers(): Promise<void> {
+  const env = { HOSTD_LOG_LEVEL: 'info' };
+  const a = await startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'alpha' }, logToFile: true });
+  const b = await startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'bravo' }, logToFile: true });
+  try {
+    await pair([a, b]);
+    const scopes = ['files.read', 'files.manage', 'system.read'];
+    const onA = await a.token('bench-a', scopes);
+    const onB = await b.token('bench-b', scopes);
+    // A's token reaches B by the token sync: the members=all stream opens once it has.
+    await eventually(async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: onA })).status === 200, 60_000, 'the token known on B');
+    const base: number[] = [];
+    const all: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      base.push(await delivery(a, onA, 1, round, { tag: 'base-' }));
+      all.push(await delivery(a, onA, 1, round, { on: b, onToken: onB, query: '?members=all&types=activity', tag: 'all-' }));
+    }
+    print('events_delivery_ratio_all_2_baseline', median(base));
+    print('events_delivery_ratio_all_2', median(all));
+  } finally {
+    await Promise.all([a.stop(), b.stop()]);
+  }
 }
 
 /** Resuming 100,000 events behind, against reading the same rows from the store. */

@@ -1,0 +1,303 @@
+/**
+ * `events_stream` with `members=all`: every member's stream on one
+ * connection, under one cursor with an entry per member (cursor.ts).
+ *
+ * Each member's events come through that member's own stream: this member's
+ * from the event service, another's through the forwarded stream (the same
+ * path as `peer_id`, so the caller's scopes are checked and applied on that
+ * member, never here). Each is relayed as it arrives with its `cursor`
+ * rewritten to the combined cursor after it: each member's events in that
+ * member's order, across members in the order they reach this member (live,
+ * that is by time within the network's delay).
+ *
+ * Nothing is held here: a member's stream writes to the reader's connection
+ * directly and waits while it is full (this member's subscription with its
+ * bounded queue, another's by HTTP/2 flow control), so a slow reader gets
+ * `lagged` from whichever member's stream overflows first, as on one
+ * member's stream.
+ *
+ * A member whose stream ends (it stopped, or cannot be reached) shows as a
+ * `members.down` message; its stream is opened again from its last position
+ * with a backoff, and `members.up` says it is back. Members that join later
+ * are picked up from the member list.
+ */
+import type { Logger } from 'pino';
+import type { Caller } from '../lib/caller.js';
+import { ApiError } from '../lib/errors.js';
+import { decodeCursor, encodeCursor, type Cursor, type Position } from './cursor.js';
+import { parseFilter, requireSomeRead } from './filter.js';
+import type { EventService, StreamArgs } from './service.js';
+import type { Sink } from './subscription.js';
+import type { PublicEvent } from './types.js';
+
+/** Opens another member's stream for the caller (refusals as ApiErrors; 5xx when it cannot be reached); answers a function that closes it. */
+export type OpenMemberStream = (peerId: string, caller: Caller, args: Record<string, unknown>, lastEventId: string | undefined, requestId: string, sink: Sink) => Promise<() => void>;
+
+export interface AllMembersDeps {
+  events: EventService;
+  /** Every member's id, this one's included. */
+  members: () => string[];
+  forward?: OpenMemberStream;
+  log: Logger;
+  /** How often the member list is looked at for members that joined or left. */
+  membersPollMs?: number;
+  /** Backoff bounds of opening a member's stream again. */
+  retryMinMs?: number;
+  retryMaxMs?: number;
+  /** How long the opening waits for a member's part before showing it as down. */
+  openTimeoutMs?: number;
+}
+
+interface Part {
+  id: string;
+  pos?: Position;
+  close?: () => void;
+  /** Bumped at each open: messages of an older stream of the member are ignored. */
+  generation: number;
+  down: boolean;
+  retry?: NodeJS.Timeout;
+  backoff: number;
+}
+
+/** The combined cursor: every member's position known so far. */
+function combined(parts: Map<string, Part>): string {
+  const c: Cursor = {};
+  for (const p of parts.values()) if (p.pos) c[p.id] = p.pos;
+  // Never empty: this member's position is set at open.
+  return encodeCursor(c);
+}
+
+class AllMembersStream {
+  private readonly parts = new Map<string, Part>();
+  private finished = false;
+  private poll?: NodeJS.Timeout;
+  private readonly selfId: string;
+  private readonly forwardArgs: Record<string, unknown>;
+
+  constructor(
+    private readonly deps: AllMembersDeps,
+    private readonly caller: Caller,
+    private readonly args: StreamArgs,
+    private readonly requestId: string,
+    private readonly out: Sink,
+  ) {
+    this.selfId = deps.events.log.nodeId;
+    const { cursor: _c, ...filters } = args;
+    void _c;
+    this.forwardArgs = filters;
+  }
+
+  /** Opens every member's stream; a member's refusal (4xx) refuses the whole stream, a member that cannot be reached shows as down. */
+  async open(start: Cursor | undefined): Promise<void> {
+    const ids = this.deps.members();
+    if (!ids.includes(this.selfId)) ids.push(this.selfId);
+    for (const id of ids) this.parts.set(id, { id, pos: start?.[id], generation: 0, down: false, backoff: this.deps.retryMinMs ?? 250 });
+    // This member's refusals first; its part opens last, so that its backlog starts once the others have opened
+    // (a transport holding messages until its handshake holds few, and a reader is never lagged for an opening).
+    this.deps.events.precheck(this.caller, { ...this.forwardArgs, cursor: this.ownCursor() });
+    // Read from now: now is taken here, so that what the others send while this part waits carries this member's place too.
+    const self = this.parts.get(this.selfId)!;
+    self.pos ??= { epoch: this.deps.events.log.epoch, seq: this.deps.events.log.head };
+    const others = [...this.parts.values()].filter((p) => p.id !== this.selfId);
+    // A member that neither answers nor fails (a silent network) does not hold the stream's opening: past the bound it is down, and retried.
+    const openMs = this.deps.openTimeoutMs ?? 5000;
+    const results = await Promise.allSettled(others.map((p) => bounded(this.openOther(p), openMs, `member '${p.id}' did not open its stream within ${openMs} ms`)));
+    const refusal = results.findIndex((r) => r.status === 'rejected' && isRefusal(r.reason));
+    if (refusal !== -1) {
+      this.close();
+      const err = (results[refusal] as PromiseRejectedResult).reason as ApiError;
+      throw new ApiError(err.status, `member '${others[refusal].id}' refused its part of members=all: ${err.message}`);
+    }
+    try {
+      this.openSelf();
+    } catch (err) {
+      this.close();
+      throw err;
+    }
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') this.memberDown(others[i], r.reason);
+    });
+    if (this.finished) return;
+    this.poll = setInterval(() => this.refreshMembers(), this.deps.membersPollMs ?? 2000);
+    this.poll.unref();
+  }
+
+  /** This member's entry of the cursor the stream started from, as a cursor of its own. */
+  private ownCursor(): string | undefined {
+    const pos = this.parts.get(this.selfId)?.pos;
+    return pos ? encodeCursor({ [this.selfId]: pos }) : undefined;
+  }
+
+  private openSelf(): void {
+    const part = this.parts.get(this.selfId)!;
+    const sub = this.deps.events.openStream(this.caller, { ...this.forwardArgs, cursor: this.ownCursor() }, this.relay(part, part.generation));
+    part.close = () => sub?.close();
+  }
+
+  private async openOther(part: Part): Promise<void> {
+    if (!this.deps.forward) throw new ApiError(501, 'this listener does not forward event streams');
+    const generation = ++part.generation;
+    // announce_start: the member's first message is a bookmark of where it starts, so a member read from now has a position at once.
+    const args = { ...this.forwardArgs, cursor: part.pos ? encodeCursor({ [part.id]: part.pos }) : undefined, announce_start: true };
+    const close = await this.deps.forward(part.id, this.caller, args, undefined, this.requestId, this.relay(part, generation));
+    if (this.finished || generation !== part.generation) {
+      close();
+      return;
+    }
+    part.close = close;
+    part.backoff = this.deps.retryMinMs ?? 250;
+    if (part.down) {
+      part.down = false;
+      this.notice(part, 'members.up', `member '${part.id}' is back on this stream; its events follow from where they stopped`);
+    }
+  }
+
+  /** Where a member's stream writes: each message with the combined cursor, to the reader. */
+  private relay(part: Part, generation: number): Sink {
+    const stale = () => this.finished || generation !== part.generation;
+    return {
+      send: (text, id) => {
+        if (stale()) return true;
+        let e: PublicEvent;
+        try {
+          e = JSON.parse(text) as PublicEvent;
+        } catch {
+          return true;
+        }
+        const at = positionOf(id, part.id);
+        if (e.type === 'reset') {
+          if (at) part.pos = at;
+          this.finish('reset', part, `${e.summary} (member '${part.id}'); the cursor carried resumes every member`);
+          return true;
+        }
+        if (e.type === 'lagged' || e.type === 'closed') {
+          this.finish(e.type, part, e.summary);
+          return true;
+        }
+        if (at) part.pos = at;
+        e.cursor = combined(this.parts);
+        return this.out.send(JSON.stringify(e), e.cursor);
+      },
+      drained: () => (stale() ? Promise.resolve() : this.out.drained()),
+      end: () => {
+        if (stale()) return;
+        if (part.id === this.selfId) {
+          // This member's own stream ended without a last message (it failed): the whole stream ends.
+          this.finish(undefined, part, '');
+          return;
+        }
+        this.memberDown(part, undefined);
+      },
+    };
+  }
+
+  /** A member's stream ended or could not be opened: said once, then opened again with a backoff. */
+  private memberDown(part: Part, err: unknown): void {
+    if (this.finished || !this.parts.has(part.id)) return;
+    part.generation++;
+    part.close?.();
+    part.close = undefined;
+    if (!part.down) {
+      part.down = true;
+      this.notice(part, 'members.down', `member '${part.id}' cannot be reached; its events follow from where they stopped when it is back`);
+    }
+    if (err) this.deps.log.debug({ req_id: this.requestId, peer_id: part.id, err: (err as Error).message }, 'members=all: member stream not open');
+    const wait = part.backoff;
+    part.backoff = Math.min(part.backoff * 2, this.deps.retryMaxMs ?? 5000);
+    clearTimeout(part.retry);
+    part.retry = setTimeout(() => {
+      if (this.finished || !this.parts.has(part.id)) return;
+      this.openOther(part).catch((e) => this.memberDown(part, e));
+    }, wait);
+    part.retry.unref();
+  }
+
+  /** Members that joined are read from now; members that left are dropped (their entry leaves the cursor). */
+  private refreshMembers(): void {
+    if (this.finished) return;
+    const now = new Set(this.deps.members());
+    now.add(this.selfId);
+    for (const p of [...this.parts.values()]) {
+      if (now.has(p.id)) continue;
+      p.generation++;
+      clearTimeout(p.retry);
+      p.close?.();
+      this.parts.delete(p.id);
+    }
+    for (const id of now) {
+      if (this.parts.has(id)) continue;
+      const part: Part = { id, generation: 0, down: false, backoff: this.deps.retryMinMs ?? 250 };
+      this.parts.set(id, part);
+      this.openOther(part).catch((e) => this.memberDown(part, e));
+    }
+  }
+
+  /** A message of this stream about a member (members.down / members.up), sent whatever the filters. */
+  private notice(part: Part, type: 'members.down' | 'members.up', summary: string): void {
+    const cursor = combined(this.parts);
+    const msg: PublicEvent = { cursor, seq: part.pos?.seq ?? 0, node_id: part.id, time: new Date().toISOString(), type, domain: 'members', resource: `peers/${part.id}`, actor: 'runtime', summary, data: { peer_id: part.id, stream: true } };
+    this.out.send(JSON.stringify(msg), cursor);
+  }
+
+  /** Ends the stream: with a last control message (reset, lagged, closed) carrying the combined cursor, or none. */
+  private finish(type: 'reset' | 'lagged' | 'closed' | undefined, part: Part, summary: string): void {
+    if (this.finished) return;
+    if (type) {
+      const cursor = combined(this.parts);
+      const msg: PublicEvent = { cursor, seq: part.pos?.seq ?? 0, node_id: part.id, time: new Date().toISOString(), type, domain: 'events', resource: '', actor: '', summary, data: {} };
+      this.out.send(JSON.stringify(msg), cursor);
+    }
+    this.close();
+    this.out.end();
+  }
+
+  /** Closes every member's stream (the reader went away, or the stream finished). */
+  close(): void {
+    this.finished = true;
+    clearInterval(this.poll);
+    for (const p of this.parts.values()) {
+      clearTimeout(p.retry);
+      p.close?.();
+    }
+  }
+}
+
+/** `p`, or a rejection (not a refusal) once `ms` have passed. */
+function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what)), ms);
+    timer.unref();
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** A member's position in a single-member cursor (the id of a message of its stream). */
+function positionOf(id: string, member: string): Position | undefined {
+  if (!id) return undefined;
+  try {
+    return decodeCursor(id)[member];
+  } catch {
+    return undefined;
+  }
+}
+
+/** A member's answer that refuses the caller (as it would refuse it on its own stream), not one that says it cannot be reached. */
+function isRefusal(err: unknown): err is ApiError {
+  return err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 404;
+}
+
+/**
+ * Opens a `members=all` stream for a caller; answers a function that closes
+ * it. Refusals (403 without a read scope, 400 for a bad filter or cursor,
+ * 429, a member's refusal) come before anything is sent.
+ */
+export async function openAllMembers(deps: AllMembersDeps, caller: Caller, args: StreamArgs, lastEventId: string | undefined, requestId: string, sink: Sink): Promise<() => void> {
+  requireSomeRead(caller);
+  parseFilter(args);
+  // Last-Event-ID is what a reconnecting EventSource sends on its own: the cursor argument wins when both are given.
+  const start = args.cursor ? decodeCursor(args.cursor) : lastEventId ? decodeCursor(lastEventId, 'header Last-Event-ID') : undefined;
+  const s = new AllMembersStream(deps, caller, args, requestId, sink);
+  await s.open(start);
+  return () => s.close();
+}

@@ -5,7 +5,7 @@
 import { MetricsService } from './metrics/service.js';
 import { Cors } from '../api/http/cors.js';
 import fs from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { socketPath, type Config } from './config.js';

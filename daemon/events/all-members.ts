@@ -76,8 +76,7 @@ class AllMembersStream {
 
   constructor(
     private readonly deps: AllMembersDeps,
-    private readonly caller: Caller,
-    private readonly args: StreamArgs,
+    private readonly caller: Caller,readonly args: StreamArgs,
     private readonly requestId: string,
     private readonly out: Sink,
   ) {

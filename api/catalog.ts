@@ -97,9 +97,17 @@ function parametersFor(op: Operation, names: Record<string, string>): unknown[] 
       const t = schema.type;
       const structured = t === 'object' || t === 'array' || (Array.isArray(t) && (t.includes('object') || t.includes('array'))) || 'anyOf' in schema;
       // Object- and array-valued arguments travel in the query string as JSON text.
-      out.push(structured
-        ? { name, in: 'query', required: required.has(name), description: `${schema.description ?? ''} Sent as JSON text.`.trim(), content: { 'application/json': { schema } } }
-        : { name, in: 'query', required: required.has(name), schema });
+      out.push(
+        structured
+          ? {
+              name,
+              in: 'query',
+              required: required.has(name),
+              description: `${schema.description ?? ''} Sent as JSON text.`.trim(),
+              content: { 'application/json': { schema } },
+            }
+          : { name, in: 'query', required: required.has(name), schema },
+      );
     }
   }
   return out;
@@ -125,8 +133,8 @@ export function openApiDocument(version: string): Record<string, unknown> {
         // The registry's result schema; until an operation has one, an open object (generated
         // clients type it as such rather than as an empty one).
         content: op.textResult
-          // A text answer (the metrics exposition): its media types, the body a string.
-          ? Object.fromEntries(op.textResult.map((t) => [t.split(';')[0], { schema: { type: 'string' } }]))
+          ? // A text answer (the metrics exposition): its media types, the body a string.
+            Object.fromEntries(op.textResult.map((t) => [t.split(';')[0], { schema: { type: 'string' } }]))
           : { 'application/json': { schema: op.result ?? { type: 'object', additionalProperties: true } } },
       },
     };
@@ -152,7 +160,8 @@ export function openApiDocument(version: string): Record<string, unknown> {
     info: {
       title: 'hostd host management API',
       version,
-      description: 'Every operation of the host API. Arguments of GET and DELETE go in the query string; object-valued ones (such as `target` and `labels`) as JSON text. Any operation with `peer_id` runs on that paired server. Path parameters that hold a path inside a folder (`sub_path`, `src_sub_path`) are sent percent-encoded as one segment (`%2F` for `/`). Operations that share a URL shape share one path item; a parameter named differently from the argument it fills says so in `x-argument`.',
+      description:
+        'Every operation of the host API. Arguments of GET and DELETE go in the query string; object-valued ones (such as `target` and `labels`) as JSON text. Any operation with `peer_id` runs on that paired server. Path parameters that hold a path inside a folder (`sub_path`, `src_sub_path`) are sent percent-encoded as one segment (`%2F` for `/`). Operations that share a URL shape share one path item; a parameter named differently from the argument it fills says so in `x-argument`.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: [{ url: '/' }],

@@ -75,9 +75,11 @@ export class Dispatch {
   authorize(op: Operation, caller: Caller): void {
     if (op.admin) {
       if (isAdministrator(caller)) return;
-      throw forbidden(caller.transport === 'cluster'
-        ? `${op.name} is for the local administrator of each member only and is never run for a forwarded call`
-        : `${op.name} is for the local administrator only (admin socket or console administrator session); no API token may call it, whatever its scopes (token '${caller.tokenName}')`);
+      throw forbidden(
+        caller.transport === 'cluster'
+          ? `${op.name} is for the local administrator of each member only and is never run for a forwarded call`
+          : `${op.name} is for the local administrator only (admin socket or console administrator session); no API token may call it, whatever its scopes (token '${caller.tokenName}')`,
+      );
     }
     if (op.scopes.every((s) => caller.scopes.includes(s))) return;
     const missing = op.scopes.filter((s) => !caller.scopes.includes(s));
@@ -121,9 +123,12 @@ export class Dispatch {
       const ctx: CallContext = {
         caller,
         requestId,
-        note: (n) => { note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } }; },
+        note: (n) => {
+          note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } };
+        },
         forwardTo: async (peerId) => {
-          if (caller.transport === 'cluster') throw conflict(`${op.name} must run on ${peerId}, and a call forwarded once is not forwarded again; call ${peerId} directly`);
+          if (caller.transport === 'cluster')
+            throw conflict(`${op.name} must run on ${peerId}, and a call forwarded once is not forwarded again; call ${peerId} directly`);
           const where = this.deps.forwarder.resolve(peerId);
           if (!where) throw notFound(`peer '${peerId}' not found`);
           if (where === 'self') throw conflict(`${op.name} was handed to this node itself`);
@@ -154,7 +159,14 @@ export class Dispatch {
    * Records an operator event that is not an API call (hostctl over the admin
    * socket, cluster membership): the activity log has one writer, dispatch.
    */
-  async audit(e: { category: ActivityCategory; severity: Severity; summary: string; target: string; actor: string; metadata: Record<string, unknown> & { transport: string } }): Promise<void> {
+  async audit(e: {
+    category: ActivityCategory;
+    severity: Severity;
+    summary: string;
+    target: string;
+    actor: string;
+    metadata: Record<string, unknown> & { transport: string };
+  }): Promise<void> {
     await this.deps.activity.record(e);
   }
 
@@ -176,14 +188,16 @@ export class Dispatch {
     const { tokenName, transport, origin } = s.context;
     const metadata: Record<string, unknown> & { transport: string } = { transport, suppressed: s.count, since: s.since, until: s.until, details: s.details };
     if (transport === 'cluster') metadata.origin = origin;
-    await this.deps.activity.record({
-      category: 'auth',
-      severity: 'warning',
-      summary: `${s.count} more refused calls by token '${tokenName}' between ${s.since} and ${s.until}, not recorded one by one (${describeDetails(s.details)})`,
-      target: `tokens/${tokenName}`,
-      actor: tokenName,
-      metadata,
-    }).catch((e) => this.deps.log.error({ err: e }, 'activity write failed'));
+    await this.deps.activity
+      .record({
+        category: 'auth',
+        severity: 'warning',
+        summary: `${s.count} more refused calls by token '${tokenName}' between ${s.since} and ${s.until}, not recorded one by one (${describeDetails(s.details)})`,
+        target: `tokens/${tokenName}`,
+        actor: tokenName,
+        metadata,
+      })
+      .catch((e) => this.deps.log.error({ err: e }, 'activity write failed'));
   }
 
   private async record(op: Operation, args: Args, caller: Caller, requestId: string, note: ActivityNote, err: unknown): Promise<void> {
@@ -203,7 +217,7 @@ export class Dispatch {
     await this.deps.activity.record({
       category: op.category,
       severity: failed ? 'warning' : 'info',
-      summary: failed ? `${op.summary.replace(/\.$/, '')} failed: ${e!.body.error}` : note.summary ?? op.summary.replace(/\.$/, ''),
+      summary: failed ? `${op.summary.replace(/\.$/, '')} failed: ${e!.body.error}` : (note.summary ?? op.summary.replace(/\.$/, '')),
       target: note.target ?? targetLabel(op, args),
       actor: caller.tokenName,
       metadata,
@@ -213,8 +227,5 @@ export class Dispatch {
 
 /** A readable label from the path parameters, e.g. `vms/12` or `folders/f_ab/entries/a.txt`. */
 function targetLabel(op: Operation, args: Args): string {
-  return op.segments
-    .map((s) => (s.startsWith('{') ? String(args[s.slice(1, -1)] ?? s) : s))
-    .join('/');
+  return op.segments.map((s) => (s.startsWith('{') ? String(args[s.slice(1, -1)] ?? s) : s)).join('/');
 }
-

@@ -67,7 +67,11 @@ const LENGTH_KEYWORDS = new Set(['maxLength', 'minLength', 'maxItems']);
  * not), the first schema with words.
  */
 function ruleWords(root: JsonSchema, schemaPath: string): string | undefined {
-  const segs = schemaPath.replace(/^#\/?/, '').split('/').filter(Boolean).map((x) => x.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const segs = schemaPath
+    .replace(/^#\/?/, '')
+    .split('/')
+    .filter(Boolean)
+    .map((x) => x.replace(/~1/g, '/').replace(/~0/g, '~'));
   const get = (n: unknown, k: string): unknown => (n && typeof n === 'object' ? (n as Record<string, unknown>)[k] : undefined);
   let node: unknown = root;
   let words: string | undefined;

@@ -24,10 +24,18 @@ export class ClusterFiles {
     this.dir = path.join(dataDir, 'cluster');
   }
 
-  get caCert(): string { return path.join(this.dir, 'ca.crt'); }
-  get caKey(): string { return path.join(this.dir, 'ca.key'); }
-  get nodeCert(): string { return path.join(this.dir, 'node.crt'); }
-  get nodeKey(): string { return path.join(this.dir, 'node.key'); }
+  get caCert(): string {
+    return path.join(this.dir, 'ca.crt');
+  }
+  get caKey(): string {
+    return path.join(this.dir, 'ca.key');
+  }
+  get nodeCert(): string {
+    return path.join(this.dir, 'node.crt');
+  }
+  get nodeKey(): string {
+    return path.join(this.dir, 'node.key');
+  }
 
   exists(): boolean {
     return [this.caCert, this.caKey, this.nodeCert, this.nodeKey].every((p) => fs.existsSync(p));
@@ -56,7 +64,11 @@ export class ClusterFiles {
   /** Removes the certificates (a node removed from its cluster). */
   remove(): void {
     for (const p of [this.caCert, this.caKey, this.nodeCert, this.nodeKey]) {
-      try { fs.unlinkSync(p); } catch { /* gone */ }
+      try {
+        fs.unlinkSync(p);
+      } catch {
+        /* gone */
+      }
     }
   }
 }

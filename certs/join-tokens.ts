@@ -27,14 +27,23 @@ export interface ParsedJoinToken {
 }
 
 export class JoinTokenError extends Error {
-  constructor(readonly reason: 'malformed' | 'unknown' | 'expired' | 'mismatch', message: string) {
+  constructor(
+    readonly reason: 'malformed' | 'unknown' | 'expired' | 'mismatch',
+    message: string,
+  ) {
     super(message);
   }
 }
 
 export function parseJoinToken(text: string): ParsedJoinToken {
   const parts = text.trim().split('.');
-  if (parts.length !== 4 || parts[0] !== PREFIX || !/^[0-9a-f]{16}$/.test(parts[1]) || !/^[A-Za-z0-9_-]{43}$/.test(parts[2]) || !/^[0-9a-f]{64}$/.test(parts[3])) {
+  if (
+    parts.length !== 4 ||
+    parts[0] !== PREFIX ||
+    !/^[0-9a-f]{16}$/.test(parts[1]) ||
+    !/^[A-Za-z0-9_-]{43}$/.test(parts[2]) ||
+    !/^[0-9a-f]{64}$/.test(parts[3])
+  ) {
     throw new JoinTokenError('malformed', 'join token is malformed (expected hostd-join.<id>.<secret>.<ca fingerprint>)');
   }
   return { id: parts[1], secret: parts[2], caFingerprint: parts[3] };

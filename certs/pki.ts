@@ -151,7 +151,10 @@ export function issuedBy(certPem: string | Buffer, caPem: string | Buffer): bool
 
 /** DER bytes to PEM text. */
 export function derToPem(der: Buffer): string {
-  const b64 = der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '');
+  const b64 = der
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '');
   return `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n`;
 }
 

@@ -34,7 +34,10 @@ export const MAX_ARGS_BYTES = 8 * 1024 * 1024;
 
 /** A failed call, shaped like a grpc-js ServiceError ({code, details}). */
 export class RpcFailure extends Error {
-  constructor(readonly code: grpc.status, readonly details: string) {
+  constructor(
+    readonly code: grpc.status,
+    readonly details: string,
+  ) {
     super(`${grpc.status[code]}: ${details}`);
   }
 }
@@ -115,7 +118,12 @@ export class CallStreamClient {
     s.call.on('data', (batch: W.ReplyBatch) => this.onReplies(s, batch));
     s.call.on('error', (err: grpc.ServiceError) => this.fail(s, new RpcFailure(err.code ?? grpc.status.UNAVAILABLE, err.details || err.message)));
     // The member ended the stream without an error (it is shutting down): nothing more will come back.
-    s.call.on('status', (st: grpc.StatusObject) => this.fail(s, st.code === grpc.status.OK ? new RpcFailure(grpc.status.UNAVAILABLE, 'the member closed the call stream') : new RpcFailure(st.code, st.details)));
+    s.call.on('status', (st: grpc.StatusObject) =>
+      this.fail(
+        s,
+        st.code === grpc.status.OK ? new RpcFailure(grpc.status.UNAVAILABLE, 'the member closed the call stream') : new RpcFailure(st.code, st.details),
+      ),
+    );
     s.call.on('end', () => this.fail(s, new RpcFailure(grpc.status.UNAVAILABLE, 'the member closed the call stream')));
     return s;
   }
@@ -194,7 +202,8 @@ export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.Rep
     done = true;
     queue = [];
     long.length = 0;
-    if (status) call.emit('error', status); // ends the stream with this status
+    if (status)
+      call.emit('error', status); // ends the stream with this status
     else call.end();
   };
   const flush = (): void => {
@@ -232,7 +241,14 @@ export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.Rep
       const l = long.shift()!;
       const end = Math.min(l.at + CHUNK_BYTES, l.body.length);
       const last = end === l.body.length;
-      replies.push({ id: l.id, ok: l.outcome.ok, result_json: l.body.subarray(l.at, end), status: l.outcome.status, error: last ? l.outcome.error : '', more: !last });
+      replies.push({
+        id: l.id,
+        ok: l.outcome.ok,
+        result_json: l.body.subarray(l.at, end),
+        status: l.outcome.status,
+        error: last ? l.outcome.error : '',
+        more: !last,
+      });
       size += end - l.at;
       l.at = end;
       if (last) completed++;
@@ -289,4 +305,3 @@ export function serveCallStream(call: grpc.ServerDuplexStream<W.CallBatch, W.Rep
 }
 
 const EMPTY = Buffer.alloc(0);
-

@@ -47,7 +47,11 @@ export class Circuits {
 
   private state(peerId: string): State {
     let s = this.states.get(peerId);
-    if (!s) this.states.set(peerId, (s = { open: false, reason: '', since: 0, retryAt: 0, backoffMs: RETRY_FIRST_MS, trial: false, probeSaysDown: false, heardAt: 0 }));
+    if (!s)
+      this.states.set(
+        peerId,
+        (s = { open: false, reason: '', since: 0, retryAt: 0, backoffMs: RETRY_FIRST_MS, trial: false, probeSaysDown: false, heardAt: 0 }),
+      );
     return s;
   }
 

@@ -51,9 +51,10 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.enable_channelz': 0,
 };
 
-type AnyClient = grpc.Client & Record<Method, (req: unknown, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: any) => void) => void> & {
-  CallStream(meta: grpc.Metadata, opts?: grpc.CallOptions): grpc.ClientDuplexStream<W.CallBatch, W.ReplyBatch>;
-};
+type AnyClient = grpc.Client &
+  Record<Method, (req: unknown, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: any) => void) => void> & {
+    CallStream(meta: grpc.Metadata, opts?: grpc.CallOptions): grpc.ClientDuplexStream<W.CallBatch, W.ReplyBatch>;
+  };
 
 interface Entry {
   key: string;
@@ -91,7 +92,9 @@ export class PeerClients {
     if (!c) throw new Error('this node is not in a cluster');
     const checkServerIdentity = (_host: string, cert: tls.PeerCertificate): Error | undefined => {
       const fp = normalizeFingerprint(cert.fingerprint256 ?? '');
-      return fp === member.fingerprint ? undefined : new Error(`the server at ${member.address} is not member '${member.name}' (${member.peer_id}): certificate fingerprint ${fp.slice(0, 16)}...`);
+      return fp === member.fingerprint
+        ? undefined
+        : new Error(`the server at ${member.address} is not member '${member.name}' (${member.peer_id}): certificate fingerprint ${fp.slice(0, 16)}...`);
     };
     const creds = grpc.credentials.createSsl(Buffer.from(c.caCertPem), Buffer.from(c.keyPem), Buffer.from(c.certPem), { checkServerIdentity });
     const client = new ClusterClientCtor(member.address, creds, CHANNEL_OPTIONS) as unknown as AnyClient;
@@ -135,7 +138,10 @@ export class PeerClients {
       return Promise.reject(err);
     }
     return new Promise((resolve, reject) => {
-      const call = (client as unknown as { EventStream(req: unknown, md: grpc.Metadata): grpc.ClientReadableStream<W.EventMessage> }).EventStream(req, new grpc.Metadata());
+      const call = (client as unknown as { EventStream(req: unknown, md: grpc.Metadata): grpc.ClientReadableStream<W.EventMessage> }).EventStream(
+        req,
+        new grpc.Metadata(),
+      );
       let open = false;
       let ended = false;
       // onEnd is for a stream that opened; a refusal is the rejection alone.
@@ -162,7 +168,8 @@ export class PeerClients {
         end();
       });
       const closed = () => {
-        if (!open) reject(Object.assign(new Error('the member ended the stream before opening it'), { details: 'the member ended the stream before opening it' }));
+        if (!open)
+          reject(Object.assign(new Error('the member ended the stream before opening it'), { details: 'the member ended the stream before opening it' }));
         end();
       };
       call.on('end', closed);

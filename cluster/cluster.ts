@@ -49,7 +49,9 @@ export class Cluster {
       mesh.listen = await mesh.server.listen(options.config.cluster.host, options.config.cluster.port);
     } catch (err) {
       await mesh.server.close().catch(() => undefined);
-      throw new Error(`cannot listen for cluster peers on ${hostPort(options.config.cluster.host, options.config.cluster.port)}: ${(err as Error).message} (set HOSTD_CLUSTER_ADDR)`);
+      throw new Error(
+        `cannot listen for cluster peers on ${hostPort(options.config.cluster.host, options.config.cluster.port)}: ${(err as Error).message} (set HOSTD_CLUSTER_ADDR)`,
+      );
     }
     mesh.advertise = advertiseAddress(options.config, mesh.listen.port, options.log);
     options.tokens.onChange(() => void cluster.tokens.publish());
@@ -57,7 +59,10 @@ export class Cluster {
       const creds = mesh.files.load();
       const self = mesh.membership.get(mesh.selfId);
       if (!creds || !self || fingerprint(creds.certPem) !== self.fingerprint) {
-        options.log.error({ dir: mesh.files.dir }, 'cluster state is inconsistent (certificates missing or not matching the member list); this node serves no cluster traffic until it is removed and joins again');
+        options.log.error(
+          { dir: mesh.files.dir },
+          'cluster state is inconsistent (certificates missing or not matching the member list); this node serves no cluster traffic until it is removed and joins again',
+        );
       } else {
         mesh.creds = creds;
         mesh.server.setCredentials(creds);
@@ -124,7 +129,14 @@ export class Cluster {
     return mesh.membership.list().map((m) => {
       const self = m.peer_id === mesh.selfId;
       const h = mesh.health.get(m.peer_id);
-      return { peer_id: m.peer_id, name: m.name, address: m.address, is_self: self, reachable: self ? true : !!h?.reachable, last_seen: self ? now : h?.last_seen ?? null };
+      return {
+        peer_id: m.peer_id,
+        name: m.name,
+        address: m.address,
+        is_self: self,
+        reachable: self ? true : !!h?.reachable,
+        last_seen: self ? now : (h?.last_seen ?? null),
+      };
     });
   }
 

@@ -27,7 +27,10 @@ export class TokenDirectory {
   private readonly sub: Sub<OwnerSnapshot>;
   private readonly owners = new Map<string, { snap: OwnerSnapshot; byId: Map<string, DirEntry> }>();
 
-  constructor(store: Store, private readonly selfId: string) {
+  constructor(
+    store: Store,
+    private readonly selfId: string,
+  ) {
     this.sub = store.sub<OwnerSnapshot>('token_directory');
   }
 
@@ -77,7 +80,11 @@ export class TokenDirectory {
     if (offered.owner === this.selfId) return false;
     const cur = this.snapshot(offered.owner);
     if (cur && cur.version >= offered.version) return false;
-    const snap: OwnerSnapshot = { owner: offered.owner, version: offered.version, tokens: offered.tokens.map((t) => ({ id: t.id, name: t.name, scopes: [...t.scopes] })) };
+    const snap: OwnerSnapshot = {
+      owner: offered.owner,
+      version: offered.version,
+      tokens: offered.tokens.map((t) => ({ id: t.id, name: t.name, scopes: [...t.scopes] })),
+    };
     await this.sub.put(snap.owner, snap);
     this.set(snap);
     return true;

@@ -34,22 +34,35 @@ export class Forwarding implements Forwarder {
    * 502 naming it. Each message goes to `sink`; the sink is ended when the
    * member's stream ends.
    */
-  async stream(peerId: string, caller: Caller, args: object, lastEventId: string | undefined, requestId: string,
-    sink: { send(text: string, id: string): boolean; drained(): Promise<void>; end(): void }): Promise<() => void> {
+  async stream(
+    peerId: string,
+    caller: Caller,
+    args: object,
+    lastEventId: string | undefined,
+    requestId: string,
+    sink: { send(text: string, id: string): boolean; drained(): Promise<void>; end(): void },
+  ): Promise<() => void> {
     const member = this.mesh.membership.get(peerId);
     if (!member) throw new ApiError(404, `peer '${peerId}' not found`);
     if (caller.tokenId === 'admin') {
-      throw forbidden(`streams opened over the local admin socket read only this node; to read peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`);
+      throw forbidden(
+        `streams opened over the local admin socket read only this node; to read peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`,
+      );
     }
     const label = `peer '${member.name}' (${member.peer_id})`;
     try {
-      return await this.mesh.clients.eventStream(member, {
-        caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
-        origin: this.mesh.selfId,
-        args_json: JSON.stringify(args),
-        last_event_id: lastEventId ?? '',
-        request_id: requestId,
-      }, (m) => (sink.send(m.text, m.id) ? undefined : sink.drained()), () => sink.end());
+      return await this.mesh.clients.eventStream(
+        member,
+        {
+          caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
+          origin: this.mesh.selfId,
+          args_json: JSON.stringify(args),
+          last_event_id: lastEventId ?? '',
+          request_id: requestId,
+        },
+        (m) => (sink.send(m.text, m.id) ? undefined : sink.drained()),
+        () => sink.end(),
+      );
     } catch (err) {
       const status = Number((err as { metadata?: grpc.Metadata }).metadata?.get('hostd-status')?.[0]);
       if (status >= 400 && status < 600) throw new ApiError(status, String((err as { details?: string }).details ?? 'refused'));
@@ -59,28 +72,38 @@ export class Forwarding implements Forwarder {
 
   private async forward(member: Member, operation: string, args: Record<string, unknown>, caller: Caller, requestId: string): Promise<unknown> {
     if (caller.tokenId === 'admin') {
-      throw forbidden(`calls made over the local admin socket run only on this node; to reach peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`);
+      throw forbidden(
+        `calls made over the local admin socket run only on this node; to reach peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`,
+      );
     }
     const label = `peer '${member.name}' (${member.peer_id})`;
     const deadline = this.mesh.options.config.forwardDeadlineMs;
     const argsJson = JSON.stringify(args);
-    if (argsJson.length > MAX_ARGS_BYTES / 3 && Buffer.byteLength(argsJson) > MAX_ARGS_BYTES) throw new ApiError(413, `arguments of ${operation} are too large to forward to ${label}`);
+    if (argsJson.length > MAX_ARGS_BYTES / 3 && Buffer.byteLength(argsJson) > MAX_ARGS_BYTES)
+      throw new ApiError(413, `arguments of ${operation} are too large to forward to ${label}`);
     const circuits = this.mesh.circuits;
     const gate = circuits.admit(member.peer_id);
     if (!gate.go) {
       // Known unreachable: answer now rather than after the deadline. Not sent, so recorded as a refusal.
-      throw new RefusedCall(502, `${label} is unreachable at ${member.address} (${gate.reason}, since ${gate.since}); the call was not sent${gate.retryInMs < 0 ? ' (the health probe retries)' : `, next try in ${Math.ceil(gate.retryInMs / 1000)} s`}`);
+      throw new RefusedCall(
+        502,
+        `${label} is unreachable at ${member.address} (${gate.reason}, since ${gate.since}); the call was not sent${gate.retryInMs < 0 ? ' (the health probe retries)' : `, next try in ${Math.ceil(gate.retryInMs / 1000)} s`}`,
+      );
     }
     const sentAt = Date.now();
     let reply: W.CallOutcome;
     try {
-      reply = await this.mesh.clients.call(member, {
-        operation,
-        args_json: argsJson,
-        caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
-        origin: this.mesh.selfId,
-        request_id: requestId,
-      }, deadline);
+      reply = await this.mesh.clients.call(
+        member,
+        {
+          operation,
+          args_json: argsJson,
+          caller: { token_id: caller.tokenId, token_name: caller.tokenName, scopes: caller.scopes },
+          origin: this.mesh.selfId,
+          request_id: requestId,
+        },
+        deadline,
+      );
     } catch (err) {
       const code = grpcCode(err);
       if (code === grpc.status.DEADLINE_EXCEEDED) {

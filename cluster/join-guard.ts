@@ -56,10 +56,12 @@ export function checkJoinRequest(req: Partial<W.JoinRequest>): BadJoin | null {
     return bad('token is not a join token');
   }
   if (typeof nodeId !== 'string' || !NODE_ID.test(nodeId)) return bad('node_id must be 1-64 characters of letters, digits, _ . -');
-  if (typeof name !== 'string' || name.length > NAME_MAX || CONTROL.test(name)) return bad(`name must be at most ${NAME_MAX} characters, without control characters`);
+  if (typeof name !== 'string' || name.length > NAME_MAX || CONTROL.test(name))
+    return bad(`name must be at most ${NAME_MAX} characters, without control characters`);
   const port = typeof address === 'string' ? ADDRESS.exec(address)?.[1] : undefined;
   if (!port || Number(port) < 1 || Number(port) > 65535) return bad('address must be host:port');
-  if (typeof csr !== 'string' || csr.length > CSR_MAX || !csr.startsWith('-----BEGIN CERTIFICATE REQUEST-----')) return bad(`csr_pem must be a PEM certificate request of at most ${CSR_MAX} bytes`);
+  if (typeof csr !== 'string' || csr.length > CSR_MAX || !csr.startsWith('-----BEGIN CERTIFICATE REQUEST-----'))
+    return bad(`csr_pem must be a PEM certificate request of at most ${CSR_MAX} bytes`);
   return null;
 }
 

@@ -46,10 +46,10 @@ import { badRequest, conflict, forbidden, notFound, unavailable } from '../daemo
 /** What the cluster transport gives the lease and the proxy-config replication. */
 export interface LeasePeerLink {
   selfId: string;
-  members(): string[];               // all current member ids, including self
-  send(peerId: string, msg: unknown): Promise<unknown>;   // delivers msg to that member's LeaseManager.handle(), resolves with its reply; rejects when unreachable or past a deadline
-  sendProxyConfig(peerId: string, msg: unknown): Promise<unknown>;  // delivers to that member's replicated configuration (ReplicatedConfig.handle)
-  isReachable(peerId: string): Promise<boolean>;   // quick health probe
+  members(): string[]; // all current member ids, including self
+  send(peerId: string, msg: unknown): Promise<unknown>; // delivers msg to that member's LeaseManager.handle(), resolves with its reply; rejects when unreachable or past a deadline
+  sendProxyConfig(peerId: string, msg: unknown): Promise<unknown>; // delivers to that member's replicated configuration (ReplicatedConfig.handle)
+  isReachable(peerId: string): Promise<boolean>; // quick health probe
 }
 
 /** A committed lease record. `holder` is null only before the cluster exists (epoch 0). */
@@ -170,7 +170,13 @@ export function parseLeaseReply(value: unknown): LeaseReply {
   if (typeof value.ok !== 'boolean') throw badRequest('lease reply needs boolean `ok`');
   if (!isId(value.from)) throw badRequest('lease reply needs `from`');
   if (!isEpoch(value.promised)) throw badRequest('lease reply needs integer `promised`');
-  return { ok: value.ok, from: value.from, record: parseRecord(value.record, 'reply.record'), promised: value.promised, accepted: parseAccepted(value.accepted, 'reply.accepted') };
+  return {
+    ok: value.ok,
+    from: value.from,
+    record: parseRecord(value.record, 'reply.record'),
+    promised: value.promised,
+    accepted: parseAccepted(value.accepted, 'reply.accepted'),
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -200,7 +206,10 @@ export class LeaseManager {
   private readonly proposals = new SerialQueue();
   private readonly listeners = new Set<(state: LeaseState) => void>();
   private lastEmitted: LeaseState | null = null;
-  private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, 'lease sync failed'));
+  private readonly periodic = new Periodic(
+    () => this.sync(),
+    (err) => this.log.debug({ err }, 'lease sync failed'),
+  );
 
   constructor(
     private readonly store: Store,
@@ -418,8 +427,7 @@ export class LeaseManager {
       try {
         const reply = parseLeaseReply(await this.link.send(peer, { type: 'sync', from: this.selfId, record: this.record }));
         await this.learn(reply);
-      } catch {
-      }
+      } catch {}
     }
     if (this.state().holding) return;
     await this.checkRecordedHolder();
@@ -498,7 +506,13 @@ export class LeaseManager {
   }
 
   private reply(ok: boolean): LeaseReply {
-    return { ok, from: this.selfId, record: { ...this.record }, promised: this.acceptor.promised, accepted: this.acceptor.accepted ? { ...this.acceptor.accepted } : null };
+    return {
+      ok,
+      from: this.selfId,
+      record: { ...this.record },
+      promised: this.acceptor.promised,
+      accepted: this.acceptor.accepted ? { ...this.acceptor.accepted } : null,
+    };
   }
 
   // -------------------------------------------------------------------------
@@ -576,6 +590,4 @@ export class LeaseManager {
       return false;
     }
   }
-
-
 }

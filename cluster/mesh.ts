@@ -154,7 +154,7 @@ export class ClusterMesh {
       members: this.membership.list().map((m) => {
         const self = m.peer_id === this.selfId;
         const h = this.health.get(m.peer_id);
-        return { ...m, is_self: self, reachable: self || !!h?.reachable, last_seen: self ? new Date().toISOString() : h?.last_seen ?? null };
+        return { ...m, is_self: self, reachable: self || !!h?.reachable, last_seen: self ? new Date().toISOString() : (h?.last_seen ?? null) };
       }),
     };
   }
@@ -170,9 +170,13 @@ export class ClusterMesh {
   /** Pushes the member list to `targets`; failures are left to the probe's anti-entropy. */
   async pushMembership(targets: Member[], quick = false): Promise<void> {
     const msg = this.wireMembership();
-    await Promise.allSettled(targets.map((m) => this.clients.unary<W.Ack>(m, 'Membership', msg, quick ? DEADLINES.probe : DEADLINES.push).catch((err) => {
-      this.log.debug({ peer_id: m.peer_id, err: (err as Error).message }, 'membership push failed');
-    })));
+    await Promise.allSettled(
+      targets.map((m) =>
+        this.clients.unary<W.Ack>(m, 'Membership', msg, quick ? DEADLINES.probe : DEADLINES.push).catch((err) => {
+          this.log.debug({ peer_id: m.peer_id, err: (err as Error).message }, 'membership push failed');
+        }),
+      ),
+    );
   }
 
   /** Sends an opaque JSON message to a member's Lease or ProxyConfig RPC. */
@@ -227,7 +231,10 @@ export function advertiseAddress(config: Config, boundPort: number, log: Logger)
   for (const list of Object.values(os.networkInterfaces())) {
     for (const a of list ?? []) {
       if (a.family === 'IPv4' && !a.internal) {
-        log.warn({ advertise: `${a.address}:${boundPort}` }, 'cluster listens on every interface; advertising the first non-loopback address (set HOSTD_CLUSTER_ADVERTISE to choose)');
+        log.warn(
+          { advertise: `${a.address}:${boundPort}` },
+          'cluster listens on every interface; advertising the first non-loopback address (set HOSTD_CLUSTER_ADVERTISE to choose)',
+        );
         return hostPort(a.address, boundPort);
       }
     }

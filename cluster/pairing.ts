@@ -25,7 +25,11 @@ export class Pairing {
   /** Refused joins from the cluster port: bounded work, bounded trace. */
   readonly guard: JoinGuard;
 
-  constructor(private readonly mesh: ClusterMesh, private readonly probes: Probes, private readonly tokens: TokenSync) {
+  constructor(
+    private readonly mesh: ClusterMesh,
+    private readonly probes: Probes,
+    private readonly tokens: TokenSync,
+  ) {
     this.guard = new JoinGuard(mesh.log.child({ mod: 'cluster' }), (e) => mesh.record(e));
   }
 
@@ -40,7 +44,9 @@ export class Pairing {
       const creds: NodeCredentials = { caCertPem: ca.certPem, caKeyPem: ca.keyPem, certPem, keyPem: keys.privateKeyPem };
       mesh.files.save(creds);
       await this.becomeMember(creds, clusterId, 1, [mesh.selfRecord(certPem)]);
-      await mesh.hooks.onInit?.().catch((err) => mesh.log.warn({ err }, 'the proxy lease could not be initialised for the new cluster; take it over with POST /proxy/move'));
+      await mesh.hooks
+        .onInit?.()
+        .catch((err) => mesh.log.warn({ err }, 'the proxy lease could not be initialised for the new cluster; take it over with POST /proxy/move'));
       await mesh.audit('system', 'info', `Cluster ${clusterId} created with this node as its first member`, `cluster/${clusterId}`);
       mesh.log.info({ cluster_id: clusterId, address: mesh.advertise }, 'cluster created');
       return mesh.status();
@@ -76,7 +82,13 @@ export class Pairing {
       const csr = createCsr(keys, mesh.selfId);
       let reply: W.JoinReply;
       try {
-        reply = await joinCall<W.JoinReply>(address, caPem, 'Join', { token: tokenText.trim(), csr_pem: csr, node_id: mesh.selfId, name: mesh.name, address: mesh.advertise }, DEADLINES.join);
+        reply = await joinCall<W.JoinReply>(
+          address,
+          caPem,
+          'Join',
+          { token: tokenText.trim(), csr_pem: csr, node_id: mesh.selfId, name: mesh.name, address: mesh.advertise },
+          DEADLINES.join,
+        );
       } catch (err) {
         throw joinError(address, err);
       }
@@ -85,7 +97,8 @@ export class Pairing {
         throw badGateway(`${address} answered with a certificate that is not valid for this node`);
       }
       const members = (reply.membership?.members ?? []).map(fromWire);
-      if (!members.some((m) => m.peer_id === mesh.selfId && m.fingerprint === fingerprint(reply.cert_pem))) throw badGateway(`${address} answered with a member list that does not include this node`);
+      if (!members.some((m) => m.peer_id === mesh.selfId && m.fingerprint === fingerprint(reply.cert_pem)))
+        throw badGateway(`${address} answered with a member list that does not include this node`);
       const creds: NodeCredentials = { caCertPem: reply.ca_cert_pem, caKeyPem: reply.ca_key_pem, certPem: reply.cert_pem, keyPem: keys.privateKeyPem };
       mesh.files.save(creds);
       await mesh.directory.clearOthers();
@@ -206,7 +219,13 @@ export class Pairing {
       } catch (err) {
         throw new RpcError(grpc.status.INVALID_ARGUMENT, err instanceof CsrError ? err.message : `cannot sign the request: ${(err as Error).message}`);
       }
-      const member: Member = { peer_id: req.node_id, name: req.name || req.node_id, address: req.address, fingerprint: fingerprint(certPem), joined_at: new Date().toISOString() };
+      const member: Member = {
+        peer_id: req.node_id,
+        name: req.name || req.node_id,
+        address: req.address,
+        fingerprint: fingerprint(certPem),
+        joined_at: new Date().toISOString(),
+      };
       await mesh.membership.replace(mesh.membership.clusterId, mesh.membership.version + 1, [...mesh.membership.list(), member]);
       // Everyone else learns of the new member before the joiner hears back.
       await mesh.pushMembership(mesh.others().filter((m) => m.peer_id !== member.peer_id));
@@ -232,7 +251,8 @@ export class Pairing {
 
   async rpcMembership(req: W.MembershipUpdate, peer: Member): Promise<W.Ack> {
     const mesh = this.mesh;
-    if (req.cluster_id !== mesh.membership.clusterId) throw new RpcError(grpc.status.FAILED_PRECONDITION, `this node is in cluster ${mesh.membership.clusterId}, not ${req.cluster_id}`);
+    if (req.cluster_id !== mesh.membership.clusterId)
+      throw new RpcError(grpc.status.FAILED_PRECONDITION, `this node is in cluster ${mesh.membership.clusterId}, not ${req.cluster_id}`);
     const list = (req.members ?? []).map(fromWire);
     const version = Number(req.version);
     return mesh.changes.run(async () => {
@@ -301,11 +321,17 @@ function joinError(address: string, err: unknown): ApiError {
   const e = err as grpc.ServiceError;
   const detail = e?.details || e?.message || String(err);
   switch (grpcCode(err)) {
-    case grpc.status.PERMISSION_DENIED: return forbidden(`join refused by ${address}: ${detail}`);
-    case grpc.status.ALREADY_EXISTS: return conflict(`join refused by ${address}: ${detail}`);
-    case grpc.status.FAILED_PRECONDITION: return conflict(`join refused by ${address}: ${detail}`);
-    case grpc.status.INVALID_ARGUMENT: return badRequest(`join refused by ${address}: ${detail}`);
-    case grpc.status.DEADLINE_EXCEEDED: return badGateway(`${address} did not answer the join within ${DEADLINES.join} ms`);
-    default: return badGateway(`cannot join through ${address}: ${detail}`);
+    case grpc.status.PERMISSION_DENIED:
+      return forbidden(`join refused by ${address}: ${detail}`);
+    case grpc.status.ALREADY_EXISTS:
+      return conflict(`join refused by ${address}: ${detail}`);
+    case grpc.status.FAILED_PRECONDITION:
+      return conflict(`join refused by ${address}: ${detail}`);
+    case grpc.status.INVALID_ARGUMENT:
+      return badRequest(`join refused by ${address}: ${detail}`);
+    case grpc.status.DEADLINE_EXCEEDED:
+      return badGateway(`${address} did not answer the join within ${DEADLINES.join} ms`);
+    default:
+      return badGateway(`cannot join through ${address}: ${detail}`);
   }
 }

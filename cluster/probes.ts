@@ -12,7 +12,10 @@ import { grpcDetail } from './forwarding.js';
 export class Probes {
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly mesh: ClusterMesh, private readonly tokens: TokenSync) {}
+  constructor(
+    private readonly mesh: ClusterMesh,
+    private readonly tokens: TokenSync,
+  ) {}
 
   start(): void {
     if (this.timer || this.mesh.closed) return;
@@ -47,7 +50,12 @@ export class Probes {
     health.probing = true;
     const was = health.reachable;
     try {
-      const reply = await this.mesh.clients.unary<W.HealthReply>(member, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.probe);
+      const reply = await this.mesh.clients.unary<W.HealthReply>(
+        member,
+        'Health',
+        { from: this.mesh.selfId, membership_version: this.mesh.membership.version },
+        DEADLINES.probe,
+      );
       health.reachable = true;
       health.last_seen = new Date().toISOString();
       this.mesh.circuits.answered(member.peer_id);
@@ -72,7 +80,12 @@ export class Probes {
     const m = this.mesh.membership.get(peerId);
     if (!m || !this.mesh.inCluster) return false;
     try {
-      await this.mesh.clients.unary<W.HealthReply>(m, 'Health', { from: this.mesh.selfId, membership_version: this.mesh.membership.version }, DEADLINES.reachable);
+      await this.mesh.clients.unary<W.HealthReply>(
+        m,
+        'Health',
+        { from: this.mesh.selfId, membership_version: this.mesh.membership.version },
+        DEADLINES.reachable,
+      );
       return true;
     } catch {
       return false;
@@ -80,6 +93,11 @@ export class Probes {
   }
 
   async rpcHealth(_req: W.HealthRequest, _peer: Member): Promise<W.HealthReply> {
-    return { node_id: this.mesh.selfId, name: this.mesh.name, membership_version: this.mesh.membership.version, directory_versions: this.mesh.directory.versions() };
+    return {
+      node_id: this.mesh.selfId,
+      name: this.mesh.name,
+      membership_version: this.mesh.membership.version,
+      directory_versions: this.mesh.directory.versions(),
+    };
   }
 }

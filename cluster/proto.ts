@@ -34,30 +34,108 @@ export const ClusterService: grpc.ServiceDefinition = pkg.hostd.cluster.v1.Clust
 export const ClusterClientCtor: grpc.ServiceClientConstructor = pkg.hostd.cluster.v1.Cluster;
 
 // Message shapes (keepCase, defaults on).
-export interface WireCaller { token_id: string; token_name: string; scopes: string[] }
-export interface CallFrame { id: number; operation: string; args_json: string; caller: WireCaller; origin: string; request_id: string }
-export interface CallBatch { calls: CallFrame[] }
-export interface ReplyFrame { id: number; ok: boolean; result_json: Buffer; status: number; error: string; more: boolean }
-export interface ReplyBatch { replies: ReplyFrame[] }
-/** What running one forwarded call gives, before it is framed (member side) or after (origin side). */
-export interface CallOutcome { ok: boolean; result_json: string; status: number; error: string }
-export interface HealthRequest { from: string; membership_version: number }
-export interface HealthReply { node_id: string; name: string; membership_version: number; directory_versions: Record<string, number> }
-export interface WireMember { peer_id: string; name: string; address: string; fingerprint: string; joined_at: string }
-export interface MembershipUpdate { version: number; members: WireMember[]; from: string; cluster_id: string }
-export interface DirectoryToken { id: string; name: string; scopes: string[] }
-export interface DirectorySnapshot { owner: string; version: number; tokens: DirectoryToken[] }
-export interface JoinRequest { token: string; csr_pem: string; node_id: string; name: string; address: string }
-export interface JoinReply {
-  cert_pem: string; ca_cert_pem: string; ca_key_pem: string;
-  membership: MembershipUpdate; directory: DirectorySnapshot[];
-  lease_json: Buffer; proxy_config_json: Buffer;
+export interface WireCaller {
+  token_id: string;
+  token_name: string;
+  scopes: string[];
 }
-export interface Ack { ok: boolean; detail: string }
-export interface EventStreamRequest { caller: WireCaller; origin: string; args_json: string; last_event_id: string; request_id: string }
-export interface EventMessage { id: string; text: string }
+export interface CallFrame {
+  id: number;
+  operation: string;
+  args_json: string;
+  caller: WireCaller;
+  origin: string;
+  request_id: string;
+}
+export interface CallBatch {
+  calls: CallFrame[];
+}
+export interface ReplyFrame {
+  id: number;
+  ok: boolean;
+  result_json: Buffer;
+  status: number;
+  error: string;
+  more: boolean;
+}
+export interface ReplyBatch {
+  replies: ReplyFrame[];
+}
+/** What running one forwarded call gives, before it is framed (member side) or after (origin side). */
+export interface CallOutcome {
+  ok: boolean;
+  result_json: string;
+  status: number;
+  error: string;
+}
+export interface HealthRequest {
+  from: string;
+  membership_version: number;
+}
+export interface HealthReply {
+  node_id: string;
+  name: string;
+  membership_version: number;
+  directory_versions: Record<string, number>;
+}
+export interface WireMember {
+  peer_id: string;
+  name: string;
+  address: string;
+  fingerprint: string;
+  joined_at: string;
+}
+export interface MembershipUpdate {
+  version: number;
+  members: WireMember[];
+  from: string;
+  cluster_id: string;
+}
+export interface DirectoryToken {
+  id: string;
+  name: string;
+  scopes: string[];
+}
+export interface DirectorySnapshot {
+  owner: string;
+  version: number;
+  tokens: DirectoryToken[];
+}
+export interface JoinRequest {
+  token: string;
+  csr_pem: string;
+  node_id: string;
+  name: string;
+  address: string;
+}
+export interface JoinReply {
+  cert_pem: string;
+  ca_cert_pem: string;
+  ca_key_pem: string;
+  membership: MembershipUpdate;
+  directory: DirectorySnapshot[];
+  lease_json: Buffer;
+  proxy_config_json: Buffer;
+}
+export interface Ack {
+  ok: boolean;
+  detail: string;
+}
+export interface EventStreamRequest {
+  caller: WireCaller;
+  origin: string;
+  args_json: string;
+  last_event_id: string;
+  request_id: string;
+}
+export interface EventMessage {
+  id: string;
+  text: string;
+}
 export type Empty = Record<string, never>;
-export interface Json { json: Buffer }
+export interface Json {
+  json: Buffer;
+}
 
 /** Unary method names of the service, as the generated client names them. */
 export type Method = 'Health' | 'Join' | 'Membership' | 'TokenDirectory' | 'TokenDirectoryGet' | 'Lease' | 'ProxyConfig';

@@ -53,9 +53,7 @@ interface Versioned<T> {
   config: T;
 }
 
-type Message<T> =
-  | { type: 'push'; from: string; version: number; origin: string; config: T }
-  | { type: 'pull'; from: string };
+type Message<T> = { type: 'push'; from: string; version: number; origin: string; config: T } | { type: 'pull'; from: string };
 
 interface Reply<T> {
   /** For a push: whether the receiver stored the pushed copy. */
@@ -94,7 +92,13 @@ function parseReply<T>(v: unknown, spec: ReplicatedSpec<T>): Reply<T> {
   if (typeof v.adopted !== 'boolean' || !isId(v.from) || !isVersion(v.version) || typeof v.origin !== 'string') {
     throw badRequest(`${spec.what} reply needs adopted, from, version and origin`);
   }
-  return { adopted: v.adopted, from: v.from, version: v.version, origin: v.origin, config: v.config === null || v.config === undefined ? null : spec.validate(v.config) };
+  return {
+    adopted: v.adopted,
+    from: v.from,
+    version: v.version,
+    origin: v.origin,
+    config: v.config === null || v.config === undefined ? null : spec.validate(v.config),
+  };
 }
 
 /** (version, origin) order. */
@@ -111,7 +115,10 @@ export class ReplicatedConfig<T> {
   private readonly changes = new SerialQueue();
   private readonly updates = new SerialQueue();
   private readonly listeners = new Set<(snapshot: ReplicatedSnapshot<T>) => void>();
-  private readonly periodic = new Periodic(() => this.sync(), (err) => this.log.debug({ err }, `${this.spec.what} sync failed`));
+  private readonly periodic = new Periodic(
+    () => this.sync(),
+    (err) => this.log.debug({ err }, `${this.spec.what} sync failed`),
+  );
 
   constructor(
     store: Store,
@@ -248,7 +255,4 @@ export class ReplicatedConfig<T> {
   private others(): string[] {
     return [...new Set(this.link.members())].filter((id) => id !== this.selfId);
   }
-
-
 }
-

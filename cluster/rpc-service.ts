@@ -91,7 +91,11 @@ export class RpcService implements ClusterHandlers {
     // A members=all stream asks where this member starts (it may start from now): a bookmark of that position comes first.
     if (args.announce_start === true) {
       const start = this.events.start(streamArgs.cursor ?? (req.last_event_id || undefined), true);
-      if ('seq' in start) sink.send(JSON.stringify(controlEvent(this.events.log, 'bookmark', start.seq, 'where this member\'s stream starts')), cursorAt(this.events.log, start.seq));
+      if ('seq' in start)
+        sink.send(
+          JSON.stringify(controlEvent(this.events.log, 'bookmark', start.seq, "where this member's stream starts")),
+          cursorAt(this.events.log, start.seq),
+        );
     }
     const sub = this.events.openStream(caller, streamArgs, sink, req.last_event_id || undefined);
     return () => sub?.close();
@@ -157,5 +161,6 @@ export class RpcService implements ClusterHandlers {
 /** A lease or proxy-config message must name as its sender the member whose certificate sent it. */
 function checkFrom(msg: unknown, peer: Member): void {
   const from = (msg as { from?: unknown } | null)?.from;
-  if (from !== undefined && from !== peer.peer_id) throw new RpcError(grpc.status.PERMISSION_DENIED, `message claims to be from '${String(from).slice(0, 64)}' but was sent by '${peer.peer_id}'`);
+  if (from !== undefined && from !== peer.peer_id)
+    throw new RpcError(grpc.status.PERMISSION_DENIED, `message claims to be from '${String(from).slice(0, 64)}' but was sent by '${peer.peer_id}'`);
 }

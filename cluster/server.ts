@@ -30,7 +30,10 @@ import { RefusalThrottle, SHARED_KEY, type TraceLimits } from '../daemon/lib/thr
 import { JOIN_MESSAGE_MAX } from './join-guard.js';
 
 export class RpcError extends Error {
-  constructor(readonly code: grpc.status, message: string) {
+  constructor(
+    readonly code: grpc.status,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -122,7 +125,10 @@ export class ClusterServer {
     this.joinServer.addService(ClusterService, this.joinImplementation());
     this.joinInjector = this.joinServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     this.refusedTrace = new RefusalThrottle<null>(CONNECTION_TRACE, (s) => {
-      this.log.warn({ refused: s.count, since: s.since, until: s.until, reasons: s.details }, 'cluster connections refused (summary of refusals not logged one by one)');
+      this.log.warn(
+        { refused: s.count, since: s.since, until: s.until, reasons: s.details },
+        'cluster connections refused (summary of refusals not logged one by one)',
+      );
     });
   }
 
@@ -254,11 +260,12 @@ export class ClusterServer {
     let ended = false;
     const sink: EventSinkLike = {
       send: (text, id) => (ended ? true : call.write({ id, text })),
-      drained: () => new Promise<void>((resolve) => {
-        if (ended) return resolve();
-        call.once('drain', () => resolve());
-        call.once('cancelled', () => resolve());
-      }),
+      drained: () =>
+        new Promise<void>((resolve) => {
+          if (ended) return resolve();
+          call.once('drain', () => resolve());
+          call.once('cancelled', () => resolve());
+        }),
       end: () => {
         if (ended) return;
         ended = true;
@@ -267,8 +274,14 @@ export class ClusterServer {
     };
     this.handlers.rpcEventStream(call.request, peer, sink).then(
       (close) => {
-        call.once('cancelled', () => { ended = true; close(); });
-        call.once('error', () => { ended = true; close(); });
+        call.once('cancelled', () => {
+          ended = true;
+          close();
+        });
+        call.once('error', () => {
+          ended = true;
+          close();
+        });
       },
       (err) => {
         const e = errorBody(err);
@@ -282,27 +295,39 @@ export class ClusterServer {
 
   private implementation(): grpc.UntypedServiceImplementation {
     const h = this.handlers;
-    const member = <Req, Res>(fn: (req: Req, peer: Member) => Promise<Res>): Unary => (call, cb) => {
-      const peer = this.identify(call);
-      if (!peer) {
-        cb({ code: grpc.status.UNAUTHENTICATED, details: 'a client certificate of a current cluster member is required' });
-        return;
-      }
-      fn(call.request as Req, peer).then((r) => cb(null, r), (err) => cb(toStatus(err)));
-    };
-    const json = (fn: (msg: unknown, peer: Member) => Promise<unknown>) => member<W.Json, W.Json>(async (req, peer) => {
-      let msg: unknown;
-      try {
-        msg = JSON.parse(Buffer.from(req.json).toString('utf8') || 'null');
-      } catch {
-        throw new RpcError(grpc.status.INVALID_ARGUMENT, 'payload is not JSON');
-      }
-      const out = await fn(msg, peer);
-      return { json: Buffer.from(JSON.stringify(out ?? null)) };
-    });
+    const member =
+      <Req, Res>(fn: (req: Req, peer: Member) => Promise<Res>): Unary =>
+      (call, cb) => {
+        const peer = this.identify(call);
+        if (!peer) {
+          cb({ code: grpc.status.UNAUTHENTICATED, details: 'a client certificate of a current cluster member is required' });
+          return;
+        }
+        fn(call.request as Req, peer).then(
+          (r) => cb(null, r),
+          (err) => cb(toStatus(err)),
+        );
+      };
+    const json = (fn: (msg: unknown, peer: Member) => Promise<unknown>) =>
+      member<W.Json, W.Json>(async (req, peer) => {
+        let msg: unknown;
+        try {
+          msg = JSON.parse(Buffer.from(req.json).toString('utf8') || 'null');
+        } catch {
+          throw new RpcError(grpc.status.INVALID_ARGUMENT, 'payload is not JSON');
+        }
+        const out = await fn(msg, peer);
+        return { json: Buffer.from(JSON.stringify(out ?? null)) };
+      });
     return {
-      CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => this.callStream(call)) as grpc.handleBidiStreamingCall<W.CallBatch, W.ReplyBatch>,
-      EventStream: ((call: grpc.ServerWritableStream<W.EventStreamRequest, W.EventMessage>) => this.eventStream(call)) as grpc.handleServerStreamingCall<W.EventStreamRequest, W.EventMessage>,
+      CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => this.callStream(call)) as grpc.handleBidiStreamingCall<
+        W.CallBatch,
+        W.ReplyBatch
+      >,
+      EventStream: ((call: grpc.ServerWritableStream<W.EventStreamRequest, W.EventMessage>) => this.eventStream(call)) as grpc.handleServerStreamingCall<
+        W.EventStreamRequest,
+        W.EventMessage
+      >,
       Health: member(h.rpcHealth.bind(h)),
       Membership: member(h.rpcMembership.bind(h)),
       TokenDirectory: member(h.rpcTokenDirectory.bind(h)),
@@ -310,7 +335,8 @@ export class ClusterServer {
       Lease: json(h.rpcLease.bind(h)),
       ProxyConfig: json(h.rpcProxyConfig.bind(h)),
       // A member does not join again: Join is served on connections without a certificate.
-      Join: ((_call, cb) => cb({ code: grpc.status.ALREADY_EXISTS, details: 'this connection presents a member certificate; it is already in the cluster' })) as Unary,
+      Join: ((_call, cb) =>
+        cb({ code: grpc.status.ALREADY_EXISTS, details: 'this connection presents a member certificate; it is already in the cluster' })) as Unary,
     };
   }
 
@@ -320,8 +346,14 @@ export class ClusterServer {
     const refused = { code: grpc.status.UNAUTHENTICATED, details: 'a client certificate of a current cluster member is required' };
     const unauthenticated: Unary = (_call, cb) => cb(refused);
     return {
-      CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => call.emit('error', refused)) as grpc.handleBidiStreamingCall<W.CallBatch, W.ReplyBatch>,
-      EventStream: ((call: grpc.ServerWritableStream<W.EventStreamRequest, W.EventMessage>) => call.emit('error', refused)) as grpc.handleServerStreamingCall<W.EventStreamRequest, W.EventMessage>,
+      CallStream: ((call: grpc.ServerDuplexStream<W.CallBatch, W.ReplyBatch>) => call.emit('error', refused)) as grpc.handleBidiStreamingCall<
+        W.CallBatch,
+        W.ReplyBatch
+      >,
+      EventStream: ((call: grpc.ServerWritableStream<W.EventStreamRequest, W.EventMessage>) => call.emit('error', refused)) as grpc.handleServerStreamingCall<
+        W.EventStreamRequest,
+        W.EventMessage
+      >,
       Health: unauthenticated,
       Membership: unauthenticated,
       TokenDirectory: unauthenticated,
@@ -329,7 +361,10 @@ export class ClusterServer {
       Lease: unauthenticated,
       ProxyConfig: unauthenticated,
       Join: ((call, cb) => {
-        h.rpcJoin(call.request as W.JoinRequest, call.getPeer()).then((r) => cb(null, r), (err) => cb(toStatus(err)));
+        h.rpcJoin(call.request as W.JoinRequest, call.getPeer()).then(
+          (r) => cb(null, r),
+          (err) => cb(toStatus(err)),
+        );
       }) as Unary,
     };
   }

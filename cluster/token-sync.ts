@@ -29,9 +29,13 @@ export class TokenSync {
   }
 
   async push(snap: OwnerSnapshot, targets: Member[]): Promise<void> {
-    await Promise.allSettled(targets.map((m) => this.mesh.clients.unary<W.Ack>(m, 'TokenDirectory', snap, DEADLINES.push).catch((err) => {
-      this.mesh.log.debug({ peer_id: m.peer_id, err: (err as Error).message }, 'token directory push failed');
-    })));
+    await Promise.allSettled(
+      targets.map((m) =>
+        this.mesh.clients.unary<W.Ack>(m, 'TokenDirectory', snap, DEADLINES.push).catch((err) => {
+          this.mesh.log.debug({ peer_id: m.peer_id, err: (err as Error).message }, 'token directory push failed');
+        }),
+      ),
+    );
   }
 
   /**
@@ -74,5 +78,9 @@ export class TokenSync {
 }
 
 export function fromWireSnapshot(wire: W.DirectorySnapshot): OwnerSnapshot {
-  return { owner: wire.owner, version: Number(wire.version), tokens: (wire.tokens ?? []).map((t) => ({ id: t.id, name: t.name, scopes: [...(t.scopes ?? [])] })) };
+  return {
+    owner: wire.owner,
+    version: Number(wire.version),
+    tokens: (wire.tokens ?? []).map((t) => ({ id: t.id, name: t.name, scopes: [...(t.scopes ?? [])] })),
+  };
 }

@@ -146,4 +146,3 @@ export async function listenAdminSocket(app: http.RequestListener, socketPath: s
   fs.chmodSync(socketPath, 0o600);
   return server;
 }
-

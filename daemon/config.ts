@@ -20,7 +20,10 @@ export interface PoolConfig {
   name?: string;
 }
 
-export interface HostAddr { host: string; port: number }
+export interface HostAddr {
+  host: string;
+  port: number;
+}
 
 /** How the API's listener bounds connections and slow clients (config `http_limits`). */
 export interface HttpLimits {
@@ -74,7 +77,14 @@ const ACTIVITY_KEYS: NumberSection<ActivityRetention> = {
 };
 
 /** Reads a section of numbers: unknown keys and values out of range stop the start, naming them. */
-function parseNumbers<T extends object>(raw: unknown, section: string, spec: NumberSection<T>, defaults: Readonly<T>, where: string, env: NodeJS.ProcessEnv): T {
+function parseNumbers<T extends object>(
+  raw: unknown,
+  section: string,
+  spec: NumberSection<T>,
+  defaults: Readonly<T>,
+  where: string,
+  env: NodeJS.ProcessEnv,
+): T {
   const out = { ...defaults } as T;
   if (raw !== undefined && raw !== null && (typeof raw !== 'object' || Array.isArray(raw))) throw new Error(`${where}: ${section} must be a mapping`);
   const given = (raw ?? {}) as Record<string, unknown>;
@@ -85,7 +95,8 @@ function parseNumbers<T extends object>(raw: unknown, section: string, spec: Num
     const v = fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : given[f.key];
     if (v === undefined) continue;
     const what = fromEnv !== undefined && fromEnv !== '' ? f.env! : `${where}: ${section}.${f.key}`;
-    if (typeof v !== 'number' || !Number.isFinite(v) || (!f.fraction && !Number.isInteger(v)) || v < f.min) throw new Error(`${what} must be a ${f.fraction ? '' : 'whole '}number >= ${f.min}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || (!f.fraction && !Number.isInteger(v)) || v < f.min)
+      throw new Error(`${what} must be a ${f.fraction ? '' : 'whole '}number >= ${f.min}`);
     (out as Record<keyof T, number>)[field] = v;
   }
   return out;
@@ -140,7 +151,24 @@ export function parseAddr(value: string, what: string): HostAddr {
 }
 
 /** Top-level keys of the config file that this module reads; every other key is a domain's section. */
-const SPINE_KEYS = ['node_name', 'data_dir', 'http_addr', 'cluster_addr', 'cluster_advertise', 'log_level', 'forward_deadline_ms', 'cluster_probe_ms', 'storage_pools', 'http_limits', 'activity', 'cors_origins', 'https_addr', 'https_cert_file', 'https_key_file', 'console_url'];
+const SPINE_KEYS = [
+  'node_name',
+  'data_dir',
+  'http_addr',
+  'cluster_addr',
+  'cluster_advertise',
+  'log_level',
+  'forward_deadline_ms',
+  'cluster_probe_ms',
+  'storage_pools',
+  'http_limits',
+  'activity',
+  'cors_origins',
+  'https_addr',
+  'https_cert_file',
+  'https_key_file',
+  'console_url',
+];
 
 interface FileConfig {
   node_name?: string;
@@ -246,4 +274,3 @@ function httpsOf(file: FileConfig, base: string, where: string): Config['https']
   }
   return { ...parseAddr(addr, `${where}: https_addr`), certFile: path.resolve(base, cert), keyFile: path.resolve(base, key) };
 }
-

@@ -64,7 +64,6 @@ export interface Daemon {
   close(): Promise<void>;
 }
 
-
 export async function startDaemon(config: Config, log: Logger, requestLog: RequestLog = requestLogVia(log)): Promise<Daemon> {
   // The TLS listener's files are read before anything opens: a bad path stops the start at once.
   const tls = config.https ? { cert: readPem(config.https.certFile, 'https_cert_file'), key: readPem(config.https.keyFile, 'https_key_file') } : undefined;
@@ -84,7 +83,9 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   const eventLog = new EventLog(store, identity.id, eventSettings);
   await eventLog.init();
   const events = new EventService(eventLog, eventSettings);
-  tokens.onChange((c) => { if (c.type === 'revoke') events.closeToken(c.token.id); });
+  tokens.onChange((c) => {
+    if (c.type === 'revoke') events.closeToken(c.token.id);
+  });
   // Counts requests, tasks and activity rows from the start; the metrics domain exposes it.
   const metrics = new MetricsService();
   const activity = new ActivityLog(store, config.activity, Date.now, metrics.observeActivity(eventLog));
@@ -105,7 +106,13 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   };
   const stateEvent = (e: Parameters<EventLog['append']>[0]) => void eventLog.append(e).catch((err) => log.error({ err }, 'event write failed'));
   const cluster = await Cluster.start({
-    config, identity, store, tokens, audit, log, probeIntervalMs: config.clusterProbeMs,
+    config,
+    identity,
+    store,
+    tokens,
+    audit,
+    log,
+    probeIntervalMs: config.clusterProbeMs,
     onReachability: (m, up) => stateEvent(memberEvent(m, up)),
   });
   const link = cluster.leaseLink();
@@ -116,10 +123,19 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   cluster.setLeaseHooks({
     handleLease: (msg) => lease.handle(msg),
     handleProxyConfig: (msg) => proxyConfig.handle(msg),
-    onInit: async () => { await lease.initialize(identity.id); },
-    exportLease: () => { const { holder, epoch } = lease.state(); return { holder, epoch }; },
-    adoptLease: async (rec) => { await lease.adopt(rec); },
-    afterJoin: async () => { await Promise.allSettled([lease.sync(), proxyConfig.sync()]); },
+    onInit: async () => {
+      await lease.initialize(identity.id);
+    },
+    exportLease: () => {
+      const { holder, epoch } = lease.state();
+      return { holder, epoch };
+    },
+    adoptLease: async (rec) => {
+      await lease.adopt(rec);
+    },
+    afterJoin: async () => {
+      await Promise.allSettled([lease.sync(), proxyConfig.sync()]);
+    },
   });
   // One proxy.holder event per move this member learns of (the lease fires on every record change).
   let lastHolder = `${lease.state().holder}@${lease.state().epoch}`;
@@ -132,9 +148,19 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   lease.start();
   proxyConfig.start();
 
-  const clusterPorts: ClusterPorts = { lease, proxyConfig, members: () => cluster.memberIds(), peers: () => cluster.peers(), sharedSecret: (purpose) => cluster.sharedSecret(purpose) };
+  const clusterPorts: ClusterPorts = {
+    lease,
+    proxyConfig,
+    members: () => cluster.memberIds(),
+    peers: () => cluster.peers(),
+    sharedSecret: (purpose) => cluster.sharedSecret(purpose),
+  };
   const secrets = new FileSecretStore(config.dataDir);
-  const domains = await openDomains(domainList({ tasks, activity, events, metrics, version: VERSION, tokens }), { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) }, config.sections);
+  const domains = await openDomains(
+    domainList({ tasks, activity, events, metrics, version: VERSION, tokens }),
+    { node: identity, config, env: process.env, store, tasks: metrics.observeTasks(tasks), secrets, log, cluster: clusterPorts, events: eventsPort(eventLog) },
+    config.sections,
+  );
   // The API's and MCP's calls are counted; the admin socket's are the operator's, logged but not counted.
   const apiRequestLog = metrics.observeRequests(requestLog);
   const handlers = domains.handlers;
@@ -147,26 +173,55 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   let openapi: unknown;
   const openApi = () => (openapi ??= openApiDocument(VERSION));
 
-  const bearer = (transport: 'api' | 'mcp') => bearerAuthenticator((s) => tokens.authenticate(s), () => identity.id, transport);
+  const bearer = (transport: 'api' | 'mcp') =>
+    bearerAuthenticator(
+      (s) => tokens.authenticate(s),
+      () => identity.id,
+      transport,
+    );
   const streams = {
     events,
     resolvePeer: (peerId: string) => {
       const where = cluster.forwarder.resolve(peerId);
-      return where === undefined ? undefined : where === 'self' ? 'self' as const : 'other' as const;
+      return where === undefined ? undefined : where === 'self' ? ('self' as const) : ('other' as const);
     },
     forwardStream: cluster.streamForwarder(),
     // members=all: every member's stream through the same forwarded path (the caller's scopes apply on each member).
     allMembers: (caller: Caller, args: StreamArgs, lastEventId: string | undefined, requestId: string, sink: Sink) =>
-      openAllMembers({ events, members: () => cluster.memberIds(), forward: cluster.streamForwarder(), log: log.child({ mod: 'events' }) }, caller, args, lastEventId, requestId, sink),
+      openAllMembers(
+        { events, members: () => cluster.memberIds(), forward: cluster.streamForwarder(), log: log.child({ mod: 'events' }) },
+        caller,
+        args,
+        lastEventId,
+        requestId,
+        sink,
+      ),
   };
   // Console sessions live in memory: a restart signs every browser out (docs/console.md).
   const consoleSessions = new ConsoleSessions();
   const consoleRoutes = new ConsoleRoutes({
-    sessions: consoleSessions, nodeId: () => identity.id, scopes: [...ALL_SCOPES], log: log.child({ mod: 'console' }),
-    audit: (summary, severity) => dispatch!.audit({ category: 'auth', severity, summary, target: 'console/session', actor: ADMIN_ACTOR, metadata: { transport: 'api', client: 'console' } }),
+    sessions: consoleSessions,
+    nodeId: () => identity.id,
+    scopes: [...ALL_SCOPES],
+    log: log.child({ mod: 'console' }),
+    audit: (summary, severity) =>
+      dispatch!.audit({
+        category: 'auth',
+        severity,
+        summary,
+        target: 'console/session',
+        actor: ADMIN_ACTOR,
+        metadata: { transport: 'api', client: 'console' },
+      }),
   });
   const app = createHttpApp({
-    dispatch, router, log, requestLog: apiRequestLog, openapi: openApi, cors: new Cors(config.corsOrigins), events: streams,
+    dispatch,
+    router,
+    log,
+    requestLog: apiRequestLog,
+    openapi: openApi,
+    cors: new Cors(config.corsOrigins),
+    events: streams,
     authenticate: bearer('api'),
     session: (req) => consoleRoutes.sessionCaller(req),
     mount: (a) => consoleRoutes.mount(a),
@@ -196,22 +251,63 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   registerDomainAdmin(admin, domains.admin);
   registerConsoleAdmin(admin, consoleSessions, () => config.consoleUrl ?? consoleBaseUrl(config.http.host, httpPort));
   const adminCaller: Caller = { tokenId: 'admin', tokenName: ADMIN_ACTOR, scopes: [...ALL_SCOPES], transport: 'api', origin: identity.id };
-  const adminApp = createHttpApp({ dispatch, router, log, requestLog, openapi: openApi, authenticate: () => ({ ...adminCaller }), mount: (a) => admin.mount(a), events: streams });
+  const adminApp = createHttpApp({
+    dispatch,
+    router,
+    log,
+    requestLog,
+    openapi: openApi,
+    authenticate: () => ({ ...adminCaller }),
+    mount: (a) => admin.mount(a),
+    events: streams,
+  });
   const adminServer = await listenAdminSocket(adminApp, socketPath(config.dataDir));
   adminServer.on('upgrade', eventsUpgrade({ ...streams, authenticate: () => ({ ...adminCaller }), log, requestLog }, requestId));
 
-  log.info({ http: `http://${config.http.host}:${httpPort}`, ...(httpsPort !== undefined ? { https: consoleBaseUrl(config.https!.host, httpsPort, true) } : {}), socket: socketPath(config.dataDir), cluster: cluster.listenAddress, cluster_advertise: cluster.advertise, in_cluster: cluster.inCluster, node_id: identity.id, pools: config.pools.map((p) => p.id) }, 'hostd listening');
+  log.info(
+    {
+      http: `http://${config.http.host}:${httpPort}`,
+      ...(httpsPort !== undefined ? { https: consoleBaseUrl(config.https!.host, httpsPort, true) } : {}),
+      socket: socketPath(config.dataDir),
+      cluster: cluster.listenAddress,
+      cluster_advertise: cluster.advertise,
+      in_cluster: cluster.inCluster,
+      node_id: identity.id,
+      pools: config.pools.map((p) => p.id),
+    },
+    'hostd listening',
+  );
   log.flush();
 
   let closed = false;
   return {
-    config, identity, store, tokens, activity, tasks, events, dispatch, httpServer, adminServer, admin, httpPort, cluster,
+    config,
+    identity,
+    store,
+    tokens,
+    activity,
+    tasks,
+    events,
+    dispatch,
+    httpServer,
+    adminServer,
+    admin,
+    httpPort,
+    cluster,
     async close() {
       if (closed) return;
       closed = true;
       // Open streams end first: a server waits for its connections to close.
       events.close();
-      await Promise.all([httpServer, adminServer, ...(httpsServer ? [httpsServer] : [])].map((s) => new Promise<void>((r) => { s.close(() => r()); s.closeAllConnections?.(); })));
+      await Promise.all(
+        [httpServer, adminServer, ...(httpsServer ? [httpsServer] : [])].map(
+          (s) =>
+            new Promise<void>((r) => {
+              s.close(() => r());
+              s.closeAllConnections?.();
+            }),
+        ),
+      );
       lease.stop();
       proxyConfig.stop();
       await cluster.close();
@@ -219,7 +315,11 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
       await domains.close();
       await tokens.close();
       await store.close();
-      try { fs.unlinkSync(socketPath(config.dataDir)); } catch { /* already gone */ }
+      try {
+        fs.unlinkSync(socketPath(config.dataDir));
+      } catch {
+        /* already gone */
+      }
     },
   };
 }
@@ -232,4 +332,3 @@ function readPem(file: string, key: string): Buffer {
     throw new Error(`${key}: cannot read ${file}: ${(err as Error).message}`);
   }
 }
-

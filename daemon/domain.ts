@@ -102,7 +102,14 @@ export interface EventsPort {
    * change and its event are stored together (daemon/events/state.ts
    * `writeWithState`). Absent on a port a test builds by hand.
    */
-  joinState?<T>(domain: string, resource: string, state: string, data: Record<string, unknown>, opts: StateEventOpts, write: (ops: BatchOp[]) => Promise<T>): Promise<T>;
+  joinState?<T>(
+    domain: string,
+    resource: string,
+    state: string,
+    data: Record<string, unknown>,
+    opts: StateEventOpts,
+    write: (ops: BatchOp[]) => Promise<T>,
+  ): Promise<T>;
 }
 
 /** Who made a state change (default the operator), its words, and the token that owns the resource (sandboxes). */

@@ -83,7 +83,11 @@ export interface OpenDomains {
  * the ports they provide, and builds the handler table. An operation served
  * twice is a start-up error.
  */
-export async function openDomains(list: ReturnType<typeof domainList>, deps: Omit<DomainDeps, 'settings' | 'ports' | 'domainInfo'>, sections: Record<string, unknown>): Promise<OpenDomains> {
+export async function openDomains(
+  list: ReturnType<typeof domainList>,
+  deps: Omit<DomainDeps, 'settings' | 'ports' | 'domainInfo'>,
+  sections: Record<string, unknown>,
+): Promise<OpenDomains> {
   const ports = new PortRegistry();
   const opened: Array<{ def: DomainDef<OperationName>; mod: DomainModule<OperationName> }> = [];
   const table: Record<string, Handler<any>> = {};

@@ -71,7 +71,10 @@ export function createLoggers(level: string, dest: number | string = 1): Loggers
     {
       level,
       base: { pid: process.pid },
-      redact: { paths: ['*.password', '*.secret', '*.token', '*.authorization', '*.credentials', 'password', 'secret', 'token', 'authorization', 'credentials'], censor: '[redacted]' },
+      redact: {
+        paths: ['*.password', '*.secret', '*.token', '*.authorization', '*.credentials', 'password', 'secret', 'token', 'authorization', 'credentials'],
+        censor: '[redacted]',
+      },
     },
     stream,
   );

@@ -19,7 +19,11 @@ deploy/config.example.yaml; hostctl finds the daemon through the same file.
 function commandLine(argv: string[], env: NodeJS.ProcessEnv): NodeJS.ProcessEnv | number {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } }, strict: true });
+    parsed = parseArgs({
+      args: argv,
+      options: { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' } },
+      strict: true,
+    });
   } catch (err) {
     process.stderr.write(`hostd: ${(err as Error).message}\n${USAGE}`);
     return 2;

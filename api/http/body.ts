@@ -19,7 +19,7 @@ const EMPTY = Buffer.alloc(0);
 export const LIMITS = Symbol('hostd.httpLimits');
 
 function limitsOf(req: IncomingMessage): HttpLimits {
-  return ((req.socket as unknown as Record<symbol, HttpLimits | undefined>)[LIMITS]) ?? DEFAULT_HTTP_LIMITS;
+  return (req.socket as unknown as Record<symbol, HttpLimits | undefined>)[LIMITS] ?? DEFAULT_HTTP_LIMITS;
 }
 
 /** Whether the request announced a body that has not fully arrived. */

@@ -39,11 +39,16 @@ export class Cors {
     const o = this.allowed(req);
     if (!o || typeof req.headers['access-control-request-method'] !== 'string') return ['vary', 'Origin'];
     return [
-      'access-control-allow-origin', o,
-      'access-control-allow-methods', allow,
-      'access-control-allow-headers', 'authorization, content-type, x-request-id',
-      'access-control-max-age', '600',
-      'vary', 'Origin',
+      'access-control-allow-origin',
+      o,
+      'access-control-allow-methods',
+      allow,
+      'access-control-allow-headers',
+      'authorization, content-type, x-request-id',
+      'access-control-max-age',
+      '600',
+      'vary',
+      'Origin',
     ];
   }
 }

@@ -110,12 +110,25 @@ export async function serveSse(deps: EventStreamDeps, req: IncomingMessage, res:
   const started = performance.now();
   let caller: Caller | undefined;
   const line = (status: number) =>
-    deps.requestLog.write({ req_id: requestId, method: req.method, path: STREAM_PATH, status, op: 'events_stream', actor: caller?.tokenName, ms: performance.now() - started });
+    deps.requestLog.write({
+      req_id: requestId,
+      method: req.method,
+      path: STREAM_PATH,
+      status,
+      op: 'events_stream',
+      actor: caller?.tokenName,
+      ms: performance.now() - started,
+    });
   let closed = false;
   // The head goes with the first message, or once the stream is open: a refusal found while opening is still a plain answer.
   const head = () => {
     if (res.headersSent) return;
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-request-id': requestId, 'x-accel-buffering': 'no' });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-request-id': requestId,
+      'x-accel-buffering': 'no',
+    });
     res.write(': hostd event stream\n\n');
   };
   const sink: Sink = {
@@ -124,12 +137,17 @@ export async function serveSse(deps: EventStreamDeps, req: IncomingMessage, res:
       head();
       return res.write(`id: ${id}\ndata: ${text}\n\n`);
     },
-    drained: () => new Promise<void>((resolve) => {
-      if (closed || res.destroyed) return resolve();
-      const done = () => { res.off('drain', done); res.off('close', done); resolve(); };
-      res.once('drain', done);
-      res.once('close', done);
-    }),
+    drained: () =>
+      new Promise<void>((resolve) => {
+        if (closed || res.destroyed) return resolve();
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.once('drain', done);
+        res.once('close', done);
+      }),
     end() {
       closed = true;
       head();
@@ -145,7 +163,11 @@ export async function serveSse(deps: EventStreamDeps, req: IncomingMessage, res:
       head();
       line(200);
       if (closed || res.destroyed) close();
-      else res.once('close', () => { closed = true; close(); });
+      else
+        res.once('close', () => {
+          closed = true;
+          close();
+        });
       return;
     }
     const sub = deps.events.openStream(a.caller, a.args, sink, header(req, 'last-event-id'));
@@ -162,7 +184,12 @@ export async function serveSse(deps: EventStreamDeps, req: IncomingMessage, res:
       res.end();
     } else {
       const text = JSON.stringify(e.body);
-      res.writeHead(e.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), 'x-request-id': requestId, ...e.headers });
+      res.writeHead(e.status, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': String(Buffer.byteLength(text)),
+        'x-request-id': requestId,
+        ...e.headers,
+      });
       res.end(text);
     }
     line(e.status);
@@ -173,7 +200,10 @@ export async function serveSse(deps: EventStreamDeps, req: IncomingMessage, res:
  * The `upgrade` listener of an API server: WebSocket streams on the stream
  * path; any other upgrade is refused.
  */
-export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMessage) => string): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+export function eventsUpgrade(
+  deps: EventStreamDeps,
+  requestId: (req: IncomingMessage) => string,
+): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: 4096,
@@ -189,7 +219,9 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
     const refuse = (err: unknown) => {
       const e = errorBody(err);
       const text = JSON.stringify(e.body);
-      socket.end(`HTTP/1.1 ${e.status} ${statusText(e.status)}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${text}`);
+      socket.end(
+        `HTTP/1.1 ${e.status} ${statusText(e.status)}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-request-id: ${id}\r\nconnection: close\r\n\r\n${text}`,
+      );
       deps.requestLog.write({ req_id: id, method: req.method, path, status: e.status, op: 'events_stream', ms: performance.now() - started });
     };
     if (path !== STREAM_PATH) return refuse(new ApiError(404, `no WebSocket endpoint at ${path}`));
@@ -206,7 +238,9 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
       // (at most EARLY_MESSAGES: past them a member's stream waits, as on a full socket).
       const early: Array<[string, string]> = [];
       const waiting: Array<() => void> = [];
-      const release = () => { for (const w of waiting.splice(0)) w(); };
+      const release = () => {
+        for (const w of waiting.splice(0)) w();
+      };
       let sink: Sink | undefined;
       let ended = false;
       const relay: Sink = {
@@ -214,25 +248,36 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
         drained: () => (sink ? sink.drained() : new Promise<void>((resolve) => waiting.push(resolve))),
         end: () => (sink ? sink.end() : (ended = true)),
       };
-      open(relay).then((close) => {
-        // A client gone while the members opened: nothing will take the socket, so close what was opened.
-        if (socket.destroyed) {
+      open(relay).then(
+        (close) => {
+          // A client gone while the members opened: nothing will take the socket, so close what was opened.
+          if (socket.destroyed) {
+            release();
+            return close();
+          }
+          wss.handleUpgrade(req, socket, head, (w) => {
+            sink = wsSink(w);
+            for (const [t, m] of early.splice(0)) sink.send(t, m);
+            release();
+            if (ended) sink.end();
+            deps.requestLog.write({
+              req_id: id,
+              method: req.method,
+              path,
+              status: 101,
+              op: 'events_stream',
+              actor: admitted.caller.tokenName,
+              ms: performance.now() - started,
+            });
+            w.on('close', close);
+            w.on('error', close);
+          });
+        },
+        (err) => {
           release();
-          return close();
-        }
-        wss.handleUpgrade(req, socket, head, (w) => {
-          sink = wsSink(w);
-          for (const [t, m] of early.splice(0)) sink.send(t, m);
-          release();
-          if (ended) sink.end();
-          deps.requestLog.write({ req_id: id, method: req.method, path, status: 101, op: 'events_stream', actor: admitted.caller.tokenName, ms: performance.now() - started });
-          w.on('close', close);
-          w.on('error', close);
-        });
-      }, (err) => {
-        release();
-        refuse(err);
-      });
+          refuse(err);
+        },
+      );
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
@@ -244,10 +289,26 @@ export function eventsUpgrade(deps: EventStreamDeps, requestId: (req: IncomingMe
         const e = errorBody(err);
         ws.send(JSON.stringify({ type: 'error', status: e.status, error: e.body.error }));
         ws.close(e.status === 429 ? 1013 : 1008, e.body.error.slice(0, 120));
-        deps.requestLog.write({ req_id: id, method: req.method, path, status: e.status, op: 'events_stream', actor: admitted.caller.tokenName, ms: performance.now() - started });
+        deps.requestLog.write({
+          req_id: id,
+          method: req.method,
+          path,
+          status: e.status,
+          op: 'events_stream',
+          actor: admitted.caller.tokenName,
+          ms: performance.now() - started,
+        });
         return;
       }
-      deps.requestLog.write({ req_id: id, method: req.method, path, status: 101, op: 'events_stream', actor: admitted.caller.tokenName, ms: performance.now() - started });
+      deps.requestLog.write({
+        req_id: id,
+        method: req.method,
+        path,
+        status: 101,
+        op: 'events_stream',
+        actor: admitted.caller.tokenName,
+        ms: performance.now() - started,
+      });
       ws.on('close', () => sub?.close());
       ws.on('error', () => sub?.close());
     });
@@ -280,5 +341,12 @@ function wsSink(ws: WebSocket): Sink {
 }
 
 function statusText(status: number): string {
-  return ({ 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 501: 'Not Implemented' } as Record<number, string>)[status] ?? 'Error';
+  return (
+    (
+      { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 501: 'Not Implemented' } as Record<
+        number,
+        string
+      >
+    )[status] ?? 'Error'
+  );
 }

@@ -105,7 +105,13 @@ export function createHttpApp(deps: HttpDeps): RequestListener {
   const openapiPath = `${API_PREFIX}/openapi.json`;
 
   const direct = new Map(Object.entries(deps.direct ?? {}));
-  const stream: EventStreamDeps | undefined = deps.events && { ...deps.events, authenticate: deps.authenticate, session: deps.session, log: deps.log, requestLog: deps.requestLog };
+  const stream: EventStreamDeps | undefined = deps.events && {
+    ...deps.events,
+    authenticate: deps.authenticate,
+    session: deps.session,
+    log: deps.log,
+    requestLog: deps.requestLog,
+  };
   return (req, res) => {
     const url = req.url ?? '/';
     if (stream && url.startsWith(STREAM_PATH) && (url.length === STREAM_PATH.length || url[STREAM_PATH.length] === '?') && wantsSse(req)) {
@@ -131,12 +137,17 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   let actor: string | undefined;
 
   // CORS is for the API only: never for the console's page or its session routes.
-  const cors = (path === API_PREFIX || path.startsWith(API_PREFIX + '/')) ? deps.cors?.responseHeaders(req) ?? [] : [];
+  const cors = path === API_PREFIX || path.startsWith(API_PREFIX + '/') ? (deps.cors?.responseHeaders(req) ?? []) : [];
   const send = (status: number, body: unknown, headers?: Record<string, string>) => {
     if (cors.length) headers = { ...headers, ...Object.fromEntries(pairs(cors)) };
     sendJson(res, status, body, headers, id);
     deps.requestLog.write({
-      req_id: id, method: req.method, path, status, op: opName, actor,
+      req_id: id,
+      method: req.method,
+      path,
+      status,
+      op: opName,
+      actor,
       ms: performance.now() - started,
     });
   };
@@ -225,7 +236,9 @@ export function createApiServer(listener: RequestListener, limits: HttpLimits = 
     connectionsCheckingInterval: 1000,
   };
   // The TLS listener (https_addr) is the same server over TLS: same limits, same listener.
-  const server: http.Server = tls ? https.createServer({ ...options, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, listener) : http.createServer(options, listener);
+  const server: http.Server = tls
+    ? https.createServer({ ...options, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, listener)
+    : http.createServer(options, listener);
   server.keepAliveTimeout = 65_000;
   server.maxConnections = limits.maxConnections;
   const perClient = new Map<string, number>();

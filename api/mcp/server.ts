@@ -133,10 +133,7 @@ function scopeOf(extra: { authInfo?: { extra?: Record<string, unknown> } }): Req
 const toolLists = new ToolLists();
 
 function createServer(deps: McpDeps): Server {
-  const server = new Server(
-    { name: 'hostd', version: deps.version },
-    { capabilities: { tools: { listChanged: false } }, jsonSchemaValidator: noValidator },
-  );
+  const server = new Server({ name: 'hostd', version: deps.version }, { capabilities: { tools: { listChanged: false } }, jsonSchemaValidator: noValidator });
   server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
     const scope = scopeOf(extra);
     return toolLists.forScopes(scope.caller.scopes);
@@ -235,8 +232,13 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
   res.setHeader('x-request-id', id);
   res.once('finish', () => {
     deps.requestLog.write({
-      req_id: id, method: req.method, path: MCP_PATH, status: res.statusCode, transport: 'mcp',
-      op: scope?.tools.length ? scope.tools.join(',') : undefined, actor: scope?.caller.tokenName,
+      req_id: id,
+      method: req.method,
+      path: MCP_PATH,
+      status: res.statusCode,
+      transport: 'mcp',
+      op: scope?.tools.length ? scope.tools.join(',') : undefined,
+      actor: scope?.caller.tokenName,
       ms: Number(process.hrtime.bigint() - started) / 1e6,
     });
   });
@@ -252,7 +254,9 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
   scope = { caller, id, tools: [] };
   if (req.method !== 'POST') {
     // Stateless: no standalone SSE stream (GET) and no session to end (DELETE).
-    return fail(new ApiError(405, `${req.method} is not supported on ${MCP_PATH}: this server is stateless, send JSON-RPC messages with POST`, { Allow: 'POST' }));
+    return fail(
+      new ApiError(405, `${req.method} is not supported on ${MCP_PATH}: this server is stateless, send JSON-RPC messages with POST`, { Allow: 'POST' }),
+    );
   }
 
   const accept = req.headers.accept;
@@ -284,7 +288,13 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
   } else {
     const version = req.headers['mcp-protocol-version'];
     if (typeof version === 'string' && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
-      return rpcError(req, res, 400, -32000, `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`);
+      return rpcError(
+        req,
+        res,
+        400,
+        -32000,
+        `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+      );
     }
   }
   const extra: MessageExtraInfo = { authInfo: { token: '', clientId: caller.tokenName, scopes: caller.scopes, extra: { scope } } };

@@ -8,25 +8,29 @@ import type { OperationSpec } from './types.js';
 import { str, int, object, arrayOf, anyObject, dateTime, oneOf } from './schema.js';
 
 const filters = {
-  cursor: str('Resume after this cursor (an event\'s cursor, a next_cursor, or what a reset carries)', { maxLength: 8192 }),
+  cursor: str("Resume after this cursor (an event's cursor, a next_cursor, or what a reset carries)", { maxLength: 8192 }),
   types: str("Comma list of event types; an entry ending in '.' matches a family (e.g. 'vms.,tasks.ended')", { maxLength: 2048 }),
   resource: str('A resource path (e.g. vms/101): events of it and of what lies below it', { maxLength: 1024 }),
   task_id: str('Only events of this task', { maxLength: 128 }),
 };
 
 export const eventRecord = () =>
-  object({
-    cursor: str('Opaque; resume after this event with it'),
-    seq: int('Strictly increasing per member', 0),
-    node_id: str('The member the event happened on'),
-    time: dateTime(),
-    type: str('<domain>.<what> (vms.state, tasks.progress ...), activity, or bookmark/reset/lagged/closed'),
-    domain: str(),
-    resource: str('Resource path, e.g. vms/101'),
-    actor: str('Token name, or admin'),
-    summary: str(),
-    data: anyObject('What the event says beside its summary'),
-  }, ['cursor', 'seq', 'node_id', 'time', 'type', 'domain', 'resource', 'actor', 'summary', 'data'], { title: 'Event' });
+  object(
+    {
+      cursor: str('Opaque; resume after this event with it'),
+      seq: int('Strictly increasing per member', 0),
+      node_id: str('The member the event happened on'),
+      time: dateTime(),
+      type: str('<domain>.<what> (vms.state, tasks.progress ...), activity, or bookmark/reset/lagged/closed'),
+      domain: str(),
+      resource: str('Resource path, e.g. vms/101'),
+      actor: str('Token name, or admin'),
+      summary: str(),
+      data: anyObject('What the event says beside its summary'),
+    },
+    ['cursor', 'seq', 'node_id', 'time', 'type', 'domain', 'resource', 'actor', 'summary', 'data'],
+    { title: 'Event' },
+  );
 
 export const operations = [
   {

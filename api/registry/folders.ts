@@ -7,7 +7,8 @@ const folderId = { folder_id: str('Folder ID') };
 /** C0 and C1 control characters, DEL, and lone UTF-16 surrogates (patterns run with the `u` flag). */
 const CONTROL = '\\u0000-\\u001f\\u007f-\\u009f\\uD800-\\uDFFF';
 /** Pattern text matching `lit` in any ASCII case (JSON Schema has no `i` flag). */
-const anyCase = (lit: string) => [...lit].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
+const anyCase = (lit: string) =>
+  [...lit].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
 
 /**
  * A name the API creates (folder, subfolder): not empty, not '.' or '..', no
@@ -23,8 +24,12 @@ const RESERVED_RULE = `not ${LEGACY_INTERNAL_NAMES.map((n) => `'${n}'`).join(' o
 /** A subfolder's name, or any name the API creates inside a folder. */
 const entryName = (description: string): Schema<string> =>
   str(description, {
-    minLength: 1, maxLength: 255, pattern: NAME_PATTERN, allOf: [{ not: { enum: ['.', '..'] } }],
-    'x-expect': NAME_RULE, examples: ['example'],
+    minLength: 1,
+    maxLength: 255,
+    pattern: NAME_PATTERN,
+    allOf: [{ not: { enum: ['.', '..'] } }],
+    'x-expect': NAME_RULE,
+    examples: ['example'],
   });
 
 /**
@@ -34,57 +39,73 @@ const entryName = (description: string): Schema<string> =>
  */
 const folderName = (description: string): Schema<string> =>
   str(description, {
-    minLength: 1, maxLength: 255, pattern: NAME_PATTERN,
+    minLength: 1,
+    maxLength: 255,
+    pattern: NAME_PATTERN,
     allOf: [
       { not: { enum: ['.', '..'] } },
       { not: { pattern: `^${anyCase(INTERNAL_PREFIX)}` } },
       ...LEGACY_INTERNAL_NAMES.map((n) => ({ not: { pattern: `^${anyCase(n)}$` } })),
     ],
-    'x-expect': `${NAME_RULE}, ${RESERVED_RULE}`, examples: ['example'],
+    'x-expect': `${NAME_RULE}, ${RESERVED_RULE}`,
+    examples: ['example'],
   });
 
 const PATH_RULE = "relative to the root, '/'-separated; no '..' segment, leading '/', '\\' or NUL";
 
 /** A move pair: both paths name an entry, never the root. */
-const movePair = (): Schema<MovePair> => ({
-  type: 'object',
-  properties: {
-    src_sub_path: str(`Entry to move, ${PATH_RULE}`, { minLength: 1 }),
-    dst_sub_path: str(`Its new full path, ${PATH_RULE}; the new name without control characters`, { minLength: 1 }),
-  },
-  required: ['src_sub_path', 'dst_sub_path'],
-  additionalProperties: false,
-}) as Schema<MovePair>;
+const movePair = (): Schema<MovePair> =>
+  ({
+    type: 'object',
+    properties: {
+      src_sub_path: str(`Entry to move, ${PATH_RULE}`, { minLength: 1 }),
+      dst_sub_path: str(`Its new full path, ${PATH_RULE}; the new name without control characters`, { minLength: 1 }),
+    },
+    required: ['src_sub_path', 'dst_sub_path'],
+    additionalProperties: false,
+  }) as Schema<MovePair>;
 
 // Result pieces (daemon/folders/views.ts, records.ts Folder)
 
 /** A managed folder record. */
 const folder = () =>
-  object({
-    folder_id: str('Folder ID'),
-    name: str('Folder name'),
-    storage_id: str('Pool it lives in'),
-    path: str('Absolute directory on the host'),
-    created_at: dateTime(),
-  }, ['folder_id', 'name', 'storage_id', 'path', 'created_at'], { title: 'Folder' });
+  object(
+    {
+      folder_id: str('Folder ID'),
+      name: str('Folder name'),
+      storage_id: str('Pool it lives in'),
+      path: str('Absolute directory on the host'),
+      created_at: dateTime(),
+    },
+    ['folder_id', 'name', 'storage_id', 'path', 'created_at'],
+    { title: 'Folder' },
+  );
 
 /** A file or folder as an answer shows it. */
 const entry = () =>
-  object({
-    name: str('Entry name'),
-    path: str("Relative to the folder (or location) root, '/'-separated"),
-    type: oneOf(['file', 'folder', 'symlink', 'other'] as const),
-    size: nullable(int('Bytes (for a symlink, the length of its text); null for folders', 0)),
-    modified: dateTime('Modification time'),
-  }, ['name', 'path', 'type', 'size', 'modified'], { title: 'FolderEntry' });
+  object(
+    {
+      name: str('Entry name'),
+      path: str("Relative to the folder (or location) root, '/'-separated"),
+      type: oneOf(['file', 'folder', 'symlink', 'other'] as const),
+      size: nullable(int('Bytes (for a symlink, the length of its text); null for folders', 0)),
+      modified: dateTime('Modification time'),
+    },
+    ['name', 'path', 'type', 'size', 'modified'],
+    { title: 'FolderEntry' },
+  );
 
 /** Which folder or location, and the path inside it. */
 const placeRef = (description?: string) =>
-  object({
-    kind: oneOf(['folder', 'connection'] as const),
-    id: str('Folder ID or location ID'),
-    path: str("Path inside it, '/'-separated; empty is the root"),
-  }, ['kind', 'id', 'path'], { description });
+  object(
+    {
+      kind: oneOf(['folder', 'connection'] as const),
+      id: str('Folder ID or location ID'),
+      path: str("Path inside it, '/'-separated; empty is the root"),
+    },
+    ['kind', 'id', 'path'],
+    { description },
+  );
 
 export const operations = [
   {
@@ -144,11 +165,14 @@ export const operations = [
     category: 'storage',
     params: folderId,
     args: {},
-    result: object({
-      folder: folder(),
-      deleted: bool('Always true'),
-      directory_kept: bool('Present (true) when the folder\'s directory was left on disk'),
-    }, ['folder', 'deleted']),
+    result: object(
+      {
+        folder: folder(),
+        deleted: bool('Always true'),
+        directory_kept: bool("Present (true) when the folder's directory was left on disk"),
+      },
+      ['folder', 'deleted'],
+    ),
   },
   {
     name: 'folders_contents_list',
@@ -164,11 +188,14 @@ export const operations = [
       sub_path: str(`Path inside the folder, ${PATH_RULE}; empty is the root`),
       target: nullable(target('Folder or connected location to list; overrides folder_id and sub_path')),
     },
-    result: object({
-      at: placeRef('What was listed'),
-      entries: arrayOf(entry(), 'Folders first, then by name'),
-      truncated: bool('Whether the listing stopped at the daemon\'s limit'),
-    }, ['at', 'entries', 'truncated']),
+    result: object(
+      {
+        at: placeRef('What was listed'),
+        entries: arrayOf(entry(), 'Folders first, then by name'),
+        truncated: bool("Whether the listing stopped at the daemon's limit"),
+      },
+      ['at', 'entries', 'truncated'],
+    ),
   },
   {
     name: 'folders_subfolders_create',
@@ -217,7 +244,9 @@ export const operations = [
     category: 'file',
     params: { ...folderId, src_sub_path: str('Path of the entry inside the folder') },
     args: {
-      dst_sub_path: str(`New full path of the entry inside the folder, ${PATH_RULE}; the new name without control characters. Required unless dst_target.path is given`),
+      dst_sub_path: str(
+        `New full path of the entry inside the folder, ${PATH_RULE}; the new name without control characters. Required unless dst_target.path is given`,
+      ),
       src_target: nullable(target('Source folder or connected location; overrides folder_id and src_sub_path')),
       dst_target: nullable(target('Destination; same folder or connection as the source; pair with src_target')),
     },
@@ -240,7 +269,7 @@ export const operations = [
       dst_folder_id: str('Destination folder ID; omitted (and no dst_target): the source folder or location'),
       dst_sub_path: str(
         `Path of the copy inside the destination, ${PATH_RULE}; the new name without control characters. ` +
-          'Omitted (and no dst_target.path): the source entry\'s name at the destination root when dst_folder_id or dst_target names the destination; required otherwise',
+          "Omitted (and no dst_target.path): the source entry's name at the destination root when dst_folder_id or dst_target names the destination; required otherwise",
       ),
       src_target: nullable(target('Source folder or connected location; overrides src_folder_id and src_sub_path')),
       dst_target: nullable(target('Destination folder or connected location; overrides dst_folder_id and dst_sub_path')),
@@ -278,12 +307,15 @@ export const operations = [
       target: nullable(target('Folder or connected location to search; overrides folder_id and sub_path')),
     },
     required: ['pattern'],
-    result: object({
-      at: placeRef('Where the search started'),
-      pattern: str('The pattern searched for'),
-      matches: arrayOf(entry()),
-      truncated: bool('Whether the search stopped at the daemon\'s limit'),
-    }, ['at', 'pattern', 'matches', 'truncated']),
+    result: object(
+      {
+        at: placeRef('Where the search started'),
+        pattern: str('The pattern searched for'),
+        matches: arrayOf(entry()),
+        truncated: bool("Whether the search stopped at the daemon's limit"),
+      },
+      ['at', 'pattern', 'matches', 'truncated'],
+    ),
   },
   {
     name: 'folders_entries_batch_move',
@@ -300,9 +332,15 @@ export const operations = [
       target: nullable(target('Folder or connected location; only kind and id are used; overrides folder_id')),
     },
     required: ['moves'],
-    result: object({
-      at: placeRef('The folder or location (path empty)'),
-      moved: arrayOf(object({ src_sub_path: str('Where the entry was'), dst_sub_path: str('Where it is now') }, ['src_sub_path', 'dst_sub_path']), 'The moves done, in order'),
-    }, ['at', 'moved']),
+    result: object(
+      {
+        at: placeRef('The folder or location (path empty)'),
+        moved: arrayOf(
+          object({ src_sub_path: str('Where the entry was'), dst_sub_path: str('Where it is now') }, ['src_sub_path', 'dst_sub_path']),
+          'The moves done, in order',
+        ),
+      },
+      ['at', 'moved'],
+    ),
   },
 ] as const satisfies readonly OperationSpec[];

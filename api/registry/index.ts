@@ -22,8 +22,20 @@ import { operations as eventsOps } from './events.js';
 import { operations as tokensOps } from './tokens.js';
 
 const SPECS = [
-  ...catalogOps, ...vmsOps, ...templatesOps, ...tasksOps, ...systemOps, ...appsOps,
-  ...lxcOps, ...foldersOps, ...locationsOps, ...proxyOps, ...sandboxesOps, ...metricsOps, ...eventsOps, ...tokensOps,
+  ...catalogOps,
+  ...vmsOps,
+  ...templatesOps,
+  ...tasksOps,
+  ...systemOps,
+  ...appsOps,
+  ...lxcOps,
+  ...foldersOps,
+  ...locationsOps,
+  ...proxyOps,
+  ...sandboxesOps,
+  ...metricsOps,
+  ...eventsOps,
+  ...tokensOps,
 ] as const;
 
 export type OperationName = (typeof SPECS)[number]['name'];
@@ -88,10 +100,9 @@ type PeerArg<S> = S extends { peerId: 'none' } ? unknown : S extends { peerId: '
  * call). Validation guarantees the shape before any handler runs.
  */
 export type ArgsOf<N extends OperationName> = Flat<
-  { -readonly [K in keyof SpecOf<N>['params']]: ValueOf<SpecOf<N>['params'][K]> } &
-  { -readonly [K in keyof SpecOf<N>['args'] as K extends RequiredOf<SpecOf<N>> ? K : never]: ValueOf<SpecOf<N>['args'][K]> } &
-  { -readonly [K in keyof SpecOf<N>['args'] as K extends RequiredOf<SpecOf<N>> ? never : K]?: ValueOf<SpecOf<N>['args'][K]> } &
-  PeerArg<SpecOf<N>>
+  { -readonly [K in keyof SpecOf<N>['params']]: ValueOf<SpecOf<N>['params'][K]> } & {
+    -readonly [K in keyof SpecOf<N>['args'] as K extends RequiredOf<SpecOf<N>> ? K : never]: ValueOf<SpecOf<N>['args'][K]>;
+  } & { -readonly [K in keyof SpecOf<N>['args'] as K extends RequiredOf<SpecOf<N>> ? never : K]?: ValueOf<SpecOf<N>['args'][K]> } & PeerArg<SpecOf<N>>
 >;
 
 /**

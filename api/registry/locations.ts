@@ -40,70 +40,122 @@ const password = (description: string) => smbText(description, 1024);
 // Results
 
 const location = () =>
-  object({
-    location_id: str('Connected location ID'),
-    name: str('Display name'),
-    type: oneOf(['smb'] as const),
-    remote: str('The share address, //host/share'),
-    host: str('SMB host name or IPv4 address'),
-    share: str('Share name'),
-    username: nullable(str('User name (DOMAIN\\user when a domain was given); null for guest access')),
-    guest: bool('Whether it is mounted as guest'),
-    status: oneOf(['mounted', 'disconnected', 'unavailable'] as const, 'mounted; disconnected (by the user); unavailable (wanted, but the last mount or check failed: last_error says why)'),
-    mounted: bool(),
-    mount_route: nullableOneOf(['cifs', 'fuse'] as const, 'Route of the current (or last) mount'),
-    mount_path: nullable(str("The share's directory on this host while mounted")),
-    last_error: nullable(str('Why the last mount or check failed')),
-    last_error_at: nullable(dateTime()),
-    mounted_at: nullable(dateTime()),
-    created_at: dateTime(),
-  }, ['location_id', 'name', 'type', 'remote', 'host', 'share', 'username', 'guest', 'status', 'mounted', 'mount_route', 'mount_path', 'last_error', 'last_error_at', 'mounted_at', 'created_at'], { title: 'Location' });
+  object(
+    {
+      location_id: str('Connected location ID'),
+      name: str('Display name'),
+      type: oneOf(['smb'] as const),
+      remote: str('The share address, //host/share'),
+      host: str('SMB host name or IPv4 address'),
+      share: str('Share name'),
+      username: nullable(str('User name (DOMAIN\\user when a domain was given); null for guest access')),
+      guest: bool('Whether it is mounted as guest'),
+      status: oneOf(
+        ['mounted', 'disconnected', 'unavailable'] as const,
+        'mounted; disconnected (by the user); unavailable (wanted, but the last mount or check failed: last_error says why)',
+      ),
+      mounted: bool(),
+      mount_route: nullableOneOf(['cifs', 'fuse'] as const, 'Route of the current (or last) mount'),
+      mount_path: nullable(str("The share's directory on this host while mounted")),
+      last_error: nullable(str('Why the last mount or check failed')),
+      last_error_at: nullable(dateTime()),
+      mounted_at: nullable(dateTime()),
+      created_at: dateTime(),
+    },
+    [
+      'location_id',
+      'name',
+      'type',
+      'remote',
+      'host',
+      'share',
+      'username',
+      'guest',
+      'status',
+      'mounted',
+      'mount_route',
+      'mount_path',
+      'last_error',
+      'last_error_at',
+      'mounted_at',
+      'created_at',
+    ],
+    { title: 'Location' },
+  );
 
 const oneLocation = () => object({ location: location() }, ['location']);
 
 const runtime = () =>
-  object({
-    name: str('Program, or `mount route` (its version is the route new mounts take)'),
-    version: nullable(str()),
-    available: bool(),
-    reason: nullable(str('What is missing and what to install')),
-  }, ['name', 'version', 'available', 'reason'], { title: 'Runtime' });
+  object(
+    {
+      name: str('Program, or `mount route` (its version is the route new mounts take)'),
+      version: nullable(str()),
+      available: bool(),
+      reason: nullable(str('What is missing and what to install')),
+    },
+    ['name', 'version', 'available', 'reason'],
+    { title: 'Runtime' },
+  );
 
 /** The host status (also `hostctl locations host-status --json`). */
 const hostStatus = () =>
-  object({
-    mount_route: nullableOneOf(['cifs', 'fuse'] as const, 'Route new mounts take; null when neither works'),
-    route_reason: str('Why that route, or why none'),
-    runtimes: arrayOf(runtime()),
-    refused: arrayOf(object({ location_id: str(), name: str(), reason: str() }, ['location_id', 'name', 'reason']), 'Locations whose stored address breaks a rule added since they were made: never mounted again'),
-  }, ['mount_route', 'route_reason', 'runtimes', 'refused']);
+  object(
+    {
+      mount_route: nullableOneOf(['cifs', 'fuse'] as const, 'Route new mounts take; null when neither works'),
+      route_reason: str('Why that route, or why none'),
+      runtimes: arrayOf(runtime()),
+      refused: arrayOf(
+        object({ location_id: str(), name: str(), reason: str() }, ['location_id', 'name', 'reason']),
+        'Locations whose stored address breaks a rule added since they were made: never mounted again',
+      ),
+    },
+    ['mount_route', 'route_reason', 'runtimes', 'refused'],
+  );
 
 const shareList = () =>
-  object({
-    host: str(),
-    ip: nullable(str('The address given in ip')),
-    username: nullable(str('The user of the probe; null for guest')),
-    shares: arrayOf(object({
-      name: str(),
-      type: oneOf(['disk', 'printer', 'ipc', 'other'] as const),
-      comment: str(),
-    }, ['name', 'type', 'comment'])),
-  }, ['host', 'ip', 'username', 'shares'], { title: 'ShareList' });
+  object(
+    {
+      host: str(),
+      ip: nullable(str('The address given in ip')),
+      username: nullable(str('The user of the probe; null for guest')),
+      shares: arrayOf(
+        object(
+          {
+            name: str(),
+            type: oneOf(['disk', 'printer', 'ipc', 'other'] as const),
+            comment: str(),
+          },
+          ['name', 'type', 'comment'],
+        ),
+      ),
+    },
+    ['host', 'ip', 'username', 'shares'],
+    { title: 'ShareList' },
+  );
 
 const method = (words: string) => str(`What ${words} did: sent on which interfaces, or why it could not run`);
 const hostList = () =>
-  object({
-    hosts: arrayOf(object({
-      name: nullable(str('NetBIOS server name, else mDNS instance or host name')),
-      addresses: arrayOf(str()),
-      workgroup: nullable(str()),
-      file_server: bool('Whether it said it is a file server'),
-      via: arrayOf(oneOf(['netbios', 'mdns', 'wsd'] as const)),
-    }, ['name', 'addresses', 'workgroup', 'file_server', 'via'])),
-    methods: object({ netbios: method('NetBIOS'), mdns: method('mDNS'), wsd: method('WS-Discovery') }, ['netbios', 'mdns', 'wsd']),
-    timeout_ms: int('How long it listened', 0),
-    duration_ms: int('How long it took', 0),
-  }, ['hosts', 'methods', 'timeout_ms', 'duration_ms'], { title: 'HostList' });
+  object(
+    {
+      hosts: arrayOf(
+        object(
+          {
+            name: nullable(str('NetBIOS server name, else mDNS instance or host name')),
+            addresses: arrayOf(str()),
+            workgroup: nullable(str()),
+            file_server: bool('Whether it said it is a file server'),
+            via: arrayOf(oneOf(['netbios', 'mdns', 'wsd'] as const)),
+          },
+          ['name', 'addresses', 'workgroup', 'file_server', 'via'],
+        ),
+      ),
+      methods: object({ netbios: method('NetBIOS'), mdns: method('mDNS'), wsd: method('WS-Discovery') }, ['netbios', 'mdns', 'wsd']),
+      timeout_ms: int('How long it listened', 0),
+      duration_ms: int('How long it took', 0),
+    },
+    ['hosts', 'methods', 'timeout_ms', 'duration_ms'],
+    { title: 'HostList' },
+  );
 
 /** A host's shares (with `host`), or the hosts found (without). */
 const discovered = <A, B>(a: Schema<A>, b: Schema<B>): Schema<A | B> => ({ type: 'object', oneOf: [a, b] }) as Schema<A | B>;

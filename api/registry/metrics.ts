@@ -17,12 +17,18 @@ export const operations = [
     category: 'system',
     params: {},
     args: {
-      format: oneOf(['prometheus', 'openmetrics'], "Exposition format; over HTTP without it, OpenMetrics when the Accept header names application/openmetrics-text, else Prometheus text 0.0.4"),
+      format: oneOf(
+        ['prometheus', 'openmetrics'],
+        'Exposition format; over HTTP without it, OpenMetrics when the Accept header names application/openmetrics-text, else Prometheus text 0.0.4',
+      ),
     },
     textResult: [METRICS_TEXT, METRICS_OPENMETRICS],
-    result: object({
-      content_type: str('Media type of the exposition'),
-      text: str('The exposition'),
-    }, ['content_type', 'text']),
+    result: object(
+      {
+        content_type: str('Media type of the exposition'),
+        text: str('The exposition'),
+      },
+      ['content_type', 'text'],
+    ),
   },
 ] as const satisfies readonly OperationSpec[];

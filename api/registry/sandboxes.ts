@@ -15,22 +15,31 @@ const CONTROL = '\\u0000-\\u001f\\u007f';
 /** A path in the guest: absolute, at most 4096 characters, no control character. It names a guest file only. */
 const guestPath = (description: string) =>
   str(description, {
-    minLength: 1, maxLength: 4096, pattern: `^/[^${CONTROL}]*$`,
-    'x-expect': 'an absolute path in the guest (at most 4096 characters, no control characters)', examples: ['/tmp/example.txt'],
+    minLength: 1,
+    maxLength: 4096,
+    pattern: `^/[^${CONTROL}]*$`,
+    'x-expect': 'an absolute path in the guest (at most 4096 characters, no control characters)',
+    examples: ['/tmp/example.txt'],
   });
 
 /** A Linux user name as useradd accepts it by default. */
 const linuxUser = (description: string) =>
-  str(description, { maxLength: 32, pattern: '^[a-z_][a-z0-9_-]*[$]?$', 'x-expect': 'a Linux user name (1-32 of [a-z0-9_-], a letter or _ first)', examples: ['root'] });
+  str(description, {
+    maxLength: 32,
+    pattern: '^[a-z_][a-z0-9_-]*[$]?$',
+    'x-expect': 'a Linux user name (1-32 of [a-z0-9_-], a letter or _ first)',
+    examples: ['root'],
+  });
 
 const base64 = (description: string, maxBytes: number) =>
   str(description, {
-    maxLength: Math.ceil(maxBytes / 3) * 4, pattern: '^[A-Za-z0-9+/]*={0,2}$',
-    'x-expect': `base64 text of at most ${maxBytes} bytes`, examples: ['aGVsbG8K'],
+    maxLength: Math.ceil(maxBytes / 3) * 4,
+    pattern: '^[A-Za-z0-9+/]*={0,2}$',
+    'x-expect': `base64 text of at most ${maxBytes} bytes`,
+    examples: ['aGVsbG8K'],
   });
 
-const fileMode = (description: string) =>
-  str(description, { pattern: '^[0-7]{3,4}$', 'x-expect': "octal permission bits such as '0644'", examples: ['0644'] });
+const fileMode = (description: string) => str(description, { pattern: '^[0-7]{3,4}$', 'x-expect': "octal permission bits such as '0644'", examples: ['0644'] });
 
 const pathInfo = {
   type: oneOf(['file', 'directory', 'symlink', 'other'] as const, "What the path is ('symlink' only for a listing's entries: a path itself is followed)"),
@@ -68,13 +77,21 @@ export const operations = [
     params: {},
     args: {
       image_id: imageId('Image to boot from'),
-      name: str("Sandbox name, unique on the host and the guest's hostname: 1-63 of [a-z0-9-], starting and ending with a letter or digit; a friendly two-word name when omitted", {
-        minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$',
-      }),
+      name: str(
+        "Sandbox name, unique on the host and the guest's hostname: 1-63 of [a-z0-9-], starting and ending with a letter or digit; a friendly two-word name when omitted",
+        {
+          minLength: 1,
+          maxLength: 63,
+          pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$',
+        },
+      ),
       seed_data: str('Written at /etc/svc/seed before first boot'),
       resources: nullable({ ...sandboxResources(), description: 'CPU, memory and disk; the host default applies for an omitted value' }),
       labels: strMap('Labels'),
-      idempotency_key: str('Replaying a create with the same key (same token) returns the sandbox the first call made; 1-256 characters', { minLength: 1, maxLength: 256 }),
+      idempotency_key: str('Replaying a create with the same key (same token) returns the sandbox the first call made; 1-256 characters', {
+        minLength: 1,
+        maxLength: 256,
+      }),
       autostart: bool('Restart on host boot; default off'),
     },
     required: ['image_id'],
@@ -91,18 +108,55 @@ export const operations = [
     category: 'agent',
     params: {},
     args: {},
-    result: object({
-      images: arrayOf(object({
-        image_id: str(), name: str(), kind: oneOf(['image', 'template'] as const), storage_id: str(), labels: strMap(),
-        min_cpu_cores: count(), min_memory_mb: count(), min_disk_gb: count('Smallest disk a sandbox of it can have'),
-        default_resources: resources(),
-        default_start: oneOf(['warm', 'cold'] as const, 'How a create with the default resources would start'),
-        warm_states: arrayOf(object({
-          warm_state_id: str(), cpu_cores: count(), memory_mb: count(), disk_gb: count(), created_at: dateTime(), resumable: bool(), reason: nullable(str()),
-        }, ['warm_state_id', 'cpu_cores', 'memory_mb', 'disk_gb', 'created_at', 'resumable', 'reason'])),
-      }, ['image_id', 'name', 'kind', 'storage_id', 'labels', 'min_cpu_cores', 'min_memory_mb', 'min_disk_gb', 'default_resources', 'default_start', 'warm_states'])),
-      defaults: resources(),
-    }, ['images', 'defaults']),
+    result: object(
+      {
+        images: arrayOf(
+          object(
+            {
+              image_id: str(),
+              name: str(),
+              kind: oneOf(['image', 'template'] as const),
+              storage_id: str(),
+              labels: strMap(),
+              min_cpu_cores: count(),
+              min_memory_mb: count(),
+              min_disk_gb: count('Smallest disk a sandbox of it can have'),
+              default_resources: resources(),
+              default_start: oneOf(['warm', 'cold'] as const, 'How a create with the default resources would start'),
+              warm_states: arrayOf(
+                object(
+                  {
+                    warm_state_id: str(),
+                    cpu_cores: count(),
+                    memory_mb: count(),
+                    disk_gb: count(),
+                    created_at: dateTime(),
+                    resumable: bool(),
+                    reason: nullable(str()),
+                  },
+                  ['warm_state_id', 'cpu_cores', 'memory_mb', 'disk_gb', 'created_at', 'resumable', 'reason'],
+                ),
+              ),
+            },
+            [
+              'image_id',
+              'name',
+              'kind',
+              'storage_id',
+              'labels',
+              'min_cpu_cores',
+              'min_memory_mb',
+              'min_disk_gb',
+              'default_resources',
+              'default_start',
+              'warm_states',
+            ],
+          ),
+        ),
+        defaults: resources(),
+      },
+      ['images', 'defaults'],
+    ),
   },
   {
     name: 'sandboxes_get',
@@ -169,7 +223,13 @@ export const operations = [
     args: {
       timeout_seconds: uint32('Seconds to wait before giving up; default 120'),
     },
-    result: object({ sandbox: sandboxView(), running: bool(), timed_out: bool(), waited_ms: count(), reason: nullable(str('Why it is not running')) }, ['sandbox', 'running', 'timed_out', 'waited_ms', 'reason']),
+    result: object({ sandbox: sandboxView(), running: bool(), timed_out: bool(), waited_ms: count(), reason: nullable(str('Why it is not running')) }, [
+      'sandbox',
+      'running',
+      'timed_out',
+      'waited_ms',
+      'reason',
+    ]),
   },
   {
     name: 'sandboxes_exec',
@@ -189,7 +249,11 @@ export const operations = [
         type: 'object',
         description: 'Environment variables of the command (names of [A-Za-z0-9_], not starting with a digit or HOSTD_EXEC_; values without NUL)',
         maxProperties: 128,
-        propertyNames: { maxLength: 256, pattern: '^(?!HOSTD_EXEC_)[A-Za-z_][A-Za-z0-9_]*$', 'x-expect': 'keyed by variable names (1-256 of [A-Za-z0-9_], not starting with a digit or HOSTD_EXEC_)' },
+        propertyNames: {
+          maxLength: 256,
+          pattern: '^(?!HOSTD_EXEC_)[A-Za-z_][A-Za-z0-9_]*$',
+          'x-expect': 'keyed by variable names (1-256 of [A-Za-z0-9_], not starting with a digit or HOSTD_EXEC_)',
+        },
         additionalProperties: { type: 'string', maxLength: 32768, pattern: '^[^\\u0000]*$', 'x-expect': 'text without NUL characters' },
         'x-expect': 'at most 128 variables',
       } as unknown as ReturnType<typeof strMap>,
@@ -198,13 +262,17 @@ export const operations = [
       encoding: oneOf(['utf8', 'base64'] as const, 'utf8 (the default): stdin, stdout and stderr are text; base64: they are base64 of any bytes'),
     },
     required: ['command'],
-    result: object({
-      exit_code: nullable(int('Exit status; null when the command was killed at the deadline')),
-      stdout: str(), stderr: str(),
-      truncated: bool('A stream was longer than the cap (1 MiB) and was cut'),
-      timed_out: bool('The command was killed at timeout_seconds'),
-      duration_ms: count(),
-    }, ['exit_code', 'stdout', 'stderr', 'truncated', 'timed_out', 'duration_ms']),
+    result: object(
+      {
+        exit_code: nullable(int('Exit status; null when the command was killed at the deadline')),
+        stdout: str(),
+        stderr: str(),
+        truncated: bool('A stream was longer than the cap (1 MiB) and was cut'),
+        timed_out: bool('The command was killed at timeout_seconds'),
+        duration_ms: count(),
+      },
+      ['exit_code', 'stdout', 'stderr', 'truncated', 'timed_out', 'duration_ms'],
+    ),
   },
   {
     name: 'sandboxes_files_get',
@@ -213,7 +281,7 @@ export const operations = [
     path: '/sandboxes/{id}/files',
     scopes: ['sandbox.manage'],
     hints: ['RO'],
-    summary: "Read a file of a running sandbox (a piece of at most 512 KiB), or list a directory.",
+    summary: 'Read a file of a running sandbox (a piece of at most 512 KiB), or list a directory.',
     category: 'agent',
     params: sandboxId,
     args: {
@@ -222,15 +290,20 @@ export const operations = [
       length: int(`Bytes to read; default and at most ${FILE_PIECE_MAX_BYTES}`, 1, FILE_PIECE_MAX_BYTES),
     },
     required: ['path'],
-    result: object({
-      path: str(),
-      ...pathInfo,
-      offset: count('Where content starts'),
-      content: nullable(str('base64 of the bytes read; null for a directory')),
-      eof: nullable(bool('content reaches the end of the file; null for a directory')),
-      entries: nullable(arrayOf(object({ name: str(), ...pathInfo }, ['name', 'type', 'size', 'mode', 'mtime']), "A directory's entries by name; null for a file")),
-      truncated: bool('The listing was longer than the cap (1 MiB of entries) and was cut'),
-    }, ['path', 'type', 'size', 'mode', 'mtime', 'offset', 'content', 'eof', 'entries', 'truncated']),
+    result: object(
+      {
+        path: str(),
+        ...pathInfo,
+        offset: count('Where content starts'),
+        content: nullable(str('base64 of the bytes read; null for a directory')),
+        eof: nullable(bool('content reaches the end of the file; null for a directory')),
+        entries: nullable(
+          arrayOf(object({ name: str(), ...pathInfo }, ['name', 'type', 'size', 'mode', 'mtime']), "A directory's entries by name; null for a file"),
+        ),
+        truncated: bool('The listing was longer than the cap (1 MiB of entries) and was cut'),
+      },
+      ['path', 'type', 'size', 'mode', 'mtime', 'offset', 'content', 'eof', 'entries', 'truncated'],
+    ),
   },
   {
     name: 'sandboxes_files_put',
@@ -282,13 +355,19 @@ export const operations = [
     args: {
       count: int('How many copies; default 1', 1, 16),
       labels: strMap("Labels of the copies, on top of the parent's"),
-      idempotency_key: str('Replaying a fork with the same key (same token) returns the sandboxes the first call made; 1-256 characters', { minLength: 1, maxLength: 256 }),
+      idempotency_key: str('Replaying a fork with the same key (same token) returns the sandboxes the first call made; 1-256 characters', {
+        minLength: 1,
+        maxLength: 256,
+      }),
     },
-    result: object({
-      parent_id: str('The sandbox copied'),
-      sandboxes: arrayOf(sandboxView(), 'The copies, booting'),
-      replayed: bool('The answer of an earlier fork with the same idempotency key'),
-      save_ms: nullable(count('How long saving the parent took (it is paused for part of it); null for a replay')),
-    }, ['parent_id', 'sandboxes', 'replayed', 'save_ms']),
+    result: object(
+      {
+        parent_id: str('The sandbox copied'),
+        sandboxes: arrayOf(sandboxView(), 'The copies, booting'),
+        replayed: bool('The answer of an earlier fork with the same idempotency key'),
+        save_ms: nullable(count('How long saving the parent took (it is paused for part of it); null for a replay')),
+      },
+      ['parent_id', 'sandboxes', 'replayed', 'save_ms'],
+    ),
   },
 ] as const satisfies readonly OperationSpec[];

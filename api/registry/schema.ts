@@ -16,11 +16,9 @@ import { ACTIVITY_CATEGORIES, SEVERITIES, type JsonSchema, type Schema, type Val
 
 export const UINT32_MAX = 4294967295;
 
-const withDesc = <T>(s: JsonSchema, description?: string): Schema<T> =>
-  (description ? { ...s, description } : s) as Schema<T>;
+const withDesc = <T>(s: JsonSchema, description?: string): Schema<T> => (description ? { ...s, description } : s) as Schema<T>;
 
-export const str = (description?: string, extra: JsonSchema = {}): Schema<string> =>
-  withDesc({ type: 'string', ...extra }, description);
+export const str = (description?: string, extra: JsonSchema = {}): Schema<string> => withDesc({ type: 'string', ...extra }, description);
 
 export const int = (description?: string, min?: number, max?: number): Schema<number> => {
   const s: JsonSchema = { type: 'integer' };
@@ -34,11 +32,9 @@ export const uint32 = (description?: string): Schema<number> => int(description,
 
 export const bool = (description?: string): Schema<boolean> => withDesc({ type: 'boolean' }, description);
 
-export const oneOf = <V extends string>(values: readonly V[], description?: string): Schema<V> =>
-  withDesc({ type: 'string', enum: [...values] }, description);
+export const oneOf = <V extends string>(values: readonly V[], description?: string): Schema<V> => withDesc({ type: 'string', enum: [...values] }, description);
 
-export const strArray = (description?: string): Schema<string[]> =>
-  withDesc({ type: 'array', items: { type: 'string' } }, description);
+export const strArray = (description?: string): Schema<string[]> => withDesc({ type: 'array', items: { type: 'string' } }, description);
 
 /** An array of items of one schema. */
 export const arrayOf = <T>(items: Schema<T>, description?: string, extra: JsonSchema = {}): Schema<T[]> =>
@@ -63,17 +59,18 @@ export interface Target {
   path?: string;
 }
 
-export const target = (description = 'Folder or connected location to act on; overrides the folder id and sub-path pair.'): Schema<Target> => ({
-  type: 'object',
-  description,
-  properties: {
-    kind: { type: 'string', enum: ['folder', 'connection'] },
-    id: { type: 'string' },
-    path: { type: 'string' },
-  },
-  required: ['kind', 'id'],
-  additionalProperties: false,
-}) as Schema<Target>;
+export const target = (description = 'Folder or connected location to act on; overrides the folder id and sub-path pair.'): Schema<Target> =>
+  ({
+    type: 'object',
+    description,
+    properties: {
+      kind: { type: 'string', enum: ['folder', 'connection'] },
+      id: { type: 'string' },
+      path: { type: 'string' },
+    },
+    required: ['kind', 'id'],
+    additionalProperties: false,
+  }) as Schema<Target>;
 
 export interface FolderAssignment {
   folder_id: string;
@@ -83,18 +80,19 @@ export interface FolderAssignment {
   read_only?: boolean;
 }
 
-export const folderAssignment = (): Schema<FolderAssignment> => ({
-  type: 'object',
-  properties: {
-    folder_id: { type: 'string' },
-    container_path: { type: 'string' },
-    sub_path: { type: 'string' },
-    mount_point_id: { type: 'string' },
-    read_only: { type: 'boolean' },
-  },
-  required: ['folder_id', 'container_path'],
-  additionalProperties: false,
-}) as Schema<FolderAssignment>;
+export const folderAssignment = (): Schema<FolderAssignment> =>
+  ({
+    type: 'object',
+    properties: {
+      folder_id: { type: 'string' },
+      container_path: { type: 'string' },
+      sub_path: { type: 'string' },
+      mount_point_id: { type: 'string' },
+      read_only: { type: 'boolean' },
+    },
+    required: ['folder_id', 'container_path'],
+    additionalProperties: false,
+  }) as Schema<FolderAssignment>;
 
 export interface LxcMountPoint {
   host_path: string;
@@ -102,16 +100,17 @@ export interface LxcMountPoint {
   read_only: boolean;
 }
 
-export const lxcMountPoint = (): Schema<LxcMountPoint> => ({
-  type: 'object',
-  properties: {
-    host_path: { type: 'string' },
-    container_path: { type: 'string' },
-    read_only: { type: 'boolean' },
-  },
-  required: ['host_path', 'container_path', 'read_only'],
-  additionalProperties: false,
-}) as Schema<LxcMountPoint>;
+export const lxcMountPoint = (): Schema<LxcMountPoint> =>
+  ({
+    type: 'object',
+    properties: {
+      host_path: { type: 'string' },
+      container_path: { type: 'string' },
+      read_only: { type: 'boolean' },
+    },
+    required: ['host_path', 'container_path', 'read_only'],
+    additionalProperties: false,
+  }) as Schema<LxcMountPoint>;
 
 export interface SandboxResources {
   cpu_cores?: number;
@@ -119,37 +118,46 @@ export interface SandboxResources {
   disk_gb?: number;
 }
 
-export const sandboxResources = (): Schema<SandboxResources> => ({
-  type: 'object',
-  properties: {
-    cpu_cores: uint32('CPU cores'),
-    memory_mb: uint32('Memory in MiB'),
-    disk_gb: uint32('Disk in GiB'),
-  },
-  additionalProperties: false,
-}) as Schema<SandboxResources>;
+export const sandboxResources = (): Schema<SandboxResources> =>
+  ({
+    type: 'object',
+    properties: {
+      cpu_cores: uint32('CPU cores'),
+      memory_mb: uint32('Memory in MiB'),
+      disk_gb: uint32('Disk in GiB'),
+    },
+    additionalProperties: false,
+  }) as Schema<SandboxResources>;
 
 export interface MovePair {
   src_sub_path: string;
   dst_sub_path: string;
 }
 
-export const movePair = (): Schema<MovePair> => ({
-  type: 'object',
-  properties: { src_sub_path: { type: 'string' }, dst_sub_path: { type: 'string' } },
-  required: ['src_sub_path', 'dst_sub_path'],
-  additionalProperties: false,
-}) as Schema<MovePair>;
+export const movePair = (): Schema<MovePair> =>
+  ({
+    type: 'object',
+    properties: { src_sub_path: { type: 'string' }, dst_sub_path: { type: 'string' } },
+    required: ['src_sub_path', 'dst_sub_path'],
+    additionalProperties: false,
+  }) as Schema<MovePair>;
 
 /** Header overrides: keys must be RFC 7230 tokens. */
 export const headerMap = (description?: string): Schema<Record<string, string>> =>
-  withDesc({
-    type: 'object',
-    propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
-    additionalProperties: { type: 'string' },
-  }, description);
+  withDesc(
+    {
+      type: 'object',
+      propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+      additionalProperties: { type: 'string' },
+    },
+    description,
+  );
 
-export const PEER_ID: Schema<string> = { type: 'string', minLength: 1, description: 'Paired server that runs the call; omit to run on the server called.' } as Schema<string>;
+export const PEER_ID: Schema<string> = {
+  type: 'string',
+  minLength: 1,
+  description: 'Paired server that runs the call; omit to run on the server called.',
+} as Schema<string>;
 
 /**
  * `one of these strings, or null`. `nullable(oneOf(...))` would reject null,
@@ -175,17 +183,20 @@ const LS32 = `(?:${H16}:${H16}|${IPV4_SRC})`;
 /** Up to n+1 groups before a `::` (RFC 3986's `[ *n( h16 ":" ) h16 ]`). */
 const head = (n: number) => `(?:(?:${H16}:){0,${n}}${H16})?`;
 /** RFC 3986's IPv6address: the nine ways a `::` may shorten eight groups. No zone id. */
-const IPV6_SRC = '(?:' + [
-  `(?:${H16}:){6}${LS32}`,
-  `::(?:${H16}:){5}${LS32}`,
-  `${head(0)}::(?:${H16}:){4}${LS32}`,
-  `${head(1)}::(?:${H16}:){3}${LS32}`,
-  `${head(2)}::(?:${H16}:){2}${LS32}`,
-  `${head(3)}::${H16}:${LS32}`,
-  `${head(4)}::${LS32}`,
-  `${head(5)}::${H16}`,
-  `${head(6)}::`,
-].join('|') + ')';
+const IPV6_SRC =
+  '(?:' +
+  [
+    `(?:${H16}:){6}${LS32}`,
+    `::(?:${H16}:){5}${LS32}`,
+    `${head(0)}::(?:${H16}:){4}${LS32}`,
+    `${head(1)}::(?:${H16}:){3}${LS32}`,
+    `${head(2)}::(?:${H16}:){2}${LS32}`,
+    `${head(3)}::${H16}:${LS32}`,
+    `${head(4)}::${LS32}`,
+    `${head(5)}::${H16}`,
+    `${head(6)}::`,
+  ].join('|') +
+  ')';
 const V4_PREFIX = '(?:3[0-2]|[12]\\d|[1-9])';
 const V6_PREFIX = '(?:12[0-8]|1[01]\\d|[1-9]\\d?)';
 const DNS_LABEL_SRC = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
@@ -216,10 +227,18 @@ export const ipv6 = (description?: string): Schema<string> =>
 
 /** An IPv4 or IPv6 address. */
 export const ipAddress = (description?: string): Schema<string> =>
-  rule({
-    type: 'string',
-    anyOf: [{ format: 'ipv4', pattern: PATTERNS.ipv4 }, { format: 'ipv6', pattern: PATTERNS.ipv6 }],
-  }, 'an IPv4 or IPv6 address', '127.0.0.1', description);
+  rule(
+    {
+      type: 'string',
+      anyOf: [
+        { format: 'ipv4', pattern: PATTERNS.ipv4 },
+        { format: 'ipv6', pattern: PATTERNS.ipv6 },
+      ],
+    },
+    'an IPv4 or IPv6 address',
+    '127.0.0.1',
+    description,
+  );
 
 /**
  * An address with an optional prefix length (`192.168.1.10/24`, `fd00::10`):
@@ -230,8 +249,7 @@ export const cidr = (description?: string): Schema<string> =>
   rule({ type: 'string', pattern: PATTERNS.cidr }, 'an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128)', '127.0.0.2/8', description);
 
 /** Resolvers: at most 8 addresses. */
-export const dnsServers = (description?: string): Schema<string[]> =>
-  withDesc({ type: 'array', items: ipAddress(), maxItems: 8 }, description);
+export const dnsServers = (description?: string): Schema<string[]> => withDesc({ type: 'array', items: ipAddress(), maxItems: 8 }, description);
 
 /** One DNS label: letters, digits and inner hyphens, 1-63 characters (services store it lowercase). */
 export const dnsLabel = (description?: string): Schema<string> =>
@@ -242,24 +260,34 @@ export const dnsName = (description?: string, opts: { minLabels?: number } = {})
   const min = opts.minLabels ?? 1;
   const more = min <= 1 ? '*' : `{${min - 1},}`;
   const words = min <= 1 ? 'a DNS name' : `a DNS name of at least ${min} labels`;
-  return rule({ type: 'string', pattern: `^${DNS_LABEL_SRC}(?:\\.${DNS_LABEL_SRC})${more}$`, maxLength: 253 },
-    `${words} (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)`, 'example.test', description);
+  return rule(
+    { type: 'string', pattern: `^${DNS_LABEL_SRC}(?:\\.${DNS_LABEL_SRC})${more}$`, maxLength: 253 },
+    `${words} (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)`,
+    'example.test',
+    description,
+  );
 };
 
 /** An upstream or server: an IP address or a DNS name. */
 export const hostOrIp = (description?: string): Schema<string> =>
-  rule({
-    type: 'string',
-    maxLength: 253,
-    anyOf: [
-      { format: 'ipv4', pattern: PATTERNS.ipv4 },
-      { format: 'ipv6', pattern: PATTERNS.ipv6 },
-      { pattern: `^${DNS_LABEL_SRC}(?:\\.${DNS_LABEL_SRC})*$` },
-    ],
-  }, 'an IP address or a DNS name', '127.0.0.1', description);
+  rule(
+    {
+      type: 'string',
+      maxLength: 253,
+      anyOf: [
+        { format: 'ipv4', pattern: PATTERNS.ipv4 },
+        { format: 'ipv6', pattern: PATTERNS.ipv6 },
+        { pattern: `^${DNS_LABEL_SRC}(?:\\.${DNS_LABEL_SRC})*$` },
+      ],
+    },
+    'an IP address or a DNS name',
+    '127.0.0.1',
+    description,
+  );
 
 /** Case-insensitive pattern text for a literal prefix (no `i` flag in JSON Schema). */
-const anyCase = (lit: string) => [...lit].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
+const anyCase = (lit: string) =>
+  [...lit].map((c) => (/[a-z]/i.test(c) ? `[${c.toLowerCase()}${c.toUpperCase()}]` : c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('');
 
 /**
  * The name of a VM, container, app or folder as users give it: 1-`max`
@@ -280,11 +308,21 @@ export const resourceName = (description?: string, opts: { max?: number; reserve
 
 /** A VM, LXC or template image id: 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, no '..'. */
 export const imageId = (description?: string): Schema<string> =>
-  rule({ type: 'string', maxLength: 64, pattern: PATTERNS.imageId }, "1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'", 'debian-12', description);
+  rule(
+    { type: 'string', maxLength: 64, pattern: PATTERNS.imageId },
+    "1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'",
+    'debian-12',
+    description,
+  );
 
 /** An installer ISO id: 1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, no '..'. */
 export const isoId = (description?: string): Schema<string> =>
-  rule({ type: 'string', maxLength: 128, pattern: PATTERNS.isoId }, "1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'", 'debian-12.7.0-amd64-netinst.iso', description);
+  rule(
+    { type: 'string', maxLength: 128, pattern: PATTERNS.isoId },
+    "1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'",
+    'debian-12.7.0-amd64-netinst.iso',
+    description,
+  );
 
 /**
  * A mount point inside a container or app: absolute, at most 4096
@@ -298,14 +336,22 @@ export const containerPath = (description?: string): Schema<string> => {
   // A segment: anything but '..' ('.' and '...' included; '.' is normalised away).
   const seg = `(?:${n}${c}*|\\.(?:${n}${c}*)?|\\.\\.${c}+)`;
   // Empty is refused by minLength, so a match starts with '/'.
-  return rule({ type: 'string', minLength: 1, maxLength: 4096, pattern: `^(?:/+${seg})*/*$` },
-    "an absolute path inside the container, without control characters, ':', ',' or '..' segments", '/data', description);
+  return rule(
+    { type: 'string', minLength: 1, maxLength: 4096, pattern: `^(?:/+${seg})*/*$` },
+    "an absolute path inside the container, without control characters, ':', ',' or '..' segments",
+    '/data',
+    description,
+  );
 };
 
 /** A network interface name (a bridge): 1-15 of [A-Za-z0-9_.-], not '.' or '..'. */
 export const bridgeName = (description?: string): Schema<string> =>
-  rule({ type: 'string', minLength: 1, maxLength: 15, pattern: PATTERNS.bridgeName, not: { enum: ['.', '..'] } },
-    "an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..')", 'br0', description);
+  rule(
+    { type: 'string', minLength: 1, maxLength: 15, pattern: PATTERNS.bridgeName, not: { enum: ['.', '..'] } },
+    "an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..')",
+    'br0',
+    description,
+  );
 
 /** `s`, or an empty string (the spec's "empty clears"). */
 export const emptyOr = <T extends string>(s: Schema<T>): Schema<T | ''> => {
@@ -397,33 +443,57 @@ export const errorBody = () => object({ error: str('What went wrong') }, ['error
 
 /** A background task as GET /tasks/{task_id} answers it (daemon/lib/tasks.ts TaskRecord). */
 export const taskRecord = () =>
-  object({
-    task_id: str('Task id'),
-    kind: str('What the task does: <domain>.<resource>.<verb>'),
-    title: str('What the task does, in words'),
-    state: oneOf(['queued', 'running', 'succeeded', 'failed'] as const),
-    progress: int('Percent done', 0, 100),
-    node_id: str('Member that runs the task'),
-    owner: str("Name of the token that started it, or 'admin' for the local administrator"),
-    resource: str('The resource it acts on, e.g. vms/101'),
-    target: str('Same as resource (kept for clients of the first release)'),
-    created_at: dateTime(),
-    started_at: nullable(dateTime()),
-    finished_at: nullable(dateTime()),
-    result: anyValue('What the work answered, once it succeeded'),
-    error: nullable(str('Why it failed')),
-    log_lines: int('Log lines so far', 0),
-  }, ['task_id', 'kind', 'title', 'state', 'progress', 'node_id', 'owner', 'resource', 'target', 'created_at', 'started_at', 'finished_at', 'result', 'error', 'log_lines'], { title: 'TaskRecord' });
+  object(
+    {
+      task_id: str('Task id'),
+      kind: str('What the task does: <domain>.<resource>.<verb>'),
+      title: str('What the task does, in words'),
+      state: oneOf(['queued', 'running', 'succeeded', 'failed'] as const),
+      progress: int('Percent done', 0, 100),
+      node_id: str('Member that runs the task'),
+      owner: str("Name of the token that started it, or 'admin' for the local administrator"),
+      resource: str('The resource it acts on, e.g. vms/101'),
+      target: str('Same as resource (kept for clients of the first release)'),
+      created_at: dateTime(),
+      started_at: nullable(dateTime()),
+      finished_at: nullable(dateTime()),
+      result: anyValue('What the work answered, once it succeeded'),
+      error: nullable(str('Why it failed')),
+      log_lines: int('Log lines so far', 0),
+    },
+    [
+      'task_id',
+      'kind',
+      'title',
+      'state',
+      'progress',
+      'node_id',
+      'owner',
+      'resource',
+      'target',
+      'created_at',
+      'started_at',
+      'finished_at',
+      'result',
+      'error',
+      'log_lines',
+    ],
+    { title: 'TaskRecord' },
+  );
 
 /** A row of GET /activity. */
 export const activityRow = () =>
-  object({
-    id: str('Row id'),
-    timestamp: dateTime(),
-    category: oneOf(ACTIVITY_CATEGORIES),
-    severity: oneOf(SEVERITIES),
-    summary: str(),
-    target: str(),
-    actor: str('Name of the token that made the call'),
-    metadata: object({ transport: str('api, mcp or cluster') }, ['transport'], { open: true }),
-  }, ['id', 'timestamp', 'category', 'severity', 'summary', 'target', 'actor', 'metadata'], { title: 'ActivityRow' });
+  object(
+    {
+      id: str('Row id'),
+      timestamp: dateTime(),
+      category: oneOf(ACTIVITY_CATEGORIES),
+      severity: oneOf(SEVERITIES),
+      summary: str(),
+      target: str(),
+      actor: str('Name of the token that made the call'),
+      metadata: object({ transport: str('api, mcp or cluster') }, ['transport'], { open: true }),
+    },
+    ['id', 'timestamp', 'category', 'severity', 'summary', 'target', 'actor', 'metadata'],
+    { title: 'ActivityRow' },
+  );

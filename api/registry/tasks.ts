@@ -44,15 +44,23 @@ export const operations = [
       after_line: int('Only lines after this line number; default 0', 0),
       limit: int('Maximum number of lines to return, 1-500; default 200', 1, 500),
     },
-    result: object({
-      task_id: str('Task id'),
-      lines: arrayOf(object({
-        line: int('Line number, from 1', 1),
-        time: dateTime('When the task wrote it'),
-        text: str(),
-      }, ['line', 'time', 'text'])),
-      next_after_line: int('after_line for the next call', 0),
-      total_lines: int('Log lines so far', 0),
-    }, ['task_id', 'lines', 'next_after_line', 'total_lines']),
+    result: object(
+      {
+        task_id: str('Task id'),
+        lines: arrayOf(
+          object(
+            {
+              line: int('Line number, from 1', 1),
+              time: dateTime('When the task wrote it'),
+              text: str(),
+            },
+            ['line', 'time', 'text'],
+          ),
+        ),
+        next_after_line: int('after_line for the next call', 0),
+        total_lines: int('Log lines so far', 0),
+      },
+      ['task_id', 'lines', 'next_after_line', 'total_lines'],
+    ),
   },
 ] as const satisfies readonly OperationSpec[];

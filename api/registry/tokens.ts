@@ -14,13 +14,17 @@ import { str, bool, object, arrayOf, dateTime, nullable } from './schema.js';
 const TOKEN_NAME = str("Token name: 1-64 letters, digits, '_', '.', '-', starting with a letter or digit", { pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$' });
 
 export const tokenInfo = () =>
-  object({
-    id: str('Token id (tok_...)'),
-    name: str('Token name (the actor of its calls)'),
-    scopes: arrayOf(str(), 'Scopes the token holds'),
-    created_at: dateTime(),
-    last_used_at: nullable(dateTime('Last call made with it (stored within seconds); null if never used')),
-  }, ['id', 'name', 'scopes', 'created_at', 'last_used_at'], { title: 'Token' });
+  object(
+    {
+      id: str('Token id (tok_...)'),
+      name: str('Token name (the actor of its calls)'),
+      scopes: arrayOf(str(), 'Scopes the token holds'),
+      created_at: dateTime(),
+      last_used_at: nullable(dateTime('Last call made with it (stored within seconds); null if never used')),
+    },
+    ['id', 'name', 'scopes', 'created_at', 'last_used_at'],
+    { title: 'Token' },
+  );
 
 export const operations = [
   {
@@ -34,11 +38,14 @@ export const operations = [
     category: 'auth',
     params: {},
     args: {},
-    result: object({
-      name: str("The token's name, or admin for the local administrator"),
-      scopes: arrayOf(str(), 'Scopes the caller holds'),
-      administrator: bool('Whether the caller is the local administrator (may manage tokens)'),
-    }, ['name', 'scopes', 'administrator']),
+    result: object(
+      {
+        name: str("The token's name, or admin for the local administrator"),
+        scopes: arrayOf(str(), 'Scopes the caller holds'),
+        administrator: bool('Whether the caller is the local administrator (may manage tokens)'),
+      },
+      ['name', 'scopes', 'administrator'],
+    ),
   },
   {
     name: 'tokens_list',
@@ -69,7 +76,10 @@ export const operations = [
     params: {},
     args: {
       name: TOKEN_NAME,
-      scopes: arrayOf(str('A scope name, e.g. vm.read', { maxLength: 64 }), 'Scopes the token holds (each a scope of GET /catalog)', { maxItems: 64, uniqueItems: true }),
+      scopes: arrayOf(str('A scope name, e.g. vm.read', { maxLength: 64 }), 'Scopes the token holds (each a scope of GET /catalog)', {
+        maxItems: 64,
+        uniqueItems: true,
+      }),
     },
     required: ['name', 'scopes'],
     peerId: 'none',

@@ -5,9 +5,7 @@
 export type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 export type Hint = 'RO' | 'DEL' | 'IDEM';
 
-export const ACTIVITY_CATEGORIES = [
-  'auth', 'user', 'share', 'file', 'storage', 'backup', 'app', 'update', 'license', 'system', 'agent',
-] as const;
+export const ACTIVITY_CATEGORIES = ['auth', 'user', 'share', 'file', 'storage', 'backup', 'app', 'update', 'license', 'system', 'agent'] as const;
 export type ActivityCategory = (typeof ACTIVITY_CATEGORIES)[number];
 
 export const SEVERITIES = ['info', 'warning', 'critical'] as const;
@@ -29,7 +27,20 @@ export type NewActivity = Omit<ActivityRow, 'id' | 'timestamp'> & { timestamp?: 
 
 /** Domains as the registry groups them (one registry file each); task kinds start with one. */
 export const DOMAINS = [
-  'catalog', 'vms', 'templates', 'tasks', 'system', 'apps', 'lxc', 'folders', 'locations', 'proxy', 'sandboxes', 'metrics', 'events', 'tokens',
+  'catalog',
+  'vms',
+  'templates',
+  'tasks',
+  'system',
+  'apps',
+  'lxc',
+  'folders',
+  'locations',
+  'proxy',
+  'sandboxes',
+  'metrics',
+  'events',
+  'tokens',
 ] as const;
 export type Domain = (typeof DOMAINS)[number];
 

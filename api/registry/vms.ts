@@ -1,7 +1,25 @@
 import type { OperationSpec } from './types.js';
 import {
-  arrayOf, bool, bridgeName, cidr, dateTime, dnsServers, emptyOr, imageId, int, ipAddress, isoId, nullable, nullableOneOf, object, oneOf,
-  resourceName, str, strMap, taskRecord, uint32,
+  arrayOf,
+  bool,
+  bridgeName,
+  cidr,
+  dateTime,
+  dnsServers,
+  emptyOr,
+  imageId,
+  int,
+  ipAddress,
+  isoId,
+  nullable,
+  nullableOneOf,
+  object,
+  oneOf,
+  resourceName,
+  str,
+  strMap,
+  taskRecord,
+  uint32,
 } from './schema.js';
 import { availabilityRow, imageView, NETWORK_TYPES, VM_STATES, vmView, warmStateView, withTask } from './vms-shapes.js';
 
@@ -55,7 +73,9 @@ export const operations = [
       autostart: bool('Start on host boot'),
       linked_clone: bool('Copy-on-write overlay on the image; creation becomes near-instant; the image cannot be deleted or moved while this VM exists'),
       seed_data: str('Written into the guest at /etc/svc/seed before first boot, for per-VM identity'),
-      skip_rekey: bool("Skip clearing the source image's machine-id and SSH host keys; the seed is still written; not a speed option; use when the VM's identity must survive creation; a VM re-keyed by neither side shares its source's identity"),
+      skip_rekey: bool(
+        "Skip clearing the source image's machine-id and SSH host keys; the seed is still written; not a speed option; use when the VM's identity must survive creation; a VM re-keyed by neither side shares its source's identity",
+      ),
     },
     required: ['name', 'image_id'],
     result: object({ vm: vmView(), task: nullable(taskRecord()) }, ['vm', 'task']),
@@ -71,7 +91,15 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
-    result: object({ images: arrayOf(imageView()), pools: arrayOf(object({ storage_id: str(), images: count('Images and templates in the pool'), size_bytes: count() }, ['storage_id', 'images', 'size_bytes'])) }, ['images', 'pools']),
+    result: object(
+      {
+        images: arrayOf(imageView()),
+        pools: arrayOf(
+          object({ storage_id: str(), images: count('Images and templates in the pool'), size_bytes: count() }, ['storage_id', 'images', 'size_bytes']),
+        ),
+      },
+      ['images', 'pools'],
+    ),
   },
   {
     name: 'vms_images_catalog',
@@ -84,14 +112,30 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
-    result: object({
-      images: arrayOf(object({
-        image_id: str(), name: str(), url: str('Where it is downloaded from'), format: nullableOneOf(['qcow2', 'raw'] as const, 'Format of the download; null: detected'),
-        min_cpu_cores: count(), min_memory_mb: count(), min_disk_gb: count(), default_user: nullable(str()), labels: strMap(),
-        downloaded: bool('Whether this host has it'), storage_id: nullable(str('Pool holding it, once downloaded')),
-      }, ['image_id', 'name', 'url', 'format', 'min_cpu_cores', 'min_memory_mb', 'min_disk_gb', 'default_user', 'labels', 'downloaded', 'storage_id'])),
-      source: str("'bundled', or the catalog file the setting vms.catalog_file names"),
-    }, ['images', 'source']),
+    result: object(
+      {
+        images: arrayOf(
+          object(
+            {
+              image_id: str(),
+              name: str(),
+              url: str('Where it is downloaded from'),
+              format: nullableOneOf(['qcow2', 'raw'] as const, 'Format of the download; null: detected'),
+              min_cpu_cores: count(),
+              min_memory_mb: count(),
+              min_disk_gb: count(),
+              default_user: nullable(str()),
+              labels: strMap(),
+              downloaded: bool('Whether this host has it'),
+              storage_id: nullable(str('Pool holding it, once downloaded')),
+            },
+            ['image_id', 'name', 'url', 'format', 'min_cpu_cores', 'min_memory_mb', 'min_disk_gb', 'default_user', 'labels', 'downloaded', 'storage_id'],
+          ),
+        ),
+        source: str("'bundled', or the catalog file the setting vms.catalog_file names"),
+      },
+      ['images', 'source'],
+    ),
   },
   {
     name: 'vms_images_delete',
@@ -136,7 +180,14 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
-    result: object({ isos: arrayOf(object({ iso_id: str(), storage_id: str(), size_bytes: count(), modified: dateTime() }, ['iso_id', 'storage_id', 'size_bytes', 'modified'])) }, ['isos']),
+    result: object(
+      {
+        isos: arrayOf(
+          object({ iso_id: str(), storage_id: str(), size_bytes: count(), modified: dateTime() }, ['iso_id', 'storage_id', 'size_bytes', 'modified']),
+        ),
+      },
+      ['isos'],
+    ),
   },
   {
     name: 'vms_isos_move',
@@ -183,7 +234,17 @@ export const operations = [
       vmid: int('Numeric VM ID of the new VM; assigned when omitted', 0),
     },
     required: ['name'],
-    result: object({ vm: vmView(), resume_ms: count('From the call to the resumed guest running'), identity: object({ applied: bool('Whether the guest agent set its hostname, machine-id, seed and SSH host keys'), reason: nullable(str('Why not')) }, ['applied', 'reason']) }, ['vm', 'resume_ms', 'identity']),
+    result: object(
+      {
+        vm: vmView(),
+        resume_ms: count('From the call to the resumed guest running'),
+        identity: object({ applied: bool('Whether the guest agent set its hostname, machine-id, seed and SSH host keys'), reason: nullable(str('Why not')) }, [
+          'applied',
+          'reason',
+        ]),
+      },
+      ['vm', 'resume_ms', 'identity'],
+    ),
   },
   {
     name: 'vms_warm_states_delete',
@@ -209,16 +270,23 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
-    result: object({
-      can_run_another: bool('Whether a VM of the default size fits now'),
-      reason: nullable(str('Why not')),
-      accelerator: oneOf(['kvm', 'tcg'] as const),
-      next_vm: object({ cpu_cores: count(), memory_mb: count(), memory_needed_mb: count("With QEMU's overhead") }, ['cpu_cores', 'memory_mb', 'memory_needed_mb']),
-      host: object({ cpu_cores: count(), memory_mb: count(), memory_available_mb: count() }, ['cpu_cores', 'memory_mb', 'memory_available_mb']),
-      running: object({ vms: count(), cpu_cores: count(), memory_mb: count() }, ['vms', 'cpu_cores', 'memory_mb']),
-      allocated: object({ vms: count(), cpu_cores: count(), memory_mb: count() }, ['vms', 'cpu_cores', 'memory_mb']),
-      free: object({ cpu_cores: count(), memory_mb: count() }, ['cpu_cores', 'memory_mb']),
-    }, ['can_run_another', 'reason', 'accelerator', 'next_vm', 'host', 'running', 'allocated', 'free']),
+    result: object(
+      {
+        can_run_another: bool('Whether a VM of the default size fits now'),
+        reason: nullable(str('Why not')),
+        accelerator: oneOf(['kvm', 'tcg'] as const),
+        next_vm: object({ cpu_cores: count(), memory_mb: count(), memory_needed_mb: count("With QEMU's overhead") }, [
+          'cpu_cores',
+          'memory_mb',
+          'memory_needed_mb',
+        ]),
+        host: object({ cpu_cores: count(), memory_mb: count(), memory_available_mb: count() }, ['cpu_cores', 'memory_mb', 'memory_available_mb']),
+        running: object({ vms: count(), cpu_cores: count(), memory_mb: count() }, ['vms', 'cpu_cores', 'memory_mb']),
+        allocated: object({ vms: count(), cpu_cores: count(), memory_mb: count() }, ['vms', 'cpu_cores', 'memory_mb']),
+        free: object({ cpu_cores: count(), memory_mb: count() }, ['cpu_cores', 'memory_mb']),
+      },
+      ['can_run_another', 'reason', 'accelerator', 'next_vm', 'host', 'running', 'allocated', 'free'],
+    ),
   },
   {
     name: 'vms_host_status',
@@ -231,18 +299,31 @@ export const operations = [
     category: 'system',
     params: {},
     args: {},
-    result: object({
-      available: bool('Whether qemu-system-x86_64 and qemu-img are installed'),
-      accelerator: oneOf(['kvm', 'tcg'] as const),
-      accelerator_reason: nullable(str('Why TCG')),
-      kvm: object({ available: bool(), reason: nullable(str()) }, ['available', 'reason']),
-      qemu_version: nullable(str()),
-      programs: arrayOf(availabilityRow(), 'Every program and device the VM domain uses'),
-      missing: arrayOf(object({ name: str(), reason: nullable(str()) }, ['name', 'reason'])),
-      refused: arrayOf(object({
-        kind: oneOf(['vm', 'warm_state'] as const), id: str(), rule: str('The rule added since it was made'), refuses: str('What the rule refuses'), message: str(),
-      }, ['kind', 'id', 'rule', 'refuses', 'message']), 'VMs and warm states a rule added since they were made refuses'),
-    }, ['available', 'accelerator', 'accelerator_reason', 'kvm', 'qemu_version', 'programs', 'missing', 'refused']),
+    result: object(
+      {
+        available: bool('Whether qemu-system-x86_64 and qemu-img are installed'),
+        accelerator: oneOf(['kvm', 'tcg'] as const),
+        accelerator_reason: nullable(str('Why TCG')),
+        kvm: object({ available: bool(), reason: nullable(str()) }, ['available', 'reason']),
+        qemu_version: nullable(str()),
+        programs: arrayOf(availabilityRow(), 'Every program and device the VM domain uses'),
+        missing: arrayOf(object({ name: str(), reason: nullable(str()) }, ['name', 'reason'])),
+        refused: arrayOf(
+          object(
+            {
+              kind: oneOf(['vm', 'warm_state'] as const),
+              id: str(),
+              rule: str('The rule added since it was made'),
+              refuses: str('What the rule refuses'),
+              message: str(),
+            },
+            ['kind', 'id', 'rule', 'refuses', 'message'],
+          ),
+          'VMs and warm states a rule added since they were made refuses',
+        ),
+      },
+      ['available', 'accelerator', 'accelerator_reason', 'kvm', 'qemu_version', 'programs', 'missing', 'refused'],
+    ),
   },
   {
     name: 'vms_get',
@@ -312,9 +393,22 @@ export const operations = [
     params: vmId,
     args: {
       force: bool('Power off at once, without asking the guest (as `qm stop`); default false'),
-      timeout_seconds: int('Seconds to wait for the guest to power off after the ACPI request before powering it off; 0-3600, default the setting vms.stop_grace_seconds (60)', 0, 3600),
+      timeout_seconds: int(
+        'Seconds to wait for the guest to power off after the ACPI request before powering it off; 0-3600, default the setting vms.stop_grace_seconds (60)',
+        0,
+        3600,
+      ),
     },
-    result: object({ vm: vmView(), stopped_by: oneOf(['acpi', 'forced', 'already-stopped', 'discarded-suspend'] as const, 'acpi: the guest powered off; forced: powered off by hostd (force, or no power-off within the timeout); discarded-suspend: a suspended VM whose saved memory was dropped') }, ['vm', 'stopped_by']),
+    result: object(
+      {
+        vm: vmView(),
+        stopped_by: oneOf(
+          ['acpi', 'forced', 'already-stopped', 'discarded-suspend'] as const,
+          'acpi: the guest powered off; forced: powered off by hostd (force, or no power-off within the timeout); discarded-suspend: a suspended VM whose saved memory was dropped',
+        ),
+      },
+      ['vm', 'stopped_by'],
+    ),
   },
   {
     name: 'vms_suspend',
@@ -401,14 +495,18 @@ export const operations = [
       timeout_seconds: timeout60,
     },
     required: ['command'],
-    result: object({
-      vmid: count(),
-      exit_code: nullable(int('Exit status; null when the command was killed at the deadline')),
-      stdout: str(), stderr: str(),
-      truncated: bool('A stream was longer than the cap and was cut'),
-      timed_out: bool(),
-      duration_ms: count(),
-    }, ['vmid', 'exit_code', 'stdout', 'stderr', 'truncated', 'timed_out', 'duration_ms']),
+    result: object(
+      {
+        vmid: count(),
+        exit_code: nullable(int('Exit status; null when the command was killed at the deadline')),
+        stdout: str(),
+        stderr: str(),
+        truncated: bool('A stream was longer than the cap and was cut'),
+        timed_out: bool(),
+        duration_ms: count(),
+      },
+      ['vmid', 'exit_code', 'stdout', 'stderr', 'truncated', 'timed_out', 'duration_ms'],
+    ),
   },
   {
     name: 'vms_wait_ready',
@@ -421,7 +519,14 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: { timeout_seconds: timeout60 },
-    result: object({ vmid: count(), ready: bool(), timed_out: bool(), state: oneOf(VM_STATES), waited_ms: count(), reason: nullable(str('Why not ready')) }, ['vmid', 'ready', 'timed_out', 'state', 'waited_ms', 'reason']),
+    result: object({ vmid: count(), ready: bool(), timed_out: bool(), state: oneOf(VM_STATES), waited_ms: count(), reason: nullable(str('Why not ready')) }, [
+      'vmid',
+      'ready',
+      'timed_out',
+      'state',
+      'waited_ms',
+      'reason',
+    ]),
   },
   {
     name: 'vms_wait_ip',
@@ -434,12 +539,20 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: { timeout_seconds: timeout60 },
-    result: object({
-      vmid: count(),
-      ip: nullable(str('The first IPv4 address (else the first address)')),
-      addresses: arrayOf(object({ iface: str(), address: str(), prefix: count(), family: oneOf(['ipv4', 'ipv6'] as const) }, ['iface', 'address', 'prefix', 'family'])),
-      timed_out: bool(), state: oneOf(VM_STATES), waited_ms: count(), reason: nullable(str()),
-    }, ['vmid', 'ip', 'addresses', 'timed_out', 'state', 'waited_ms', 'reason']),
+    result: object(
+      {
+        vmid: count(),
+        ip: nullable(str('The first IPv4 address (else the first address)')),
+        addresses: arrayOf(
+          object({ iface: str(), address: str(), prefix: count(), family: oneOf(['ipv4', 'ipv6'] as const) }, ['iface', 'address', 'prefix', 'family']),
+        ),
+        timed_out: bool(),
+        state: oneOf(VM_STATES),
+        waited_ms: count(),
+        reason: nullable(str()),
+      },
+      ['vmid', 'ip', 'addresses', 'timed_out', 'state', 'waited_ms', 'reason'],
+    ),
   },
   {
     name: 'vms_connection_get',
@@ -452,10 +565,22 @@ export const operations = [
     category: 'system',
     params: vmId,
     args: {},
-    result: object({
-      vmid: count(), state: oneOf(VM_STATES), username: str(), host: nullable(str()), port: nullable(int(undefined, 0, 65535)), network_type: oneOf(NETWORK_TYPES),
-      key_auth: bool(), password_auth: bool(), ssh_enabled: bool(), command: nullable(str('An ssh command line')), reason: nullable(str('Why there is no host or port')),
-    }, ['vmid', 'state', 'username', 'host', 'port', 'network_type', 'key_auth', 'password_auth', 'ssh_enabled', 'command', 'reason']),
+    result: object(
+      {
+        vmid: count(),
+        state: oneOf(VM_STATES),
+        username: str(),
+        host: nullable(str()),
+        port: nullable(int(undefined, 0, 65535)),
+        network_type: oneOf(NETWORK_TYPES),
+        key_auth: bool(),
+        password_auth: bool(),
+        ssh_enabled: bool(),
+        command: nullable(str('An ssh command line')),
+        reason: nullable(str('Why there is no host or port')),
+      },
+      ['vmid', 'state', 'username', 'host', 'port', 'network_type', 'key_auth', 'password_auth', 'ssh_enabled', 'command', 'reason'],
+    ),
   },
   {
     name: 'vms_disks_create',

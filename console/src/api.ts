@@ -7,7 +7,10 @@
 export type Auth = { kind: 'admin' } | { kind: 'token'; token: string };
 
 export class ApiFailure extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -35,9 +38,15 @@ export async function request(method: string, path: string, body?: unknown): Pro
   const headers: Record<string, string> = { 'x-hostd-console': '1' };
   if (auth?.kind === 'token') headers.authorization = `Bearer ${auth.token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' });
+  const res = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: 'same-origin',
+    cache: 'no-store',
+  });
   const text = await res.text();
-  let parsed: any ;
+  let parsed: any;
   try {
     parsed = text ? JSON.parse(text) : undefined;
   } catch {

@@ -68,8 +68,14 @@ export function askValue(question: string, fieldLabel: string, initial: string, 
   return new Promise((resolve) => {
     const input = h('input', { id: 'ask-value', type: 'text', value: initial, autocomplete: 'off', required: true });
     const cancel = h('button', { type: 'button' }, 'Cancel');
-    const form = h('form', { method: 'dialog' }, h('p', {}, question), h('label', { for: 'ask-value' }, fieldLabel), input,
-      h('div', { class: 'actions' }, cancel, h('button', { type: 'submit', class: 'primary' }, confirmLabel)));
+    const form = h(
+      'form',
+      { method: 'dialog' },
+      h('p', {}, question),
+      h('label', { for: 'ask-value' }, fieldLabel),
+      input,
+      h('div', { class: 'actions' }, cancel, h('button', { type: 'submit', class: 'primary' }, confirmLabel)),
+    );
     const dlg = h('dialog', { 'aria-label': question }, form);
     const done = (v: string | null) => {
       dlg.close();

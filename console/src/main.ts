@@ -40,7 +40,12 @@ const PAGES: Page[] = [
   { id: 'tokens', title: 'Access tokens', show: (w) => w.administrator, onMember: false, render: (root) => tokensPage(root) },
 ];
 
-interface Member { peer_id: string; name: string; is_self: boolean; reachable: boolean }
+interface Member {
+  peer_id: string;
+  name: string;
+  is_self: boolean;
+  reachable: boolean;
+}
 /** The cluster's members for the picker (GET /peers, with system.read); empty: no picker. */
 let members: Member[] = [];
 
@@ -67,26 +72,66 @@ async function show(who: Who, id: PageId): Promise<void> {
   const pages = PAGES.filter((p) => p.show(who));
   const page = pages.find((p) => p.id === id) ?? pages[0];
   const main = h('main', { id: 'main', tabindex: -1 }, h('p', {}, 'Loading…'));
-  const picker = members.length > 1 ? h('select', {
-    id: 'member',
-    onchange: (e: Event) => {
-      const id = (e.target as HTMLSelectElement).value;
-      setMember(members.find((m) => m.peer_id === id)?.is_self ? null : id);
-      void show(who, page.id);
-    },
-  }, members.map((m) => h('option', { value: m.peer_id, selected: (currentMember() ?? members.find((x) => x.is_self)?.peer_id) === m.peer_id },
-    `${m.name}${m.is_self ? ' (this host)' : ''}${m.reachable ? '' : ' (down)'}`))) : null;
-  mount(app,
-    h('header', {},
+  const picker =
+    members.length > 1
+      ? h(
+          'select',
+          {
+            id: 'member',
+            onchange: (e: Event) => {
+              const id = (e.target as HTMLSelectElement).value;
+              setMember(members.find((m) => m.peer_id === id)?.is_self ? null : id);
+              void show(who, page.id);
+            },
+          },
+          members.map((m) =>
+            h(
+              'option',
+              { value: m.peer_id, selected: (currentMember() ?? members.find((x) => x.is_self)?.peer_id) === m.peer_id },
+              `${m.name}${m.is_self ? ' (this host)' : ''}${m.reachable ? '' : ' (down)'}`,
+            ),
+          ),
+        )
+      : null;
+  mount(
+    app,
+    h(
+      'header',
+      {},
       h('h1', {}, 'hostd'),
       picker ? h('div', { class: 'member' }, h('label', { for: 'member' }, 'Member'), picker) : null,
-      h('nav', { 'aria-label': 'Pages' }, h('ul', {}, pages.map((p) => h('li', {}, h('button', {
-        type: 'button', 'aria-current': p.id === page.id ? 'page' : false, onclick: () => void show(who, p.id),
-      }, p.title))))),
-      h('div', { class: 'who' },
+      h(
+        'nav',
+        { 'aria-label': 'Pages' },
+        h(
+          'ul',
+          {},
+          pages.map((p) =>
+            h(
+              'li',
+              {},
+              h(
+                'button',
+                {
+                  type: 'button',
+                  'aria-current': p.id === page.id ? 'page' : false,
+                  onclick: () => void show(who, p.id),
+                },
+                p.title,
+              ),
+            ),
+          ),
+        ),
+      ),
+      h(
+        'div',
+        { class: 'who' },
         h('span', {}, who.administrator ? 'Administrator' : `Token ${who.name}`),
-        h('button', { type: 'button', onclick: () => void signOut() }, 'Sign out'))),
-    main);
+        h('button', { type: 'button', onclick: () => void signOut() }, 'Sign out'),
+      ),
+    ),
+    main,
+  );
   const generation = ++shown;
   try {
     const close = (await page.render(main, who, () => void show(who, page.id))) ?? undefined;

@@ -39,7 +39,11 @@ export function openStream(query: string, onEvent: (e: StreamEvent) => void, onP
           while ((end = buf.indexOf('\n\n')) !== -1) {
             const block = buf.slice(0, end);
             buf = buf.slice(end + 2);
-            const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+            const data = block
+              .split('\n')
+              .filter((l) => l.startsWith('data: '))
+              .map((l) => l.slice(6))
+              .join('\n');
             if (!data) continue;
             const e = JSON.parse(data) as StreamEvent;
             if (e.cursor) cursor = e.cursor;
@@ -63,15 +67,26 @@ export function openStream(query: string, onEvent: (e: StreamEvent) => void, onP
  * either in what was read or re-read for. `live` says how the page is kept
  * current; the stream is closed again when the first read fails.
  */
-export async function openThenRead(query: string, onEvent: (e: StreamEvent) => void, live: HTMLElement, read: () => Promise<void>, liveText: string): Promise<() => void> {
+export async function openThenRead(
+  query: string,
+  onEvent: (e: StreamEvent) => void,
+  live: HTMLElement,
+  read: () => Promise<void>,
+  liveText: string,
+): Promise<() => void> {
   let opened: () => void = () => {};
   const ready = new Promise<void>((r) => (opened = r));
   let stopped = false;
-  const close = openStream(query, onEvent, (message) => {
-    stopped = true;
-    live.textContent = `Live updates stopped: ${message}`;
-    opened();
-  }, () => opened());
+  const close = openStream(
+    query,
+    onEvent,
+    (message) => {
+      stopped = true;
+      live.textContent = `Live updates stopped: ${message}`;
+      opened();
+    },
+    () => opened(),
+  );
   await ready;
   try {
     await read();

@@ -40,7 +40,10 @@ export type Signature = Uint32Array; // 4 words
 
 export function signatureOf(texts: string[]): Signature {
   const sig = new Uint32Array(SIGNATURE_BITS / 32);
-  for (const t of texts) eachGram(t, false, (h) => { sig[(h >>> 5) & 3] |= 1 << (h & 31); });
+  for (const t of texts)
+    eachGram(t, false, (h) => {
+      sig[(h >>> 5) & 3] |= 1 << (h & 31);
+    });
   return sig;
 }
 
@@ -77,7 +80,9 @@ export class Bloom {
   }
 
   add(text: string): void {
-    eachGram(text, true, (h) => { this.bits[(h >>> 5) & (BLOOM_BITS / 32 - 1)] |= 1 << (h & 31); });
+    eachGram(text, true, (h) => {
+      this.bits[(h >>> 5) & (BLOOM_BITS / 32 - 1)] |= 1 << (h & 31);
+    });
   }
 
   /** Whether every gram of `needle` may be in the block (always true for a needle of one character). */

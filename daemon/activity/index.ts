@@ -3,14 +3,15 @@ import { defineDomain } from '../domain.js';
 import type { ActivityLog } from './log.js';
 import { activityHandlers } from './handlers.js';
 
-export const activityDomain = (log: ActivityLog) => defineDomain({
-  name: 'activity',
-  ops: ['activity_list'] as const,
-  async open() {
-    return {
-      handlers: activityHandlers(log),
-      info: async () => ({ name: 'activity', built: true, runtimes: [] }),
-      close: async () => {},
-    };
-  },
-});
+export const activityDomain = (log: ActivityLog) =>
+  defineDomain({
+    name: 'activity',
+    ops: ['activity_list'] as const,
+    async open() {
+      return {
+        handlers: activityHandlers(log),
+        info: async () => ({ name: 'activity', built: true, runtimes: [] }),
+        close: async () => {},
+      };
+    },
+  });

@@ -365,7 +365,8 @@ export class ActivityLog {
       if (hi === undefined || c < hi) hi = c;
     }
     const needle = q.search ? q.search.toLowerCase() : '';
-    const prefix = q.category && q.severity ? `cs|${q.category}|${q.severity}|` : q.category ? `c|${q.category}|` : q.severity ? `s|${q.severity}|` : needle ? 'a|' : '';
+    const prefix =
+      q.category && q.severity ? `cs|${q.category}|${q.severity}|` : q.category ? `c|${q.category}|` : q.severity ? `s|${q.severity}|` : needle ? 'a|' : '';
     const found = !prefix
       ? await this.rowsIn(lo, hi, limit + 1)
       : !needle
@@ -432,7 +433,13 @@ export class ActivityLog {
               if ((span.gte !== undefined && key < span.gte) || (span.lt !== undefined && key >= span.lt)) continue;
               if (sigs.length < (i + 1) * 16) continue;
               const o = i * 16;
-              if ((mask[0] & ~sigs.readUInt32LE(o)) !== 0 || (mask[1] & ~sigs.readUInt32LE(o + 4)) !== 0 || (mask[2] & ~sigs.readUInt32LE(o + 8)) !== 0 || (mask[3] & ~sigs.readUInt32LE(o + 12)) !== 0) continue;
+              if (
+                (mask[0] & ~sigs.readUInt32LE(o)) !== 0 ||
+                (mask[1] & ~sigs.readUInt32LE(o + 4)) !== 0 ||
+                (mask[2] & ~sigs.readUInt32LE(o + 8)) !== 0 ||
+                (mask[3] & ~sigs.readUInt32LE(o + 12)) !== 0
+              )
+                continue;
               candidates.push(key);
             }
           }
@@ -507,7 +514,13 @@ export class ActivityLog {
   }
 
   /** The entries of one block's part of an index whose signature covers `mask`, newest first, into `candidates`. */
-  private async walkIndex(stream: EntryStream, prefix: string, span: { block: Block; gte?: string; lt?: string }, mask: Signature, candidates: string[]): Promise<void> {
+  private async walkIndex(
+    stream: EntryStream,
+    prefix: string,
+    span: { block: Block; gte?: string; lt?: string },
+    mask: Signature,
+    candidates: string[],
+  ): Promise<void> {
     const ceiling = prefix + (span.lt ?? TOP);
     const floor = prefix + (span.gte ?? '');
     stream.seek(ceiling, span.block.count + 1);
@@ -537,7 +550,11 @@ export class ActivityLog {
    * exclusive, undefined: unbounded) and its position counted from the newest
    * block (consecutive positions: adjacent blocks).
    */
-  private *spans(lo: string | undefined, hi: string | undefined, wanted: (b: Block) => boolean): Generator<{ block: Block; index: number; gte?: string; lt?: string }> {
+  private *spans(
+    lo: string | undefined,
+    hi: string | undefined,
+    wanted: (b: Block) => boolean,
+  ): Generator<{ block: Block; index: number; gte?: string; lt?: string }> {
     const lastSealed = this.blocks.at(-1);
     if (this.open.count && wanted(this.open)) {
       const gte = maxKey(lo, lastSealed ? after(lastSealed.last) : undefined);
@@ -584,7 +601,9 @@ export class ActivityLog {
     this.pruneTimer = setTimeout(() => {
       this.pruneTimer = null;
       this.pruneSoon = false;
-      void this.prune().catch(() => undefined).finally(() => this.schedulePrune(this.retention.pruneEveryMs));
+      void this.prune()
+        .catch(() => undefined)
+        .finally(() => this.schedulePrune(this.retention.pruneEveryMs));
     }, ms);
     this.pruneTimer.unref();
   }
@@ -596,7 +615,10 @@ export class ActivityLog {
    */
   prune(): Promise<number> {
     const run = (this.pruning ?? Promise.resolve()).then(() => this.pruneNow());
-    this.pruning = run.then(() => undefined, () => undefined);
+    this.pruning = run.then(
+      () => undefined,
+      () => undefined,
+    );
     return run;
   }
 

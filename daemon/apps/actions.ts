@@ -18,17 +18,22 @@ export type AppAction = ArgsOf<'apps_actions'>['action'];
 export async function appAction(c: AppsContext, args: ArgsOf<'apps_actions'>, ctx: Call): Promise<ResultOf<'apps_actions'>> {
   await c.ready([ENGINE, COMPOSE]);
   const action = args.action;
-  const out = await c.lock.exclusiveOn(() => c.installed(args.app_id), [appKey(args.app_id)], action, async (r) => {
-    // Stopping is always possible; starting runs the stored definition, which must pass today's rules.
-    if (action !== 'stop') await requireAccepted(c, r);
-    const after: AppRecord = { ...r, desired_state: action === 'stop' ? 'stopped' : 'running', updated_at: new Date().toISOString() };
-    await c.records.begin(r.app_id, { op: 'action', app_id: r.app_id, action, after });
-    await runAction(c, action, after);
-    await c.records.commit(r.app_id, [c.records.putRecord(after)]);
-    ctx.note({ summary: `${action[0].toUpperCase()}${action.slice(1)} app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, action } });
-    await c.states.refresh(r.app_id, actorOf(ctx));
-    return { app: await viewOf(c, after), action };
-  });
+  const out = await c.lock.exclusiveOn(
+    () => c.installed(args.app_id),
+    [appKey(args.app_id)],
+    action,
+    async (r) => {
+      // Stopping is always possible; starting runs the stored definition, which must pass today's rules.
+      if (action !== 'stop') await requireAccepted(c, r);
+      const after: AppRecord = { ...r, desired_state: action === 'stop' ? 'stopped' : 'running', updated_at: new Date().toISOString() };
+      await c.records.begin(r.app_id, { op: 'action', app_id: r.app_id, action, after });
+      await runAction(c, action, after);
+      await c.records.commit(r.app_id, [c.records.putRecord(after)]);
+      ctx.note({ summary: `${action[0].toUpperCase()}${action.slice(1)} app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, action } });
+      await c.states.refresh(r.app_id, actorOf(ctx));
+      return { app: await viewOf(c, after), action };
+    },
+  );
   // Once the lock is free: an engine signal skipped while the call held it (a container dying meanwhile) is not lost.
   await c.states.refresh(args.app_id, actorOf(ctx));
   return out;

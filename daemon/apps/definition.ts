@@ -37,7 +37,10 @@ export async function render(c: AppsContext, def: Definition): Promise<Rendering
   const app = parseCompose(def.content.content, c.env(r), label);
   const mounts = await resolveMounts(c, r.folder_assignments, app, await templateOf(c, r));
   await fs.mkdir(r.data_dir, { recursive: true, mode: 0o755 });
-  const out = await renderCompose({ app, appId: r.app_id, generation: r.generation, dataDir: r.data_dir, mounts, label, env: c.env(r) }, c.files(r.app_id).files);
+  const out = await renderCompose(
+    { app, appId: r.app_id, generation: r.generation, dataDir: r.data_dir, mounts, label, env: c.env(r) },
+    c.files(r.app_id).files,
+  );
   return { app, ...out };
 }
 

@@ -20,7 +20,23 @@ export async function appGuests(c: AppsContext): Promise<GuestInfo[]> {
   return c.records.all().map((r) => {
     const v = view(c, r, cs);
     // A wildcard bind is reached on loopback.
-    const addresses = [...new Set(v.ports.map((p) => `${p.host_ip === '' || p.host_ip === '0.0.0.0' ? '127.0.0.1' : p.host_ip === '::' ? '[::1]' : p.host_ip.includes(':') ? `[${p.host_ip}]` : p.host_ip}:${p.host_port}`))];
-    return { kind: 'app' as const, id: r.app_id, name: r.name, state: v.state, running: v.state === 'running' || v.state === 'partial', cpu_cores: 0, memory_mb: 0, addresses };
+    const addresses = [
+      ...new Set(
+        v.ports.map(
+          (p) =>
+            `${p.host_ip === '' || p.host_ip === '0.0.0.0' ? '127.0.0.1' : p.host_ip === '::' ? '[::1]' : p.host_ip.includes(':') ? `[${p.host_ip}]` : p.host_ip}:${p.host_port}`,
+        ),
+      ),
+    ];
+    return {
+      kind: 'app' as const,
+      id: r.app_id,
+      name: r.name,
+      state: v.state,
+      running: v.state === 'running' || v.state === 'partial',
+      cpu_cores: 0,
+      memory_mb: 0,
+      addresses,
+    };
   });
 }

@@ -55,7 +55,11 @@ export async function pullAll(c: AppsContext, images: string[], t: TaskHandle, f
 
 function pullError(image: string, err: unknown): string {
   const msg = (err as Error)?.message ?? String(err);
-  if (/dial tcp|no such host|connection refused|i\/o timeout|TLS handshake|network is unreachable|Temporary failure in name resolution|server misbehaving|no route to host/i.test(msg)) {
+  if (
+    /dial tcp|no such host|connection refused|i\/o timeout|TLS handshake|network is unreachable|Temporary failure in name resolution|server misbehaving|no route to host/i.test(
+      msg,
+    )
+  ) {
     return `cannot pull image '${image}': no registry is reachable (${msg.replace(/\s+/g, ' ').slice(0, 300)}); load the image into the engine (docker load / docker import) and install again`;
   }
   return `cannot pull image '${image}': ${msg.replace(/\s+/g, ' ').slice(0, 400)}`;

@@ -48,10 +48,19 @@ export const appsDomain = defineDomain({
   name: 'apps',
   ops: opsOf('apps'),
   async open(deps) {
-    const settings = parseSettings(deps.settings, deps.env, deps.config.pools.map((p) => p.id));
+    const settings = parseSettings(
+      deps.settings,
+      deps.env,
+      deps.config.pools.map((p) => p.id),
+    );
     const composeRoot = path.join(deps.config.dataDir, 'apps');
     fs.mkdirSync(composeRoot, { recursive: true, mode: 0o700 });
-    const driver = new DockerDriver({ dockerHost: settings.dockerHost, composeBinary: settings.composeBinary, env: deps.env, configDir: path.join(composeRoot, '.docker') });
+    const driver = new DockerDriver({
+      dockerHost: settings.dockerHost,
+      composeBinary: settings.composeBinary,
+      env: deps.env,
+      configDir: path.join(composeRoot, '.docker'),
+    });
     const records = new AppRecords(deps.store);
     await records.load();
     const log = deps.log.child({ domain: 'apps' });
@@ -69,9 +78,13 @@ export const appsDomain = defineDomain({
       events: deps.events,
     });
     // Watching first, then comparing: a change between the two is seen by one of them (reported once either way).
-    const watch = driver.watch((s) => c.states.observe(s), () => {
-      c.states.checkAll('watch').catch((err) => log.warn({ err }, 'apps: state check after the engine watch reopened failed'));
-    }, log);
+    const watch = driver.watch(
+      (s) => c.states.observe(s),
+      () => {
+        c.states.checkAll('watch').catch((err) => log.warn({ err }, 'apps: state check after the engine watch reopened failed'));
+      },
+      log,
+    );
     await c.states.checkAll('open');
     return {
       handlers: appsHandlers(c),

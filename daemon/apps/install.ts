@@ -45,29 +45,55 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
   const assignments = args.folder_assignments ?? [];
 
   // Id and ports are chosen and reserved (the installing record) under one lock.
-  const { record, app } = await c.lock.run(['apps:allocate'], async () => {
-    const appId = await allocateId(c, name, args.name !== undefined);
-    const dataDir = dataDirOf(pool.path, appId);
-    if (await exists(dataDir)) throw conflict(`the data directory ${dataDir} of app '${appId}' already exists; move it away first`);
-    const at = new Date().toISOString();
-    const rec: AppRecord = {
-      app_id: appId, name, template_id: args.template_id, storage_id: pool.id, data_dir: dataDir, project: projectName(appId),
-      folder_assignments: assignments, ports: await allocatePorts(c, template), compose_sha256: sha256(content), generation: 1,
-      desired_state: 'running', status: 'installing', task_id: null, created_at: at, updated_at: at,
-    };
-    // Checked before anything is written: a bad file or assignment is a 400 with nothing to undo.
-    const parsed = parseCompose(content, c.env(rec), c.contentLabel(rec));
-    await resolveMounts(c, assignments, parsed, template);
-    await c.records.begin(appId, { op: 'install', app_id: appId, record: rec }, [c.records.putRecord(rec), c.records.putContent(appId, { content, sha256: rec.compose_sha256 })]);
-    return { record: rec, app: parsed };
-  }, 'install');
+  const { record, app } = await c.lock.run(
+    ['apps:allocate'],
+    async () => {
+      const appId = await allocateId(c, name, args.name !== undefined);
+      const dataDir = dataDirOf(pool.path, appId);
+      if (await exists(dataDir)) throw conflict(`the data directory ${dataDir} of app '${appId}' already exists; move it away first`);
+      const at = new Date().toISOString();
+      const rec: AppRecord = {
+        app_id: appId,
+        name,
+        template_id: args.template_id,
+        storage_id: pool.id,
+        data_dir: dataDir,
+        project: projectName(appId),
+        folder_assignments: assignments,
+        ports: await allocatePorts(c, template),
+        compose_sha256: sha256(content),
+        generation: 1,
+        desired_state: 'running',
+        status: 'installing',
+        task_id: null,
+        created_at: at,
+        updated_at: at,
+      };
+      // Checked before anything is written: a bad file or assignment is a 400 with nothing to undo.
+      const parsed = parseCompose(content, c.env(rec), c.contentLabel(rec));
+      await resolveMounts(c, assignments, parsed, template);
+      await c.records.begin(appId, { op: 'install', app_id: appId, record: rec }, [
+        c.records.putRecord(rec),
+        c.records.putContent(appId, { content, sha256: rec.compose_sha256 }),
+      ]);
+      return { record: rec, app: parsed };
+    },
+    'install',
+  );
   const appId = record.app_id;
   const def: Definition = { record, content: { content, sha256: record.compose_sha256 } };
   const note = (summary: string, extra: Record<string, unknown> = {}) =>
     ctx.note({
       summary,
       target: `apps/${appId}`,
-      metadata: { app_id: appId, template_id: args.template_id, storage_id: pool.id, folder_assignments: assignments.length, images: [...new Set(app.images.map((i) => i.image))], ...extra },
+      metadata: {
+        app_id: appId,
+        template_id: args.template_id,
+        storage_id: pool.id,
+        folder_assignments: assignments.length,
+        images: [...new Set(app.images.map((i) => i.image))],
+        ...extra,
+      },
     });
   note(`Install app ${name} (${args.template_id})`);
   const release = c.states.releasing(appId, actorOf(ctx), c.lock.hold([appKey(appId)], 'install'));
@@ -104,7 +130,12 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
   const task = startHolding(
     c.tasks,
     release,
-    { kind: 'apps.app.install', title: `Install app ${name}: pull ${images.length} image${images.length === 1 ? '' : 's'} and start`, owner: actorOf(ctx), resource: `apps/${appId}` },
+    {
+      kind: 'apps.app.install',
+      title: `Install app ${name}: pull ${images.length} image${images.length === 1 ? '' : 's'} and start`,
+      owner: actorOf(ctx),
+      resource: `apps/${appId}`,
+    },
     async (t) => {
       await recorded;
       try {

@@ -17,10 +17,13 @@ export async function appLogs(c: AppsContext, args: ArgsOf<'apps_logs'>): Promis
   const per = await Promise.all(
     cs.map(async (x) => {
       // A container removed since the listing has no logs.
-      const lines = tail === 0 ? [] : await c.driver.logs(x.container_id, tail).catch((err) => {
-        if ((err as { statusCode?: number }).statusCode === 404) return [];
-        throw err;
-      });
+      const lines =
+        tail === 0
+          ? []
+          : await c.driver.logs(x.container_id, tail).catch((err) => {
+              if ((err as { statusCode?: number }).statusCode === 404) return [];
+              throw err;
+            });
       return lines.map((l) => ({ service: x.service ?? '', container: x.name, ...l }));
     }),
   );

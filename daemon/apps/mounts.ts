@@ -56,12 +56,14 @@ export async function resolveMounts(c: AppsContext, list: FolderAssignment[], ap
     try {
       real = await fs.realpath(path.join(base, ...segs));
     } catch (err) {
-      if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') throw notFound(`${w}.sub_path '${a.sub_path}' does not exist in folder '${a.folder_id}'`);
+      if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR')
+        throw notFound(`${w}.sub_path '${a.sub_path}' does not exist in folder '${a.folder_id}'`);
       throw err;
     }
     if (!isInside(real, base)) throw badRequest(`argument '${w}.sub_path' leads outside folder '${a.folder_id}' through a symbolic link`);
     const verdict = judgeHostPath(real, { allowed: [{ path: base, label: `managed folder '${folder.name}'` }], poolRoots, private: own });
-    if (!verdict.ok) throw badRequest(`argument '${w}' (folder '${a.folder_id}'${segs.length ? `, sub_path '${segs.join('/')}'` : ''}) ${verdict.reason}: ${MOUNT_RULE}`);
+    if (!verdict.ok)
+      throw badRequest(`argument '${w}' (folder '${a.folder_id}'${segs.length ? `, sub_path '${segs.join('/')}'` : ''}) ${verdict.reason}: ${MOUNT_RULE}`);
     const target = normalContainerPath(a.container_path, `${w}.container_path`);
     let services: string[];
     let readOnly = a.read_only ?? false;
@@ -73,7 +75,9 @@ export async function resolveMounts(c: AppsContext, list: FolderAssignment[], ap
       } else if (app.doc.services[a.mount_point_id]) {
         services = [a.mount_point_id];
       } else {
-        throw badRequest(`argument '${w}.mount_point_id' names no data folder${template ? ` of template '${template.template_id}'` : ''} and no service of the app ('${a.mount_point_id}')`);
+        throw badRequest(
+          `argument '${w}.mount_point_id' names no data folder${template ? ` of template '${template.template_id}'` : ''} and no service of the app ('${a.mount_point_id}')`,
+        );
       }
     } else {
       services = app.services;

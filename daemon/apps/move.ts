@@ -42,14 +42,26 @@ export async function moveApp(c: AppsContext, args: ArgsOf<'apps_move'>, ctx: Ca
     (t) => runMove(c, r.app_id, pool, target, t),
   );
   await c.states.refresh(r.app_id, actorOf(ctx));
-  ctx.note({ summary: `Moving app ${r.name} from pool ${r.storage_id} to ${pool.id}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, from: r.storage_id, to: pool.id, task_id: task.task_id } });
+  ctx.note({
+    summary: `Moving app ${r.name} from pool ${r.storage_id} to ${pool.id}`,
+    target: `apps/${r.app_id}`,
+    metadata: { app_id: r.app_id, from: r.storage_id, to: pool.id, task_id: task.task_id },
+  });
   return { app: await viewOf(c, r), task };
 }
 
 async function runMove(c: AppsContext, appId: string, pool: PoolConfig, target: string, t: TaskHandle): Promise<unknown> {
   const before = c.record(appId);
   const content = await c.records.contentOf(appId);
-  const after: AppRecord = { ...before, storage_id: pool.id, data_dir: target, project: projectName(appId), generation: before.generation + 1, task_id: null, updated_at: new Date().toISOString() };
+  const after: AppRecord = {
+    ...before,
+    storage_id: pool.id,
+    data_dir: target,
+    project: projectName(appId),
+    generation: before.generation + 1,
+    task_id: null,
+    updated_at: new Date().toISOString(),
+  };
   const staging = `${target}.moving-${crypto.randomBytes(4).toString('hex')}`;
   const wasRunning = before.desired_state === 'running';
   const intent: AppIntent = { op: 'move', app_id: appId, phase: 'copy', before, after, was_running: wasRunning, staging };

@@ -10,7 +10,14 @@ export const APPS_DIR = internalDirName('apps');
 
 /** `My Media App!` -> `my-media-app`: lower case `[a-z0-9-]`, no `--`, no `-` at either end, 40 at most. */
 export function slug(name: string): string {
-  return name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40).replace(/-+$/, '');
+  return name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 40)
+    .replace(/-+$/, '');
 }
 
 /** Where an app's own data lives in a pool. */

@@ -51,7 +51,9 @@ export async function settleIntent(c: AppsContext, i: AppIntent): Promise<Journa
         await apply(c, { record: back, content });
         return [R.putRecord(back)];
       }
-      await apply(c, { record: i.after, content }).catch((e) => c.log.error({ err: e, app_id: i.app_id }, 'apps: the moved app does not start; start it again'));
+      await apply(c, { record: i.after, content }).catch((e) =>
+        c.log.error({ err: e, app_id: i.app_id }, 'apps: the moved app does not start; start it again'),
+      );
       await fs.rm(i.before.data_dir, { recursive: true, force: true });
       return [R.putRecord({ ...i.after, task_id: null })];
     }

@@ -33,7 +33,10 @@ export async function refusalOf(c: AppsContext, r: AppRecord, content?: AppConte
 /** 409 when the stored definition breaks a rule added since it was accepted. */
 export async function requireAccepted(c: AppsContext, r: AppRecord, content?: AppContent): Promise<void> {
   const why = await refusalOf(c, r, content);
-  if (why) throw conflict(`app '${r.app_id}' is refused: its stored compose file breaks a rule added since it was installed (${why}); nothing was changed or removed: replace the file with PATCH /apps/${r.app_id}/compose`);
+  if (why)
+    throw conflict(
+      `app '${r.app_id}' is refused: its stored compose file breaks a rule added since it was installed (${why}); nothing was changed or removed: replace the file with PATCH /apps/${r.app_id}/compose`,
+    );
 }
 
 /** Logs every app whose stored compose file breaks today's rules (at start; they stay listed in GET /apps). */
@@ -41,7 +44,11 @@ export async function audit(c: AppsContext): Promise<void> {
   for (const r of c.records.all()) {
     if (r.status !== 'installed') continue;
     const why = await refusalOf(c, r).catch((err) => (err as Error).message);
-    if (why) c.log.warn({ app_id: r.app_id, refused: why }, 'apps: the stored compose file breaks a rule added since it was installed; the app is refused at its next start or change');
+    if (why)
+      c.log.warn(
+        { app_id: r.app_id, refused: why },
+        'apps: the stored compose file breaks a rule added since it was installed; the app is refused at its next start or change',
+      );
   }
 }
 

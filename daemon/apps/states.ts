@@ -25,7 +25,10 @@ export const RUNTIME_ACTOR = 'runtime';
 export class AppStates implements AppsStates {
   private readonly chain = new Map<string, Promise<void>>();
 
-  constructor(private readonly c: AppsContext, private readonly events: EventsPort) {}
+  constructor(
+    private readonly c: AppsContext,
+    private readonly events: EventsPort,
+  ) {}
 
   /** Reports the app's state if it changed (resolves once the event is stored). */
   refresh(appId: string, actor: string, data: Record<string, unknown> = {}): Promise<void> {
@@ -62,7 +65,14 @@ export class AppStates implements AppsStates {
   }
 
   /** `signalled`: the container an engine event named, whose state is read live (the engine's list may not show the event yet). */
-  private async report(appId: string, actor: string, data: Record<string, unknown>, unlessBusy: boolean, quietFirst = false, signalled?: string): Promise<void> {
+  private async report(
+    appId: string,
+    actor: string,
+    data: Record<string, unknown>,
+    unlessBusy: boolean,
+    quietFirst = false,
+    signalled?: string,
+  ): Promise<void> {
     if (unlessBusy && this.c.lock.busy(appKey(appId))) return;
     const last = (await this.c.records.states.get(appId)) ?? undefined;
     const r = this.c.records.get(appId);
@@ -83,7 +93,11 @@ export class AppStates implements AppsStates {
       // The engine does not answer: nothing is known (the watch reopens and checks again).
       return;
     }
-    const state = stateOf(this.c, r, cs.filter((x) => x.project === r.project));
+    const state = stateOf(
+      this.c,
+      r,
+      cs.filter((x) => x.project === r.project),
+    );
     if (state === 'unknown' || state === last) return;
     if (last === undefined && quietFirst) {
       // An app from before state events: remember where it stands, report nothing.

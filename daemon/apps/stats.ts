@@ -26,7 +26,15 @@ export async function appStats(c: AppsContext, args: ArgsOf<'apps_stats'>): Prom
       return { ...base, stats };
     }),
   );
-  const totals: Result['totals'] = { cpu_percent: 0, memory_usage_bytes: 0, network_rx_bytes: 0, network_tx_bytes: 0, block_read_bytes: 0, block_write_bytes: 0, pids: 0 };
+  const totals: Result['totals'] = {
+    cpu_percent: 0,
+    memory_usage_bytes: 0,
+    network_rx_bytes: 0,
+    network_tx_bytes: 0,
+    block_read_bytes: 0,
+    block_write_bytes: 0,
+    pids: 0,
+  };
   for (const { stats: s } of containers) {
     if (!s) continue;
     totals.cpu_percent += s.cpu_percent;
@@ -55,17 +63,27 @@ export async function appsUsage(c: AppsContext): Promise<ResourceUsage[]> {
   const known = new Set(c.records.all().map((r) => r.app_id));
   const running = (await c.driver.containers({})).filter((x) => x.app_id && known.has(x.app_id) && x.state === 'running');
   const byApp = new Map<string, ResourceUsage>();
-  await Promise.all(running.map(async (x) => {
-    const s = await c.driver.stats(x.container_id).catch(() => null);
-    if (!s) return;
-    const u = byApp.get(x.app_id!) ?? { id: x.app_id!, cpu_seconds: 0, memory_bytes: 0, disk_read_bytes: 0, disk_written_bytes: 0, network_received_bytes: 0, network_transmitted_bytes: 0 };
-    u.cpu_seconds! += s.cpu_total_ns / 1e9;
-    u.memory_bytes! += s.memory.usage_bytes;
-    u.disk_read_bytes! += s.block_io.read_bytes;
-    u.disk_written_bytes! += s.block_io.write_bytes;
-    u.network_received_bytes! += s.network.rx_bytes;
-    u.network_transmitted_bytes! += s.network.tx_bytes;
-    byApp.set(x.app_id!, u);
-  }));
+  await Promise.all(
+    running.map(async (x) => {
+      const s = await c.driver.stats(x.container_id).catch(() => null);
+      if (!s) return;
+      const u = byApp.get(x.app_id!) ?? {
+        id: x.app_id!,
+        cpu_seconds: 0,
+        memory_bytes: 0,
+        disk_read_bytes: 0,
+        disk_written_bytes: 0,
+        network_received_bytes: 0,
+        network_transmitted_bytes: 0,
+      };
+      u.cpu_seconds! += s.cpu_total_ns / 1e9;
+      u.memory_bytes! += s.memory.usage_bytes;
+      u.disk_read_bytes! += s.block_io.read_bytes;
+      u.disk_written_bytes! += s.block_io.write_bytes;
+      u.network_received_bytes! += s.network.rx_bytes;
+      u.network_transmitted_bytes! += s.network.tx_bytes;
+      byApp.set(x.app_id!, u);
+    }),
+  );
   return [...byApp.values()];
 }

@@ -86,19 +86,25 @@ export function parseTemplate(src: TemplateSource, source: AppTemplate['source']
   }
   if (!m || typeof m !== 'object' || Array.isArray(m)) throw badRequest(`${where} must be a mapping`);
   const t = m as Record<string, unknown>;
-  for (const k of Object.keys(t)) if (!['name', 'description', 'default_name', 'ports', 'data_folders', 'compose'].includes(k)) throw badRequest(`${where}: unknown key '${k}'`);
+  for (const k of Object.keys(t))
+    if (!['name', 'description', 'default_name', 'ports', 'data_folders', 'compose'].includes(k)) throw badRequest(`${where}: unknown key '${k}'`);
   const ports: TemplatePort[] = [];
   for (const [i, p] of ((t.ports ?? []) as unknown[]).entries()) {
     const w = `${where} ports[${i}]`;
     if (!p || typeof p !== 'object') throw badRequest(`${w} must be a mapping`);
     const pm = p as Record<string, unknown>;
     const name = field(pm, 'name', w, 'string');
-    if (!/^[A-Z][A-Z0-9_]*$/.test(name) || name.startsWith('HOSTD_')) throw badRequest(`${w}: name must be an upper-case variable name not starting with HOSTD_`);
+    if (!/^[A-Z][A-Z0-9_]*$/.test(name) || name.startsWith('HOSTD_'))
+      throw badRequest(`${w}: name must be an upper-case variable name not starting with HOSTD_`);
     const proto = pm.protocol ?? 'tcp';
     if (proto !== 'tcp' && proto !== 'udp') throw badRequest(`${w}: protocol must be tcp or udp`);
     const def = field(pm, 'default', w, 'number');
     const cport = field(pm, 'container_port', w, 'number');
-    for (const [k, v] of [['default', def], ['container_port', cport]] as const) if (!Number.isInteger(v) || v < 1 || v > 65535) throw badRequest(`${w}: ${k} must be a port 1-65535`);
+    for (const [k, v] of [
+      ['default', def],
+      ['container_port', cport],
+    ] as const)
+      if (!Number.isInteger(v) || v < 1 || v > 65535) throw badRequest(`${w}: ${k} must be a port 1-65535`);
     ports.push({ name, container_port: cport, protocol: proto, default: def, description: field(pm, 'description', w, 'string', true) ?? '' });
   }
   const folders: TemplateFolder[] = [];
@@ -109,7 +115,13 @@ export function parseTemplate(src: TemplateSource, source: AppTemplate['source']
     const id = field(fm, 'id', w, 'string');
     const cpath = field(fm, 'container_path', w, 'string');
     if (!cpath.startsWith('/')) throw badRequest(`${w}: container_path must be absolute`);
-    folders.push({ id, service: field(fm, 'service', w, 'string'), container_path: cpath, read_only: field(fm, 'read_only', w, 'boolean', true) ?? false, description: field(fm, 'description', w, 'string', true) ?? '' });
+    folders.push({
+      id,
+      service: field(fm, 'service', w, 'string'),
+      container_path: cpath,
+      read_only: field(fm, 'read_only', w, 'boolean', true) ?? false,
+      description: field(fm, 'description', w, 'string', true) ?? '',
+    });
   }
   const compose = field(t, 'compose', where, 'string');
   // Checked now with placeholder values, so that a broken template is never offered.

@@ -26,7 +26,11 @@ export async function updateCompose(c: AppsContext, args: ArgsOf<'apps_compose_u
   const r = await c.settled(args.app_id);
   const content: AppContent = { content: args.compose_content, sha256: crypto.createHash('sha256').update(args.compose_content).digest('hex') };
   const res = await update(c, r, 'compose', (cur) => ({ record: { ...cur, compose_sha256: content.sha256 }, content }), ctx);
-  ctx.note({ summary: `Updated the compose file of app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, compose_sha256: content.sha256, generation: res.app.generation, task_id: res.task?.task_id ?? null } });
+  ctx.note({
+    summary: `Updated the compose file of app ${r.name}`,
+    target: `apps/${r.app_id}`,
+    metadata: { app_id: r.app_id, compose_sha256: content.sha256, generation: res.app.generation, task_id: res.task?.task_id ?? null },
+  });
   return res;
 }
 
@@ -37,11 +41,21 @@ export async function updateFolders(c: AppsContext, args: ArgsOf<'apps_folders_u
   const list = args.folder_assignments;
   await requireAccepted(c, r);
   const res = await update(c, r, 'folders', (cur, content) => ({ record: { ...cur, folder_assignments: list }, content }), ctx);
-  ctx.note({ summary: `Updated the folder mounts of app ${r.name} (${list.length})`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, folder_assignments: list, generation: res.app.generation } });
+  ctx.note({
+    summary: `Updated the folder mounts of app ${r.name} (${list.length})`,
+    target: `apps/${r.app_id}`,
+    metadata: { app_id: r.app_id, folder_assignments: list, generation: res.app.generation },
+  });
   return res;
 }
 
-async function update(c: AppsContext, r: AppRecord, what: 'compose' | 'folders', change: (cur: AppRecord, content: AppContent) => Definition, ctx: Call): Promise<UpdateResult> {
+async function update(
+  c: AppsContext,
+  r: AppRecord,
+  what: 'compose' | 'folders',
+  change: (cur: AppRecord, content: AppContent) => Definition,
+  ctx: Call,
+): Promise<UpdateResult> {
   const release = c.states.releasing(r.app_id, actorOf(ctx), c.lock.hold([appKey(r.app_id)], `${what} update`));
   let pulls: string[] = [];
   let before!: Definition;
@@ -51,7 +65,10 @@ async function update(c: AppsContext, r: AppRecord, what: 'compose' | 'folders',
     if (cur.status === 'installing') throw conflict(`app '${r.app_id}' is still installing`);
     before = { record: cur, content: await c.records.contentOf(r.app_id) };
     const next = change(cur, before.content);
-    after = { record: { ...next.record, project: projectName(cur.app_id), generation: cur.generation + 1, updated_at: new Date().toISOString() }, content: next.content };
+    after = {
+      record: { ...next.record, project: projectName(cur.app_id), generation: cur.generation + 1, updated_at: new Date().toISOString() },
+      content: next.content,
+    };
     const rendered = await render(c, after);
     pulls = await imagesToPull(c, rendered.app, c.contentLabel(after.record));
     if (pulls.length) await checkWithCompose(c, after.record, rendered);
@@ -68,7 +85,12 @@ async function update(c: AppsContext, r: AppRecord, what: 'compose' | 'folders',
   const task = startHolding(
     c.tasks,
     release,
-    { kind: 'apps.app.update', title: `Update app ${r.name}: pull ${pulls.length} image${pulls.length === 1 ? '' : 's'} and apply`, owner: actorOf(ctx), resource: `apps/${r.app_id}` },
+    {
+      kind: 'apps.app.update',
+      title: `Update app ${r.name}: pull ${pulls.length} image${pulls.length === 1 ? '' : 's'} and apply`,
+      owner: actorOf(ctx),
+      resource: `apps/${r.app_id}`,
+    },
     async (t) => {
       await pullAll(c, pulls, t, 0, 90);
       t.log('applying the new definition');
@@ -80,7 +102,14 @@ async function update(c: AppsContext, r: AppRecord, what: 'compose' | 'folders',
   return { app: await viewOf(c, before.record), task };
 }
 
-async function commitUpdate(c: AppsContext, what: 'compose' | 'folders', before: Definition, after: Definition, rendered: Rendering, signal?: AbortSignal): Promise<void> {
+async function commitUpdate(
+  c: AppsContext,
+  what: 'compose' | 'folders',
+  before: Definition,
+  after: Definition,
+  rendered: Rendering,
+  signal?: AbortSignal,
+): Promise<void> {
   const appId = after.record.app_id;
   await c.records.begin(appId, { op: 'update', app_id: appId, what, before, after });
   try {

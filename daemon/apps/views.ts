@@ -13,7 +13,11 @@ export type AppView = ResultOf<'apps_list'>['apps'][number];
 export type AppState = AppView['state'];
 
 /** What the lock's holder makes an app's state (a change with a task in flight). */
-const BUSY_STATE = new Map<string, AppState>([['move', 'moving'], ['compose update', 'updating'], ['folders update', 'updating']]);
+const BUSY_STATE = new Map<string, AppState>([
+  ['move', 'moving'],
+  ['compose update', 'updating'],
+  ['folders update', 'updating'],
+]);
 
 export function stateOf(c: AppsContext, r: AppRecord, mine: ContainerSummary[] | null): AppState {
   if (r.status === 'installing') return 'installing';
@@ -40,7 +44,15 @@ export function view(c: AppsContext, r: AppRecord, cs: ContainerSummary[] | null
     project: r.project,
     state: stateOf(c, r, mine),
     desired_state: r.desired_state,
-    services: (mine ?? []).map((x) => ({ service: x.service ?? '', container_id: x.container_id, name: x.name, image: x.image, state: x.state, status: x.status, generation: x.generation })),
+    services: (mine ?? []).map((x) => ({
+      service: x.service ?? '',
+      container_id: x.container_id,
+      name: x.name,
+      image: x.image,
+      state: x.state,
+      status: x.status,
+      generation: x.generation,
+    })),
     ports: (mine ?? []).flatMap((x) => x.ports.map((p) => ({ service: x.service ?? '', ...p }))),
     folder_assignments: r.folder_assignments,
     compose_sha256: r.compose_sha256,

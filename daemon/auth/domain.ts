@@ -29,14 +29,15 @@ export function tokenHandlers(tokens: TokenStore): HandlersOf<TokenOps> {
   };
 }
 
-export const tokensDomain = (tokens: TokenStore) => defineDomain({
-  name: 'tokens',
-  ops: ['tokens_whoami', 'tokens_list', 'tokens_create', 'tokens_revoke'] as const,
-  async open() {
-    return {
-      handlers: tokenHandlers(tokens),
-      info: async () => ({ name: 'tokens', built: true, runtimes: [] }),
-      close: async () => {},
-    };
-  },
-});
+export const tokensDomain = (tokens: TokenStore) =>
+  defineDomain({
+    name: 'tokens',
+    ops: ['tokens_whoami', 'tokens_list', 'tokens_create', 'tokens_revoke'] as const,
+    async open() {
+      return {
+        handlers: tokenHandlers(tokens),
+        info: async () => ({ name: 'tokens', built: true, runtimes: [] }),
+        close: async () => {},
+      };
+    },
+  });

@@ -63,7 +63,10 @@ export class TokenStore {
   private flushTimer: NodeJS.Timeout | null = null;
   private readonly listeners = new Set<(change: TokenChange) => void>();
 
-  constructor(store: Store, private readonly knownScopes: ReadonlySet<string>) {
+  constructor(
+    store: Store,
+    private readonly knownScopes: ReadonlySet<string>,
+  ) {
     this.sub = store.sub<TokenRecord>('tokens');
   }
 
@@ -94,7 +97,8 @@ export class TokenStore {
   }
 
   async create(name: string, scopes: string[]): Promise<{ token: TokenInfo; secret: string }> {
-    if (!NAME_RE.test(name)) throw badRequest(`token name '${name}' must be 1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit`);
+    if (!NAME_RE.test(name))
+      throw badRequest(`token name '${name}' must be 1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit`);
     const unknown = scopes.filter((s) => !this.knownScopes.has(s));
     if (unknown.length) throw badRequest(`unknown scope(s): ${unknown.join(', ')}; known scopes: ${[...this.knownScopes].sort().join(', ')}`);
     // Activity rows and task owners name the local administrator so; a token of that name would pass for it.
@@ -146,7 +150,9 @@ export class TokenStore {
       await this.writes.run(() => this.sub.del(rec.id, SYNC));
     } catch (err) {
       // The token stays revoked in this process; say that the disk may still hold it.
-      throw internal(`token '${rec.name}' is revoked until the daemon restarts, but its deletion could not be stored: ${(err as Error).message}; revoke it again`);
+      throw internal(
+        `token '${rec.name}' is revoked until the daemon restarts, but its deletion could not be stored: ${(err as Error).message}; revoke it again`,
+      );
     }
     return shown;
   }
@@ -201,7 +207,10 @@ export class TokenStore {
       }
       if (recs.length) {
         try {
-          await this.sub.batch(recs.map((r) => ({ type: 'put' as const, key: r.id, value: r })), LAZY);
+          await this.sub.batch(
+            recs.map((r) => ({ type: 'put' as const, key: r.id, value: r })),
+            LAZY,
+          );
         } catch {
           return; // kept pending: the next flush tries again
         }

@@ -46,15 +46,29 @@ export const appsCommand: Command = async (argv, client) => {
     case 'list': {
       const r = await client.request('GET', api(''));
       if (r.status !== 200) return errorOut(r);
-      out(table(['APP_ID', 'NAME', 'STATE', 'POOL', 'PORTS'], r.body.apps.map((a: any) => [
-        a.app_id, a.name, a.state, a.storage_id, a.ports.map((p: any) => `${p.host_ip}:${p.host_port}->${p.container_port}/${p.protocol}`).join(' ') || '-',
-      ])));
+      out(
+        table(
+          ['APP_ID', 'NAME', 'STATE', 'POOL', 'PORTS'],
+          r.body.apps.map((a: any) => [
+            a.app_id,
+            a.name,
+            a.state,
+            a.storage_id,
+            a.ports.map((p: any) => `${p.host_ip}:${p.host_port}->${p.container_port}/${p.protocol}`).join(' ') || '-',
+          ]),
+        ),
+      );
       return 0;
     }
     case 'templates': {
       const r = await client.request('GET', api('/templates'));
       if (r.status !== 200) return errorOut(r);
-      out(table(['TEMPLATE', 'NAME', 'IMAGES'], r.body.templates.map((t: any) => [t.template_id, t.name, t.images.join(' ')])));
+      out(
+        table(
+          ['TEMPLATE', 'NAME', 'IMAGES'],
+          r.body.templates.map((t: any) => [t.template_id, t.name, t.images.join(' ')]),
+        ),
+      );
       for (const bad of r.body.invalid) process.stderr.write(`hostctl: invalid template ${bad.file}: ${bad.error}\n`);
       return 0;
     }
@@ -125,7 +139,9 @@ export const appsCommand: Command = async (argv, client) => {
       }
       const r = await client.request('DELETE', api(`/${enc(rest[0])}`));
       if (r.status !== 200) return errorOut(r);
-      process.stdout.write(`uninstalled ${r.body.app_id}; removed ${r.body.data_dir}${r.body.folders_kept.length ? `; folders kept: ${r.body.folders_kept.join(', ')}` : ''}\n`);
+      process.stdout.write(
+        `uninstalled ${r.body.app_id}; removed ${r.body.data_dir}${r.body.folders_kept.length ? `; folders kept: ${r.body.folders_kept.join(', ')}` : ''}\n`,
+      );
       return 0;
     }
     default:

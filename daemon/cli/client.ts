@@ -23,7 +23,12 @@ export class AdminClient {
    * `how`: how the socket was chosen, said when it cannot be reached.
    * `peerId`: every API call carries `peer_id` (runs on that member), as `--peer NODE` asks.
    */
-  constructor(readonly socketPath: string, readonly how?: string, readonly remote?: Remote, readonly peerId?: string) {}
+  constructor(
+    readonly socketPath: string,
+    readonly how?: string,
+    readonly remote?: Remote,
+    readonly peerId?: string,
+  ) {}
 
   /** The same client, each of whose API calls runs on member `peerId`. */
   onPeer(peerId: string): AdminClient {
@@ -38,31 +43,39 @@ export class AdminClient {
     // Over the network the token goes in the Authorization header, never in the URL.
     if (r) headers.authorization = `Bearer ${r.token}`;
     const target = r
-      ? { protocol: r.url.protocol, hostname: r.url.hostname, port: r.url.port || undefined, method, path: `${r.url.pathname.replace(/\/$/, '')}${path}`, headers }
+      ? {
+          protocol: r.url.protocol,
+          hostname: r.url.hostname,
+          port: r.url.port || undefined,
+          method,
+          path: `${r.url.pathname.replace(/\/$/, '')}${path}`,
+          headers,
+        }
       : { socketPath: this.socketPath, method, path, headers };
     return new Promise((resolve, reject) => {
-      const req = (r?.url.protocol === 'https:' ? https : http).request(
-        target,
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c) => chunks.push(c));
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            let parsed: unknown = text;
-            try {
-              parsed = text ? JSON.parse(text) : {};
-            } catch {
-              /* not JSON; keep text */
-            }
-            resolve({ status: res.statusCode ?? 0, body: parsed });
-          });
-        },
-      );
+      const req = (r?.url.protocol === 'https:' ? https : http).request(target, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed: unknown = text;
+          try {
+            parsed = text ? JSON.parse(text) : {};
+          } catch {
+            /* not JSON; keep text */
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed });
+        });
+      });
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (r) reject(new Error(`cannot reach hostd at ${r.url.origin}: ${err.message}`));
         else if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') {
           const why = this.how ? ` (${this.how})` : '';
-          reject(new Error(`cannot reach hostd at ${this.socketPath}${why}. Is the daemon running? Name its config with --config FILE or its data dir with --data-dir DIR`));
+          reject(
+            new Error(
+              `cannot reach hostd at ${this.socketPath}${why}. Is the daemon running? Name its config with --config FILE or its data dir with --data-dir DIR`,
+            ),
+          );
         } else if (err.code === 'EACCES') {
           reject(new Error(`permission denied on ${this.socketPath}: run hostctl as the user that runs hostd`));
         } else reject(err);

@@ -42,11 +42,20 @@ function printStatus(s: any): void {
   }
   process.stdout.write(`cluster ${s.cluster_id}  node ${s.node_id} (${s.name})  members ${s.members.length}  version ${s.membership_version}\n`);
   const rows = (s.members as any[]).map((m) => [
-    m.peer_id + (m.is_self ? ' *' : ''), m.name, m.address, m.reachable ? 'yes' : 'no', m.last_seen ?? 'never', m.fingerprint.slice(0, 16),
+    m.peer_id + (m.is_self ? ' *' : ''),
+    m.name,
+    m.address,
+    m.reachable ? 'yes' : 'no',
+    m.last_seen ?? 'never',
+    m.fingerprint.slice(0, 16),
   ]);
   const head = ['PEER_ID', 'NAME', 'ADDRESS', 'REACHABLE', 'LAST SEEN', 'FINGERPRINT'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
   process.stdout.write([line(head), ...rows.map(line)].join('\n') + '\n');
 }
 

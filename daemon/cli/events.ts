@@ -21,13 +21,21 @@ commandGroups.set('events', async (argv, client) => {
   const { values } = parseArgs({
     args: argv,
     options: {
-      follow: { type: 'boolean', short: 'f' }, types: { type: 'string' }, resource: { type: 'string' }, task: { type: 'string' },
-      cursor: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      follow: { type: 'boolean', short: 'f' },
+      types: { type: 'string' },
+      resource: { type: 'string' },
+      task: { type: 'string' },
+      cursor: { type: 'string' },
+      limit: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
     },
     strict: true,
   });
   if (values.help) {
-    process.stdout.write('usage: hostctl events [--follow] [--types vms.,tasks.ended] [--resource vms/101] [--task TASK_ID] [--cursor C] [--limit N] [--json]\n');
+    process.stdout.write(
+      'usage: hostctl events [--follow] [--types vms.,tasks.ended] [--resource vms/101] [--task TASK_ID] [--cursor C] [--limit N] [--json]\n',
+    );
     return 0;
   }
   const query = (cursor?: string) => {

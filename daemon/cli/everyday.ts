@@ -53,7 +53,6 @@ export function verbsUsage(group: string, verbs: Readonly<Record<string, Verb>>)
 
 const str = (v: unknown): string => (v === null || v === undefined || v === '' ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
-
 /**
  * Runs `verb` with `argv` (what follows the verb's name). Returns the exit
  * code: 0, 1 when the daemon refused (its message on stderr), 2 for a usage
@@ -80,7 +79,12 @@ export async function runVerb(group: string, name: string, verb: Verb, argv: str
       return 0;
     }
     const rows = (r.body[verb.rows] as Row[]).map((row) => verb.columns.map(([, get]) => str(get(row))));
-    process.stdout.write(table(verb.columns.map(([h]) => h), rows));
+    process.stdout.write(
+      table(
+        verb.columns.map(([h]) => h),
+        rows,
+      ),
+    );
     return 0;
   }
   const [id, ...rest] = positionals;

@@ -15,7 +15,6 @@ import { operations, getOperation, ALL_SCOPES } from '../../api/registry/index.j
 import { API_PREFIX } from '../../api/catalog.js';
 import { SYSTEM_CONFIG, loadConfig, socketPath } from '../config.js';
 
-
 const USAGE_TEXT = `usage: hostctl [--config FILE | --data-dir DIR | --socket PATH | --url URL --token TOKEN] <command>
 
   token create --name NAME --scopes a,b,c|all
@@ -49,7 +48,6 @@ member's API instead, as that token: it reaches what the token's scopes allow
 /** The usage text, with the command groups this build registered. */
 const usage = (): string => USAGE_TEXT.replace('GROUPS', [...commandGroups.keys()].sort().join(', '));
 
-
 function fail(msg: string): never {
   process.stderr.write(`hostctl: ${msg}\n`);
   process.exit(2);
@@ -68,7 +66,10 @@ const token: Command = async (argv, client) => {
   if (sub === 'create') {
     const { values } = parseArgs({ args: rest, options: { name: { type: 'string' }, scopes: { type: 'string', default: '' } }, strict: true });
     if (!values.name) fail('token create needs --name');
-    const given = (values.scopes ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+    const given = (values.scopes ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     // `all`: every scope this build knows, spelled out (a token never holds a wildcard).
     const scopes = given.length === 1 && given[0] === 'all' ? [...ALL_SCOPES].sort() : given;
     const r = await callOperation(client, 'tokens_create', { name: values.name, scopes });
@@ -86,7 +87,10 @@ const token: Command = async (argv, client) => {
       return 0;
     }
     const rows = (r.body.tokens as Array<{ name: string; scopes: string[]; created_at: string; last_used_at: string | null }>).map((t) => [
-      t.name, t.scopes.join(',') || '-', t.created_at, t.last_used_at ?? 'never',
+      t.name,
+      t.scopes.join(',') || '-',
+      t.created_at,
+      t.last_used_at ?? 'never',
     ]);
     printTable(['NAME', 'SCOPES', 'CREATED', 'LAST USED'], rows);
     return 0;
@@ -188,7 +192,11 @@ complete -F _hostctl hostctl
 
 function printTable(head: string[], rows: string[][]): void {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
   process.stdout.write([line(head), ...rows.map(line)].join('\n') + '\n');
 }
 
@@ -205,7 +213,11 @@ export interface SocketChoice {
  * The admin socket of the daemon this hostctl should talk to, found the way
  * the daemon finds its data dir (see the usage text).
  */
-export function findSocket(opts: { socket?: string; dataDir?: string; config?: string; packageRoot?: string }, env: NodeJS.ProcessEnv = process.env, systemConfig = SYSTEM_CONFIG): SocketChoice {
+export function findSocket(
+  opts: { socket?: string; dataDir?: string; config?: string; packageRoot?: string },
+  env: NodeJS.ProcessEnv = process.env,
+  systemConfig = SYSTEM_CONFIG,
+): SocketChoice {
   if (opts.socket) return { socket: path.resolve(opts.socket), how: 'given by --socket' };
   if (opts.dataDir) return { socket: socketPath(path.resolve(opts.dataDir)), how: 'the data dir given by --data-dir' };
   const e = { ...env };
@@ -226,8 +238,12 @@ export async function runHostctl(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     options: {
-      'data-dir': { type: 'string' }, socket: { type: 'string' }, config: { type: 'string' }, help: { type: 'boolean', short: 'h' },
-      url: { type: 'string' }, token: { type: 'string' },
+      'data-dir': { type: 'string' },
+      socket: { type: 'string' },
+      config: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+      url: { type: 'string' },
+      token: { type: 'string' },
     },
     allowPositionals: true,
     strict: false,
@@ -293,7 +309,8 @@ export function takePeer(words: string[]): { peerId: string; rest: string[] } | 
     if (w === '--peer' || w.startsWith('--peer=')) {
       const inline = w.startsWith('--peer=');
       const peerId = inline ? w.slice('--peer='.length) : words[i + 1];
-      if (!peerId || (!inline && i + 1 >= end) || peerId.startsWith('-')) return { error: '--peer needs a member: --peer NODE (its peer id, as `hostctl cluster status` lists them)' };
+      if (!peerId || (!inline && i + 1 >= end) || peerId.startsWith('-'))
+        return { error: '--peer needs a member: --peer NODE (its peer id, as `hostctl cluster status` lists them)' };
       return { peerId, rest: [...words.slice(0, i), ...words.slice(i + (inline ? 1 : 2))] };
     }
   }

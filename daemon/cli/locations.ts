@@ -27,7 +27,11 @@ export const locationsCommand: Command = async (argv, client) => {
     process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
     return 0;
   }
-  const b = r.body as { mount_route: string | null; route_reason: string; runtimes: Array<{ name: string; version: string | null; available: boolean; reason: string | null }> };
+  const b = r.body as {
+    mount_route: string | null;
+    route_reason: string;
+    runtimes: Array<{ name: string; version: string | null; available: boolean; reason: string | null }>;
+  };
   process.stdout.write(`mount route: ${b.mount_route ?? 'none'} (${b.route_reason})\n`);
   for (const x of b.runtimes) {
     process.stdout.write(`  ${x.available ? 'ok     ' : 'missing'}  ${x.name}${x.version ? ` ${x.version}` : ''}${x.reason ? `: ${x.reason}` : ''}\n`);

@@ -21,7 +21,12 @@ export const lxcCommand: Command = async (argv, client) => {
   }
   let parsed;
   try {
-    parsed = parseArgs({ args: rest, options: { id: { type: 'string' }, storage: { type: 'string' }, 'no-wait': { type: 'boolean' } }, allowPositionals: true, strict: true });
+    parsed = parseArgs({
+      args: rest,
+      options: { id: { type: 'string' }, storage: { type: 'string' }, 'no-wait': { type: 'boolean' } },
+      allowPositionals: true,
+      strict: true,
+    });
   } catch (err) {
     process.stderr.write(`hostctl: ${(err as Error).message}\n${USAGE}`);
     return 2;
@@ -47,8 +52,17 @@ export const lxcCommand: Command = async (argv, client) => {
 /** `hostctl lxc list|start|stop|restart|exec`: one operation each (everyday.ts). */
 const LXC_VERBS: Record<string, Verb> = {
   list: {
-    kind: 'list', op: 'lxc_list', rows: 'containers',
-    columns: [['LXCID', (c) => c.lxcid], ['NAME', (c) => c.name], ['STATE', (c) => c.state], ['CPU', (c) => c.cpu_cores], ['MEMORY MB', (c) => c.memory_mb], ['TEMPLATE', (c) => c.template]],
+    kind: 'list',
+    op: 'lxc_list',
+    rows: 'containers',
+    columns: [
+      ['LXCID', (c) => c.lxcid],
+      ['NAME', (c) => c.name],
+      ['STATE', (c) => c.state],
+      ['CPU', (c) => c.cpu_cores],
+      ['MEMORY MB', (c) => c.memory_mb],
+      ['TEMPLATE', (c) => c.template],
+    ],
   },
   start: { kind: 'action', ops: ['lxc_start'], id: 'id', done: 'started' },
   stop: { kind: 'action', ops: ['lxc_stop'], id: 'id', done: 'stopped' },

@@ -3,7 +3,11 @@
 /** Rows as aligned columns, headers in capitals. */
 export function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: readonly string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
+  const line = (r: readonly string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
   return [line(head), ...rows.map(line)].join('\n') + '\n';
 }
 

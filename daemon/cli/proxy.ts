@@ -49,7 +49,9 @@ export const proxyCommand: Command = async (argv, client) => {
       });
     case 'enable':
     case 'disable':
-      return out(await client.request('PATCH', API, { enabled: sub === 'enable' }), 200, (b) => process.stdout.write(`proxy ${b.enabled ? 'enabled' : 'disabled'} (version ${b.version})\n`));
+      return out(await client.request('PATCH', API, { enabled: sub === 'enable' }), 200, (b) =>
+        process.stdout.write(`proxy ${b.enabled ? 'enabled' : 'disabled'} (version ${b.version})\n`),
+      );
     case 'entries':
       return out(await client.request('GET', `${API}/config`), 200, (b) => {
         for (const d of b.config.domains) {

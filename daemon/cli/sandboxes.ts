@@ -63,7 +63,14 @@ async function filesCommand(argv: string[], client: Client): Promise<number> {
   const [verb, ...rest] = argv;
   const { values, positionals } = parseArgs({
     args: rest,
-    options: { out: { type: 'string' }, from: { type: 'string' }, content: { type: 'string' }, mode: { type: 'string' }, json: { type: 'boolean' }, recursive: { type: 'boolean' } },
+    options: {
+      out: { type: 'string' },
+      from: { type: 'string' },
+      content: { type: 'string' },
+      mode: { type: 'string' },
+      json: { type: 'boolean' },
+      recursive: { type: 'boolean' },
+    },
     allowPositionals: true,
     strict: true,
   });
@@ -101,7 +108,13 @@ async function filesCommand(argv: string[], client: Client): Promise<number> {
       let last: any;
       for (let off = 0; off === 0 || off < data.length; off += FILE_PIECE_MAX_BYTES) {
         const piece = data.subarray(off, off + FILE_PIECE_MAX_BYTES);
-        const r = await callOperation(client, 'sandboxes_files_put', { id, path: file, content: piece.toString('base64'), append: off > 0, mode: off === 0 ? values.mode : undefined });
+        const r = await callOperation(client, 'sandboxes_files_put', {
+          id,
+          path: file,
+          content: piece.toString('base64'),
+          append: off > 0,
+          mode: off === 0 ? values.mode : undefined,
+        });
         if (r.status !== 200) return errorOut(r);
         last = r.body;
         if (data.length === 0) break;
@@ -117,7 +130,12 @@ async function filesCommand(argv: string[], client: Client): Promise<number> {
         process.stdout.write(JSON.stringify({ entries, truncated: r.body.truncated }, null, 2) + '\n');
         return 0;
       }
-      process.stdout.write(table(['NAME', 'TYPE', 'SIZE', 'MODE', 'MODIFIED'], entries.map((x) => [x.name, x.type, String(x.size), x.mode, x.mtime])));
+      process.stdout.write(
+        table(
+          ['NAME', 'TYPE', 'SIZE', 'MODE', 'MODIFIED'],
+          entries.map((x) => [x.name, x.type, String(x.size), x.mode, x.mtime]),
+        ),
+      );
       if (r.body.truncated) process.stderr.write('hostctl: the listing was cut at 1 MiB of entries\n');
       return 0;
     }
@@ -152,7 +170,13 @@ export const sandboxCommand: Command = async (argv, client) => {
       case 'exec': {
         const { values, positionals } = parseArgs({
           args: rest,
-          options: { timeout: { type: 'string' }, env: { type: 'string', multiple: true }, cwd: { type: 'string' }, user: { type: 'string' }, stdin: { type: 'boolean' } },
+          options: {
+            timeout: { type: 'string' },
+            env: { type: 'string', multiple: true },
+            cwd: { type: 'string' },
+            user: { type: 'string' },
+            stdin: { type: 'boolean' },
+          },
           allowPositionals: true,
           strict: true,
         });
@@ -170,7 +194,14 @@ export const sandboxCommand: Command = async (argv, client) => {
         const stdin = values.stdin ? (await readStdin()).toString('base64') : undefined;
         // base64 both ways: the command's bytes reach this terminal or pipe unchanged.
         const r = await callOperation(client, 'sandboxes_exec', {
-          id, command: cmd.join(' '), timeout_seconds: int(values.timeout, 'timeout'), env: values.env ? env : undefined, cwd: values.cwd, user: values.user, stdin, encoding: 'base64',
+          id,
+          command: cmd.join(' '),
+          timeout_seconds: int(values.timeout, 'timeout'),
+          env: values.env ? env : undefined,
+          cwd: values.cwd,
+          user: values.user,
+          stdin,
+          encoding: 'base64',
         });
         if (r.status !== 200) return errorOut(r);
         process.stdout.write(Buffer.from(r.body.stdout, 'base64'));
@@ -197,13 +228,23 @@ export const sandboxCommand: Command = async (argv, client) => {
           if (eq <= 0) throw new Error(`--label takes KEY=VALUE, got '${kv}'`);
           labels[kv.slice(0, eq)] = kv.slice(eq + 1);
         }
-        const r = await callOperation(client, 'sandboxes_fork', { id: positionals[0], count: int(values.count, 'count'), labels: values.label ? labels : undefined, idempotency_key: values.key });
+        const r = await callOperation(client, 'sandboxes_fork', {
+          id: positionals[0],
+          count: int(values.count, 'count'),
+          labels: values.label ? labels : undefined,
+          idempotency_key: values.key,
+        });
         if (r.status !== 200 && r.status !== 201) return errorOut(r);
         if (values.json) {
           process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
           return 0;
         }
-        process.stdout.write(table(['ID', 'NAME', 'STATE'], (r.body.sandboxes as any[]).map((x) => [x.id, x.name, x.state])));
+        process.stdout.write(
+          table(
+            ['ID', 'NAME', 'STATE'],
+            (r.body.sandboxes as any[]).map((x) => [x.id, x.name, x.state]),
+          ),
+        );
         return 0;
       }
       case 'destroy': {
@@ -228,7 +269,10 @@ export const sandboxCommand: Command = async (argv, client) => {
           return 2;
         }
         const r = await client.request('POST', '/admin/sandboxes/warm', {
-          image_id: positionals[0], cpu_cores: int(values.cpu, 'cpu'), memory_mb: int(values.memory, 'memory'), disk_gb: int(values.disk, 'disk'),
+          image_id: positionals[0],
+          cpu_cores: int(values.cpu, 'cpu'),
+          memory_mb: int(values.memory, 'memory'),
+          disk_gb: int(values.disk, 'disk'),
         });
         if (r.status !== 201) return errorOut(r);
         const task = r.body.task;
@@ -247,7 +291,15 @@ export const sandboxCommand: Command = async (argv, client) => {
           process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
           return 0;
         }
-        const rows = (r.body.warm_states as any[]).map((w) => [w.id, w.image_id, String(w.cpu_cores), String(w.memory_mb), String(w.disk_size_gb), String(w.dependents.length), w.created_at]);
+        const rows = (r.body.warm_states as any[]).map((w) => [
+          w.id,
+          w.image_id,
+          String(w.cpu_cores),
+          String(w.memory_mb),
+          String(w.disk_size_gb),
+          String(w.dependents.length),
+          w.created_at,
+        ]);
         process.stdout.write(table(['WARM_STATE', 'IMAGE', 'CPU', 'MEMORY_MB', 'DISK_GB', 'IN_USE', 'CREATED'], rows));
         return 0;
       }

@@ -47,7 +47,13 @@ export const vmCommand: Command = async (argv, client) => {
     case 'import': {
       const { values, positionals } = parseArgs({
         args: rest,
-        options: { id: { type: 'string' }, storage: { type: 'string' }, name: { type: 'string' }, 'default-user': { type: 'string' }, 'no-wait': { type: 'boolean' } },
+        options: {
+          id: { type: 'string' },
+          storage: { type: 'string' },
+          name: { type: 'string' },
+          'default-user': { type: 'string' },
+          'no-wait': { type: 'boolean' },
+        },
         allowPositionals: true,
         strict: true,
       });
@@ -64,7 +70,12 @@ export const vmCommand: Command = async (argv, client) => {
       return followTask(client, r.body, Boolean(values['no-wait']));
     }
     case 'fetch': {
-      const { values, positionals } = parseArgs({ args: rest, options: { storage: { type: 'string' }, 'no-wait': { type: 'boolean' } }, allowPositionals: true, strict: true });
+      const { values, positionals } = parseArgs({
+        args: rest,
+        options: { storage: { type: 'string' }, 'no-wait': { type: 'boolean' } },
+        allowPositionals: true,
+        strict: true,
+      });
       if (positionals.length !== 1) {
         process.stderr.write('hostctl: vm image fetch needs exactly one CATALOG_ID\n');
         return 2;
@@ -83,10 +94,20 @@ export const vmCommand: Command = async (argv, client) => {
         process.stdout.write(JSON.stringify(r.body, null, 2) + '\n');
         return 0;
       }
-      const rows = (r.body.images as any[]).map((i) => [i.image_id, i.kind, i.storage_id, `${Math.ceil(i.virtual_size_bytes / 1024 ** 3)}G`, String(i.linked_clones.length)]);
+      const rows = (r.body.images as any[]).map((i) => [
+        i.image_id,
+        i.kind,
+        i.storage_id,
+        `${Math.ceil(i.virtual_size_bytes / 1024 ** 3)}G`,
+        String(i.linked_clones.length),
+      ]);
       const head = ['IMAGE_ID', 'KIND', 'POOL', 'SIZE', 'LINKED'];
       const widths = head.map((h, i) => Math.max(h.length, ...rows.map((x) => x[i].length)));
-      const line = (x: string[]) => x.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+      const line = (x: string[]) =>
+        x
+          .map((c, i) => c.padEnd(widths[i]))
+          .join('  ')
+          .trimEnd();
       process.stdout.write([line(head), ...rows.map(line)].join('\n') + '\n');
       return 0;
     }
@@ -99,8 +120,18 @@ export const vmCommand: Command = async (argv, client) => {
 /** `hostctl vm list|start|stop|restart|suspend|resume|exec`: one operation each (everyday.ts). */
 const VM_VERBS: Record<string, Verb> = {
   list: {
-    kind: 'list', op: 'vms_list', rows: 'vms',
-    columns: [['VMID', (v) => v.vmid], ['NAME', (v) => v.name], ['STATE', (v) => v.state], ['CPU', (v) => v.cpu_cores], ['MEMORY MB', (v) => v.memory_mb], ['DISK GB', (v) => v.disk_size_gb], ['IMAGE', (v) => v.image_id]],
+    kind: 'list',
+    op: 'vms_list',
+    rows: 'vms',
+    columns: [
+      ['VMID', (v) => v.vmid],
+      ['NAME', (v) => v.name],
+      ['STATE', (v) => v.state],
+      ['CPU', (v) => v.cpu_cores],
+      ['MEMORY MB', (v) => v.memory_mb],
+      ['DISK GB', (v) => v.disk_size_gb],
+      ['IMAGE', (v) => v.image_id],
+    ],
   },
   start: { kind: 'action', ops: ['vms_start'], id: 'id', done: 'started' },
   stop: { kind: 'action', ops: ['vms_stop'], id: 'id', done: 'stopped' },

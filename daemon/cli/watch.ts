@@ -34,7 +34,11 @@ class View {
   private readonly bar: cliProgress.SingleBar;
   private readonly tty: boolean;
 
-  constructor(private readonly taskId: string, private readonly out: NodeJS.WritableStream, private readonly err: NodeJS.WriteStream) {
+  constructor(
+    private readonly taskId: string,
+    private readonly out: NodeJS.WritableStream,
+    private readonly err: NodeJS.WriteStream,
+  ) {
     this.tty = Boolean(err.isTTY);
     this.bar = new cliProgress.SingleBar(
       { format: `${taskId} [{bar}] {percentage}% | {state}`, stream: err, noTTYOutput: !this.tty, notTTYSchedule: 1000, hideCursor: this.tty },
@@ -131,7 +135,10 @@ async function follow(client: AdminClient, taskId: string, view: View): Promise<
 /** Prints the log lines after the view's last one; false when they cannot be read. */
 async function printLogs(client: AdminClient, taskId: string, view: View, task: Task, peer: string): Promise<boolean> {
   for (;;) {
-    const logs = await client.request('GET', `${API_PREFIX}/tasks/${encodeURIComponent(taskId)}/logs?after_line=${view.afterLine}&limit=500${peer ? '&' + peer : ''}`);
+    const logs = await client.request(
+      'GET',
+      `${API_PREFIX}/tasks/${encodeURIComponent(taskId)}/logs?after_line=${view.afterLine}&limit=500${peer ? '&' + peer : ''}`,
+    );
     if (logs.status !== 200) return false;
     for (const l of logs.body.lines) view.line(l.line, l.time, l.text, task);
     if (logs.body.lines.length < 500) return true;

@@ -41,6 +41,7 @@ export function crossSiteProblem(req: IncomingMessage): string | undefined {
   const site = header(req, 'sec-fetch-site');
   if (site !== undefined && site !== 'same-origin') return `the console session is not accepted on a ${site} request`;
   const origin = header(req, 'origin');
-  if (origin !== undefined && origin.toLowerCase() !== ownOrigin(req)) return `the console session is not accepted from origin ${JSON.stringify(origin.slice(0, 200))}`;
+  if (origin !== undefined && origin.toLowerCase() !== ownOrigin(req))
+    return `the console session is not accepted from origin ${JSON.stringify(origin.slice(0, 200))}`;
   return undefined;
 }

@@ -27,8 +27,14 @@ export const CONSOLE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.u
  * connections only to it, never framed, forms post only here.
  */
 export const CONTENT_SECURITY_POLICY = [
-  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
-  "form-action 'self'", "base-uri 'none'", "frame-ancestors 'none'",
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
 ].join('; ');
 
 const PAGE_HEADERS: Record<string, string> = {
@@ -60,7 +66,10 @@ export interface ConsoleDeps {
   dir?: string;
 }
 
-interface StaticFile { body: Buffer; type: string }
+interface StaticFile {
+  body: Buffer;
+  type: string;
+}
 
 export class ConsoleRoutes {
   private readonly files = new Map<string, StaticFile>();
@@ -84,7 +93,12 @@ export class ConsoleRoutes {
     const problem = crossSiteProblem(req);
     if (problem) return forbidden(problem);
     const state = this.deps.sessions.check(secret);
-    if (typeof state !== 'number') return unauthorized(state === 'expired' ? 'the console session has expired; sign in again (hostctl console)' : 'no such console session (signed out, or the daemon restarted); sign in again (hostctl console)');
+    if (typeof state !== 'number')
+      return unauthorized(
+        state === 'expired'
+          ? 'the console session has expired; sign in again (hostctl console)'
+          : 'no such console session (signed out, or the daemon restarted); sign in again (hostctl console)',
+      );
     return { tokenId: ADMIN_TOKEN_ID, tokenName: OPERATOR, scopes: [...this.deps.scopes], transport: 'api', origin: this.deps.nodeId(), client: 'console' };
   }
 
@@ -129,17 +143,24 @@ export class ConsoleRoutes {
       const out = this.deps.sessions.redeem(link);
       if (typeof out === 'string') {
         this.deps.log.warn({ reason: out }, 'console sign-in refused');
-        throw unauthorized(out === 'expired'
-          ? 'this sign-in link has expired (links last 10 minutes); run hostctl console for a new one'
-          : 'this sign-in link was already used or was never made; run hostctl console for a new one');
+        throw unauthorized(
+          out === 'expired'
+            ? 'this sign-in link has expired (links last 10 minutes); run hostctl console for a new one'
+            : 'this sign-in link was already used or was never made; run hostctl console for a new one',
+        );
       }
       await this.deps.audit('Console sign-in with a one-time link', 'info');
       const maxAge = Math.max(0, Math.floor((out.expiresAt - Date.now()) / 1000));
-      sendJson(res, 200, { signed_in: true, kind: 'admin', expires_at: new Date(out.expiresAt).toISOString() }, {
-        ...PAGE_HEADERS,
-        'cache-control': 'no-store',
-        'set-cookie': cookie(req, out.secret, maxAge),
-      });
+      sendJson(
+        res,
+        200,
+        { signed_in: true, kind: 'admin', expires_at: new Date(out.expiresAt).toISOString() },
+        {
+          ...PAGE_HEADERS,
+          'cache-control': 'no-store',
+          'set-cookie': cookie(req, out.secret, maxAge),
+        },
+      );
     } catch (err) {
       this.fail(res, err);
     }
@@ -156,7 +177,12 @@ export class ConsoleRoutes {
       return;
     }
     const state = this.deps.sessions.check(sessionCookie(req)!);
-    sendJson(res, 200, { signed_in: true, kind: 'admin', expires_at: new Date(state as number).toISOString() }, { ...PAGE_HEADERS, 'cache-control': 'no-store' });
+    sendJson(
+      res,
+      200,
+      { signed_in: true, kind: 'admin', expires_at: new Date(state as number).toISOString() },
+      { ...PAGE_HEADERS, 'cache-control': 'no-store' },
+    );
   }
 
   private async signOut(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -33,7 +33,10 @@ export class ConsoleSessions {
   /** Open sessions: hash of the secret -> expiry (ms). */
   private readonly sessions = new Map<string, number>();
 
-  constructor(private readonly now: () => number = Date.now, private readonly ttl = { linkMs: LINK_TTL_MS, sessionMs: SESSION_TTL_MS }) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly ttl = { linkMs: LINK_TTL_MS, sessionMs: SESSION_TTL_MS },
+  ) {}
 
   /** A new sign-in link's secret (the only time it exists in clear) and its expiry. */
   createLink(): { secret: string; expiresAt: number } {

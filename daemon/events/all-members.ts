@@ -31,7 +31,14 @@ import type { Sink } from './subscription.js';
 import type { PublicEvent } from './types.js';
 
 /** Opens another member's stream for the caller (refusals as ApiErrors; 5xx when it cannot be reached); answers a function that closes it. */
-export type OpenMemberStream = (peerId: string, caller: Caller, args: Record<string, unknown>, lastEventId: string | undefined, requestId: string, sink: Sink) => Promise<() => void>;
+export type OpenMemberStream = (
+  peerId: string,
+  caller: Caller,
+  args: Record<string, unknown>,
+  lastEventId: string | undefined,
+  requestId: string,
+  sink: Sink,
+) => Promise<() => void>;
 
 export interface AllMembersDeps {
   events: EventService;
@@ -76,7 +83,8 @@ class AllMembersStream {
 
   constructor(
     private readonly deps: AllMembersDeps,
-    private readonly caller: Caller,readonly args: StreamArgs,
+    private readonly caller: Caller,
+    readonly args: StreamArgs,
     private readonly requestId: string,
     private readonly out: Sink,
   ) {
@@ -100,7 +108,9 @@ class AllMembersStream {
     const others = [...this.parts.values()].filter((p) => p.id !== this.selfId);
     // A member that neither answers nor fails (a silent network) does not hold the stream's opening: past the bound it is down, and retried.
     const openMs = this.deps.openTimeoutMs ?? 5000;
-    const results = await Promise.allSettled(others.map((p) => bounded(this.openOther(p), openMs, `member '${p.id}' did not open its stream within ${openMs} ms`)));
+    const results = await Promise.allSettled(
+      others.map((p) => bounded(this.openOther(p), openMs, `member '${p.id}' did not open its stream within ${openMs} ms`)),
+    );
     const refusal = results.findIndex((r) => r.status === 'rejected' && isRefusal(r.reason));
     if (refusal !== -1) {
       this.close();
@@ -234,7 +244,18 @@ class AllMembersStream {
   /** A message of this stream about a member (members.down / members.up), sent whatever the filters. */
   private notice(part: Part, type: 'members.down' | 'members.up', summary: string): void {
     const cursor = combined(this.parts);
-    const msg: PublicEvent = { cursor, seq: part.pos?.seq ?? 0, node_id: part.id, time: new Date().toISOString(), type, domain: 'members', resource: `peers/${part.id}`, actor: 'runtime', summary, data: { peer_id: part.id, stream: true } };
+    const msg: PublicEvent = {
+      cursor,
+      seq: part.pos?.seq ?? 0,
+      node_id: part.id,
+      time: new Date().toISOString(),
+      type,
+      domain: 'members',
+      resource: `peers/${part.id}`,
+      actor: 'runtime',
+      summary,
+      data: { peer_id: part.id, stream: true },
+    };
     this.out.send(JSON.stringify(msg), cursor);
   }
 
@@ -243,7 +264,18 @@ class AllMembersStream {
     if (this.finished) return;
     if (type) {
       const cursor = combined(this.parts);
-      const msg: PublicEvent = { cursor, seq: part.pos?.seq ?? 0, node_id: part.id, time: new Date().toISOString(), type, domain: 'events', resource: '', actor: '', summary, data: {} };
+      const msg: PublicEvent = {
+        cursor,
+        seq: part.pos?.seq ?? 0,
+        node_id: part.id,
+        time: new Date().toISOString(),
+        type,
+        domain: 'events',
+        resource: '',
+        actor: '',
+        summary,
+        data: {},
+      };
       this.out.send(JSON.stringify(msg), cursor);
     }
     this.close();
@@ -291,7 +323,14 @@ function isRefusal(err: unknown): err is ApiError {
  * it. Refusals (403 without a read scope, 400 for a bad filter or cursor,
  * 429, a member's refusal) come before anything is sent.
  */
-export async function openAllMembers(deps: AllMembersDeps, caller: Caller, args: StreamArgs, lastEventId: string | undefined, requestId: string, sink: Sink): Promise<() => void> {
+export async function openAllMembers(
+  deps: AllMembersDeps,
+  caller: Caller,
+  args: StreamArgs,
+  lastEventId: string | undefined,
+  requestId: string,
+  sink: Sink,
+): Promise<() => void> {
   requireSomeRead(caller);
   parseFilter(args);
   // Last-Event-ID is what a reconnecting EventSource sends on its own: the cursor argument wins when both are given.

@@ -69,9 +69,14 @@ export const MAX_TYPES = 32;
 export function parseFilter(args: { types?: string; resource?: string; task_id?: string }): EventFilter {
   const f: EventFilter = {};
   if (args.types !== undefined) {
-    const types = args.types.split(',').map((t) => t.trim()).filter(Boolean);
+    const types = args.types
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean);
     if (types.length > MAX_TYPES) throw badRequest(`argument 'types' names ${types.length} types; at most ${MAX_TYPES}`);
-    for (const t of types) if (!/^[a-z][a-z0-9_-]*(\.[a-z0-9_-]*)*$/.test(t)) throw badRequest(`argument 'types': '${t}' is not an event type or a family ending in '.' (e.g. 'vms.')`);
+    for (const t of types)
+      if (!/^[a-z][a-z0-9_-]*(\.[a-z0-9_-]*)*$/.test(t))
+        throw badRequest(`argument 'types': '${t}' is not an event type or a family ending in '.' (e.g. 'vms.')`);
     if (types.length) f.types = types;
   }
   if (args.resource !== undefined && args.resource !== '') f.resource = args.resource.replace(/\/+$/, '');

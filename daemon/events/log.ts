@@ -123,8 +123,16 @@ export class EventLog implements BatchParticipant<NewEvent | NewEvent[]> {
     while (this.next + list.length - 1 > this.mark) await this.reserve();
     const time = new Date(this.now()).toISOString();
     const recs: StoredEvent[] = list.map((e) => ({
-      seq: this.next++, node_id: this.nodeId, time: e.time ?? time, type: e.type, domain: e.domain,
-      resource: e.resource, actor: e.actor, summary: e.summary, data: e.data ?? {}, acl: e.acl,
+      seq: this.next++,
+      node_id: this.nodeId,
+      time: e.time ?? time,
+      type: e.type,
+      domain: e.domain,
+      resource: e.resource,
+      actor: e.actor,
+      summary: e.summary,
+      data: e.data ?? {},
+      acl: e.acl,
     }));
     for (const r of recs) this.inflight.set(r.seq, PENDING);
     // Reserve the next block before this one runs out, so that writers rarely wait for it.
@@ -180,7 +188,9 @@ export class EventLog implements BatchParticipant<NewEvent | NewEvent[]> {
     this.pruneSoon = ms === 0;
     this.pruneTimer = setTimeout(() => {
       this.pruneTimer = null;
-      void this.prune().catch(() => undefined).finally(() => this.schedulePrune(this.settings.pruneEveryMs));
+      void this.prune()
+        .catch(() => undefined)
+        .finally(() => this.schedulePrune(this.settings.pruneEveryMs));
     }, ms);
     this.pruneTimer.unref();
   }

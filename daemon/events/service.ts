@@ -36,14 +36,22 @@ export class EventService {
   private readonly open = new Map<string, Set<object>>();
   private readonly subs = new Set<Subscription>();
 
-  constructor(readonly log: EventLog, readonly settings: EventSettings) {}
+  constructor(
+    readonly log: EventLog,
+    readonly settings: EventSettings,
+  ) {}
 
   /** Where a cursor (or none: now for a stream, the oldest retained for a page) starts this member's reader. */
   start(cursor: string | undefined, fromNow: boolean, what = "argument 'cursor'"): Start {
     if (cursor === undefined || cursor === '') return { seq: fromNow ? this.log.head : Math.max(0, this.log.prunedThrough) };
     const c = decodeCursor(cursor, what);
     const mine = c[this.log.nodeId];
-    if (!mine) throw badRequest(`${what} is a cursor of ${Object.keys(c).map((n) => `'${n}'`).join(', ')}, not of this member ('${this.log.nodeId}'); pass peer_id to read that member`);
+    if (!mine)
+      throw badRequest(
+        `${what} is a cursor of ${Object.keys(c)
+          .map((n) => `'${n}'`)
+          .join(', ')}, not of this member ('${this.log.nodeId}'); pass peer_id to read that member`,
+      );
     if (mine.epoch !== this.log.epoch || mine.seq < this.log.prunedThrough) return { reset: true };
     return { seq: mine.seq };
   }
@@ -76,7 +84,10 @@ export class EventService {
   }
 
   private overLimit(caller: Caller, n: number): ApiError {
-    return new ApiError(429, `token '${caller.tokenName}' already holds ${n} open event streams, the limit (events.max_streams_per_token = ${this.settings.maxStreamsPerToken}); close one first`);
+    return new ApiError(
+      429,
+      `token '${caller.tokenName}' already holds ${n} open event streams, the limit (events.max_streams_per_token = ${this.settings.maxStreamsPerToken}); close one first`,
+    );
   }
 
   /**
@@ -92,7 +103,17 @@ export class EventService {
     const leave = this.admit(caller, token);
     if ('reset' in start) {
       leave();
-      sink.send(JSON.stringify(controlEvent(this.log, 'reset', this.log.head, 'the cursor is older than the events retained (or from a log that was wiped); list what you need and resume from this cursor')), cursorAt(this.log, this.log.head));
+      sink.send(
+        JSON.stringify(
+          controlEvent(
+            this.log,
+            'reset',
+            this.log.head,
+            'the cursor is older than the events retained (or from a log that was wiped); list what you need and resume from this cursor',
+          ),
+        ),
+        cursorAt(this.log, this.log.head),
+      );
       sink.end();
       return undefined;
     }
@@ -112,7 +133,17 @@ export class EventService {
     const start = this.start(args.cursor, false);
     if ('reset' in start) {
       const head = this.log.head;
-      return { events: [controlEvent(this.log, 'reset', head, 'the cursor is older than the events retained (or from a log that was wiped); list what you need and resume from this cursor')], next_cursor: cursorAt(this.log, head) };
+      return {
+        events: [
+          controlEvent(
+            this.log,
+            'reset',
+            head,
+            'the cursor is older than the events retained (or from a log that was wiped); list what you need and resume from this cursor',
+          ),
+        ],
+        next_cursor: cursorAt(this.log, head),
+      };
     }
     const first = await this.page(caller, filter, start.seq, limit);
     if (first.events.length || !args.timeout_seconds || first.position < this.log.head) return this.answer(first);

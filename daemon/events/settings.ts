@@ -55,7 +55,8 @@ export function parseEventSettings(raw: unknown, env: NodeJS.ProcessEnv): EventS
     const v = fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : given[f.key];
     if (v === undefined) continue;
     const what = fromEnv !== undefined && fromEnv !== '' ? f.env : `config: events.${f.key}`;
-    if (typeof v !== 'number' || !Number.isFinite(v) || (!f.fraction && !Number.isInteger(v)) || v < f.min) throw new Error(`${what} must be a ${f.fraction ? '' : 'whole '}number >= ${f.min}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || (!f.fraction && !Number.isInteger(v)) || v < f.min)
+      throw new Error(`${what} must be a ${f.fraction ? '' : 'whole '}number >= ${f.min}`);
     out[field] = v;
   }
   return out;

@@ -12,7 +12,10 @@ import type { NewEvent } from './types.js';
 
 function stateEvent(domain: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: StateEventOpts = {}): NewEvent {
   return {
-    type: `${domain}.state`, domain, resource, actor: opts.actor ?? OPERATOR,
+    type: `${domain}.state`,
+    domain,
+    resource,
+    actor: opts.actor ?? OPERATOR,
     summary: opts.summary ?? `${resource} is ${state}`,
     data: { ...data, state },
     acl: stateAcl(domain, opts.owner),
@@ -32,7 +35,9 @@ export function eventsPort(log: EventLog): Required<EventsPort> {
  * same batch as its change" (docs/events.md, "Guarantees").
  */
 export async function writeWithState(
-  port: EventsPort, store: Store, ops: BatchOp[],
+  port: EventsPort,
+  store: Store,
+  ops: BatchOp[],
   ev: { domain: string; resource: string; state: string; data?: Record<string, unknown> } & StateEventOpts,
 ): Promise<void> {
   const { domain, resource, state, data = {}, ...opts } = ev;

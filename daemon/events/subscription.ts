@@ -36,12 +36,34 @@ export function cursorAt(log: EventLog, seq: number): string {
 
 /** What a client receives: the stored event without who may read it, with its cursor. */
 export function publicEvent(log: EventLog, e: StoredEvent): PublicEvent {
-  return { cursor: cursorAt(log, e.seq), seq: e.seq, node_id: e.node_id, time: e.time, type: e.type, domain: e.domain, resource: e.resource, actor: e.actor, summary: e.summary, data: e.data };
+  return {
+    cursor: cursorAt(log, e.seq),
+    seq: e.seq,
+    node_id: e.node_id,
+    time: e.time,
+    type: e.type,
+    domain: e.domain,
+    resource: e.resource,
+    actor: e.actor,
+    summary: e.summary,
+    data: e.data,
+  };
 }
 
 /** A message that is not an event of the log: bookmark, reset, lagged, closed. */
 export function controlEvent(log: EventLog, type: 'bookmark' | 'reset' | 'lagged' | 'closed', seq: number, summary: string): PublicEvent {
-  return { cursor: cursorAt(log, seq), seq, node_id: log.nodeId, time: new Date().toISOString(), type, domain: 'events', resource: '', actor: '', summary, data: {} };
+  return {
+    cursor: cursorAt(log, seq),
+    seq,
+    node_id: log.nodeId,
+    time: new Date().toISOString(),
+    type,
+    domain: 'events',
+    resource: '',
+    actor: '',
+    summary,
+    data: {},
+  };
 }
 
 /** Serialised events, shared by every reader (a single member's cursor is the same for all). */
@@ -100,7 +122,11 @@ export class Subscription {
     if (this.behind) {
       // Served from the store, and not reading: past the bound it is told so, as a live reader would be.
       if (this.blocked && this.log.head - this.position > this.settings.queueEvents) {
-        this.finish('lagged', this.position, `this reader fell more than ${this.settings.queueEvents} events behind without reading; resume from its last cursor`);
+        this.finish(
+          'lagged',
+          this.position,
+          `this reader fell more than ${this.settings.queueEvents} events behind without reading; resume from its last cursor`,
+        );
       }
       return;
     }
@@ -113,7 +139,11 @@ export class Subscription {
     const size = textOf(this.log, e).length;
     if (this.queue.length >= this.settings.queueEvents || this.queuedBytes + size > this.settings.queueBytes) {
       if (this.blocked) {
-        this.finish('lagged', this.position, `this reader fell more than ${this.settings.queueEvents} events behind without reading; resume from its last cursor`);
+        this.finish(
+          'lagged',
+          this.position,
+          `this reader fell more than ${this.settings.queueEvents} events behind without reading; resume from its last cursor`,
+        );
         return;
       }
       // Read from the store from here on until caught up; nothing is held for this reader meanwhile.
@@ -153,7 +183,11 @@ export class Subscription {
           if (this.blocked) {
             // Still behind; how far is checked against the bound as events come.
             if (this.log.head - this.position > this.settings.queueEvents) {
-              this.finish('lagged', this.position, `this reader fell more than ${this.settings.queueEvents} events behind without reading; resume from its last cursor`);
+              this.finish(
+                'lagged',
+                this.position,
+                `this reader fell more than ${this.settings.queueEvents} events behind without reading; resume from its last cursor`,
+              );
               return;
             }
             continue;

@@ -23,10 +23,13 @@ export function nextSignal(emitter: EventEmitter, key: string): NextSignal {
   emitter.once(key, on);
   let timer: NodeJS.Timeout | undefined;
   return {
-    wait: (ms) => (fired ? Promise.resolve() : new Promise<void>((resolve) => {
-      wake = resolve;
-      timer = setTimeout(resolve, ms);
-    })),
+    wait: (ms) =>
+      fired
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            wake = resolve;
+            timer = setTimeout(resolve, ms);
+          }),
     cancel: () => {
       clearTimeout(timer);
       emitter.off(key, on);

@@ -143,10 +143,12 @@ export class FoldersContext {
   readonly searchLimit: number;
   readonly listLimit: number;
   /** Keys: `records` (names in the pools), `folder:<id>` and `connection:<id>` (one change at a time in a place). */
-  readonly lock = new KeyedLock(lockLabels({
-    folder: (id) => `folder '${id}'`,
-    connection: (id) => `location '${id}'`,
-  }));
+  readonly lock = new KeyedLock(
+    lockLabels({
+      folder: (id) => `folder '${id}'`,
+      connection: (id) => `location '${id}'`,
+    }),
+  );
   private readonly resolveConnection: (locationId: string) => Promise<string>;
 
   constructor(deps: FoldersDeps) {
@@ -314,7 +316,8 @@ export class FoldersContext {
       await this.fs.checkTree(at.place.root, at.look.real);
     } catch (err) {
       if (err instanceof FsProblem && err.kind === 'link-outside') throw badRequest(`cannot copy '${verbRel}': ${outside(under(at.rel, err.path))}`);
-      if (err instanceof FsProblem && err.kind === 'special') throw badRequest(`cannot copy '${verbRel}': '${under(at.rel, err.path)}' is not a file, folder or symlink`);
+      if (err instanceof FsProblem && err.kind === 'special')
+        throw badRequest(`cannot copy '${verbRel}': '${under(at.rel, err.path)}' is not a file, folder or symlink`);
       throw this.problem(err, at);
     }
   }

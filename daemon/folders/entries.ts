@@ -38,7 +38,11 @@ export async function moveEntry(c: FoldersContext, req: ArgsOf<'folders_entries_
   });
 }
 
-export async function deleteEntry(c: FoldersContext, req: ArgsOf<'folders_entries_delete'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_entries_delete'>> {
+export async function deleteEntry(
+  c: FoldersContext,
+  req: ArgsOf<'folders_entries_delete'>,
+  ctx: NoteSink = noNotes,
+): Promise<ResultOf<'folders_entries_delete'>> {
   const sel = c.selector(req.target, req.folder_id, 'folder_id');
   return c.lock.run([sel.key], async () => {
     const place = await sel.resolve();
@@ -85,7 +89,11 @@ async function removeTree(c: FoldersContext, place: Place, real: string): Promis
   );
 }
 
-export async function moveEntries(c: FoldersContext, req: ArgsOf<'folders_entries_batch_move'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_entries_batch_move'>> {
+export async function moveEntries(
+  c: FoldersContext,
+  req: ArgsOf<'folders_entries_batch_move'>,
+  ctx: NoteSink = noNotes,
+): Promise<ResultOf<'folders_entries_batch_move'>> {
   if (!Array.isArray(req.moves) || req.moves.length === 0) throw badRequest(`argument 'moves' must list at least one move`);
   // Only target.kind and target.id are used; target.path is ignored (moves are relative to the root).
   const sel = c.selector(req.target, req.folder_id, 'folder_id');

@@ -96,7 +96,11 @@ export async function deleteFolder(c: FoldersContext, req: ArgsOf<'folders_delet
       // forgotten and the directory kept as it is: nothing of another domain is deleted.
       await c.records.journal.commit(rec.folder_id, [c.records.delOp(rec.folder_id)]);
       c.records.applied(rec.folder_id, null);
-      ctx.note({ summary: `Forgot folder ${rec.name}; its directory ${rec.path} is kept (reserved name)`, target: rec.name, metadata: { folder_id: rec.folder_id, directory_kept: true } });
+      ctx.note({
+        summary: `Forgot folder ${rec.name}; its directory ${rec.path} is kept (reserved name)`,
+        target: rec.name,
+        metadata: { folder_id: rec.folder_id, directory_kept: true },
+      });
       return { folder: { ...rec }, deleted: true, directory_kept: true };
     }
     // The record's directory is always <pool>/<name>; refuse anything else rather than remove it.

@@ -10,7 +10,11 @@ import { FsProblem, type EntryInfo } from './driver.js';
 import { joinRel, validateName } from './names.js';
 import { entryOf, label, ref } from './views.js';
 
-export async function createSubfolder(c: FoldersContext, req: ArgsOf<'folders_subfolders_create'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_subfolders_create'>> {
+export async function createSubfolder(
+  c: FoldersContext,
+  req: ArgsOf<'folders_subfolders_create'>,
+  ctx: NoteSink = noNotes,
+): Promise<ResultOf<'folders_subfolders_create'>> {
   const name = validateName(req.name, 'name');
   const sel = c.selector(req.target, req.folder_id, 'folder_id');
   return c.lock.run([sel.key], async () => {
@@ -29,7 +33,11 @@ export async function createSubfolder(c: FoldersContext, req: ArgsOf<'folders_su
   });
 }
 
-export async function createSubfolders(c: FoldersContext, req: ArgsOf<'folders_subfolders_batch_create'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_subfolders_batch_create'>> {
+export async function createSubfolders(
+  c: FoldersContext,
+  req: ArgsOf<'folders_subfolders_batch_create'>,
+  ctx: NoteSink = noNotes,
+): Promise<ResultOf<'folders_subfolders_batch_create'>> {
   if (!Array.isArray(req.names) || req.names.length === 0) throw badRequest(`argument 'names' must list at least one name`);
   const names = req.names.map((n, i) => validateName(n, `names[${i}]`));
   const seen = new Set<string>();

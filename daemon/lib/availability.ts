@@ -80,14 +80,14 @@ export class ProbeCache<T> {
   get(opts: { fresh?: boolean } = {}): Promise<T> {
     if (!opts.fresh && this.kept && this.now() - this.kept.at < this.ttlMs) return Promise.resolve(this.kept.value);
     if (this.inFlight) return this.inFlight;
-    const p = this.probe().then(
-      (value) => {
+    const p = this.probe()
+      .then((value) => {
         this.kept = { at: this.now(), value };
         return value;
-      },
-    ).finally(() => {
-      if (this.inFlight === p) this.inFlight = null;
-    });
+      })
+      .finally(() => {
+        if (this.inFlight === p) this.inFlight = null;
+      });
     this.inFlight = p;
     return p;
   }

@@ -18,7 +18,9 @@ export function nextDocs(current: string, content: string, appendEntry: boolean,
   const entry = `## ${at}\n\n${content.replace(/\n+$/, '')}\n`;
   const next = !appendEntry ? content : current ? `${current.replace(/\n+$/, '')}\n\n${entry}` : entry;
   if (Buffer.byteLength(next) > MAX_DOCS_BYTES) {
-    throw badRequest(appendEntry ? 'the documentation would be over 1 MiB with this entry: replace it instead of appending' : "argument 'content' must be at most 1 MiB");
+    throw badRequest(
+      appendEntry ? 'the documentation would be over 1 MiB with this entry: replace it instead of appending' : "argument 'content' must be at most 1 MiB",
+    );
   }
   return next;
 }

@@ -62,9 +62,7 @@ export interface HostPathPolicy {
   private: Array<{ path: string; label: string }>;
 }
 
-export type HostPathVerdict =
-  | { ok: true; root: AllowedRoot }
-  | { ok: false; rule: 'outside' | 'internal' | 'holds-own' | 'private'; reason: string };
+export type HostPathVerdict = { ok: true; root: AllowedRoot } | { ok: false; rule: 'outside' | 'internal' | 'holds-own' | 'private'; reason: string };
 
 /** `p` is `dir` or below it (both normalised absolute paths). */
 export function isAtOrBelow(p: string, dir: string): boolean {

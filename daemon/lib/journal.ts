@@ -10,9 +10,7 @@
  */
 
 /** One write of an atomic batch; `sub` is the sublevel it goes to. */
-export type JournalOp =
-  | { type: 'put'; sub: any; key: string; value: unknown }
-  | { type: 'del'; sub: any; key: string };
+export type JournalOp = { type: 'put'; sub: any; key: string; value: unknown } | { type: 'del'; sub: any; key: string };
 
 export interface JournalDb {
   batch(ops: JournalOp[]): Promise<void>;
@@ -35,7 +33,10 @@ export interface IntentRun<T> {
 }
 
 export class IntentJournal<I> {
-  constructor(private readonly db: JournalDb, private readonly table: JournalTable<I>) {}
+  constructor(
+    private readonly db: JournalDb,
+    private readonly table: JournalTable<I>,
+  ) {}
 
   /** Records an intent; the work may start once this resolves. */
   begin(key: string, intent: I): Promise<void> {

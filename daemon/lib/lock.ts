@@ -109,7 +109,7 @@ export class KeyedLock {
 
   /** What holds `key` now (or is queued for it), if anything. */
   busy(key: string): string | undefined {
-    return this.tails.has(key) ? this.holders.get(key)?.what ?? 'another change' : undefined;
+    return this.tails.has(key) ? (this.holders.get(key)?.what ?? 'another change') : undefined;
   }
 
   /** The 409 for the first busy key, if any. */

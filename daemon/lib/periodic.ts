@@ -2,7 +2,10 @@
 export class Periodic {
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly job: () => Promise<unknown>, private readonly onError: (err: unknown) => void) {}
+  constructor(
+    private readonly job: () => Promise<unknown>,
+    private readonly onError: (err: unknown) => void,
+  ) {}
 
   start(intervalMs: number): void {
     if (this.timer) return;

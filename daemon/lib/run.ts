@@ -37,7 +37,14 @@ export interface RunResult {
 
 /** The program's failure: status 500 unless the caller maps it; `stderr` and `stdout` for parsers. */
 export class ProgramError extends ApiError {
-  constructor(message: string, readonly program: string, readonly code: number | null, readonly stderr: string, status = 500, readonly stdout = '') {
+  constructor(
+    message: string,
+    readonly program: string,
+    readonly code: number | null,
+    readonly stderr: string,
+    status = 500,
+    readonly stdout = '',
+  ) {
     super(status, message);
     this.name = 'ProgramError';
   }
@@ -76,14 +83,28 @@ export async function run(program: string, args: readonly string[], opts: RunOpt
     throw unavailable(`${program} is not installed${opts.install ? ` (install ${opts.install})` : ''}`);
   }
   if (r.isCanceled) throw new ProgramError(`${program} was cancelled`, program, null, stderr, 409);
-  if (r.timedOut) throw new ProgramError(`${program} did not finish within ${opts.timeoutMs ?? 60_000} ms${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`, program, null, stderr);
+  if (r.timedOut)
+    throw new ProgramError(
+      `${program} did not finish within ${opts.timeoutMs ?? 60_000} ms${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`,
+      program,
+      null,
+      stderr,
+    );
   const code = r.exitCode ?? -1;
-  if (r.signal && r.exitCode === undefined) throw new ProgramError(`${program} was killed by ${r.signal}${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`, program, null, stderr);
+  if (r.signal && r.exitCode === undefined)
+    throw new ProgramError(`${program} was killed by ${r.signal}${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`, program, null, stderr);
   const stdoutBytes = opts.binary ? Buffer.from(r.stdout as unknown as Uint8Array) : undefined;
   const stdout = opts.binary ? '' : (r.stdout as string);
   if (!okCodes.includes(code)) {
     const detail = stderrTail(stderr) || stderrTail(stdout);
-    throw new ProgramError(`${program} ${args[0] ?? ''} failed (exit ${code})${detail ? `: ${detail}` : ''}`.replace(/ {2,}/g, ' '), program, code, stderr, 500, stdout);
+    throw new ProgramError(
+      `${program} ${args[0] ?? ''} failed (exit ${code})${detail ? `: ${detail}` : ''}`.replace(/ {2,}/g, ' '),
+      program,
+      code,
+      stderr,
+      500,
+      stdout,
+    );
   }
   return { code, stdout, stderr, stdoutBytes };
 }

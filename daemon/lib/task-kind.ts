@@ -20,4 +20,3 @@ export function taskKindProblem(kind: string, domains: readonly string[]): strin
   if (!domains.includes(m[1])) return `task kind '${kind}' names '${m[1]}', which is not a registry domain (${domains.join(', ')})`;
   return null;
 }
-

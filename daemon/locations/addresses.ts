@@ -33,7 +33,8 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 const CONTROLS = /[\u0000-\u001f\u007f]/g;
 
 /** What share, user and domain names may be, for messages. */
-export const nameRule = (max: number) => `1-${max} characters without \\ / : * ? " < > | [ ] + ; = , % @ or control characters, not starting with '-' and without a space at either end`;
+export const nameRule = (max: number) =>
+  `1-${max} characters without \\ / : * ? " < > | [ ] + ; = , % @ or control characters, not starting with '-' and without a space at either end`;
 
 /** Why `name` cannot be a share, user or domain name (`it holds ','`), or null. Never quotes the name: the caller decides. */
 function nameProblem(name: string, max: number): string | null {
@@ -77,7 +78,8 @@ export function refusal(r: { name: string; host: string; share: string; user: st
 
 /** `//host/share` or `host/share` (one trailing '/' tolerated); 400 naming `remote` otherwise. */
 export function parseRemote(input: unknown, arg = 'remote'): Remote {
-  if (typeof input !== 'string' || input.trim() === '') throw badRequest(`argument '${arg}' must be a share address of the form //<host>/<share> or <host>/<share>`);
+  if (typeof input !== 'string' || input.trim() === '')
+    throw badRequest(`argument '${arg}' must be a share address of the form //<host>/<share> or <host>/<share>`);
   let s = input.trim();
   if (s.startsWith('\\\\')) s = '//' + s.slice(2).replace(/\\/g, '/');
   if (s.startsWith('smb://')) s = s.slice('smb:'.length);

@@ -83,10 +83,22 @@ export const locationsDomain = defineDomain({
   async open(deps) {
     const settings = parseSettings(deps.settings);
     const driver = new SmbDriver(settings.mountRoute);
-    const c = await startLocations({ store: deps.store, driver, secrets: deps.secrets, log: deps.log, settings, dataDir: deps.config.dataDir, env: deps.env, events: deps.events });
+    const c = await startLocations({
+      store: deps.store,
+      driver,
+      secrets: deps.secrets,
+      log: deps.log,
+      settings,
+      dataDir: deps.config.dataDir,
+      env: deps.env,
+      events: deps.events,
+    });
     const status = await driver.status();
     deps.log.info({ mount_route: status.mount_route, reason: status.route_reason }, 'locations: mount route');
-    const monitor = new Periodic(() => monitorPass(c), (err) => deps.log.warn({ err }, 'locations: monitor failed'));
+    const monitor = new Periodic(
+      () => monitorPass(c),
+      (err) => deps.log.warn({ err }, 'locations: monitor failed'),
+    );
     // Mounts come back in the background: a share that is slow to answer must not hold up the start.
     void restoreMounts(c).finally(() => monitor.start(settings.checkIntervalMs));
     return {

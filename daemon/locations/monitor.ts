@@ -12,14 +12,22 @@ import { reportState } from './state-events.js';
 
 /** Brings every wanted location back and unmounts every unwanted one; runs in the background after a start. */
 export async function restoreMounts(c: LocationsContext): Promise<void> {
-  await Promise.all([...c.cache.values()].map((r) => reconcile(c, r.location_id, true).catch((err) => c.log.warn({ err, location_id: r.location_id }, 'locations: restore failed'))));
+  await Promise.all(
+    [...c.cache.values()].map((r) =>
+      reconcile(c, r.location_id, true).catch((err) => c.log.warn({ err, location_id: r.location_id }, 'locations: restore failed')),
+    ),
+  );
 }
 
 /** One pass of the monitor: settle what recovery left pending, check mounted ones, retry wanted ones that are not mounted. */
 export async function monitorPass(c: LocationsContext): Promise<void> {
   if (c.closed) return;
   await c.recovery.retry();
-  await Promise.all([...c.cache.values()].map((r) => reconcile(c, r.location_id, false).catch((err) => c.log.warn({ err, location_id: r.location_id }, 'locations: check failed'))));
+  await Promise.all(
+    [...c.cache.values()].map((r) =>
+      reconcile(c, r.location_id, false).catch((err) => c.log.warn({ err, location_id: r.location_id }, 'locations: check failed')),
+    ),
+  );
 }
 
 /** Re-reads the state of a mounted location now and then (GET): a lost share shows as unmounted. */
@@ -51,11 +59,7 @@ async function checkMounted(c: LocationsContext, id: string): Promise<void> {
 async function reconcile(c: LocationsContext, id: string, atStart: boolean): Promise<void> {
   const key = c.key(id);
   if (c.lock.busy(key) || c.closed) return;
-  await c.lock.run(
-    [key],
-    () => reconcileLocked(c, id, atStart).finally(() => reportState(c, id)),
-    HEALTH,
-  );
+  await c.lock.run([key], () => reconcileLocked(c, id, atStart).finally(() => reportState(c, id)), HEALTH);
 }
 
 async function reconcileLocked(c: LocationsContext, id: string, atStart: boolean): Promise<void> {

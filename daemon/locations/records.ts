@@ -41,10 +41,7 @@ export interface LocationRecord {
  *   a lost share, a remount); recovery sets the record to what the mount
  *   table shows, with `wanted` as the intent says.
  */
-export type Intent =
-  | { op: 'create'; rec: LocationRecord }
-  | { op: 'delete'; rec: LocationRecord }
-  | { op: 'sync'; id: string; wanted: boolean };
+export type Intent = { op: 'create'; rec: LocationRecord } | { op: 'delete'; rec: LocationRecord } | { op: 'sync'; id: string; wanted: boolean };
 
 export class LocationRecords {
   readonly records: Sub<LocationRecord>;

@@ -38,7 +38,7 @@ export async function settle(c: LocationsContext, key: string, intent: Intent): 
       if (!rec) return [];
       if (!intent.wanted) await unmount(c, rec);
       const present = await c.driver.mounted(rec.mount_dir);
-      const next: LocationRecord = { ...rec, wanted: intent.wanted, mounted: present, mounted_at: present ? rec.mounted_at ?? now() : null };
+      const next: LocationRecord = { ...rec, wanted: intent.wanted, mounted: present, mounted_at: present ? (rec.mounted_at ?? now()) : null };
       c.cache.set(rec.location_id, next);
       return [c.records.put(next)];
     }

@@ -35,7 +35,8 @@ export async function get(c: LocationsContext, id: string): Promise<ResultOf<'lo
 export async function create(c: LocationsContext, args: ArgsOf<'locations_create'>, ctx: CallSink = noop): Promise<ResultOf<'locations_create'>> {
   const name = args.name;
   const remote = parseRemote(args.remote);
-  if (args.type !== undefined && args.type !== 'smb') throw badRequest(`argument 'type' must be 'smb' (the only type mounted), not '${String(args.type).slice(0, 40)}'`);
+  if (args.type !== undefined && args.type !== 'smb')
+    throw badRequest(`argument 'type' must be 'smb' (the only type mounted), not '${String(args.type).slice(0, 40)}'`);
   const creds = parseCredentials(args.username, args.password);
   const route = await mountRoute(c);
   await c.lock.run(['names'], async () => {
@@ -84,7 +85,11 @@ export async function create(c: LocationsContext, args: ArgsOf<'locations_create
     c.cache.set(id, done);
     c.lastCheck.set(id, Date.now());
     await reportState(c, id, actorOf(ctx));
-    ctx.note({ summary: `Connected location ${name} (${remoteText(remote)}) through ${route}`, target: name, metadata: { location_id: id, remote: remoteText(remote), mount_route: route } });
+    ctx.note({
+      summary: `Connected location ${name} (${remoteText(remote)}) through ${route}`,
+      target: name,
+      metadata: { location_id: id, remote: remoteText(remote), mount_route: route },
+    });
     return { location: view(c, done) };
   } finally {
     c.creating.delete(name);
@@ -121,7 +126,8 @@ export async function mountDir(c: LocationsContext, id: string): Promise<string>
     throw conflict(`location '${rec.name}' is not mounted${rec.last_error ? `: ${rec.last_error}` : ''}`);
   }
   // The record can lag behind the mount table (an unmount by hand, a helper killed): never hand out a bare directory.
-  if (!(await c.driver.mounted(rec.mount_dir))) throw conflict(`location '${rec.name}' is not mounted: its mount is gone (hostd will check it and mount it again)`);
+  if (!(await c.driver.mounted(rec.mount_dir)))
+    throw conflict(`location '${rec.name}' is not mounted: its mount is gone (hostd will check it and mount it again)`);
   return c.shareRoot(rec);
 }
 

@@ -90,7 +90,8 @@ export class Containers {
         changed.push('memory_mb');
       }
       if (a.nesting !== undefined && a.nesting !== cur.nesting) {
-        if (a.nesting && cur.privileged && !this.ctx.settings.allowPrivileged) throw privilegedRefused(`argument 'nesting' in privileged container ${cur.lxcid}`);
+        if (a.nesting && cur.privileged && !this.ctx.settings.allowPrivileged)
+          throw privilegedRefused(`argument 'nesting' in privileged container ${cur.lxcid}`);
         rec.nesting = a.nesting;
         changed.push('nesting');
       }
@@ -140,9 +141,14 @@ export class Containers {
       if (st !== 'stopped') throw conflict(`container ${lxcid} is ${st}; stop it first`);
       const p = this.ctx.paths(rec);
       const confDir = this.ctx.driver.tools.confDir(lxcNameOf(lxcid));
-      await this.ctx.records.journal.run(`delete:${lxcid}`, { op: 'delete', lxcid, dir: p.dir, confDir, zfs_dataset: rec.zfs_dataset }, async () => {
-        await this.ctx.removeContainerFiles(p.dir, lxcid, rec.zfs_dataset);
-      }, { commit: () => this.ctx.records.delOps(lxcid) });
+      await this.ctx.records.journal.run(
+        `delete:${lxcid}`,
+        { op: 'delete', lxcid, dir: p.dir, confDir, zfs_dataset: rec.zfs_dataset },
+        async () => {
+          await this.ctx.removeContainerFiles(p.dir, lxcid, rec.zfs_dataset);
+        },
+        { commit: () => this.ctx.records.delOps(lxcid) },
+      );
       ctx.note({ summary: `Deleted container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
       await this.ctx.states.changed(lxcid, 'deleted', actorOf(ctx));
       return { deleted: true as const, lxcid, name: rec.name };

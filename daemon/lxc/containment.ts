@@ -43,7 +43,10 @@ export async function mountPolicy(src: PolicySources): Promise<HostPathPolicy> {
     ...src.mountRoots.map((r) => ({ path: r, label: 'lxc.mount_roots' })),
   ]);
   const poolRoots = (await realRoots(src.pools.map((p) => ({ path: p.path })))).map((r) => r.path);
-  const priv = await realRoots([{ path: src.dataDir, label: 'data directory' }, { path: src.lxcPath, label: 'LXC path (lxc.lxc_path)' }]);
+  const priv = await realRoots([
+    { path: src.dataDir, label: 'data directory' },
+    { path: src.lxcPath, label: 'LXC path (lxc.lxc_path)' },
+  ]);
   return { allowed, poolRoots, private: priv };
 }
 
@@ -63,7 +66,8 @@ export async function checkNewMounts(list: readonly MountPoint[], policy: HostPa
   const seen = new Set<string>();
   for (const [i, m] of list.entries()) {
     const arg = `mount_points[${i}].host_path`;
-    if (!path.isAbsolute(m.host_path) || /[\u0000-\u001f\u007f]/u.test(m.host_path)) throw badRequest(`argument '${arg}' must be an absolute host path without control characters`);
+    if (!path.isAbsolute(m.host_path) || /[\u0000-\u001f\u007f]/u.test(m.host_path))
+      throw badRequest(`argument '${arg}' must be an absolute host path without control characters`);
     const real = await resolveReal(m.host_path);
     if (real === null) throw badRequest(`argument '${arg}' does not exist on the host`);
     const v = judgeHostPath(real, policy);
@@ -89,7 +93,8 @@ export async function mountViolation(m: MountPoint, policy: HostPathPolicy): Pro
 export function judgeMount(m: MountPoint, real: string | null, problem: string | null, policy: HostPathPolicy): string | null {
   if (real === null) return `mount point ${m.container_path}: its host path ${m.host_path} no longer exists`;
   // Stored real at create: a different real path now means a component was renamed or replaced by a symlink.
-  if (real !== m.host_path) return `mount point ${m.container_path}: its host path ${m.host_path} now resolves elsewhere (a component was replaced by a symlink)`;
+  if (real !== m.host_path)
+    return `mount point ${m.container_path}: its host path ${m.host_path} now resolves elsewhere (a component was replaced by a symlink)`;
   const v = judgeHostPath(real, policy);
   if (!v.ok) return `mount point ${m.container_path}: its host path ${m.host_path} ${v.reason}`;
   return problem ? `mount point ${m.container_path}: its host path ${m.host_path} ${problem}` : null;
@@ -99,7 +104,10 @@ export function judgeMount(m: MountPoint, real: string | null, problem: string |
 export async function violations(rec: ContainerRecord, policy: HostPathPolicy | null, allowPrivileged: boolean): Promise<Violation[]> {
   const out: Violation[] = [];
   if (rec.privileged && !allowPrivileged) {
-    out.push({ rule: 'lxc.allow_privileged', message: `container ${rec.lxcid} is privileged and ${PRIVILEGED_SETTING} is false (a privileged container is root on the host)` });
+    out.push({
+      rule: 'lxc.allow_privileged',
+      message: `container ${rec.lxcid} is privileged and ${PRIVILEGED_SETTING} is false (a privileged container is root on the host)`,
+    });
   }
   if (policy) {
     for (const m of rec.mount_points) {

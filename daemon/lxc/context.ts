@@ -64,14 +64,16 @@ export class LxcContext {
    * (an image's delete, move, download, capture), `name:<lowercase name>` (a
    * name being taken), `docs:<lxcid>`, `lxcid-alloc`.
    */
-  readonly lock = new KeyedLock(lockLabels({
-    ct: (id) => `container ${id}`,
-    img: (rest) => {
-      const i = rest.indexOf(':');
-      return `image '${rest.slice(i + 1)}' on storage '${rest.slice(0, i)}'`;
-    },
-    name: (n) => `the name '${n}'`,
-  }));
+  readonly lock = new KeyedLock(
+    lockLabels({
+      ct: (id) => `container ${id}`,
+      img: (rest) => {
+        const i = rest.indexOf(':');
+        return `image '${rest.slice(i + 1)}' on storage '${rest.slice(0, i)}'`;
+      },
+      name: (n) => `the name '${n}'`,
+    }),
+  );
   /** The crash tests' pause (`HOSTD_TEST_PAUSE_AT=lxc.<step>`). */
   readonly pause: PauseHook;
   /** The race tests' hold (`HOSTD_TEST_HOLD_AT=lxc.<step>`). */
@@ -140,7 +142,7 @@ export class LxcContext {
   }
 
   effectiveBridge(net: NetworkSettings): string | null {
-    return net.type === 'bridged' ? net.bridge ?? this.settings.defaultBridge : null;
+    return net.type === 'bridged' ? (net.bridge ?? this.settings.defaultBridge) : null;
   }
 
   /** Fast state for lists: cgroup files, and 'stopped' when they say nothing. */
@@ -173,7 +175,13 @@ export class LxcContext {
 
   /** The host-path policy for mount points as it is now (folders come and go). */
   mountPolicy() {
-    return mountPolicy({ folders: this.folders(), mountRoots: this.settings.mountRoots, pools: this.pools, dataDir: this.dataDir, lxcPath: this.settings.lxcPath });
+    return mountPolicy({
+      folders: this.folders(),
+      mountRoots: this.settings.mountRoots,
+      pools: this.pools,
+      dataDir: this.dataDir,
+      lxcPath: this.settings.lxcPath,
+    });
   }
 
   /** The rules the record breaks now (privileged while off, mounts outside the allowed roots). */

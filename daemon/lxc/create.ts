@@ -56,13 +56,21 @@ export class Create {
     if (!privileged) await c.require([IDMAP]);
     const idmap = privileged ? null : (await c.driver.host()).idrange;
     const disk = a.disk_size_bytes || image.meta.disk_size_bytes || 0;
-    if (disk > 0 && disk < LXC_MIN_DISK_BYTES) throw badRequest(`image '${a.template}' asks for a disk limit of ${disk} bytes, below the smallest (${LXC_MIN_DISK_BYTES}, 32 MiB): give disk_size_bytes`);
+    if (disk > 0 && disk < LXC_MIN_DISK_BYTES)
+      throw badRequest(
+        `image '${a.template}' asks for a disk limit of ${disk} bytes, below the smallest (${LXC_MIN_DISK_BYTES}, 32 MiB): give disk_size_bytes`,
+      );
     const linked = a.linked_clone ?? false;
     if (linked) {
       if (!(await c.driver.storage.isZfs(pool.path))) {
-        throw badRequest(`argument 'linked_clone' needs a ZFS pool: storage '${pool.id}' is not on ZFS (a linked clone is a ZFS clone of the image's base dataset)`);
+        throw badRequest(
+          `argument 'linked_clone' needs a ZFS pool: storage '${pool.id}' is not on ZFS (a linked clone is a ZFS clone of the image's base dataset)`,
+        );
       }
-      if (image.storage_id !== pool.id) throw badRequest(`argument 'linked_clone' needs the image on the same ZFS pool: image '${a.template}' is on storage '${image.storage_id}', the rootfs would be on '${pool.id}'`);
+      if (image.storage_id !== pool.id)
+        throw badRequest(
+          `argument 'linked_clone' needs the image on the same ZFS pool: image '${a.template}' is on storage '${image.storage_id}', the rootfs would be on '${pool.id}'`,
+        );
       await c.require(['zfs']);
     } else if (disk > 0) {
       await c.require(NEEDS.disk);
@@ -84,26 +92,48 @@ export class Create {
         return await c.lock.exclusive([`ct:${lxcid}`], 'create', async () => {
           const t = c.now();
           const rec: ContainerRecord = {
-            lxcid, name: a.name, template: a.template, template_storage_id: image.storage_id, storage_id: pool.id,
+            lxcid,
+            name: a.name,
+            template: a.template,
+            template_storage_id: image.storage_id,
+            storage_id: pool.id,
             rootfs_kind: linked ? 'zfs' : disk > 0 ? 'loop' : 'dir',
             cpu_cores: a.cpu_cores || image.meta.min_cpu_cores || c.settings.defaultCpuCores,
             memory_mb: a.memory_mb || image.meta.min_memory_mb || c.settings.defaultMemoryMb,
-            disk_size_bytes: disk, privileged, idmap, nesting: a.nesting ?? false, environment, network: net,
-            autostart: a.autostart ?? false, mount_points: mounts, linked_clone: linked, rootfs_sync_pending: false,
-            created_at: t, updated_at: t,
+            disk_size_bytes: disk,
+            privileged,
+            idmap,
+            nesting: a.nesting ?? false,
+            environment,
+            network: net,
+            autostart: a.autostart ?? false,
+            mount_points: mounts,
+            linked_clone: linked,
+            rootfs_sync_pending: false,
+            created_at: t,
+            updated_at: t,
           };
           const p = c.driver.storage.containerPaths(pool.path, lxcid);
           const confDir = c.driver.tools.confDir(lxcNameOf(lxcid));
           if (linked) rec.zfs_dataset = `${await c.driver.zfs.datasetOf(pool.path)}/hostd-lxc/containers/${lxcid}`;
-          await c.records.journal.run(`create:${lxcid}`, { op: 'create', lxcid, dir: p.dir, confDir, zfs_dataset: rec.zfs_dataset }, async () => {
-            await this.buildRootfs(rec, image, pool, a.seed_data);
-            await c.writeConfig(rec);
-            await c.pause('create.before_commit');
-          }, {
-            commit: () => [c.records.putOp(rec)],
-            rollback: async () => c.removeContainerFiles(p.dir, lxcid, rec.zfs_dataset),
+          await c.records.journal.run(
+            `create:${lxcid}`,
+            { op: 'create', lxcid, dir: p.dir, confDir, zfs_dataset: rec.zfs_dataset },
+            async () => {
+              await this.buildRootfs(rec, image, pool, a.seed_data);
+              await c.writeConfig(rec);
+              await c.pause('create.before_commit');
+            },
+            {
+              commit: () => [c.records.putOp(rec)],
+              rollback: async () => c.removeContainerFiles(p.dir, lxcid, rec.zfs_dataset),
+            },
+          );
+          ctx.note({
+            summary: `Created container ${lxcid} '${a.name}' from image '${a.template}'`,
+            target: `lxc/${lxcid}`,
+            metadata: { lxcid, template: a.template, storage_id: pool.id, privileged },
           });
-          ctx.note({ summary: `Created container ${lxcid} '${a.name}' from image '${a.template}'`, target: `lxc/${lxcid}`, metadata: { lxcid, template: a.template, storage_id: pool.id, privileged } });
           await c.states.changed(lxcid, 'created', actorOf(ctx));
           return { container: c.view(rec, 'stopped') };
         });
@@ -133,24 +163,39 @@ export class Create {
           const np = c.driver.storage.containerPaths(pool.path, lxcid);
           const t = c.now();
           const rec: ContainerRecord = {
-            ...structuredClone(src), lxcid, name: a.name, created_at: t, updated_at: t,
+            ...structuredClone(src),
+            lxcid,
+            name: a.name,
+            created_at: t,
+            updated_at: t,
             // A ZFS clone's copy is a full copy: it no longer depends on the image.
-            rootfs_kind: src.rootfs_kind === 'zfs' ? 'dir' : src.rootfs_kind, zfs_dataset: undefined, linked_clone: false,
+            rootfs_kind: src.rootfs_kind === 'zfs' ? 'dir' : src.rootfs_kind,
+            zfs_dataset: undefined,
+            linked_clone: false,
             network: { ...src.network, ip_address: null, hwaddr: randomHwaddr(crypto.randomBytes(3)) },
             rootfs_sync_pending: true,
           };
           const confDir = c.driver.tools.confDir(lxcNameOf(lxcid));
-          await c.records.journal.run(`create:${lxcid}`, { op: 'create', lxcid, dir: np.dir, confDir }, async () => {
-            await c.driver.storage.makeContainerDir(np.dir);
-            if (src.rootfs_kind === 'loop') await c.driver.storage.copy(sp.img, np.img);
-            else await c.driver.storage.copy(sp.rootfs, np.rootfs);
-            await c.writeConfig(rec);
-            await c.pause('clone.before_commit');
-          }, {
-            commit: () => [c.records.putOp(rec)],
-            rollback: async () => c.removeContainerFiles(np.dir, lxcid),
+          await c.records.journal.run(
+            `create:${lxcid}`,
+            { op: 'create', lxcid, dir: np.dir, confDir },
+            async () => {
+              await c.driver.storage.makeContainerDir(np.dir);
+              if (src.rootfs_kind === 'loop') await c.driver.storage.copy(sp.img, np.img);
+              else await c.driver.storage.copy(sp.rootfs, np.rootfs);
+              await c.writeConfig(rec);
+              await c.pause('clone.before_commit');
+            },
+            {
+              commit: () => [c.records.putOp(rec)],
+              rollback: async () => c.removeContainerFiles(np.dir, lxcid),
+            },
+          );
+          ctx.note({
+            summary: `Cloned container ${src.lxcid} '${src.name}' to ${lxcid} '${a.name}'`,
+            target: `lxc/${lxcid}`,
+            metadata: { source_lxcid: src.lxcid, lxcid },
           });
-          ctx.note({ summary: `Cloned container ${src.lxcid} '${src.name}' to ${lxcid} '${a.name}'`, target: `lxc/${lxcid}`, metadata: { source_lxcid: src.lxcid, lxcid } });
           await c.states.changed(lxcid, 'created', actorOf(ctx));
           return { container: c.view(rec, 'stopped') };
         } finally {

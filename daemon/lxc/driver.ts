@@ -224,10 +224,21 @@ export interface ImageFiles {
   /** The URL of an entry's tarball; 503 when the index names a file outside the server. */
   fileUrl(server: string, entry: CatalogEntry): string;
   /** Downloads into `dest`, checking size and SHA-256; the tarball's compression. */
-  download(url: string, dest: string, want: { sha256: string; size: number }, signal: AbortSignal, progress: (bytes: number, total: number) => void): Promise<Compression>;
+  download(
+    url: string,
+    dest: string,
+    want: { sha256: string; size: number },
+    signal: AbortSignal,
+    progress: (bytes: number, total: number) => void,
+  ): Promise<Compression>;
   /** 400 unless `src` is a regular file hostd can read (before an import starts). */
   checkSource(src: string): Promise<void>;
-  importFile(src: string, workDir: string, signal: AbortSignal, progress: (bytes: number, total: number) => void): Promise<Pick<ImageMeta, 'file' | 'compression' | 'size_bytes' | 'sha256'>>;
+  importFile(
+    src: string,
+    workDir: string,
+    signal: AbortSignal,
+    progress: (bytes: number, total: number) => void,
+  ): Promise<Pick<ImageMeta, 'file' | 'compression' | 'size_bytes' | 'sha256'>>;
   digest(file: string): Promise<{ sha256: string; size_bytes: number }>;
 }
 

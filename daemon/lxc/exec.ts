@@ -34,7 +34,9 @@ export class Exec {
     const timeout = Math.min((a.timeout_seconds || 60) * 1000, LONGEST_TIMER_MS);
     const r = await c.driver.tools.exec(name, a.command, timeout);
     ctx.note({
-      summary: r.timed_out ? `Command in container ${a.id} '${rec.name}' killed at its ${Math.round(timeout / 1000)} s deadline` : `Ran a command in container ${a.id} '${rec.name}' (exit ${r.exit_code})`,
+      summary: r.timed_out
+        ? `Command in container ${a.id} '${rec.name}' killed at its ${Math.round(timeout / 1000)} s deadline`
+        : `Ran a command in container ${a.id} '${rec.name}' (exit ${r.exit_code})`,
       target: `lxc/${a.id}`,
       metadata: { exit_code: r.exit_code, timed_out: r.timed_out, truncated: r.truncated, duration_ms: r.duration_ms },
     });

@@ -61,9 +61,7 @@ export function networkdFile(net: NetworkSettings): string | null {
 }
 
 export function hostsFile(existing: string | null, hostname: string): string {
-  const keep = (existing ?? '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n')
-    .split('\n')
-    .filter((l) => !/^127\.0\.1\.1\s/.test(l));
+  const keep = (existing ?? '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n').split('\n').filter((l) => !/^127\.0\.1\.1\s/.test(l));
   while (keep.length && keep[keep.length - 1] === '') keep.pop();
   return [...keep, `127.0.1.1\t${hostname}`].join('\n') + '\n';
 }

@@ -30,22 +30,34 @@ export const imageKey = (storageId: string, imageId: string) => `img:${storageId
  * Fills a work dir in the pool (through `fill`), writes image.json and
  * renames it into place; the intent lets recovery remove a half-filled one.
  */
-export async function stageImage(c: LxcContext, pool: PoolConfig, id: string, t: TaskHandle, fill: (work: string) => Promise<ImageMeta>, pauseStep: string): Promise<{ image_id: string; storage_id: string }> {
+export async function stageImage(
+  c: LxcContext,
+  pool: PoolConfig,
+  id: string,
+  t: TaskHandle,
+  fill: (work: string) => Promise<ImageMeta>,
+  pauseStep: string,
+): Promise<{ image_id: string; storage_id: string }> {
   const s = c.driver.storage;
   await s.preparePool(pool.path);
   const work = await s.makeTmp(pool.path);
   const final = c.driver.images.dirOf(pool, id);
-  await c.records.journal.run(`image:${pool.id}:${id}`, { op: 'image', tmp: work, final }, async () => {
-    const meta = await fill(work);
-    await c.driver.images.writeMeta(work, meta);
-    await c.pause(pauseStep);
-    try {
-      await c.driver.images.install(work, pool, id);
-    } catch (err) {
-      if (errnoCode(err) === 'EEXIST' || errnoCode(err) === 'ENOTEMPTY') throw conflict(`image '${id}' appeared on storage '${pool.id}' meanwhile`);
-      throw err;
-    }
-  }, { commit: () => [], rollback: async () => s.remove(work) });
+  await c.records.journal.run(
+    `image:${pool.id}:${id}`,
+    { op: 'image', tmp: work, final },
+    async () => {
+      const meta = await fill(work);
+      await c.driver.images.writeMeta(work, meta);
+      await c.pause(pauseStep);
+      try {
+        await c.driver.images.install(work, pool, id);
+      } catch (err) {
+        if (errnoCode(err) === 'EEXIST' || errnoCode(err) === 'ENOTEMPTY') throw conflict(`image '${id}' appeared on storage '${pool.id}' meanwhile`);
+        throw err;
+      }
+    },
+    { commit: () => [], rollback: async () => s.remove(work) },
+  );
   t.progress(100);
   t.log(`image ${id} is on storage ${pool.id}`);
   return { image_id: id, storage_id: pool.id };
@@ -79,8 +91,16 @@ export class Images {
     return {
       server,
       images: entries.map((e) => ({
-        image_id: e.image_id, product: e.product, os: e.os, release: e.release, arch: e.arch, variant: e.variant, version: e.version,
-        aliases: e.aliases, size_bytes: e.size_bytes, sha256: e.sha256,
+        image_id: e.image_id,
+        product: e.product,
+        os: e.os,
+        release: e.release,
+        arch: e.arch,
+        variant: e.variant,
+        version: e.version,
+        aliases: e.aliases,
+        size_bytes: e.size_bytes,
+        sha256: e.sha256,
         cached_on: cached.filter((c) => c.meta.image_id === e.image_id).map((c) => c.storage_id),
       })),
     };
@@ -96,19 +116,52 @@ export class Images {
     if (!entry) throw notFound(`image '${id}' is not in the catalog of ${server}`);
     if (await c.driver.images.get(pool, id)) throw conflict(`image '${id}' is on storage '${pool.id}' already`);
     const url = c.driver.images.fileUrl(server, entry);
-    const task = lockedTask(c.lock, c.tasks, [imageKey(pool.id, id)], 'download', {
-      kind: 'lxc.image.download', title: `Download LXC image ${id} to ${pool.id}`, owner: actorOf(ctx), resource: `lxc/images/${id}`,
-    }, async (t) => stageImage(c, pool, id, t, async (work) => {
-      const file = path.join(work, 'rootfs' + (entry.file.ftype.match(/\.tar(\.\w+)?$/)?.[0] ?? '.tar.xz'));
-      t.log(`downloading ${new URL(url).pathname} (${entry.size_bytes} bytes, SHA-256 ${entry.sha256})`);
-      const compression = await c.driver.images.download(url, file, { sha256: entry.sha256, size: entry.size_bytes }, t.signal, percentOf(t));
-      t.log('checksum verified');
-      return {
-        image_id: id, source: 'download', file: path.basename(file), compression, size_bytes: entry.size_bytes, sha256: entry.sha256, created_at: c.now(),
-        os: entry.os, release: entry.release, arch: entry.arch, variant: entry.variant, version: entry.version, product: entry.product,
-      };
-    }, 'download.fetched'));
-    ctx.note({ summary: `Downloading LXC image '${id}' to storage '${pool.id}'`, target: `lxc/images/${id}`, metadata: { task_id: task.task_id, storage_id: pool.id } });
+    const task = lockedTask(
+      c.lock,
+      c.tasks,
+      [imageKey(pool.id, id)],
+      'download',
+      {
+        kind: 'lxc.image.download',
+        title: `Download LXC image ${id} to ${pool.id}`,
+        owner: actorOf(ctx),
+        resource: `lxc/images/${id}`,
+      },
+      async (t) =>
+        stageImage(
+          c,
+          pool,
+          id,
+          t,
+          async (work) => {
+            const file = path.join(work, 'rootfs' + (entry.file.ftype.match(/\.tar(\.\w+)?$/)?.[0] ?? '.tar.xz'));
+            t.log(`downloading ${new URL(url).pathname} (${entry.size_bytes} bytes, SHA-256 ${entry.sha256})`);
+            const compression = await c.driver.images.download(url, file, { sha256: entry.sha256, size: entry.size_bytes }, t.signal, percentOf(t));
+            t.log('checksum verified');
+            return {
+              image_id: id,
+              source: 'download',
+              file: path.basename(file),
+              compression,
+              size_bytes: entry.size_bytes,
+              sha256: entry.sha256,
+              created_at: c.now(),
+              os: entry.os,
+              release: entry.release,
+              arch: entry.arch,
+              variant: entry.variant,
+              version: entry.version,
+              product: entry.product,
+            };
+          },
+          'download.fetched',
+        ),
+    );
+    ctx.note({
+      summary: `Downloading LXC image '${id}' to storage '${pool.id}'`,
+      target: `lxc/images/${id}`,
+      metadata: { task_id: task.task_id, storage_id: pool.id },
+    });
     return { task };
   }
 
@@ -123,14 +176,32 @@ export class Images {
     const pool = c.pool(args.str('storage_id') ?? c.settings.imageStorage);
     await c.driver.images.checkSource(src);
     if (await c.driver.images.get(pool, id)) throw conflict(`image '${id}' is on storage '${pool.id}' already`);
-    const task = lockedTask(c.lock, c.tasks, [imageKey(pool.id, id)], 'import', {
-      kind: 'lxc.image.import', title: `Import LXC image ${id} to ${pool.id}`, owner: OPERATOR, resource: `lxc/images/${id}`,
-    }, async (t) => stageImage(c, pool, id, t, async (work) => {
-      t.log(`copying ${src}`);
-      const b = await c.driver.images.importFile(src, work, t.signal, percentOf(t));
-      t.log(`${b.size_bytes} bytes, SHA-256 ${b.sha256}`);
-      return { image_id: id, source: 'import', ...b, created_at: c.now() };
-    }, 'import.copied'));
+    const task = lockedTask(
+      c.lock,
+      c.tasks,
+      [imageKey(pool.id, id)],
+      'import',
+      {
+        kind: 'lxc.image.import',
+        title: `Import LXC image ${id} to ${pool.id}`,
+        owner: OPERATOR,
+        resource: `lxc/images/${id}`,
+      },
+      async (t) =>
+        stageImage(
+          c,
+          pool,
+          id,
+          t,
+          async (work) => {
+            t.log(`copying ${src}`);
+            const b = await c.driver.images.importFile(src, work, t.signal, percentOf(t));
+            t.log(`${b.size_bytes} bytes, SHA-256 ${b.sha256}`);
+            return { image_id: id, source: 'import', ...b, created_at: c.now() };
+          },
+          'import.copied',
+        ),
+    );
     return { task };
   }
 
@@ -158,24 +229,39 @@ export class Images {
     if (!ref) throw notFound(`image '${id}' not found on storage '${from.id}'`);
     if (await c.driver.images.get(to, id)) throw conflict(`image '${id}' exists on storage '${to.id}' already`);
     await this.refuseInUse(from.id, id);
-    const task = lockedTask(c.lock, c.tasks, [imageKey(from.id, id), imageKey(to.id, id)], 'move', {
-      kind: 'lxc.image.move', title: `Move LXC image ${id} from ${from.id} to ${to.id}`, owner: actorOf(ctx), resource: `lxc/images/${id}`,
-    }, async (t) => {
-      const s = c.driver.storage;
-      await s.preparePool(to.path);
-      const work = await s.makeTmp(to.path);
-      const final = c.driver.images.dirOf(to, id);
-      const total = ref.meta.size_bytes || 1;
-      await c.records.journal.run(`image:${to.id}:${id}`, { op: 'image', tmp: work, final, remove_after: ref.dir }, async () => {
-        await s.copy(ref.dir, path.join(work, 'img'), t.signal, (n) => t.progress(Math.min(90, (n / total) * 90)));
-        await c.pause('image-move.copied');
-        await c.driver.images.install(path.join(work, 'img'), to, id);
-        await s.remove(ref.dir);
-        await s.remove(work);
-      }, { commit: () => [], rollback: async () => s.remove(work) });
-      t.log(`moved image ${id} to ${to.id}`);
-      return { image_id: id, storage_id: to.id };
-    });
+    const task = lockedTask(
+      c.lock,
+      c.tasks,
+      [imageKey(from.id, id), imageKey(to.id, id)],
+      'move',
+      {
+        kind: 'lxc.image.move',
+        title: `Move LXC image ${id} from ${from.id} to ${to.id}`,
+        owner: actorOf(ctx),
+        resource: `lxc/images/${id}`,
+      },
+      async (t) => {
+        const s = c.driver.storage;
+        await s.preparePool(to.path);
+        const work = await s.makeTmp(to.path);
+        const final = c.driver.images.dirOf(to, id);
+        const total = ref.meta.size_bytes || 1;
+        await c.records.journal.run(
+          `image:${to.id}:${id}`,
+          { op: 'image', tmp: work, final, remove_after: ref.dir },
+          async () => {
+            await s.copy(ref.dir, path.join(work, 'img'), t.signal, (n) => t.progress(Math.min(90, (n / total) * 90)));
+            await c.pause('image-move.copied');
+            await c.driver.images.install(path.join(work, 'img'), to, id);
+            await s.remove(ref.dir);
+            await s.remove(work);
+          },
+          { commit: () => [], rollback: async () => s.remove(work) },
+        );
+        t.log(`moved image ${id} to ${to.id}`);
+        return { image_id: id, storage_id: to.id };
+      },
+    );
     ctx.note({ summary: `Moving LXC image '${id}' from '${from.id}' to '${to.id}'`, target: `lxc/images/${id}`, metadata: { task_id: task.task_id } });
     return { task };
   }
@@ -197,9 +283,20 @@ export class Images {
   private async view(ref: ImageRef): Promise<ImageView> {
     const m = ref.meta;
     return {
-      image_id: m.image_id, storage_id: ref.storage_id, source: m.source, size_bytes: m.size_bytes, sha256: m.sha256, compression: m.compression,
-      created_at: m.created_at, os: m.os ?? null, release: m.release ?? null, arch: m.arch ?? null, variant: m.variant ?? null, version: m.version ?? null,
-      from_lxcid: m.from_lxcid ?? null, used_by: await this.dependents(ref.storage_id, m.image_id),
+      image_id: m.image_id,
+      storage_id: ref.storage_id,
+      source: m.source,
+      size_bytes: m.size_bytes,
+      sha256: m.sha256,
+      compression: m.compression,
+      created_at: m.created_at,
+      os: m.os ?? null,
+      release: m.release ?? null,
+      arch: m.arch ?? null,
+      variant: m.variant ?? null,
+      version: m.version ?? null,
+      from_lxcid: m.from_lxcid ?? null,
+      used_by: await this.dependents(ref.storage_id, m.image_id),
     };
   }
 }

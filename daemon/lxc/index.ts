@@ -49,7 +49,12 @@ export const lxcDomain = defineDomain({
     const driver = createLxcDriver(settings, deps.config.pools, log);
     const records = new LxcRecords(deps.store);
     const ctx = lxcContext({
-      records, driver, settings, pools: deps.config.pools, tasks: deps.tasks, log,
+      records,
+      driver,
+      settings,
+      pools: deps.config.pools,
+      tasks: deps.tasks,
+      log,
       folders: () => deps.ports.all('folders')[0]?.list() ?? [],
       dataDir: deps.config.dataDir,
       env: deps.env,
@@ -57,7 +62,9 @@ export const lxcDomain = defineDomain({
     });
     const services = lxcServices(ctx);
     const recovery = new IntentRecovery<Intent>({
-      domain: 'lxc', journal: records.journal, log,
+      domain: 'lxc',
+      journal: records.journal,
+      log,
       settle: (_key, intent) => services.recovery.settle(intent),
       reconcile: () => services.recovery.reconcile(),
       describe: (intent) => services.recovery.describe(intent),
@@ -70,9 +77,12 @@ export const lxcDomain = defineDomain({
     if (!lxc?.available) log.warn({ reason: lxc?.reason }, 'lxc: LXC is not available; container operations answer 503');
     else {
       // Watching first, then comparing: a change between the two is seen by one of them (reported once either way).
-      watch = await driver.watchStates((s) => ctx.states.observe(s), () => {
-        ctx.states.checkAll('watch').catch((err) => log.warn({ err }, 'lxc: state check after the watch restarted failed'));
-      });
+      watch = await driver.watchStates(
+        (s) => ctx.states.observe(s),
+        () => {
+          ctx.states.checkAll('watch').catch((err) => log.warn({ err }, 'lxc: state check after the watch restarted failed'));
+        },
+      );
       await ctx.states.checkAll('open');
       background = autostart(ctx, services.lifecycle, bootId(deps.env)).catch((err) => log.error({ err }, 'lxc: autostart pass failed'));
     }

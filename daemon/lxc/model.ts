@@ -64,4 +64,3 @@ export interface ContainerRecord {
   created_at: string;
   updated_at: string;
 }
-

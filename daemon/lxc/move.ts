@@ -26,38 +26,57 @@ export class Move {
     const st = await c.state(rec);
     if (st !== 'stopped') throw conflict(`container ${a.id} is ${st}; stop it before moving its rootfs`);
     const from = c.pool(rec.storage_id);
-    const task = lockedTask(c.lock, c.tasks, [`ct:${a.id}`], 'move', {
-      kind: 'lxc.container.move', title: `Move container ${a.id} to storage ${to.id}`, owner: actorOf(ctx), resource: `lxc/${a.id}`,
-    }, async (t) => {
-      const fresh = await c.record(a.id);
-      if (fresh.storage_id !== from.id) throw conflict(`container ${a.id} moved meanwhile`);
-      const s = c.driver.storage;
-      const fromDir = s.containerPaths(from.path, a.id).dir;
-      const toDir = s.containerPaths(to.path, a.id).dir;
-      await s.preparePool(to.path);
-      if (fresh.idmap) await s.ensureTraversable(path.dirname(toDir), fresh.idmap.uid);
-      const total = (await s.treeUsage(fromDir, t.signal)) ?? 0;
-      t.log(`moving ${total} bytes from ${from.id} to ${to.id}`);
-      const moved: ContainerRecord = { ...fresh, storage_id: to.id, updated_at: c.now() };
-      let how: 'renamed' | 'copied' = 'copied';
-      await c.records.journal.run(`move:${a.id}`, { op: 'move', lxcid: a.id, from_storage: from.id, to_storage: to.id, from_dir: fromDir, to_dir: toDir }, async () => {
-        await s.remove(toDir);
-        how = await s.relocate(fromDir, toDir, t.signal, (n) => t.progress(total ? Math.min(95, (n / total) * 95) : 50));
-        await c.pause('move.copied');
-      }, {
-        commit: () => [c.records.putOp(moved), ...(how === 'copied' ? [c.cleanupOp([fromDir])] : [])],
-        rollback: async () => {
-          if (how === 'renamed' || !(await s.exists(fromDir))) await s.rename(toDir, fromDir);
-          else await s.remove(toDir);
-        },
-      });
-      await c.writeConfig(moved);
-      await c.pause('move.committed');
-      if (how === 'copied') await c.finishCleanup([fromDir]);
-      t.log(`moved (${how})`);
-      return { lxcid: a.id, storage_id: to.id };
+    const task = lockedTask(
+      c.lock,
+      c.tasks,
+      [`ct:${a.id}`],
+      'move',
+      {
+        kind: 'lxc.container.move',
+        title: `Move container ${a.id} to storage ${to.id}`,
+        owner: actorOf(ctx),
+        resource: `lxc/${a.id}`,
+      },
+      async (t) => {
+        const fresh = await c.record(a.id);
+        if (fresh.storage_id !== from.id) throw conflict(`container ${a.id} moved meanwhile`);
+        const s = c.driver.storage;
+        const fromDir = s.containerPaths(from.path, a.id).dir;
+        const toDir = s.containerPaths(to.path, a.id).dir;
+        await s.preparePool(to.path);
+        if (fresh.idmap) await s.ensureTraversable(path.dirname(toDir), fresh.idmap.uid);
+        const total = (await s.treeUsage(fromDir, t.signal)) ?? 0;
+        t.log(`moving ${total} bytes from ${from.id} to ${to.id}`);
+        const moved: ContainerRecord = { ...fresh, storage_id: to.id, updated_at: c.now() };
+        let how: 'renamed' | 'copied' = 'copied';
+        await c.records.journal.run(
+          `move:${a.id}`,
+          { op: 'move', lxcid: a.id, from_storage: from.id, to_storage: to.id, from_dir: fromDir, to_dir: toDir },
+          async () => {
+            await s.remove(toDir);
+            how = await s.relocate(fromDir, toDir, t.signal, (n) => t.progress(total ? Math.min(95, (n / total) * 95) : 50));
+            await c.pause('move.copied');
+          },
+          {
+            commit: () => [c.records.putOp(moved), ...(how === 'copied' ? [c.cleanupOp([fromDir])] : [])],
+            rollback: async () => {
+              if (how === 'renamed' || !(await s.exists(fromDir))) await s.rename(toDir, fromDir);
+              else await s.remove(toDir);
+            },
+          },
+        );
+        await c.writeConfig(moved);
+        await c.pause('move.committed');
+        if (how === 'copied') await c.finishCleanup([fromDir]);
+        t.log(`moved (${how})`);
+        return { lxcid: a.id, storage_id: to.id };
+      },
+    );
+    ctx.note({
+      summary: `Moving container ${a.id} '${rec.name}' to storage '${to.id}'`,
+      target: `lxc/${a.id}`,
+      metadata: { task_id: task.task_id, from: rec.storage_id, to: to.id },
     });
-    ctx.note({ summary: `Moving container ${a.id} '${rec.name}' to storage '${to.id}'`, target: `lxc/${a.id}`, metadata: { task_id: task.task_id, from: rec.storage_id, to: to.id } });
     return { task };
   }
 }

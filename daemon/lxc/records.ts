@@ -10,7 +10,6 @@ import type { Store, Sub } from '../store/store.js';
 export type { NetworkType, NetworkSettings, MountPoint, RootfsKind, ContainerRecord } from './model.js';
 import type { ContainerRecord, RootfsKind } from './model.js';
 
-
 /** What an open intent says was under way when the daemon stopped. */
 export type Intent =
   | { op: 'create'; lxcid: number; dir: string; confDir: string; zfs_dataset?: string }

@@ -51,8 +51,18 @@ export interface LxcSettings {
 }
 
 const KEYS = [
-  'lxc_path', 'image_server', 'default_bridge', 'default_storage', 'image_storage', 'mount_roots', 'allow_privileged',
-  'first_lxcid', 'stop_timeout_seconds', 'default_cpu_cores', 'default_memory_mb', 'idmap',
+  'lxc_path',
+  'image_server',
+  'default_bridge',
+  'default_storage',
+  'image_storage',
+  'mount_roots',
+  'allow_privileged',
+  'first_lxcid',
+  'stop_timeout_seconds',
+  'default_cpu_cores',
+  'default_memory_mb',
+  'idmap',
 ];
 
 /** The registry's bridgeName() rule. */
@@ -79,7 +89,10 @@ function mountRootProblem(root: string, config: Pick<Config, 'dataDir' | 'pools'
   const v = judgeHostPath(r, {
     allowed: [{ path: r, label: 'lxc.mount_roots' }],
     poolRoots: config.pools.map((p) => real(p.path)),
-    private: [{ path: real(config.dataDir), label: 'data directory' }, { path: real(lxcPath), label: 'LXC path (lxc.lxc_path)' }],
+    private: [
+      { path: real(config.dataDir), label: 'data directory' },
+      { path: real(lxcPath), label: 'LXC path (lxc.lxc_path)' },
+    ],
   });
   return v.ok ? null : v.reason;
 }
@@ -123,7 +136,8 @@ export function parseSettings(raw: unknown, config: Pick<Config, 'dataDir' | 'po
   }
   let defaultBridge: string | null = null;
   if (s.default_bridge !== undefined && s.default_bridge !== null && s.default_bridge !== '') {
-    if (typeof s.default_bridge !== 'string' || !isBridgeName(s.default_bridge)) fail("default_bridge must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..')");
+    if (typeof s.default_bridge !== 'string' || !isBridgeName(s.default_bridge))
+      fail("default_bridge must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..')");
     defaultBridge = s.default_bridge;
   }
   const mountRoots: string[] = [];
@@ -137,7 +151,8 @@ export function parseSettings(raw: unknown, config: Pick<Config, 'dataDir' | 'po
       mountRoots.push(path.resolve(r));
     }
   }
-  if (s.allow_privileged !== undefined && s.allow_privileged !== null && typeof s.allow_privileged !== 'boolean') fail('allow_privileged must be true or false');
+  if (s.allow_privileged !== undefined && s.allow_privileged !== null && typeof s.allow_privileged !== 'boolean')
+    fail('allow_privileged must be true or false');
   let idmap: IdRange | null = null;
   if (s.idmap !== undefined && s.idmap !== null) {
     const m = s.idmap as Record<string, unknown>;

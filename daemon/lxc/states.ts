@@ -19,7 +19,6 @@ import { LxcContext, type LxcDeps, type LxcStates, type ReportedState } from './
 import { ctKey } from './records.js';
 import { LXC_NAME_PREFIX } from './naming.js';
 
-
 /** Who reports a change nobody's call made. */
 export const RUNTIME_ACTOR = 'runtime';
 
@@ -37,7 +36,10 @@ export class StateReports implements LxcStates {
   /** Bumped by every call's report: a watcher's check begun before it is stale. */
   private readonly generation = new Map<number, number>();
 
-  constructor(private readonly ctx: LxcContext, private readonly events: EventsPort) {}
+  constructor(
+    private readonly ctx: LxcContext,
+    private readonly events: EventsPort,
+  ) {}
 
   /** A call changed the container (under its lock): report it. */
   async changed(lxcid: number, state: ReportedState, actor: string, summary?: string): Promise<void> {
@@ -113,7 +115,13 @@ export class StateReports implements LxcStates {
     return ((await this.ctx.records.meta.get(metaKey(lxcid))) as LxcState | null | undefined) ?? undefined;
   }
 
-  private async publish(lxcid: number, state: ReportedState, data: Record<string, unknown>, opts: { actor: string; summary?: string }, always: boolean): Promise<void> {
+  private async publish(
+    lxcid: number,
+    state: ReportedState,
+    data: Record<string, unknown>,
+    opts: { actor: string; summary?: string },
+    always: boolean,
+  ): Promise<void> {
     if (!always && (await this.last(lxcid)) === state) return;
     await this.events.publishState('lxc', `lxc/${lxcid}`, state, data, { actor: opts.actor, summary: opts.summary ?? `container ${lxcid} is ${state}` });
     const after = AFTER[state];

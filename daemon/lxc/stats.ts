@@ -62,12 +62,20 @@ export class StatsReader {
     const p = c.paths(rec);
     const s = c.driver.storage;
     const limit = rec.disk_size_bytes || null;
-    if (rec.rootfs_kind === 'dir') return { used_bytes: await s.treeUsage(p.rootfs), limit_bytes: null, total_bytes: null, available_bytes: null, source: 'du' };
+    if (rec.rootfs_kind === 'dir')
+      return { used_bytes: await s.treeUsage(p.rootfs), limit_bytes: null, total_bytes: null, available_bytes: null, source: 'du' };
     const sf = running ? await c.driver.tools.rootStatfs(lxcNameOf(rec.lxcid)) : null;
-    if (sf) return { used_bytes: sf.total_bytes - sf.free_bytes, limit_bytes: limit, total_bytes: sf.total_bytes, available_bytes: sf.free_bytes, source: 'statfs' };
+    if (sf)
+      return { used_bytes: sf.total_bytes - sf.free_bytes, limit_bytes: limit, total_bytes: sf.total_bytes, available_bytes: sf.free_bytes, source: 'statfs' };
     if (rec.rootfs_kind === 'loop') {
       const u = await s.imageUsage(p.img);
-      return { used_bytes: u?.used_bytes ?? null, limit_bytes: limit, total_bytes: u?.total_bytes ?? null, available_bytes: u ? u.total_bytes - u.used_bytes : null, source: 'ext4 superblock' };
+      return {
+        used_bytes: u?.used_bytes ?? null,
+        limit_bytes: limit,
+        total_bytes: u?.total_bytes ?? null,
+        available_bytes: u ? u.total_bytes - u.used_bytes : null,
+        source: 'ext4 superblock',
+      };
     }
     return { used_bytes: await s.treeUsage(p.rootfs), limit_bytes: limit, total_bytes: null, available_bytes: null, source: 'du' };
   }

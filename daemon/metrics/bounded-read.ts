@@ -19,18 +19,23 @@ export class BoundedRead<T> {
   private last: { value: T; at: number } | null = null;
   private running: Promise<void> | null = null;
 
-  constructor(private readonly read: () => Promise<T>, private readonly opts: BoundedReadOptions) {}
+  constructor(
+    private readonly read: () => Promise<T>,
+    private readonly opts: BoundedReadOptions,
+  ) {}
 
   async get(): Promise<T | null> {
     if (this.last && Date.now() - this.last.at < this.opts.freshMs) return this.last.value;
     if (!this.running) {
-      this.running = this.read().then(
-        (value) => void (this.last = { value, at: Date.now() }),
-        (err) => {
-          this.last = null;
-          this.opts.onError?.(err);
-        },
-      ).finally(() => (this.running = null));
+      this.running = this.read()
+        .then(
+          (value) => void (this.last = { value, at: Date.now() }),
+          (err) => {
+            this.last = null;
+            this.opts.onError?.(err);
+          },
+        )
+        .finally(() => (this.running = null));
     }
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.opts.waitMs)));

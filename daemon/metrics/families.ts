@@ -19,32 +19,53 @@ export class Families {
   private readonly both = [this.text, this.open] as client.Registry[];
 
   readonly requests = new client.Counter({
-    name: 'hostd_api_requests_total', help: 'API calls answered, by operation (none: no operation matched), transport and HTTP status.',
-    labelNames: ['operation', 'transport', 'status'] as const, registers: this.both,
+    name: 'hostd_api_requests_total',
+    help: 'API calls answered, by operation (none: no operation matched), transport and HTTP status.',
+    labelNames: ['operation', 'transport', 'status'] as const,
+    registers: this.both,
   });
   readonly requestSeconds = new client.Histogram({
-    name: 'hostd_api_request_duration_seconds', help: 'Time from a request\'s arrival to its answer, by operation.',
-    labelNames: ['operation'] as const, buckets: REQUEST_BUCKETS, registers: this.both,
+    name: 'hostd_api_request_duration_seconds',
+    help: "Time from a request's arrival to its answer, by operation.",
+    labelNames: ['operation'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: this.both,
   });
   readonly tasksStarted = new client.Counter({
-    name: 'hostd_tasks_started_total', help: 'Background tasks started on this member, by kind.', labelNames: ['kind'] as const, registers: this.both,
+    name: 'hostd_tasks_started_total',
+    help: 'Background tasks started on this member, by kind.',
+    labelNames: ['kind'] as const,
+    registers: this.both,
   });
   readonly tasksEnded = new client.Counter({
-    name: 'hostd_tasks_ended_total', help: 'Background tasks ended on this member, by kind and final state (succeeded, failed).',
-    labelNames: ['kind', 'state'] as const, registers: this.both,
+    name: 'hostd_tasks_ended_total',
+    help: 'Background tasks ended on this member, by kind and final state (succeeded, failed).',
+    labelNames: ['kind', 'state'] as const,
+    registers: this.both,
   });
   readonly tasksActive = new client.Gauge({
-    name: 'hostd_tasks_active', help: 'Background tasks queued or running on this member now, by kind.', labelNames: ['kind'] as const, registers: this.both,
+    name: 'hostd_tasks_active',
+    help: 'Background tasks queued or running on this member now, by kind.',
+    labelNames: ['kind'] as const,
+    registers: this.both,
   });
   readonly taskSeconds = new client.Histogram({
-    name: 'hostd_task_duration_seconds', help: 'Time from a task\'s start to its end, by kind.', labelNames: ['kind'] as const, buckets: TASK_BUCKETS, registers: this.both,
+    name: 'hostd_task_duration_seconds',
+    help: "Time from a task's start to its end, by kind.",
+    labelNames: ['kind'] as const,
+    buckets: TASK_BUCKETS,
+    registers: this.both,
   });
   readonly readsLate = new client.Counter({
-    name: 'hostd_metrics_reads_late_total', help: 'Scrapes that stopped waiting for a runtime read (they served the last figures, or none), by source.',
-    labelNames: ['source'] as const, registers: this.both,
+    name: 'hostd_metrics_reads_late_total',
+    help: 'Scrapes that stopped waiting for a runtime read (they served the last figures, or none), by source.',
+    labelNames: ['source'] as const,
+    registers: this.both,
   });
   readonly holderChanges = new client.Counter({
-    name: 'hostd_proxy_holder_changes_total', help: 'Changes of the proxy holder (moves, takeovers, a lost lease) seen by this member.', registers: this.both,
+    name: 'hostd_proxy_holder_changes_total',
+    help: 'Changes of the proxy holder (moves, takeovers, a lost lease) seen by this member.',
+    registers: this.both,
   });
 
   constructor() {
@@ -59,7 +80,10 @@ export class Families {
   /** A gauge whose value is read at scrape time (`collect`), in both registries. */
   gauge<L extends string>(name: string, help: string, labelNames: readonly L[], collect: (g: client.Gauge<L>) => Promise<void> | void): client.Gauge<L> {
     return new client.Gauge<L>({
-      name, help, labelNames, registers: this.both,
+      name,
+      help,
+      labelNames,
+      registers: this.both,
       async collect() {
         await collect(this);
       },

@@ -9,31 +9,38 @@ import type { MetricsService } from './service.js';
 import { parseMetricsSettings } from './settings.js';
 import { startListener, type MetricsListener } from './listener.js';
 
-export const metricsDomain = (svc: MetricsService, version: string) => defineDomain({
-  name: 'metrics',
-  ops: ['metrics_get'] as const,
-  async open(deps) {
-    const settings = parseMetricsSettings(deps.settings);
-    svc.attach({
-      nodeId: deps.node.id, nodeName: deps.node.name, version,
-      lease: deps.cluster.lease, peers: () => deps.cluster.peers(), domainInfo: () => deps.domainInfo(),
-      guests: () => deps.ports.all('guests'), usage: () => deps.ports.all('usage'),
-      mountStates: () => deps.ports.all('mountStates'), proxyFigures: () => deps.ports.all('proxyFigures'),
-    });
-    let listener: MetricsListener | null;
-    try {
-      listener = settings.listen ? await startListener(svc, settings.listen, deps.log.child({ domain: 'metrics' })) : null;
-    } catch (err) {
-      svc.close();
-      throw new Error(`metrics: the token-less listener cannot listen on ${settings.listen!.host}:${settings.listen!.port}: ${(err as Error).message}`);
-    }
-    return {
-      handlers: metricsHandlers(svc),
-      info: async () => ({ name: 'metrics', built: true, runtimes: [] }),
-      close: async () => {
-        await listener?.close();
+export const metricsDomain = (svc: MetricsService, version: string) =>
+  defineDomain({
+    name: 'metrics',
+    ops: ['metrics_get'] as const,
+    async open(deps) {
+      const settings = parseMetricsSettings(deps.settings);
+      svc.attach({
+        nodeId: deps.node.id,
+        nodeName: deps.node.name,
+        version,
+        lease: deps.cluster.lease,
+        peers: () => deps.cluster.peers(),
+        domainInfo: () => deps.domainInfo(),
+        guests: () => deps.ports.all('guests'),
+        usage: () => deps.ports.all('usage'),
+        mountStates: () => deps.ports.all('mountStates'),
+        proxyFigures: () => deps.ports.all('proxyFigures'),
+      });
+      let listener: MetricsListener | null;
+      try {
+        listener = settings.listen ? await startListener(svc, settings.listen, deps.log.child({ domain: 'metrics' })) : null;
+      } catch (err) {
         svc.close();
-      },
-    };
-  },
-});
+        throw new Error(`metrics: the token-less listener cannot listen on ${settings.listen!.host}:${settings.listen!.port}: ${(err as Error).message}`);
+      }
+      return {
+        handlers: metricsHandlers(svc),
+        info: async () => ({ name: 'metrics', built: true, runtimes: [] }),
+        close: async () => {
+          await listener?.close();
+          svc.close();
+        },
+      };
+    },
+  });

@@ -47,9 +47,10 @@ export async function startListener(svc: MetricsService, at: { host: string; por
   log.info({ address }, 'metrics: token-less listener (aggregates only)');
   return {
     address,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

@@ -46,19 +46,29 @@ export class ResourceFamilies {
   readonly text = new client.Registry();
   readonly open: client.Registry;
 
-  constructor(readonly def: ResourceKindDef, snapshot: () => Promise<KindSnapshot | null>, openRegistry: () => client.Registry) {
+  constructor(
+    readonly def: ResourceKindDef,
+    snapshot: () => Promise<KindSnapshot | null>,
+    openRegistry: () => client.Registry,
+  ) {
     this.open = openRegistry();
     const registers = [this.text, this.open];
     const { prefix, what } = def;
     new client.Gauge({
-      name: `${prefix}_info`, help: `Always 1 for each ${what}; the name label is its name now.`, labelNames: ['id', 'name'], registers,
+      name: `${prefix}_info`,
+      help: `Always 1 for each ${what}; the name label is its name now.`,
+      labelNames: ['id', 'name'],
+      registers,
       async collect() {
         this.reset();
         for (const g of (await snapshot())?.guests ?? []) this.set({ id: g.id, name: g.name }, 1);
       },
     });
     new client.Gauge({
-      name: `${prefix}_state`, help: `Always 1 for each ${what}; the state label is its state now (the state word of its domain's API).`, labelNames: ['id', 'state'], registers,
+      name: `${prefix}_state`,
+      help: `Always 1 for each ${what}; the state label is its state now (the state word of its domain's API).`,
+      labelNames: ['id', 'state'],
+      registers,
       async collect() {
         this.reset();
         for (const g of (await snapshot())?.guests ?? []) this.set({ id: g.id, state: g.state }, 1);
@@ -75,7 +85,10 @@ export class ResourceFamilies {
       const name = `${prefix}_${f.suffix}`;
       if (f.counter) {
         new client.Counter({
-          name, help, labelNames: ['id'], registers,
+          name,
+          help,
+          labelNames: ['id'],
+          registers,
           async collect() {
             this.reset();
             await fill((id, v) => this.inc({ id }, v));
@@ -83,7 +96,10 @@ export class ResourceFamilies {
         });
       } else {
         new client.Gauge({
-          name, help, labelNames: ['id'], registers,
+          name,
+          help,
+          labelNames: ['id'],
+          registers,
           async collect() {
             this.reset();
             await fill((id, v) => this.set({ id }, v));

@@ -107,8 +107,10 @@ export class MetricsService {
    */
   observeActivity(inner: BatchParticipant<NewEvent | NewEvent[]>): BatchParticipant<NewEvent | NewEvent[]> {
     const rows = new client.Counter({
-      name: 'hostd_activity_rows_total', help: 'Activity log rows written on this member, by severity.',
-      labelNames: ['severity'] as const, registers: [this.families.text, this.families.open],
+      name: 'hostd_activity_rows_total',
+      help: 'Activity log rows written on this member, by severity.',
+      labelNames: ['severity'] as const,
+      registers: [this.families.text, this.families.open],
     });
     return {
       async join(item, write) {
@@ -130,12 +132,17 @@ export class MetricsService {
   observeForwarder<R extends ForwardRoute, F extends { resolve(peerId: string): 'self' | R | undefined }>(inner: F): F {
     const f = this.families;
     const calls = new client.Counter({
-      name: 'hostd_forwarded_calls_total', help: 'Calls this member forwarded to another (peer_id), by that member\'s node id and the status the caller got.',
-      labelNames: ['peer', 'status'] as const, registers: [f.text, f.open],
+      name: 'hostd_forwarded_calls_total',
+      help: "Calls this member forwarded to another (peer_id), by that member's node id and the status the caller got.",
+      labelNames: ['peer', 'status'] as const,
+      registers: [f.text, f.open],
     });
     const seconds = new client.Histogram({
-      name: 'hostd_forwarded_call_duration_seconds', help: 'Time from handing a call to another member to its answer, by that member\'s node id.',
-      labelNames: ['peer'] as const, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], registers: [f.text, f.open],
+      name: 'hostd_forwarded_call_duration_seconds',
+      help: "Time from handing a call to another member to its answer, by that member's node id.",
+      labelNames: ['peer'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: [f.text, f.open],
     });
     return {
       ...inner,
@@ -187,7 +194,7 @@ export class MetricsService {
     f.gauge('hostd_build_info', 'Always 1; the labels say which build runs on which member.', ['version', 'node_id', 'node_name'], (g) => {
       g.set({ version: src.version, node_id: src.nodeId, node_name: src.nodeName }, 1);
     });
-    f.gauge('hostd_cluster_members', 'Members of this member\'s cluster (itself included) by reachability as this member sees it.', ['state'], async (g) => {
+    f.gauge('hostd_cluster_members', "Members of this member's cluster (itself included) by reachability as this member sees it.", ['state'], async (g) => {
       const list = await peers();
       g.set({ state: 'reachable' }, list.filter((p) => p.reachable || p.is_self).length);
       g.set({ state: 'unreachable' }, list.filter((p) => !p.reachable && !p.is_self).length);
@@ -198,10 +205,15 @@ export class MetricsService {
     f.gauge('hostd_proxy_lease_epoch', 'Epoch of the proxy lease as this member knows it (it grows with every move or takeover).', [], (g) => {
       g.set(src.lease.state().epoch);
     });
-    f.gauge('hostd_runtime_available', '1 when the host program a domain drives is there and usable, else 0 (the reason is in GET /system/health).', ['domain', 'runtime'], async (g) => {
-      g.reset();
-      for (const d of await domains()) for (const r of d.runtimes) g.set({ domain: d.name, runtime: r.name }, r.available ? 1 : 0);
-    });
+    f.gauge(
+      'hostd_runtime_available',
+      '1 when the host program a domain drives is there and usable, else 0 (the reason is in GET /system/health).',
+      ['domain', 'runtime'],
+      async (g) => {
+        g.reset();
+        for (const d of await domains()) for (const r of d.runtimes) g.set({ domain: d.name, runtime: r.name }, r.available ? 1 : 0);
+      },
+    );
     this.attachResources(src);
     let holder = src.lease.state().holder;
     this.unsubscribe = src.lease.onChange((s) => {
@@ -231,7 +243,12 @@ export class MetricsService {
       return lists.flatMap((l) => l ?? []);
     };
     const usage = async (kind: ResourceKind): Promise<ResourceUsage[]> => {
-      const lists = await Promise.all(src.usage().filter((u) => u.kind === kind).map((u) => bounded(u, `${kind}`, () => u.usage())));
+      const lists = await Promise.all(
+        src
+          .usage()
+          .filter((u) => u.kind === kind)
+          .map((u) => bounded(u, `${kind}`, () => u.usage())),
+      );
       return lists.flatMap((l) => l ?? []);
     };
     const snapshot = async (kind: ResourceKind): Promise<KindSnapshot> => {
@@ -243,7 +260,7 @@ export class MetricsService {
       return { scope: def.scope, text: r.text, open: r.open };
     });
     this.attachProxyAndLocations(src);
-    f.gauge('hostd_sandboxes', 'Sandboxes on this member by state (counts only: never a sandbox\'s id or owner).', ['state'], async (g) => {
+    f.gauge('hostd_sandboxes', "Sandboxes on this member by state (counts only: never a sandbox's id or owner).", ['state'], async (g) => {
       g.reset();
       const counts = new Map<string, number>();
       for (const s of (await guests()).filter((x) => x.kind === 'sandbox')) counts.set(s.state, (counts.get(s.state) ?? 0) + 1);
@@ -254,39 +271,63 @@ export class MetricsService {
   /** Locations by status and the proxy's configuration (aggregates); certificate expiry by base domain (proxy.read). */
   private attachProxyAndLocations(src: ScrapeSources): void {
     const f = this.families;
-    f.gauge('hostd_locations', 'Locations (SMB shares) by status: mounted, unavailable (wanted but not mounted: unreachable, or a stale mount the monitor took down), disconnected.', ['status'], (g) => {
-      g.reset();
-      const counts = new Map<string, number>([['mounted', 0], ['unavailable', 0], ['disconnected', 0]]);
-      for (const m of src.mountStates()) for (const st of m.statuses()) counts.set(st, (counts.get(st) ?? 0) + 1);
-      if (src.mountStates().length) for (const [status, n] of counts) g.set({ status }, n);
-    });
+    f.gauge(
+      'hostd_locations',
+      'Locations (SMB shares) by status: mounted, unavailable (wanted but not mounted: unreachable, or a stale mount the monitor took down), disconnected.',
+      ['status'],
+      (g) => {
+        g.reset();
+        const counts = new Map<string, number>([
+          ['mounted', 0],
+          ['unavailable', 0],
+          ['disconnected', 0],
+        ]);
+        for (const m of src.mountStates()) for (const st of m.statuses()) counts.set(st, (counts.get(st) ?? 0) + 1);
+        if (src.mountStates().length) for (const [status, n] of counts) g.set({ status }, n);
+      },
+    );
     const proxy = () => src.proxyFigures()[0];
     f.gauge('hostd_proxy_config_version', 'Version of the proxy configuration replicated to this member (0: none yet).', [], (g) => {
       g.reset();
       const p = proxy();
       if (p) g.set(p.config().version);
     });
-    f.gauge('hostd_proxy_config_applied_version', 'Version of the proxy configuration this member\'s Caddy runs (0 before the first apply); behind hostd_proxy_config_version while an apply is due or failed.', [], (g) => {
-      g.reset();
-      const v = proxy()?.config().applied_version;
-      if (v !== null && v !== undefined) g.set(v);
-    });
-    f.gauge('hostd_proxy_config_apply_failed', '1 when this member\'s last apply of the proxy configuration failed (the error: GET /proxy/status), else 0.', [], (g) => {
-      g.reset();
-      const p = proxy();
-      if (p) g.set(p.config().apply_failed ? 1 : 0);
-    });
+    f.gauge(
+      'hostd_proxy_config_applied_version',
+      "Version of the proxy configuration this member's Caddy runs (0 before the first apply); behind hostd_proxy_config_version while an apply is due or failed.",
+      [],
+      (g) => {
+        g.reset();
+        const v = proxy()?.config().applied_version;
+        if (v !== null && v !== undefined) g.set(v);
+      },
+    );
+    f.gauge(
+      'hostd_proxy_config_apply_failed',
+      "1 when this member's last apply of the proxy configuration failed (the error: GET /proxy/status), else 0.",
+      [],
+      (g) => {
+        g.reset();
+        const p = proxy();
+        if (p) g.set(p.config().apply_failed ? 1 : 0);
+      },
+    );
     // Observed as they happen (a scrape would miss the loads between two scrapes).
     const applies = new client.Histogram({
-      name: 'hostd_proxy_config_apply_duration_seconds', help: 'Loads of a proxy configuration into this member\'s Caddy, by result (loaded; refused by Caddy, which keeps the last good one; failed to reach Caddy), and how long each took.',
-      labelNames: ['result'] as const, buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [f.text, f.open],
+      name: 'hostd_proxy_config_apply_duration_seconds',
+      help: "Loads of a proxy configuration into this member's Caddy, by result (loaded; refused by Caddy, which keeps the last good one; failed to reach Caddy), and how long each took.",
+      labelNames: ['result'] as const,
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [f.text, f.open],
     });
     for (const p of src.proxyFigures()) p.onApply((result, seconds) => applies.observe({ result }, seconds));
     const text = new client.Registry();
     const open = openMetricsRegistry();
     new client.Gauge({
-      name: 'hostd_proxy_certificate_expiry_timestamp_seconds', help: 'End of validity (Unix time) of each base domain\'s wildcard certificate as this member\'s Caddy storage holds it (the holder\'s is the one served); absent when none is stored.',
-      labelNames: ['domain'], registers: [text, open],
+      name: 'hostd_proxy_certificate_expiry_timestamp_seconds',
+      help: "End of validity (Unix time) of each base domain's wildcard certificate as this member's Caddy storage holds it (the holder's is the one served); absent when none is stored.",
+      labelNames: ['domain'],
+      registers: [text, open],
       collect() {
         this.reset();
         for (const c of proxy()?.certificates() ?? []) {

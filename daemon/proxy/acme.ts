@@ -42,10 +42,15 @@ export class AcmeOps {
     if (keys.includes('name')) throw badRequest("credentials: 'name' is reserved (it names the provider)");
     // DNS provider modules expand placeholders in their fields; the value is a secret, so only its key is named.
     const braces = credentialKeysWithBraces(args.credentials);
-    if (braces.length) throw badRequest(`credentials: the value of ${braces.join(', ')} contains { or }, which Caddy's provider module would expand as a placeholder`);
+    if (braces.length)
+      throw badRequest(`credentials: the value of ${braces.join(', ')} contains { or }, which Caddy's provider module would expand as a placeholder`);
     await this.providers.store(args.provider, args.credentials);
     void this.plane.kick();
-    call.note({ summary: `ACME credentials stored for ${args.provider}`, target: `proxy/acme/credentials/${args.provider}`, metadata: { provider: args.provider, keys } });
+    call.note({
+      summary: `ACME credentials stored for ${args.provider}`,
+      target: `proxy/acme/credentials/${args.provider}`,
+      metadata: { provider: args.provider, keys },
+    });
     return { provider: args.provider, keys: keys.sort(), stored: true, available: (await this.providers.status(args.provider)).available };
   }
 
@@ -53,7 +58,10 @@ export class AcmeOps {
     if (args.email !== '' && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(args.email)) throw badRequest(`email '${args.email}' is not an email address`);
     // Caddy expands placeholders in the ACME issuer's email and directory URL.
     if (hasBrace(args.email)) throw badRequest(`email '${args.email}' must not contain { or }: Caddy would expand it as a placeholder`);
-    if (hasBrace(args.dir_url ?? '')) throw badRequest(`dir_url '${args.dir_url}' must not contain { or }: Caddy would expand it as a placeholder (percent-encode a literal brace as %7B, %7D)`);
+    if (hasBrace(args.dir_url ?? ''))
+      throw badRequest(
+        `dir_url '${args.dir_url}' must not contain { or }: Caddy would expand it as a placeholder (percent-encode a literal brace as %7B, %7D)`,
+      );
     const dir = args.dir_url ?? '';
     if (dir !== '') {
       let u: URL;
@@ -66,8 +74,15 @@ export class AcmeOps {
     }
     const resolvers = args.dns_resolvers ?? null;
     for (const r of resolvers ?? []) if (!parseHostPort(r)) throw badRequest(`dns_resolvers: '${r}' is not an IP address (optionally with :port)`);
-    const r = await this.changes.run((c) => ({ ...c, acme: { email: args.email, dir_url: dir, dns_resolvers: resolvers } }), (c) => ({ acme: c.acme }));
-    call.note({ summary: `ACME account ${args.email || '(no email)'} at ${dir || 'the public production directory'}`, target: 'proxy/acme/config', metadata: { email: args.email, dir_url: dir } });
+    const r = await this.changes.run(
+      (c) => ({ ...c, acme: { email: args.email, dir_url: dir, dns_resolvers: resolvers } }),
+      (c) => ({ acme: c.acme }),
+    );
+    call.note({
+      summary: `ACME account ${args.email || '(no email)'} at ${dir || 'the public production directory'}`,
+      target: 'proxy/acme/config',
+      metadata: { email: args.email, dir_url: dir },
+    });
     return r;
   }
 }

@@ -33,7 +33,11 @@ export class CertOps {
       const cfg = this.ctx.current();
       const root = await this.caddy.caRoot();
       // The internal CA's root is the same on every member: trusting it once covers moves and takeovers.
-      return { node_id: this.ctx.node.id, internal_ca: { root_pem: root.certPem, sha256: root.fingerprint }, certs: await Promise.all(cfg.domains.map((d) => this.certOf(d))) };
+      return {
+        node_id: this.ctx.node.id,
+        internal_ca: { root_pem: root.certPem, sha256: root.fingerprint },
+        certs: await Promise.all(cfg.domains.map((d) => this.certOf(d))),
+      };
     });
   }
 
@@ -44,21 +48,43 @@ export class CertOps {
       if (!p.available) return p.reason;
     }
     const subject = `*.${d.name}`;
-    const line = [...this.ctx.drivers.caddy.log(400)].reverse().find((l) =>
-      (l.level === 'error' || l.level === 'warn') && l.logger.startsWith('tls') && l.msg !== 'stapling OCSP'
-      && (l.fields.identifier === subject || (Array.isArray(l.fields.identifiers) && l.fields.identifiers.includes(subject))));
+    const line = [...this.ctx.drivers.caddy.log(400)]
+      .reverse()
+      .find(
+        (l) =>
+          (l.level === 'error' || l.level === 'warn') &&
+          l.logger.startsWith('tls') &&
+          l.msg !== 'stapling OCSP' &&
+          (l.fields.identifier === subject || (Array.isArray(l.fields.identifiers) && l.fields.identifiers.includes(subject))),
+      );
     return line ? `${line.ts} ${line.msg}${line.fields.error ? `: ${String(line.fields.error)}` : ''}` : null;
   }
 
   private async certOf(d: ProxyDomain): Promise<CertView> {
     const base: CertView = {
-      domain: d.name, cert_source: d.cert_source, subject: `*.${d.name}`, issuer: null, issuer_kind: d.cert_source === 'internal' ? 'internal' : 'acme',
-      serial: null, not_before: null, not_after: null, managed: false, last_error: await this.lastError(d),
+      domain: d.name,
+      cert_source: d.cert_source,
+      subject: `*.${d.name}`,
+      issuer: null,
+      issuer_kind: d.cert_source === 'internal' ? 'internal' : 'acme',
+      serial: null,
+      not_before: null,
+      not_after: null,
+      managed: false,
+      last_error: await this.lastError(d),
     };
     const stored = this.ctx.drivers.caddy.storedCertificate(d.name);
     if (!stored) return base;
     if ('error' in stored) return { ...base, last_error: stored.error };
-    return { ...base, issuer: stored.issuer, serial: stored.serial, not_before: stored.not_before, not_after: stored.not_after, managed: true, storage_issuer: stored.storage_issuer };
+    return {
+      ...base,
+      issuer: stored.issuer,
+      serial: stored.serial,
+      not_before: stored.not_before,
+      not_after: stored.not_after,
+      managed: true,
+      storage_issuer: stored.storage_issuer,
+    };
   }
 
   /** The proxyFigures port (metrics): each base domain's certificate's end of validity as this member's Caddy storage holds it. */
@@ -113,9 +139,12 @@ export class CertOps {
           await new Promise((r) => setTimeout(r, 50));
         }
       }
-      call.note({ summary: `Certificate for *.${d.name} renewed (serial ${after.serial})`, target: `proxy/domains/${d.name}/certs`, metadata: { previous_serial: before.serial, serial: after.serial } });
+      call.note({
+        summary: `Certificate for *.${d.name} renewed (serial ${after.serial})`,
+        target: `proxy/domains/${d.name}/certs`,
+        metadata: { previous_serial: before.serial, serial: after.serial },
+      });
       return { renewed: true, previous_serial: before.serial, cert: after };
     });
   }
 }
-

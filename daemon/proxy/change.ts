@@ -29,16 +29,25 @@ export class ConfigChanges {
    * its version. `check` runs on the candidate before anything is applied
    * (the proxy's rules on what changed).
    */
-  run<T>(mutate: (c: ProxyConfig) => ProxyConfig, result: (c: ProxyConfig) => T, check?: (candidate: ProxyConfig) => Promise<void>): Promise<T & { version: number }> {
+  run<T>(
+    mutate: (c: ProxyConfig) => ProxyConfig,
+    result: (c: ProxyConfig) => T,
+    check?: (candidate: ProxyConfig) => Promise<void>,
+  ): Promise<T & { version: number }> {
     return this.queue.run(async () => {
       const candidate = validateProxyConfig(mutate(this.ctx.current()));
       await check?.(candidate);
       let snap;
       try {
-        snap = await this.plane.applyChange(candidate, () => this.ctx.cluster.proxyConfig.update((cur) => validateProxyConfig(mutate(structuredClone(cur as ProxyConfig)))));
+        snap = await this.plane.applyChange(candidate, () =>
+          this.ctx.cluster.proxyConfig.update((cur) => validateProxyConfig(mutate(structuredClone(cur as ProxyConfig)))),
+        );
       } catch (err) {
         if (err instanceof ConfigRefused) {
-          await this.incidents.capture('config_refused', `Caddy refused a change: ${err.reason}`, { reason: err.reason, refused_config: await this.plane.preview(candidate).catch(() => null) });
+          await this.incidents.capture('config_refused', `Caddy refused a change: ${err.reason}`, {
+            reason: err.reason,
+            refused_config: await this.plane.preview(candidate).catch(() => null),
+          });
           throw badRequest(`Caddy refused the configuration: ${err.reason}`);
         }
         if (err instanceof ApiError) throw err;

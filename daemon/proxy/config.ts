@@ -167,7 +167,8 @@ export function validateProxyConfig(v: unknown): ProxyConfig {
     onlyKeys(v.vip, ['vip', 'vip_iface', 'vip_prefix', 'vip6', 'vip6_prefix'], 'config.vip');
     const { vip, vip_iface, vip_prefix, vip6, vip6_prefix } = v.vip;
     if (typeof vip !== 'string' || typeof vip_iface !== 'string') throw badRequest('config.vip.vip and vip_iface must be strings');
-    if (!Number.isInteger(vip_prefix) || (vip_prefix as number) < 1 || (vip_prefix as number) > 32) throw badRequest('config.vip.vip_prefix must be an integer 1-32');
+    if (!Number.isInteger(vip_prefix) || (vip_prefix as number) < 1 || (vip_prefix as number) > 32)
+      throw badRequest('config.vip.vip_prefix must be an integer 1-32');
     if (vip6 !== null && typeof vip6 !== 'string') throw badRequest('config.vip.vip6 must be a string or null');
     if (vip6_prefix !== null && (!Number.isInteger(vip6_prefix) || (vip6_prefix as number) < 1 || (vip6_prefix as number) > 128)) {
       throw badRequest('config.vip.vip6_prefix must be an integer 1-128 or null');

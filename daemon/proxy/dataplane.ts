@@ -66,7 +66,10 @@ export class DataPlane {
   /** Told of every load of a configuration into Caddy (the metrics domain's apply histogram). */
   private readonly applyWatchers: ApplyWatcher[] = [];
 
-  constructor(private readonly ctx: ProxyContext, private readonly p: PlaneParts) {}
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly p: PlaneParts,
+  ) {}
 
   onApply(watch: ApplyWatcher): void {
     this.applyWatchers.push(watch);
@@ -112,7 +115,8 @@ export class DataPlane {
     this.unsubs.push(
       ctx.cluster.lease.onChange((s) => {
         // Losing the lease: the floating addresses go at once, before anything else.
-        if (!s.holding && ctx.cluster.members().length > 1) void p.vip.release().catch((err) => ctx.log.error({ err }, 'releasing the floating address failed'));
+        if (!s.holding && ctx.cluster.members().length > 1)
+          void p.vip.release().catch((err) => ctx.log.error({ err }, 'releasing the floating address failed'));
         void this.kick();
       }),
       ctx.cluster.proxyConfig.onChange(() => void this.kick()),
@@ -229,7 +233,11 @@ export class DataPlane {
       this.applyError = { version: snap.version, reason, at: new Date().toISOString() };
       if (this.refusedVersion !== snap.version) {
         this.refusedVersion = snap.version;
-        await p.incidents.capture('config_refused', `Caddy refused configuration version ${snap.version}: ${reason}`, { version: snap.version, reason, refused_config: ctx.drivers.caddy.preview(plan) });
+        await p.incidents.capture('config_refused', `Caddy refused configuration version ${snap.version}: ${reason}`, {
+          version: snap.version,
+          reason,
+          refused_config: ctx.drivers.caddy.preview(plan),
+        });
       }
       // Caddy keeps the last good configuration (if any); what was refused (a listener, a port) is not served.
       return { state: 'degraded', data: { reason: 'config-refused', error: reason, config_version: snap.version } };

@@ -20,7 +20,10 @@ export function domainView(d: ProxyDomain): DomainView {
 }
 
 export class DomainOps {
-  constructor(private readonly changes: ConfigChanges, private readonly providers: Providers) {}
+  constructor(
+    private readonly changes: ConfigChanges,
+    private readonly providers: Providers,
+  ) {}
 
   private async checkCertSource(source: string): Promise<void> {
     if (source === 'internal') return;
@@ -55,7 +58,12 @@ export class DomainOps {
       },
       (c) => ({ domain: domainView(domainOf(c, newName)) }),
     );
-    call.note({ summary: newName === args.domain ? `Proxy domain ${newName} now uses ${args.cert_source}` : `Proxy domain ${args.domain} renamed to ${newName} (entries follow)`, target: `proxy/domains/${newName}`, metadata: { previous_name: args.domain, cert_source: args.cert_source } });
+    call.note({
+      summary:
+        newName === args.domain ? `Proxy domain ${newName} now uses ${args.cert_source}` : `Proxy domain ${args.domain} renamed to ${newName} (entries follow)`,
+      target: `proxy/domains/${newName}`,
+      metadata: { previous_name: args.domain, cert_source: args.cert_source },
+    });
     return r;
   }
 
@@ -69,7 +77,11 @@ export class DomainOps {
       },
       () => ({ deleted: args.domain, entries_deleted: removed }),
     );
-    call.note({ summary: `Proxy domain ${args.domain} deleted with its ${removed} entries`, target: `proxy/domains/${args.domain}`, metadata: { entries_deleted: removed } });
+    call.note({
+      summary: `Proxy domain ${args.domain} deleted with its ${removed} entries`,
+      target: `proxy/domains/${args.domain}`,
+      metadata: { entries_deleted: removed },
+    });
     return r;
   }
 }

@@ -90,7 +90,10 @@ export class EntryOps {
     if (e.host !== null) {
       const h = await resolveHost(e.host, e.port, rules, 10_000);
       if ('refusal' in h) throw refusalError(h.refusal);
-      if ('error' in h) throw h.kind === 'missing' ? badRequest(`${h.error}: the proxy dials only host names it can resolve and check`) : unavailable(`cannot check the upstream now: ${h.error}`);
+      if ('error' in h)
+        throw h.kind === 'missing'
+          ? badRequest(`${h.error}: the proxy dials only host names it can resolve and check`)
+          : unavailable(`cannot check the upstream now: ${h.error}`);
       return;
     }
     const { targets } = await listTargets(this.ctx.ports.all('guests'));
@@ -128,7 +131,11 @@ export class EntryOps {
       () => ({ entry: entryView(args.domain, entry) }),
       (candidate) => this.checkEntryRules(entry, candidate),
     );
-    call.note({ summary: `Proxy entry ${subdomain}.${args.domain}:${listen} -> ${host ? `${host}:${args.port}` : `${target} port ${args.port}`}`, target: `proxy/domains/${args.domain}/entries/${subdomain}`, metadata: { listen_port: listen, port: args.port, host, target_id: target } });
+    call.note({
+      summary: `Proxy entry ${subdomain}.${args.domain}:${listen} -> ${host ? `${host}:${args.port}` : `${target} port ${args.port}`}`,
+      target: `proxy/domains/${args.domain}/entries/${subdomain}`,
+      metadata: { listen_port: listen, port: args.port, host, target_id: target },
+    });
     return r;
   }
 
@@ -159,7 +166,8 @@ export class EntryOps {
           tls_skip_verify: args.tls_skip_verify ?? old.tls_skip_verify,
           header_up: headers ?? old.header_up,
         };
-        if (to.entries.some((x) => x !== old && x.subdomain === e.subdomain && x.listen_port === e.listen_port)) throw conflict(clashMessage(e.subdomain, to.name, e.listen_port));
+        if (to.entries.some((x) => x !== old && x.subdomain === e.subdomain && x.listen_port === e.listen_port))
+          throw conflict(clashMessage(e.subdomain, to.name, e.listen_port));
         moved = { domain: to.name, entry: e };
         return {
           ...c,
@@ -193,7 +201,11 @@ export class EntryOps {
       },
       () => ({ deleted: `${args.subdomain}.${args.domain}`, listen_port: listen }),
     );
-    call.note({ summary: `Proxy entry ${args.subdomain}.${args.domain}:${listen} deleted`, target: `proxy/domains/${args.domain}/entries/${args.subdomain}`, metadata: { listen_port: listen } });
+    call.note({
+      summary: `Proxy entry ${args.subdomain}.${args.domain}:${listen} deleted`,
+      target: `proxy/domains/${args.domain}/entries/${args.subdomain}`,
+      metadata: { listen_port: listen },
+    });
     return r;
   }
 }

@@ -34,7 +34,10 @@ export class HolderOps {
       if (!cluster.members().includes(target)) throw notFound(`no cluster member '${target}'`);
       const s = await cluster.lease.move(target);
       call.note({
-        summary: before.holder === s.holder ? `Proxy holder stays ${s.holder} (epoch ${s.epoch})` : `Proxy moved from ${before.holder ?? 'nobody'} to ${s.holder} at epoch ${s.epoch}`,
+        summary:
+          before.holder === s.holder
+            ? `Proxy holder stays ${s.holder} (epoch ${s.epoch})`
+            : `Proxy moved from ${before.holder ?? 'nobody'} to ${s.holder} at epoch ${s.epoch}`,
         target: `proxy/holder/${target}`,
         metadata: { holder: s.holder, epoch: s.epoch, previous_holder: before.holder },
       });

@@ -14,7 +14,10 @@ import type { Providers } from './providers.js';
 import type { Incident, IncidentKind } from './records.js';
 
 export class Incidents {
-  constructor(private readonly ctx: ProxyContext, private readonly providers: Providers) {}
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly providers: Providers,
+  ) {}
 
   /** Records an incident; a failure to record is logged, never thrown (the caller is handling another failure). */
   async capture(kind: IncidentKind, summary: string, details: Record<string, unknown>): Promise<Incident | null> {

@@ -50,8 +50,17 @@ export const proxyDomain = defineDomain({
     const drivers = { caddy: new CaddyRuntime(dir, log, settings.caddyBinary), addresses: new IpAddresses(), dns: new DnsSockets() };
     const records = new ProxyRecords(deps.store);
     const ctx = new ProxyContext({
-      node: deps.node, cluster: deps.cluster, ports: deps.ports, secrets: deps.secrets, records, settings, drivers, log,
-      pause: testPause(deps.env, 'proxy', log), hostdConfig: deps.config, dir,
+      node: deps.node,
+      cluster: deps.cluster,
+      ports: deps.ports,
+      secrets: deps.secrets,
+      records,
+      settings,
+      drivers,
+      log,
+      pause: testPause(deps.env, 'proxy', log),
+      hostdConfig: deps.config,
+      dir,
     });
     await proxyRecovery(ctx).run();
 

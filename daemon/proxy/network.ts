@@ -30,12 +30,21 @@ export class NetworkOps {
       await ensureAvailable(addresses, ['ip', 'arping']);
       if (!(await addresses.interfaceExists(args.vip_iface))) throw badRequest(`vip_iface '${args.vip_iface}': no such interface on this node`);
       const v6 = args.vip6 ? args.vip6 : null;
-      vip = { vip: args.vip, vip_iface: args.vip_iface, vip_prefix: args.vip_prefix ?? 32, vip6: v6, vip6_prefix: v6 ? args.vip6_prefix ?? 128 : null };
+      vip = { vip: args.vip, vip_iface: args.vip_iface, vip_prefix: args.vip_prefix ?? 32, vip6: v6, vip6_prefix: v6 ? (args.vip6_prefix ?? 128) : null };
     } else if (args.vip6) {
       throw badRequest('vip6 needs a vip (IPv4) as well');
     }
-    const r = await this.changes.run((c) => ({ ...c, vip }), (c) => ({ vip: c.vip }));
-    call.note({ summary: vip ? `Floating address ${vip.vip}/${vip.vip_prefix}${vip.vip6 ? ` and ${vip.vip6}/${vip.vip6_prefix}` : ''} on ${vip.vip_iface}` : 'Floating addresses cleared', target: 'proxy/vip', metadata: { vip } });
+    const r = await this.changes.run(
+      (c) => ({ ...c, vip }),
+      (c) => ({ vip: c.vip }),
+    );
+    call.note({
+      summary: vip
+        ? `Floating address ${vip.vip}/${vip.vip_prefix}${vip.vip6 ? ` and ${vip.vip6}/${vip.vip6_prefix}` : ''} on ${vip.vip_iface}`
+        : 'Floating addresses cleared',
+      target: 'proxy/vip',
+      metadata: { vip },
+    });
     return r;
   }
 
@@ -47,8 +56,15 @@ export class NetworkOps {
       const r = dnsUpstreamRefusal(u, hp, this.ctx.rules);
       if (r) throw refusalError(r);
     }
-    const r = await this.changes.run((c) => ({ ...c, dns_upstreams: [...ups] }), (c) => ({ dns_upstreams: c.dns_upstreams, responder: this.dns.status() }));
-    call.note({ summary: ups.length ? `Proxy DNS forwards to ${ups.join(', ')}` : 'Proxy DNS upstreams cleared', target: 'proxy/dns', metadata: { dns_upstreams: ups } });
+    const r = await this.changes.run(
+      (c) => ({ ...c, dns_upstreams: [...ups] }),
+      (c) => ({ dns_upstreams: c.dns_upstreams, responder: this.dns.status() }),
+    );
+    call.note({
+      summary: ups.length ? `Proxy DNS forwards to ${ups.join(', ')}` : 'Proxy DNS upstreams cleared',
+      target: 'proxy/dns',
+      metadata: { dns_upstreams: ups },
+    });
     return r;
   }
 }

@@ -64,14 +64,19 @@ export class CaddyPlane {
     const { records, pause } = this.ctx;
     const boot = caddy.bootFile;
     const root = await this.caRoot();
-    await records.journal.run('caddy', { kind: 'caddy-start', boot }, async () => {
-      const pid = await caddy.start(root);
-      await pause('caddy-started');
-      return pid;
-    }, {
-      commit: (pid) => [records.putCaddy({ pid, boot })],
-      rollback: () => caddy.stop(),
-    });
+    await records.journal.run(
+      'caddy',
+      { kind: 'caddy-start', boot },
+      async () => {
+        const pid = await caddy.start(root);
+        await pause('caddy-started');
+        return pid;
+      },
+      {
+        commit: (pid) => [records.putCaddy({ pid, boot })],
+        rollback: () => caddy.stop(),
+      },
+    );
   }
 
   async stop(): Promise<void> {

@@ -54,7 +54,11 @@ export class DnsPlane {
 
   status(): DnsStatus {
     const l = this.ctx.settings.dnsListen;
-    return { listen: l ? `${l.host}:${l.port}` : null, running: !!this.server?.running(), error: l ? this.error : 'not configured: set proxy.dns_listen in the config file' };
+    return {
+      listen: l ? `${l.host}:${l.port}` : null,
+      running: !!this.server?.running(),
+      error: l ? this.error : 'not configured: set proxy.dns_listen in the config file',
+    };
   }
 
   stats(): DnsStats | null {

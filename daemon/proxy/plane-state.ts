@@ -26,13 +26,17 @@ export interface ProxyState {
 const KEY = 'reported';
 
 /** Two states are the same change when their word and reason are. */
-const same = (a: { state: string; reason?: string } | null, b: ProxyState): boolean => a !== null && a.state === b.state && (a.reason ?? null) === (b.data.reason ?? null);
+const same = (a: { state: string; reason?: string } | null, b: ProxyState): boolean =>
+  a !== null && a.state === b.state && (a.reason ?? null) === (b.data.reason ?? null);
 
 export class StateReports {
   private last: { state: ProxyStateWord; reason?: string } | null = null;
   private readonly queue = new SerialQueue();
 
-  constructor(private readonly ctx: ProxyContext, private readonly events: EventsPort) {}
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly events: EventsPort,
+  ) {}
 
   /** Loads what was reported before the last stop. */
   async open(): Promise<void> {

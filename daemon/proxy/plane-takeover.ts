@@ -38,7 +38,10 @@ export class HolderWatch {
     }
     const now = Date.now();
     this.unreachableSince ??= now;
-    const candidates = peers.filter((p) => p.reachable && p.peer_id !== s.holder).map((p) => p.peer_id).sort();
+    const candidates = peers
+      .filter((p) => p.reachable && p.peer_id !== s.holder)
+      .map((p) => p.peer_id)
+      .sort();
     const rank = Math.max(0, candidates.indexOf(ctx.node.id));
     if (now - this.unreachableSince < ctx.settings.takeoverGraceMs + rank * 1000 || this.inFlight) return;
     this.inFlight = true;
@@ -58,7 +61,10 @@ export class HolderWatch {
 
   /** Records a takeover (automatic, or through POST /proxy/move without peer_id). */
   async noteTakeover(previous: string | null, now: LeaseView, details: Record<string, unknown>): Promise<void> {
-    await this.incidents.capture('takeover', `Proxy taken over by ${this.ctx.node.id} at epoch ${now.epoch} from ${previous ?? 'nobody'}`, { previous_holder: previous, ...details });
+    await this.incidents.capture('takeover', `Proxy taken over by ${this.ctx.node.id} at epoch ${now.epoch} from ${previous ?? 'nobody'}`, {
+      previous_holder: previous,
+      ...details,
+    });
     this.kick();
   }
 }

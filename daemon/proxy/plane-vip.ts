@@ -64,13 +64,18 @@ export class VipPlane {
       // The guard is armed before the address is added: hostd may die the moment it is up.
       const guard = addresses.guard(want, Math.ceil(settings.handoffMs / 1000));
       try {
-        await records.journal.run('vip', { kind: 'vip-add', iface: want.iface, cidrs: want.cidrs }, async () => {
-          await addresses.claim(want);
-          await pause('vip-claimed');
-        }, {
-          commit: () => [records.putVip(want)],
-          rollback: () => addresses.remove(want),
-        });
+        await records.journal.run(
+          'vip',
+          { kind: 'vip-add', iface: want.iface, cidrs: want.cidrs },
+          async () => {
+            await addresses.claim(want);
+            await pause('vip-claimed');
+          },
+          {
+            commit: () => [records.putVip(want)],
+            rollback: () => addresses.remove(want),
+          },
+        );
       } catch (err) {
         void guard.disarm();
         const { status, body } = errorBody(err);

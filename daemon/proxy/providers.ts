@@ -9,8 +9,24 @@ import type { ProxyContext } from './context.js';
 
 /** DNS providers of the caddy-dns project that hostd knows how to name; the build decides which work. */
 export const KNOWN_PROVIDERS = [
-  'azure', 'cloudflare', 'digitalocean', 'dnspod', 'duckdns', 'gandi', 'godaddy', 'googleclouddns', 'hetzner', 'ionos',
-  'linode', 'namecheap', 'netcup', 'ovh', 'porkbun', 'rfc2136', 'route53', 'vultr',
+  'azure',
+  'cloudflare',
+  'digitalocean',
+  'dnspod',
+  'duckdns',
+  'gandi',
+  'godaddy',
+  'googleclouddns',
+  'hetzner',
+  'ionos',
+  'linode',
+  'namecheap',
+  'netcup',
+  'ovh',
+  'porkbun',
+  'rfc2136',
+  'route53',
+  'vultr',
 ] as const;
 
 /** A provider name (and a credential key): what a Caddy module's name part and field names are. */

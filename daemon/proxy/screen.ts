@@ -11,8 +11,16 @@ import type { ProxyContext } from './context.js';
 import type { UpstreamDial } from './driver.js';
 import { parseHostPort, type HostPort } from './host-port.js';
 import {
-  acmeSettingsProblem, credentialKeysWithBraces, dialRefusal, dnsUpstreamRefusal, headerRefusal, listenPortRefusal, proxyListeners, resolveHost,
-  type Refusal, type RuleContext,
+  acmeSettingsProblem,
+  credentialKeysWithBraces,
+  dialRefusal,
+  dnsUpstreamRefusal,
+  headerRefusal,
+  listenPortRefusal,
+  proxyListeners,
+  resolveHost,
+  type Refusal,
+  type RuleContext,
 } from './policy/rules.js';
 import type { Providers } from './providers.js';
 import { dialFor, findTarget, listTargets } from './targets.js';
@@ -41,7 +49,10 @@ export type EntryDial = { dial: string } | { error: string; refused?: boolean };
 export class Screening {
   private lastRefusedText = '';
 
-  constructor(private readonly ctx: ProxyContext, private readonly providers: Providers) {}
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly providers: Providers,
+  ) {}
 
   /** The rules for an entry's upstream in `cfg`: this node's, and the proxy's own listeners (a loop). */
   entryRules(cfg: ProxyConfig, local?: Set<string>): RuleContext {
@@ -64,37 +75,44 @@ export class Screening {
       if (nameBad) skipDomains.set(d.name, { rule: 'domain-name', message: `domain name '${d.name}' ${nameBad}` });
       else if (d.cert_source !== 'internal') {
         const braces = credentialKeysWithBraces(this.providers.all().get(d.cert_source) ?? {});
-        if (!modules.has(`dns.providers.${d.cert_source}`)) skipDomains.set(d.name, { rule: 'provider-missing', message: `this Caddy build has no module dns.providers.${d.cert_source}` });
+        if (!modules.has(`dns.providers.${d.cert_source}`))
+          skipDomains.set(d.name, { rule: 'provider-missing', message: `this Caddy build has no module dns.providers.${d.cert_source}` });
         else if (acmeBad) skipDomains.set(d.name, { rule: 'acme-placeholder', message: acmeBad });
-        else if (braces.length) skipDomains.set(d.name, { rule: 'acme-placeholder', message: `the stored ${d.cert_source} credentials hold a brace in ${braces.join(', ')}, which the provider module would expand as a placeholder; store them again` });
+        else if (braces.length)
+          skipDomains.set(d.name, {
+            rule: 'acme-placeholder',
+            message: `the stored ${d.cert_source} credentials hold a brace in ${braces.join(', ')}, which the provider module would expand as a placeholder; store them again`,
+          });
       }
-      await Promise.all(d.entries.map(async (e) => {
-        const k = entryKey(d.name, e);
-        const r = listenPortRefusal(e.listen_port, rules) ?? headerRefusal(e.header_up);
-        if (r) {
-          refused.set(k, r);
-          return;
-        }
-        if (e.host !== null) {
-          const h = await resolveHost(e.host, e.port, rules);
-          if ('refusal' in h) refused.set(k, h.refusal);
-          else upstreams.set(k, 'error' in h ? { error: h.error } : { dial: h.dial, serverName: h.serverName });
-          return;
-        }
-        try {
-          const t = findTarget(targets, e.target_id!);
-          const dial = dialFor(t, e.port);
-          if ('error' in dial) {
-            upstreams.set(k, dial);
+      await Promise.all(
+        d.entries.map(async (e) => {
+          const k = entryKey(d.name, e);
+          const r = listenPortRefusal(e.listen_port, rules) ?? headerRefusal(e.header_up);
+          if (r) {
+            refused.set(k, r);
             return;
           }
-          const bad = dialRefusal(dial.ip, e.port, { target: t.target_id, kind: t.kind }, rules);
-          if (bad) refused.set(k, bad);
-          else upstreams.set(k, { dial: dial.dial });
-        } catch (err) {
-          upstreams.set(k, { error: errorBody(err).body.error });
-        }
-      }));
+          if (e.host !== null) {
+            const h = await resolveHost(e.host, e.port, rules);
+            if ('refusal' in h) refused.set(k, h.refusal);
+            else upstreams.set(k, 'error' in h ? { error: h.error } : { dial: h.dial, serverName: h.serverName });
+            return;
+          }
+          try {
+            const t = findTarget(targets, e.target_id!);
+            const dial = dialFor(t, e.port);
+            if ('error' in dial) {
+              upstreams.set(k, dial);
+              return;
+            }
+            const bad = dialRefusal(dial.ip, e.port, { target: t.target_id, kind: t.kind }, rules);
+            if (bad) refused.set(k, bad);
+            else upstreams.set(k, { dial: dial.dial });
+          } catch (err) {
+            upstreams.set(k, { error: errorBody(err).body.error });
+          }
+        }),
+      );
     }
     return { upstreams, refused, skipDomains };
   }
@@ -103,9 +121,16 @@ export class Screening {
   async refusals(cfg: ProxyConfig): Promise<RefusedItem[]> {
     const s = await this.screen(cfg);
     return [
-      ...[...s.skipDomains].filter(([, x]) => x.rule !== 'provider-missing').map(([name, x]) => ({ kind: 'domain' as const, name, rule: x.rule, message: x.message })),
+      ...[...s.skipDomains]
+        .filter(([, x]) => x.rule !== 'provider-missing')
+        .map(([name, x]) => ({ kind: 'domain' as const, name, rule: x.rule, message: x.message })),
       ...[...s.refused].map(([name, r]) => ({ kind: 'entry' as const, name, rule: r.rule, message: r.message })),
-      ...this.dnsUpstreams(cfg.dns_upstreams).refused.map((x) => ({ kind: 'dns-upstream' as const, name: x.upstream, rule: x.refusal.rule, message: x.refusal.message })),
+      ...this.dnsUpstreams(cfg.dns_upstreams).refused.map((x) => ({
+        kind: 'dns-upstream' as const,
+        name: x.upstream,
+        rule: x.refusal.rule,
+        message: x.refusal.message,
+      })),
     ].sort((a, b) => a.name.localeCompare(b.name));
   }
 
@@ -119,7 +144,14 @@ export class Screening {
         const k = entryKey(d.name, e);
         const r = s.refused.get(k);
         const up = s.upstreams.get(k);
-        out.set(k, r ? { error: `refused by the proxy rules (${r.rule}): ${r.message}`, refused: true } : up && 'dial' in up ? { dial: up.dial } : { error: up?.error ?? 'upstream not resolved' });
+        out.set(
+          k,
+          r
+            ? { error: `refused by the proxy rules (${r.rule}): ${r.message}`, refused: true }
+            : up && 'dial' in up
+              ? { dial: up.dial }
+              : { error: up?.error ?? 'upstream not resolved' },
+        );
       }
     }
     return out;
@@ -145,6 +177,7 @@ export class Screening {
     const text = JSON.stringify(items);
     if (text === this.lastRefusedText) return;
     this.lastRefusedText = text;
-    if (items.length) this.ctx.log.warn({ refused: items }, 'proxy: entries refused by the proxy rules are left out of what Caddy dials (GET /proxy/host-status)');
+    if (items.length)
+      this.ctx.log.warn({ refused: items }, 'proxy: entries refused by the proxy rules are left out of what Caddy dials (GET /proxy/host-status)');
   }
 }

@@ -34,7 +34,19 @@ export interface ProxySettings {
   allowPrivilegedListenPorts: boolean;
 }
 
-const KEYS = ['listen_host', 'dns_listen', 'address', 'caddy_binary', 'upstream_check_ms', 'auto_takeover', 'takeover_grace_ms', 'tick_ms', 'handoff_ms', 'allow_loopback_upstreams', 'allow_privileged_listen_ports'];
+const KEYS = [
+  'listen_host',
+  'dns_listen',
+  'address',
+  'caddy_binary',
+  'upstream_check_ms',
+  'auto_takeover',
+  'takeover_grace_ms',
+  'tick_ms',
+  'handoff_ms',
+  'allow_loopback_upstreams',
+  'allow_privileged_listen_ports',
+];
 
 export function parseProxySettings(raw: unknown): ProxySettings {
   const s = (raw ?? {}) as Record<string, unknown>;

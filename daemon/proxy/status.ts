@@ -73,10 +73,12 @@ export class StatusOps {
       const lh = ctx.settings.listenHost;
       const checkHost = lh === '' || lh === '0.0.0.0' ? '127.0.0.1' : lh === '::' ? '::1' : lh;
       const listeners = serving
-        ? await Promise.all(ports.map(async (p) => {
-          const r = await tcpCheck(hostPort(checkHost, p), 1000);
-          return { port: p, address: `${checkHost}:${p}`, listening: r.ok, error: r.error, http3: cfg.http3 };
-        }))
+        ? await Promise.all(
+            ports.map(async (p) => {
+              const r = await tcpCheck(hostPort(checkHost, p), 1000);
+              return { port: p, address: `${checkHost}:${p}`, listening: r.ok, error: r.error, http3: cfg.http3 };
+            }),
+          )
         : [];
       const checks = serving ? await parts.checks.run(false) : [];
       const l = ctx.lease();
@@ -87,12 +89,21 @@ export class StatusOps {
         enabled: cfg.enabled,
         serving,
         caddy: { running: caddy.running(), pid: caddy.pid(), version: await this.caddyVersion(), admin_ok: adminOk },
-        config: { replicated_version: snap.version, applied_version: plane.appliedVersion(), last_apply_error: plane.lastApplyError(), domains: cfg.domains.length, entries: cfg.domains.reduce((n, d) => n + d.entries.length, 0) },
+        config: {
+          replicated_version: snap.version,
+          applied_version: plane.appliedVersion(),
+          last_apply_error: plane.lastApplyError(),
+          domains: cfg.domains.length,
+          entries: cfg.domains.reduce((n, d) => n + d.entries.length, 0),
+        },
         listeners,
         upstreams: checks.map((c) => ({ ...c, caddy: counters.find((u) => u.address === c.dial) ?? null })),
         vip: { configured: cfg.vip, ...parts.vip.state() },
         dns: { ...parts.dns.status(), upstreams: cfg.dns_upstreams, stats: parts.dns.stats() },
-        recent_errors: caddy.log(400).filter((x) => x.level === 'error' || x.level === 'warn' || x.level === 'fatal').slice(-50),
+        recent_errors: caddy
+          .log(400)
+          .filter((x) => x.level === 'error' || x.level === 'warn' || x.level === 'fatal')
+          .slice(-50),
         incidents: (await ctx.records.listIncidents()).slice(0, 10).map((i) => ({ incident_id: i.incident_id, kind: i.kind, at: i.at, summary: i.summary })),
       };
     });

@@ -70,7 +70,11 @@ export function dialFor(t: UpstreamTarget, port: number): { dial: string; ip: st
     const published = split.find((a) => a.port === port);
     if (published) return { dial: hostPort(published.host, port), ip: published.host };
     const ports = split.filter((a) => a.port !== null).map((a) => a.port);
-    return { error: ports.length ? `${t.target_id} publishes no host port ${port} (it publishes ${ports.join(', ')})` : `${t.target_id} publishes no port now (state ${t.state})` };
+    return {
+      error: ports.length
+        ? `${t.target_id} publishes no host port ${port} (it publishes ${ports.join(', ')})`
+        : `${t.target_id} publishes no port now (state ${t.state})`,
+    };
   }
   const bare = split.filter((a) => a.port === null);
   const any = bare.find((a) => net.isIPv4(a.host)) ?? bare[0];

@@ -29,7 +29,9 @@ export class SandboxAdmission {
     }
     const committed = cap.running.memory_mb + booting.reduce((s, r) => s + r.memory_mb, 0);
     if (committed + n * memoryMb > cap.host.memory_mb - reserve) {
-      throw conflict(`the host cannot fit ${what} now: running and booting guests hold ${committed} MiB of its ${cap.host.memory_mb} MiB, and ${reserve} MiB are kept for the host (sandboxes.host_reserve_mb)`);
+      throw conflict(
+        `the host cannot fit ${what} now: running and booting guests hold ${committed} MiB of its ${cap.host.memory_mb} MiB, and ${reserve} MiB are kept for the host (sandboxes.host_reserve_mb)`,
+      );
     }
   }
 
@@ -41,8 +43,13 @@ export class SandboxAdmission {
     const mine = all.filter((r) => LIVE.has(r.phase) && r.token_id === caller.tokenId);
     const s = this.c.e.settings;
     if (mine.length + n > s.maxPerToken) {
-      if (n === 1) throw conflict(`token '${caller.tokenName}' already has ${mine.length} live sandboxes, the per-token limit (sandboxes.max_per_token is ${s.maxPerToken}): destroy one first`);
-      throw conflict(`token '${caller.tokenName}' has ${mine.length} live sandboxes; ${n} more would pass the per-token limit (sandboxes.max_per_token is ${s.maxPerToken}): destroy some first`);
+      if (n === 1)
+        throw conflict(
+          `token '${caller.tokenName}' already has ${mine.length} live sandboxes, the per-token limit (sandboxes.max_per_token is ${s.maxPerToken}): destroy one first`,
+        );
+      throw conflict(
+        `token '${caller.tokenName}' has ${mine.length} live sandboxes; ${n} more would pass the per-token limit (sandboxes.max_per_token is ${s.maxPerToken}): destroy some first`,
+      );
     }
     await this.checkCapacity(memoryMb, all, n);
     const held = mine.reduce((sum, r) => sum + r.memory_mb, 0);
@@ -71,7 +78,11 @@ export class SandboxAdmission {
         if (prior?.startsWith('fork:')) throw conflict('the idempotency key was used by a fork, not a create');
         const rec = prior ? await this.c.records.get(prior) : undefined;
         if (rec && rec.token_id === caller.tokenId) {
-          ctx.note({ summary: `Sandbox ${rec.id} '${rec.name}': create replayed (same idempotency key)`, target: `sandboxes/${rec.id}`, metadata: { id: rec.id, replayed: true } });
+          ctx.note({
+            summary: `Sandbox ${rec.id} '${rec.name}': create replayed (same idempotency key)`,
+            target: `sandboxes/${rec.id}`,
+            metadata: { id: rec.id, replayed: true },
+          });
           return { sandbox: await this.c.view(rec), replayed: true };
         }
       }
@@ -84,20 +95,47 @@ export class SandboxAdmission {
       if (name !== null && names.has(name)) throw conflict(`a sandbox named '${name}' already exists on this host`);
       const t = now();
       const rec: SandboxRecord = {
-        id: `sbx-${crypto.randomBytes(6).toString('hex')}`, name: name ?? friendlyName((n) => names.has(n)),
-        token_id: caller.tokenId, token_name: caller.tokenName, image_id: img.image_id,
-        cpu_cores: res.cpu_cores, memory_mb: res.memory_mb, disk_gb: res.disk_gb, labels, autostart: a.autostart ?? false,
-        phase: 'booting', vmid: null, start: { method: null, warm_state_id: null, reason: null, ms: null, attempts: 0 }, error: null,
-        idempotency: key === undefined ? null : idemHash(key), created_at: t, running_at: null, updated_at: t, destroyed_at: null, destroyed_by: null,
+        id: `sbx-${crypto.randomBytes(6).toString('hex')}`,
+        name: name ?? friendlyName((n) => names.has(n)),
+        token_id: caller.tokenId,
+        token_name: caller.tokenName,
+        image_id: img.image_id,
+        cpu_cores: res.cpu_cores,
+        memory_mb: res.memory_mb,
+        disk_gb: res.disk_gb,
+        labels,
+        autostart: a.autostart ?? false,
+        phase: 'booting',
+        vmid: null,
+        start: { method: null, warm_state_id: null, reason: null, ms: null, attempts: 0 },
+        error: null,
+        idempotency: key === undefined ? null : idemHash(key),
+        created_at: t,
+        running_at: null,
+        updated_at: t,
+        destroyed_at: null,
+        destroyed_by: null,
       };
       // The seed waits encrypted until the boot hands it to the guest (never in the store or a log).
       if (a.seed_data !== undefined) await this.c.e.secrets.put(SEED_NS, rec.id, a.seed_data);
-      await this.c.states.report(rec.id, { rec, ops: [this.c.records.put(rec), ...(key === undefined ? [] : [this.c.records.putIdem(caller.tokenId, key, rec.id)])], actor: caller.tokenName });
+      await this.c.states.report(rec.id, {
+        rec,
+        ops: [this.c.records.put(rec), ...(key === undefined ? [] : [this.c.records.putIdem(caller.tokenId, key, rec.id)])],
+        actor: caller.tokenName,
+      });
       await this.c.step('create:recorded');
       ctx.note({
         summary: `Sandbox ${rec.id} '${rec.name}' created from '${img.image_id}' (${rec.cpu_cores} CPU, ${rec.memory_mb} MiB); booting`,
         target: `sandboxes/${rec.id}`,
-        metadata: { id: rec.id, image_id: img.image_id, cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_gb: rec.disk_gb, labels, idempotency_key: key !== undefined },
+        metadata: {
+          id: rec.id,
+          image_id: img.image_id,
+          cpu_cores: rec.cpu_cores,
+          memory_mb: rec.memory_mb,
+          disk_gb: rec.disk_gb,
+          labels,
+          idempotency_key: key !== undefined,
+        },
       });
       this.c.startBoot(rec.id);
       return { sandbox: await this.c.view(rec), replayed: false };

@@ -131,10 +131,11 @@ export class SandboxContext {
     this.changes.setMaxListeners(0);
     this.states = new SandboxStates(this, e.events);
     // A change of a sandbox's VM nobody asked for (its guest powered off, QEMU died): the sandbox's state changed with it.
-    this.unhearVms = e.vms.onStateChange?.((ch) => {
-      const id = ch.labels[SANDBOX_LABEL];
-      if (ch.owner === O.owner && id && ch.actor === 'runtime') this.states.soon(id, { actor: 'runtime', reason: ch.reason });
-    }) ?? (() => undefined);
+    this.unhearVms =
+      e.vms.onStateChange?.((ch) => {
+        const id = ch.labels[SANDBOX_LABEL];
+        if (ch.owner === O.owner && id && ch.actor === 'runtime') this.states.soon(id, { actor: 'runtime', reason: ch.reason });
+      }) ?? (() => undefined);
   }
 
   get vms(): SandboxVms {
@@ -227,10 +228,22 @@ export class SandboxContext {
         state = rec.phase;
     }
     return {
-      id: rec.id, name: rec.name, state, image_id: rec.image_id,
+      id: rec.id,
+      name: rec.name,
+      state,
+      image_id: rec.image_id,
       resources: { cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_gb: rec.disk_gb },
-      labels: rec.labels, autostart: rec.autostart, owner: rec.token_name, start: rec.start, vmid: rec.vmid, error,
-      created_at: rec.created_at, running_at: rec.running_at, updated_at: rec.updated_at, destroyed_at: rec.destroyed_at, destroyed_by: rec.destroyed_by,
+      labels: rec.labels,
+      autostart: rec.autostart,
+      owner: rec.token_name,
+      start: rec.start,
+      vmid: rec.vmid,
+      error,
+      created_at: rec.created_at,
+      running_at: rec.running_at,
+      updated_at: rec.updated_at,
+      destroyed_at: rec.destroyed_at,
+      destroyed_by: rec.destroyed_by,
     };
   }
 
@@ -250,7 +263,8 @@ export class SandboxContext {
     if (mem < 64) throw badRequest(`argument '${arg}.memory_mb' must be at least 64`);
     const floor = Math.max(img.min_disk_gb, Math.ceil(img.virtual_size_bytes / GiB));
     const given = r?.disk_gb ?? 0;
-    if (given !== 0 && given < floor) throw badRequest(`argument '${arg}.disk_gb' (${given}) is below the minimum of image '${img.image_id}' (${floor} GiB; disks cannot shrink)`);
+    if (given !== 0 && given < floor)
+      throw badRequest(`argument '${arg}.disk_gb' (${given}) is below the minimum of image '${img.image_id}' (${floor} GiB; disks cannot shrink)`);
     if (given > 65536) throw badRequest(`argument '${arg}.disk_gb' must be at most 65536`);
     return { cpu_cores: cpu, memory_mb: mem, disk_gb: Math.max(given || s.defaultDiskGb, floor), diskFloor: floor };
   }
@@ -265,7 +279,10 @@ export class SandboxContext {
     const found = (await this.vms.warmStates({ ...O, image_id: rec.image_id })).filter((w) => !isForkState(w));
     const all = found.filter((w) => w.resumable);
     if (!all.length && found.length) {
-      return { id: null, reason: `image '${rec.image_id}' has only warm states saved before VMs had a generation ID device (${found.map((w) => w.id).join(', ')}), which are not resumed (hostctl sandbox warm ${rec.image_id} saves a new one)` };
+      return {
+        id: null,
+        reason: `image '${rec.image_id}' has only warm states saved before VMs had a generation ID device (${found.map((w) => w.id).join(', ')}), which are not resumed (hostctl sandbox warm ${rec.image_id} saves a new one)`,
+      };
     }
     if (!all.length) return { id: null, reason: `image '${rec.image_id}' has no warm state (hostctl sandbox warm ${rec.image_id})` };
     const fit = all
@@ -273,7 +290,10 @@ export class SandboxContext {
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
     if (!fit.length) {
       const shapes = all.map((w) => `${w.cpu_cores} CPU/${w.memory_mb} MiB/${w.disk_size_gb} GiB`).join(', ');
-      return { id: null, reason: `no warm state of image '${rec.image_id}' has ${rec.cpu_cores} CPU, ${rec.memory_mb} MiB and at least ${rec.disk_gb} GiB of disk (there are: ${shapes})` };
+      return {
+        id: null,
+        reason: `no warm state of image '${rec.image_id}' has ${rec.cpu_cores} CPU, ${rec.memory_mb} MiB and at least ${rec.disk_gb} GiB of disk (there are: ${shapes})`,
+      };
     }
     return { id: fit[0].id, reason: null };
   }
@@ -326,7 +346,16 @@ export class SandboxContext {
       await this.update(id, (r) => void (r.start = { ...r.start, method: 'cold', warm_state_id: null, reason }));
       const seed = await this.e.secrets.get(SEED_NS, id);
       const { vm } = await this.vms.create(
-        { name: rec.name, image_id: rec.image_id, cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_size_gb: rec.disk_gb, linked_clone: true, autostart: rec.autostart, seed_data: seed ?? undefined },
+        {
+          name: rec.name,
+          image_id: rec.image_id,
+          cpu_cores: rec.cpu_cores,
+          memory_mb: rec.memory_mb,
+          disk_size_gb: rec.disk_gb,
+          linked_clone: true,
+          autostart: rec.autostart,
+          seed_data: seed ?? undefined,
+        },
         noNotes,
         { ...O, labels: { [SANDBOX_LABEL]: id } },
       );
@@ -360,7 +389,12 @@ export class SandboxContext {
     let out;
     const t0 = Date.now();
     try {
-      out = await this.vms.restoreWarmState(wsId, { name: rec.name, seed_data: seed ?? undefined, labels: { [SANDBOX_LABEL]: rec.id }, autostart: rec.autostart }, noNotes, O);
+      out = await this.vms.restoreWarmState(
+        wsId,
+        { name: rec.name, seed_data: seed ?? undefined, labels: { [SANDBOX_LABEL]: rec.id }, autostart: rec.autostart },
+        noNotes,
+        O,
+      );
     } catch (err) {
       return `resuming warm state ${wsId} failed (${message(err)})`;
     }
@@ -377,7 +411,18 @@ export class SandboxContext {
     // Where a warm start's time goes (docs/sandboxes.md): admission to boot, the resume (clone, seed, QEMU
     // loading the memory), then the guest agent setting the sandbox's identity.
     const t1 = Date.now();
-    this.e.log.info({ id: rec.id, vmid, warm_state_id: wsId, total_ms: t1 - Date.parse(rec.created_at), before_resume_ms: t0 - Date.parse(rec.created_at), resume_ms: out.resume_ms, identity_ms: t1 - t0 - out.resume_ms }, 'sandboxes: warm start');
+    this.e.log.info(
+      {
+        id: rec.id,
+        vmid,
+        warm_state_id: wsId,
+        total_ms: t1 - Date.parse(rec.created_at),
+        before_resume_ms: t0 - Date.parse(rec.created_at),
+        resume_ms: out.resume_ms,
+        identity_ms: t1 - t0 - out.resume_ms,
+      },
+      'sandboxes: warm start',
+    );
     return true;
   }
 

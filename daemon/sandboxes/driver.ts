@@ -9,10 +9,30 @@ import type { VmService } from '../vms/index.js';
 
 export type SandboxVms = Pick<
   VmService,
-  | 'requirePrograms' | 'image' | 'create' | 'restoreWarmState' | 'start' | 'suspend' | 'resume' | 'remove' | 'exec' | 'waitReady'
-  | 'saveWarmState' | 'warmStates' | 'deleteWarmState' | 'get' | 'listOwned' | 'guestInfo' | 'capacity' | 'hostStatus' | 'allImages'
-  | 'guestFileGet' | 'guestFilePut' | 'guestFileDelete'
-> & Partial<Pick<VmService, 'onStateChange'>>;
+  | 'requirePrograms'
+  | 'image'
+  | 'create'
+  | 'restoreWarmState'
+  | 'start'
+  | 'suspend'
+  | 'resume'
+  | 'remove'
+  | 'exec'
+  | 'waitReady'
+  | 'saveWarmState'
+  | 'warmStates'
+  | 'deleteWarmState'
+  | 'get'
+  | 'listOwned'
+  | 'guestInfo'
+  | 'capacity'
+  | 'hostStatus'
+  | 'allImages'
+  | 'guestFileGet'
+  | 'guestFilePut'
+  | 'guestFileDelete'
+> &
+  Partial<Pick<VmService, 'onStateChange'>>;
 
 export type { VmView } from '../vms/service.js';
 /** An image or template of the VM domain, as a sandbox boots from it. */

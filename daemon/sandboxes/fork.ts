@@ -28,14 +28,24 @@ export interface ForkArgs {
 const FORK_IDEM = 'fork:';
 
 export class SandboxFork {
-  constructor(private readonly c: SandboxContext, private readonly admission: SandboxAdmission) {}
+  constructor(
+    private readonly c: SandboxContext,
+    private readonly admission: SandboxAdmission,
+  ) {}
 
   private async replay(ctx: Ctx, key: string | undefined): Promise<{ parent_id: string; sandboxes: SandboxView[]; replayed: true; save_ms: null } | null> {
     if (key === undefined) return null;
     const prior = await this.c.records.byIdempotency(ctx.caller.tokenId, key);
     if (prior === undefined) return null;
     if (!prior.startsWith(FORK_IDEM)) throw conflict('the idempotency key was used by a create, not a fork');
-    const recs = (await Promise.all(prior.slice(FORK_IDEM.length).split(',').map((id) => this.c.records.get(id)))).filter((r): r is SandboxRecord => r !== undefined);
+    const recs = (
+      await Promise.all(
+        prior
+          .slice(FORK_IDEM.length)
+          .split(',')
+          .map((id) => this.c.records.get(id)),
+      )
+    ).filter((r): r is SandboxRecord => r !== undefined);
     if (!recs.length || recs.some((r) => r.token_id !== ctx.caller.tokenId)) return null;
     return { parent_id: recs[0].fork?.parent ?? '', sandboxes: await Promise.all(recs.map((r) => this.c.view(r))), replayed: true, save_ms: null };
   }
@@ -65,10 +75,26 @@ export class SandboxFork {
           const name = friendlyName((n) => names.has(n));
           names.add(name);
           recs.push({
-            id: `sbx-${crypto.randomBytes(6).toString('hex')}`, name, token_id: ctx.caller.tokenId, token_name: ctx.caller.tokenName, image_id: parent.image_id,
-            cpu_cores: parent.cpu_cores, memory_mb: parent.memory_mb, disk_gb: parent.disk_gb, labels, autostart: false,
-            phase: 'booting', vmid: null, start: { method: 'warm', warm_state_id: null, reason: null, ms: null, attempts: 0 }, error: null,
-            idempotency: key === undefined ? null : idemHash(key), created_at: t, running_at: null, updated_at: t, destroyed_at: null, destroyed_by: null,
+            id: `sbx-${crypto.randomBytes(6).toString('hex')}`,
+            name,
+            token_id: ctx.caller.tokenId,
+            token_name: ctx.caller.tokenName,
+            image_id: parent.image_id,
+            cpu_cores: parent.cpu_cores,
+            memory_mb: parent.memory_mb,
+            disk_gb: parent.disk_gb,
+            labels,
+            autostart: false,
+            phase: 'booting',
+            vmid: null,
+            start: { method: 'warm', warm_state_id: null, reason: null, ms: null, attempts: 0 },
+            error: null,
+            idempotency: key === undefined ? null : idemHash(key),
+            created_at: t,
+            running_at: null,
+            updated_at: t,
+            destroyed_at: null,
+            destroyed_by: null,
             fork: { parent: id, warm_state_id: null },
           });
         }

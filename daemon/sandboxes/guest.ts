@@ -38,14 +38,26 @@ export class SandboxGuest {
     const rec = await this.c.runningFor(id, ctx.caller, 'exec');
     try {
       const { vmid: _v, ...r } = await this.c.vms.exec(rec.vmid, a.command, a.timeout_seconds, noNotes, O, {
-        env: a.env ?? {}, cwd: a.cwd, user: a.user, input, encoding,
+        env: a.env ?? {},
+        cwd: a.cwd,
+        user: a.user,
+        input,
+        encoding,
       });
       void _v;
       ctx.note({
         summary: `Command run in sandbox ${id} '${rec.name}' ${r.timed_out ? `(timed out after ${a.timeout_seconds ?? 60} s)` : `(exit ${r.exit_code})`}${r.truncated ? ', output cut' : ''}`,
         target: `sandboxes/${id}`,
         // Sizes only: a command, its input and its environment may carry secrets.
-        metadata: { id, exit_code: r.exit_code, timed_out: r.timed_out, truncated: r.truncated, command_bytes: Buffer.byteLength(a.command), env_count: Object.keys(a.env ?? {}).length, user: a.user ?? null },
+        metadata: {
+          id,
+          exit_code: r.exit_code,
+          timed_out: r.timed_out,
+          truncated: r.truncated,
+          command_bytes: Buffer.byteLength(a.command),
+          env_count: Object.keys(a.env ?? {}).length,
+          user: a.user ?? null,
+        },
       });
       return r;
     } catch (err) {
@@ -75,7 +87,11 @@ export class SandboxGuest {
     const rec = await this.c.runningFor(id, ctx.caller, 'writing a file');
     try {
       const info = await this.c.vms.guestFilePut(rec.vmid, a.path, data, { mode: a.mode, append: a.append === true }, O);
-      ctx.note({ summary: `File ${a.append ? 'appended to' : 'written'} in sandbox ${id} '${rec.name}' (${data.length} bytes)`, target: `sandboxes/${id}`, metadata: { id, bytes: data.length, append: a.append === true } });
+      ctx.note({
+        summary: `File ${a.append ? 'appended to' : 'written'} in sandbox ${id} '${rec.name}' (${data.length} bytes)`,
+        target: `sandboxes/${id}`,
+        metadata: { id, bytes: data.length, append: a.append === true },
+      });
       return { path: a.path, ...info, written: data.length };
     } catch (err) {
       throw inSandboxTerms(err, rec);
@@ -88,7 +104,11 @@ export class SandboxGuest {
     const rec = await this.c.runningFor(id, ctx.caller, 'deleting a file');
     try {
       const r = await this.c.vms.guestFileDelete(rec.vmid, a.path, a.recursive === true, O);
-      ctx.note({ summary: `${r.type === 'directory' ? 'Directory' : 'File'} deleted in sandbox ${id} '${rec.name}'`, target: `sandboxes/${id}`, metadata: { id, type: r.type, recursive: a.recursive === true } });
+      ctx.note({
+        summary: `${r.type === 'directory' ? 'Directory' : 'File'} deleted in sandbox ${id} '${rec.name}'`,
+        target: `sandboxes/${id}`,
+        metadata: { id, type: r.type, recursive: a.recursive === true },
+      });
       return { path: a.path, type: r.type };
     } catch (err) {
       throw inSandboxTerms(err, rec);

@@ -7,8 +7,19 @@ import type { HandlersOf } from '../../api/registry/handlers.js';
 import type { SandboxService } from './service.js';
 
 export type SandboxOperation =
-  | 'sandboxes_list' | 'sandboxes_create' | 'sandboxes_images_list' | 'sandboxes_get' | 'sandboxes_suspend' | 'sandboxes_resume'
-  | 'sandboxes_delete' | 'sandboxes_wait' | 'sandboxes_exec' | 'sandboxes_files_get' | 'sandboxes_files_put' | 'sandboxes_files_delete' | 'sandboxes_fork';
+  | 'sandboxes_list'
+  | 'sandboxes_create'
+  | 'sandboxes_images_list'
+  | 'sandboxes_get'
+  | 'sandboxes_suspend'
+  | 'sandboxes_resume'
+  | 'sandboxes_delete'
+  | 'sandboxes_wait'
+  | 'sandboxes_exec'
+  | 'sandboxes_files_get'
+  | 'sandboxes_files_put'
+  | 'sandboxes_files_delete'
+  | 'sandboxes_fork';
 
 export function sandboxHandlers(svc: SandboxService): HandlersOf<SandboxOperation> {
   return {

@@ -27,15 +27,31 @@ export function sandboxesDomain(vms: VmsDomain) {
       const log = deps.log.child({ domain: 'sandboxes' });
       const vmService = vms.service();
       const records = new SandboxRecords(deps.store);
-      const svc = new SandboxService({ records, vms: vmService, tasks: deps.tasks, secrets: deps.secrets, settings, log, env: deps.env, pause: testPause(deps.env, 'sandboxes', log), events: deps.events });
+      const svc = new SandboxService({
+        records,
+        vms: vmService,
+        tasks: deps.tasks,
+        secrets: deps.secrets,
+        settings,
+        log,
+        env: deps.env,
+        pause: testPause(deps.env, 'sandboxes', log),
+        events: deps.events,
+      });
       // No call is served while a destroy a crash interrupted is still open (IntentRecovery, in recover()).
       const r = await svc.recover();
       if (r.destroys || r.boots || r.orphans || r.lost) log.warn(r, 'sandboxes: finished interrupted changes');
       // What changed while hostd was down (a sandbox whose guest powered off meanwhile), once.
       for (const rec of await records.all()) await svc.states.report(rec.id, { actor: 'runtime', reason: 'found-at-open' });
-      const prune = new Periodic(() => svc.prune(), (err) => log.error({ err }, 'sandboxes: pruning tombstones failed'));
+      const prune = new Periodic(
+        () => svc.prune(),
+        (err) => log.error({ err }, 'sandboxes: pruning tombstones failed'),
+      );
       prune.start(3_600_000);
-      const warm = new Periodic(() => svc.keepWarm(), (err) => log.error({ err }, 'sandboxes: keeping warm states failed'));
+      const warm = new Periodic(
+        () => svc.keepWarm(),
+        (err) => log.error({ err }, 'sandboxes: keeping warm states failed'),
+      );
       if (settings.warmScanMs > 0) warm.start(settings.warmScanMs);
 
       const operator = { note() {}, caller: { tokenId: OPERATOR, tokenName: OPERATOR, scopes: [], transport: 'api' as const, origin: deps.node.id } };
@@ -49,7 +65,13 @@ export function sandboxesDomain(vms: VmsDomain) {
         },
         'POST /admin/sandboxes/warm': async (body) => {
           const { str, uint } = adminArgs(body);
-          return [201, await svc.saveWarm({ image_id: str('image_id', true), cpu_cores: uint('cpu_cores'), memory_mb: uint('memory_mb'), disk_gb: uint('disk_gb') }, OPERATOR)];
+          return [
+            201,
+            await svc.saveWarm(
+              { image_id: str('image_id', true), cpu_cores: uint('cpu_cores'), memory_mb: uint('memory_mb'), disk_gb: uint('disk_gb') },
+              OPERATOR,
+            ),
+          ];
         },
         'GET /admin/sandboxes/warm-states': async () => [200, await svc.warmStates()],
         'DELETE /admin/sandboxes/warm-states': async (body) => [200, await svc.deleteWarm(adminArgs(body).str('warm_state_id', true))],

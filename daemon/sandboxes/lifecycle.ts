@@ -10,21 +10,30 @@ export class SandboxLifecycle {
 
   /** POST /sandboxes/{id}/suspend (idempotent): the guest's memory to disk, the process ends. */
   async suspend(id: string, ctx: Ctx) {
-    return this.c.lock.exclusiveOn(() => this.c.owned(id, ctx.caller), [`sbx:${id}`], 'suspend', async (rec) => {
-      this.c.refuseUnready(rec, 'suspend');
-      const v = await this.c.view(rec);
-      if (v.state === 'suspended') return { sandbox: v, already_suspended: true };
-      if (v.state !== 'running' && v.state !== 'paused') throw conflict(`sandbox '${id}' is ${v.state}: only a running sandbox can be suspended`);
-      let r;
-      try {
-        r = await this.c.vms.suspend(rec.vmid!, noNotes, O);
-      } catch (err) {
-        throw inSandboxTerms(err, rec);
-      }
-      await this.c.states.report(id, { actor: ctx.caller.tokenName, state: 'suspended' });
-      ctx.note({ summary: `Sandbox ${id} '${rec.name}' suspended (${Math.round(r.saved_bytes / 1024 / 1024)} MiB of memory saved)`, target: `sandboxes/${id}`, metadata: { id, bytes: r.saved_bytes } });
-      return { sandbox: await this.c.view(rec), already_suspended: r.already_suspended };
-    });
+    return this.c.lock.exclusiveOn(
+      () => this.c.owned(id, ctx.caller),
+      [`sbx:${id}`],
+      'suspend',
+      async (rec) => {
+        this.c.refuseUnready(rec, 'suspend');
+        const v = await this.c.view(rec);
+        if (v.state === 'suspended') return { sandbox: v, already_suspended: true };
+        if (v.state !== 'running' && v.state !== 'paused') throw conflict(`sandbox '${id}' is ${v.state}: only a running sandbox can be suspended`);
+        let r;
+        try {
+          r = await this.c.vms.suspend(rec.vmid!, noNotes, O);
+        } catch (err) {
+          throw inSandboxTerms(err, rec);
+        }
+        await this.c.states.report(id, { actor: ctx.caller.tokenName, state: 'suspended' });
+        ctx.note({
+          summary: `Sandbox ${id} '${rec.name}' suspended (${Math.round(r.saved_bytes / 1024 / 1024)} MiB of memory saved)`,
+          target: `sandboxes/${id}`,
+          metadata: { id, bytes: r.saved_bytes },
+        });
+        return { sandbox: await this.c.view(rec), already_suspended: r.already_suspended };
+      },
+    );
   }
 
   /**
@@ -33,25 +42,30 @@ export class SandboxLifecycle {
    * guest that powered off) boots again from its own disk.
    */
   async resume(id: string, ctx: Ctx) {
-    return this.c.lock.exclusiveOn(() => this.c.owned(id, ctx.caller), [`sbx:${id}`], 'resume', async (rec) => {
-      this.c.refuseUnready(rec, 'resume');
-      const v = await this.c.view(rec);
-      if (v.state === 'running') return { sandbox: v, already_running: true };
-      if (v.state === 'stopped') {
-        await this.c.update(id, (r) => void (r.phase = 'booting'));
-        this.c.startBoot(id);
-        ctx.note({ summary: `Sandbox ${id} '${rec.name}' was stopped: booting it again`, target: `sandboxes/${id}`, metadata: { id, restart: true } });
-        return { sandbox: await this.c.view((await this.c.records.get(id))!), already_running: false };
-      }
-      try {
-        await this.c.vms.resume(rec.vmid!, noNotes, O);
-      } catch (err) {
-        throw inSandboxTerms(err, rec);
-      }
-      await this.c.states.report(id, { actor: ctx.caller.tokenName, state: 'running' });
-      ctx.note({ summary: `Sandbox ${id} '${rec.name}' resumed`, target: `sandboxes/${id}`, metadata: { id } });
-      return { sandbox: await this.c.view(rec), already_running: false };
-    });
+    return this.c.lock.exclusiveOn(
+      () => this.c.owned(id, ctx.caller),
+      [`sbx:${id}`],
+      'resume',
+      async (rec) => {
+        this.c.refuseUnready(rec, 'resume');
+        const v = await this.c.view(rec);
+        if (v.state === 'running') return { sandbox: v, already_running: true };
+        if (v.state === 'stopped') {
+          await this.c.update(id, (r) => void (r.phase = 'booting'));
+          this.c.startBoot(id);
+          ctx.note({ summary: `Sandbox ${id} '${rec.name}' was stopped: booting it again`, target: `sandboxes/${id}`, metadata: { id, restart: true } });
+          return { sandbox: await this.c.view((await this.c.records.get(id))!), already_running: false };
+        }
+        try {
+          await this.c.vms.resume(rec.vmid!, noNotes, O);
+        } catch (err) {
+          throw inSandboxTerms(err, rec);
+        }
+        await this.c.states.report(id, { actor: ctx.caller.tokenName, state: 'running' });
+        ctx.note({ summary: `Sandbox ${id} '${rec.name}' resumed`, target: `sandboxes/${id}`, metadata: { id } });
+        return { sandbox: await this.c.view(rec), already_running: false };
+      },
+    );
   }
 
   /**
@@ -77,9 +91,17 @@ export class SandboxLifecycle {
       await this.c.step('destroy:marked');
       const wasRunning = rec.phase === 'ready' && (await this.c.view(rec)).state === 'running';
       const tomb = await this.c.finishDestroy(intent);
-      await this.c.states.report(id, { rec: tomb, ops: [this.c.records.put(tomb), { type: 'del', sub: this.c.records.intents, key }], actor: ctx.caller.tokenName });
+      await this.c.states.report(id, {
+        rec: tomb,
+        ops: [this.c.records.put(tomb), { type: 'del', sub: this.c.records.intents, key }],
+        actor: ctx.caller.tokenName,
+      });
       this.c.changes.emit(id);
-      ctx.note({ summary: `Sandbox ${id} '${rec.name}' destroyed${wasRunning ? ' (it was running)' : ''}`, target: `sandboxes/${id}`, metadata: { id, vmid: rec.vmid } });
+      ctx.note({
+        summary: `Sandbox ${id} '${rec.name}' destroyed${wasRunning ? ' (it was running)' : ''}`,
+        target: `sandboxes/${id}`,
+        metadata: { id, vmid: rec.vmid },
+      });
       return { sandbox: await this.c.view(tomb), already_destroyed: false };
     });
   }

@@ -45,13 +45,20 @@ export class SandboxReads {
   private async waitStep(id: string, t0: number, end: number) {
     const rec = await this.c.records.get(id);
     const v = await this.c.view(rec!);
-    const out = (running: boolean, timedOut: boolean, reason: string | null) => ({ sandbox: v, running, timed_out: timedOut, waited_ms: Date.now() - t0, reason });
+    const out = (running: boolean, timedOut: boolean, reason: string | null) => ({
+      sandbox: v,
+      running,
+      timed_out: timedOut,
+      waited_ms: Date.now() - t0,
+      reason,
+    });
     if (v.state === 'running') return out(true, false, null);
     const busy = this.c.lock.busy(`sbx:${id}`);
     if (v.state === 'destroyed') return out(false, false, 'the sandbox is destroyed');
     if (v.state === 'destroying') return out(false, false, 'the sandbox is being destroyed');
     if (v.state === 'failed') return out(false, false, `the sandbox did not start: ${v.error}`);
-    if ((v.state === 'suspended' || v.state === 'stopped') && !busy) return out(false, false, `the sandbox is ${v.state}: resume it (POST /sandboxes/${id}/resume)`);
+    if ((v.state === 'suspended' || v.state === 'stopped') && !busy)
+      return out(false, false, `the sandbox is ${v.state}: resume it (POST /sandboxes/${id}/resume)`);
     const left = end - Date.now();
     if (left <= 0) return out(false, true, `the sandbox is still ${v.state}`);
     return null;
@@ -66,13 +73,27 @@ export class SandboxReads {
       const res = this.c.resources(img, null);
       const fit = await this.c.warmFor({ image_id: img.image_id, ...res });
       out.push({
-        image_id: img.image_id, name: img.name, kind: img.kind, storage_id: img.storage_id, labels: img.labels,
-        min_cpu_cores: img.min_cpu_cores, min_memory_mb: img.min_memory_mb, min_disk_gb: res.diskFloor,
+        image_id: img.image_id,
+        name: img.name,
+        kind: img.kind,
+        storage_id: img.storage_id,
+        labels: img.labels,
+        min_cpu_cores: img.min_cpu_cores,
+        min_memory_mb: img.min_memory_mb,
+        min_disk_gb: res.diskFloor,
         default_resources: { cpu_cores: res.cpu_cores, memory_mb: res.memory_mb, disk_gb: res.disk_gb },
         default_start: fit.id ? ('warm' as const) : ('cold' as const),
-        warm_states: warm.filter((w) => w.image_id === img.image_id).map((w) => ({
-          warm_state_id: w.id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb, disk_gb: w.disk_size_gb, created_at: w.created_at, resumable: w.resumable, reason: w.reason,
-        })),
+        warm_states: warm
+          .filter((w) => w.image_id === img.image_id)
+          .map((w) => ({
+            warm_state_id: w.id,
+            cpu_cores: w.cpu_cores,
+            memory_mb: w.memory_mb,
+            disk_gb: w.disk_size_gb,
+            created_at: w.created_at,
+            resumable: w.resumable,
+            reason: w.reason,
+          })),
       });
     }
     const s = this.c.e.settings;

@@ -30,8 +30,17 @@ export interface SandboxSettings {
 }
 
 const KEYS = [
-  'default_cpu_cores', 'default_memory_mb', 'default_disk_gb', 'max_per_token', 'max_memory_mb_per_token', 'host_reserve_mb',
-  'boot_timeout_seconds', 'tombstone_days', 'warm_label', 'warm_scan_seconds', 'wait_poll_seconds',
+  'default_cpu_cores',
+  'default_memory_mb',
+  'default_disk_gb',
+  'max_per_token',
+  'max_memory_mb_per_token',
+  'host_reserve_mb',
+  'boot_timeout_seconds',
+  'tombstone_days',
+  'warm_label',
+  'warm_scan_seconds',
+  'wait_poll_seconds',
 ];
 
 export function parseSandboxSettings(raw: unknown): SandboxSettings {

@@ -46,7 +46,10 @@ export class SandboxStates {
   private readonly reported: Sub<{ state: SandboxState }>;
   private readonly chains = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly c: StatesHost, private readonly events: EventsPort | undefined) {
+  constructor(
+    private readonly c: StatesHost,
+    private readonly events: EventsPort | undefined,
+  ) {
     this.reported = c.records.store.sub<{ state: SandboxState }>('sandboxes_state_events');
   }
 
@@ -68,7 +71,7 @@ export class SandboxStates {
     const ops = opts.ops ?? [];
     const rec = opts.rec ?? (await this.c.records.get(id));
     const last = await this.reported.get(id);
-    const state = rec ? opts.state ?? (await this.c.view(rec)).state : null;
+    const state = rec ? (opts.state ?? (await this.c.view(rec)).state) : null;
     if (!rec || state === null || last?.state === state) {
       if (ops.length) await this.c.records.store.batch(ops, SYNC);
       return;
@@ -80,9 +83,20 @@ export class SandboxStates {
     }
     const actor = opts.actor ?? (state === 'destroyed' && rec.destroyed_by ? rec.destroyed_by : rec.token_name);
     this.c.e.log.info({ id, state, was: last?.state ?? null, actor, reason: opts.reason ?? null }, 'sandboxes: state reported');
-    const data: Record<string, unknown> = { id, name: rec.name, vmid: rec.vmid, ...(opts.reason ? { reason: opts.reason } : {}), ...(state === 'failed' && rec.error ? { error: rec.error } : {}) };
+    const data: Record<string, unknown> = {
+      id,
+      name: rec.name,
+      vmid: rec.vmid,
+      ...(opts.reason ? { reason: opts.reason } : {}),
+      ...(state === 'failed' && rec.error ? { error: rec.error } : {}),
+    };
     await writeWithState(this.events, this.c.records.store, [...ops, mine], {
-      domain: 'sandboxes', resource: `sandboxes/${id}`, state, data, actor, owner: rec.token_id,
+      domain: 'sandboxes',
+      resource: `sandboxes/${id}`,
+      state,
+      data,
+      actor,
+      owner: rec.token_id,
       summary: `sandbox ${id} '${rec.name}' is ${state}${opts.reason ? ` (${opts.reason})` : ''}`,
     });
     // Also a change no record write signals (its VM crashed): the waiters (POST /sandboxes/{id}/wait) learn it from here.

@@ -42,13 +42,28 @@ export class SandboxUpkeep {
       if (!LIVE.has(r.phase)) continue;
       const g = r.vmid !== null ? await this.c.vms.guestInfo(r.vmid).catch(() => null) : null;
       out.push({
-        kind: 'sandbox', id: r.id, name: r.name, state: r.phase === 'ready' ? g?.state ?? 'failed' : r.phase, running: g?.running ?? false,
-        cpu_cores: r.cpu_cores, memory_mb: r.memory_mb, addresses: g?.addresses ?? [],
+        kind: 'sandbox',
+        id: r.id,
+        name: r.name,
+        state: r.phase === 'ready' ? (g?.state ?? 'failed') : r.phase,
+        running: g?.running ?? false,
+        cpu_cores: r.cpu_cores,
+        memory_mb: r.memory_mb,
+        addresses: g?.addresses ?? [],
       });
     }
     for (const v of await this.c.vms.listOwned(O.owner)) {
       if (v.labels[WARM_BUILD_LABEL] === undefined) continue;
-      out.push({ kind: 'sandbox', id: `warm-build-${v.vmid}`, name: v.name, state: v.state, running: v.state === 'running' || v.state === 'paused', cpu_cores: v.cpu_cores, memory_mb: v.memory_mb, addresses: [] });
+      out.push({
+        kind: 'sandbox',
+        id: `warm-build-${v.vmid}`,
+        name: v.name,
+        state: v.state,
+        running: v.state === 'running' || v.state === 'paused',
+        cpu_cores: v.cpu_cores,
+        memory_mb: v.memory_mb,
+        addresses: [],
+      });
     }
     return out;
   }
@@ -73,7 +88,9 @@ export class SandboxUpkeep {
   async recover(): Promise<{ destroys: number; boots: number; orphans: number; lost: number }> {
     let found = { boots: 0, orphans: 0, lost: 0 };
     const report = await new IntentRecovery<SandboxIntent>({
-      domain: 'sandboxes', journal: this.c.records.journal, log: this.c.e.log,
+      domain: 'sandboxes',
+      journal: this.c.records.journal,
+      log: this.c.e.log,
       settle: (_key, intent) => this.settleDestroy(intent),
       reconcile: async () => {
         found = await this.reconcile();
@@ -131,7 +148,12 @@ export class SandboxUpkeep {
   async prune(): Promise<number> {
     const cutoff = Date.now() - this.c.e.settings.tombstoneMs;
     const old = (await this.c.records.all()).filter((r) => r.phase === 'destroyed' && r.destroyed_at && Date.parse(r.destroyed_at) < cutoff);
-    for (const r of old) await this.c.records.write([this.c.records.del(r.id), this.c.states.forget(r.id), ...(r.idempotency ? [this.c.records.delIdem(r.token_id, r.idempotency)] : [])]);
+    for (const r of old)
+      await this.c.records.write([
+        this.c.records.del(r.id),
+        this.c.states.forget(r.id),
+        ...(r.idempotency ? [this.c.records.delIdem(r.token_id, r.idempotency)] : []),
+      ]);
     return old.length;
   }
 

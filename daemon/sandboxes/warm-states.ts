@@ -24,7 +24,12 @@ export class SandboxWarmStates {
     this.c.warming.add(img.image_id);
     try {
       const task = this.c.e.tasks.start(
-        { kind: 'sandboxes.warm-state.save', title: `Save a warm state of '${img.image_id}' for sandboxes (${res.cpu_cores} CPU, ${res.memory_mb} MiB)`, owner, resource: `sandboxes/images/${img.image_id}` },
+        {
+          kind: 'sandboxes.warm-state.save',
+          title: `Save a warm state of '${img.image_id}' for sandboxes (${res.cpu_cores} CPU, ${res.memory_mb} MiB)`,
+          owner,
+          resource: `sandboxes/images/${img.image_id}`,
+        },
         async (th) => {
           try {
             return await this.buildWarm(img, res, owner, th);
@@ -43,7 +48,14 @@ export class SandboxWarmStates {
   private async buildWarm(img: SandboxImage, res: { cpu_cores: number; memory_mb: number; disk_gb: number }, owner: string, th: TaskHandle) {
     th.log(`creating a build VM from '${img.image_id}'`);
     const { vm } = await this.c.vms.create(
-      { name: `warm-${img.image_id}`.slice(0, 63), image_id: img.image_id, cpu_cores: res.cpu_cores, memory_mb: res.memory_mb, disk_size_gb: res.disk_gb, linked_clone: true },
+      {
+        name: `warm-${img.image_id}`.slice(0, 63),
+        image_id: img.image_id,
+        cpu_cores: res.cpu_cores,
+        memory_mb: res.memory_mb,
+        disk_size_gb: res.disk_gb,
+        linked_clone: true,
+      },
       noNotes,
       { ...O, labels: { [WARM_BUILD_LABEL]: img.image_id } },
     );
@@ -64,7 +76,13 @@ export class SandboxWarmStates {
       th.log(`guest agent answers after ${Math.round((Date.now() - t0) / 1000)} s; letting cloud-init finish`);
       th.progress(65);
       // A warm state of a settled guest: nothing of the first boot left to run in each sandbox.
-      const settle = await this.c.vms.exec(vm.vmid, 'if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null 2>&1; fi; sync; true', Math.ceil(this.c.e.settings.bootTimeoutMs / 1000), noNotes, O);
+      const settle = await this.c.vms.exec(
+        vm.vmid,
+        'if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null 2>&1; fi; sync; true',
+        Math.ceil(this.c.e.settings.bootTimeoutMs / 1000),
+        noNotes,
+        O,
+      );
       if (settle.timed_out) throw new Error('cloud-init did not finish in the build VM');
       if (th.signal.aborted) throw new Error('cancelled');
       th.log('saving memory and disk');
@@ -72,7 +90,13 @@ export class SandboxWarmStates {
       const saved = await this.c.vms.saveWarmState(vm.vmid, `sandbox ${img.image_id}`, { note() {}, caller: { tokenName: owner } }, { ...O, wait: true });
       th.log(`warm state ${saved.warm_state_id} saved`);
       th.progress(95);
-      return { warm_state_id: saved.warm_state_id, image_id: img.image_id, cpu_cores: res.cpu_cores, memory_mb: res.memory_mb, disk_gb: saved.warm_state?.disk_size_gb ?? null };
+      return {
+        warm_state_id: saved.warm_state_id,
+        image_id: img.image_id,
+        cpu_cores: res.cpu_cores,
+        memory_mb: res.memory_mb,
+        disk_gb: saved.warm_state?.disk_size_gb ?? null,
+      };
     } finally {
       await this.c.removeVm(vm.vmid).catch((err) => this.c.e.log.error({ err, vmid: vm.vmid }, 'sandboxes: removing a warm build VM failed'));
     }

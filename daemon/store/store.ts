@@ -75,9 +75,7 @@ export class Store {
   /** Atomic writes across sublevels: each op names its sublevel. `options`: SYNC or LAZY. */
   async batch(ops: BatchOp[], options?: {}): Promise<void> {
     const mapped = ops.map((o) =>
-      o.type === 'put'
-        ? { type: 'put' as const, sublevel: o.sub, key: o.key, value: o.value }
-        : { type: 'del' as const, sublevel: o.sub, key: o.key },
+      o.type === 'put' ? { type: 'put' as const, sublevel: o.sub, key: o.key, value: o.value } : { type: 'del' as const, sublevel: o.sub, key: o.key },
     ) as unknown as AbstractBatchOperation<Level<string, unknown>, string, unknown>[];
     await this.db.batch(mapped, options ?? {});
   }

@@ -59,12 +59,20 @@ export class TaskRunner implements Tasks {
     let n = 0;
     for await (const [id, rec] of this.tasks.iterator()) {
       if (rec.state === 'queued' || rec.state === 'running') {
-        const line: TaskLogLine = { line: rec.log_lines + 1, time: new Date().toISOString(), text: 'interrupted: the daemon restarted while this task was running' };
+        const line: TaskLogLine = {
+          line: rec.log_lines + 1,
+          time: new Date().toISOString(),
+          text: 'interrupted: the daemon restarted while this task was running',
+        };
         const upd: TaskRecord = { ...rec, state: 'failed', error: 'interrupted by a daemon restart', finished_at: line.time, log_lines: line.line };
-        await this.write([
-          { type: 'put', sub: this.tasks, key: id, value: upd },
-          { type: 'put', sub: this.logs, key: lineKey(id, line.line), value: line },
-        ], [taskLog(upd, line.line, line.text), taskEnded(upd)], SYNC);
+        await this.write(
+          [
+            { type: 'put', sub: this.tasks, key: id, value: upd },
+            { type: 'put', sub: this.logs, key: lineKey(id, line.line), value: line },
+          ],
+          [taskLog(upd, line.line, line.text), taskEnded(upd)],
+          SYNC,
+        );
         n++;
       }
     }
@@ -81,12 +89,29 @@ export class TaskRunner implements Tasks {
     const now = new Date().toISOString();
     const rec: TaskRecord = {
       task_id: 'task_' + crypto.randomBytes(8).toString('hex'),
-      kind: what.kind, title: what.title, state: 'queued', progress: 0,
-      node_id: this.nodeId, owner: what.owner, resource: what.resource, target: what.resource,
-      created_at: now, started_at: null, finished_at: null, result: null, error: null, log_lines: 0,
+      kind: what.kind,
+      title: what.title,
+      state: 'queued',
+      progress: 0,
+      node_id: this.nodeId,
+      owner: what.owner,
+      resource: what.resource,
+      target: what.resource,
+      created_at: now,
+      started_at: null,
+      finished_at: null,
+      result: null,
+      error: null,
+      log_lines: 0,
     };
     let ended!: () => void;
-    const entry: Live = { rec, shown: { ...rec }, chain: this.write([{ type: 'put', sub: this.tasks, key: rec.task_id, value: { ...rec } }], [taskCreated({ ...rec })], SYNC), abort: new AbortController(), ended: new Promise((r) => (ended = r)) };
+    const entry: Live = {
+      rec,
+      shown: { ...rec },
+      chain: this.write([{ type: 'put', sub: this.tasks, key: rec.task_id, value: { ...rec } }], [taskCreated({ ...rec })], SYNC),
+      abort: new AbortController(),
+      ended: new Promise((r) => (ended = r)),
+    };
     this.live.set(rec.task_id, entry);
     // Progress and log lines are written lazily (a power loss may lose the last
     // seconds of them; a restart marks the task interrupted anyway); the record
@@ -102,7 +127,9 @@ export class TaskRunner implements Tasks {
       // Readers are shown what the store has: the record with the line it counts (one batch).
       entry.chain = entry.chain
         .then(() => this.write(ops, events(snapshot), ended ? SYNC : LAZY))
-        .then(() => { entry.shown = snapshot; })
+        .then(() => {
+          entry.shown = snapshot;
+        })
         .catch(() => undefined);
     };
     const handle: TaskHandle = {
@@ -133,7 +160,9 @@ export class TaskRunner implements Tasks {
         entry.rec.state = 'failed';
         entry.rec.error = entry.abort.signal.aborted
           ? `cancelled: ${String(entry.abort.signal.reason ?? 'cancelled')}`
-          : err instanceof Error ? err.message : String(err);
+          : err instanceof Error
+            ? err.message
+            : String(err);
         handle.log(`failed: ${entry.rec.error}`);
       }
       entry.rec.finished_at = new Date().toISOString();
@@ -209,7 +238,10 @@ export class TaskRunner implements Tasks {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.all(live.map((e) => e.ended)),
-      new Promise<void>((r) => { timer = setTimeout(r, graceMs); timer.unref(); }),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, graceMs);
+        timer.unref();
+      }),
     ]);
     clearTimeout(timer);
     await Promise.all([...this.live.values()].map((e) => e.chain));

@@ -39,7 +39,12 @@ export function checkImageId(id: string, arg = 'image_id'): string {
 
 /** An image id from a free-form name (template names). */
 export function slug(name: string): string {
-  const s = name.toLowerCase().replace(/[^a-z0-9_.-]+/g, '-').replace(/^[^a-z0-9]+/, '').replace(/-+$/, '').slice(0, 64);
+  const s = name
+    .toLowerCase()
+    .replace(/[^a-z0-9_.-]+/g, '-')
+    .replace(/^[^a-z0-9]+/, '')
+    .replace(/-+$/, '')
+    .slice(0, 64);
   return s.replace(/\.\.+/g, '.');
 }
 
@@ -56,7 +61,12 @@ export const belowMinimum = (arg: string, value: number, imageId: string, min: s
 
 /** A DNS label for the guest from the VM name. */
 export function hostnameOf(name: string, vmid: number): string {
-  const h = name.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63).replace(/-+$/, '');
+  const h = name
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 63)
+    .replace(/-+$/, '');
   return h || `vm-${vmid}`;
 }
 
@@ -77,7 +87,8 @@ const BREAKS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
 export function checkSshKey(k: string, arg = 'ssh_public_key'): string {
   const t = k.trim();
-  if (t.length > 16384 || !KEY_TYPES.test(t) || BREAKS.test(t)) throw badRequest(`argument '${arg}' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)`);
+  if (t.length > 16384 || !KEY_TYPES.test(t) || BREAKS.test(t))
+    throw badRequest(`argument '${arg}' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)`);
   return t;
 }
 

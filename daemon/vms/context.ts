@@ -19,7 +19,17 @@ import type { Tasks } from '../lib/tasks.js';
 import type { SecretStore } from '../lib/secrets.js';
 import { ensureAvailable } from '../lib/availability.js';
 import { AgentError, AgentTimeout, NoExtRoot, type MachineRef, type MachineSpec, type NetSpec, type VmDriver, type GuestFileDriver } from './driver.js';
-import { type VmRecords, vmKey, WARM_FORMAT, type VmState, type ImageRecord, type NetworkType, type StoredCloudInit, type VmRecord, type WarmStateRecord } from './records.js';
+import {
+  type VmRecords,
+  vmKey,
+  WARM_FORMAT,
+  type VmState,
+  type ImageRecord,
+  type NetworkType,
+  type StoredCloudInit,
+  type VmRecord,
+  type WarmStateRecord,
+} from './records.js';
 import type { VmSettings } from './settings.js';
 import { validBridgeName } from './settings.js';
 import type { EventsPort } from '../domain.js';
@@ -126,7 +136,12 @@ export const SEED_MAX = 64 * 1024;
 export const TEMPLATE_BUILD_OWNER = 'template-build';
 
 /** How the domain's lock keys read in a 409 (`VM 101 is busy: clone to VM 102 in progress`). */
-export const VM_LOCK_LABELS = lockLabels({ vm: (id) => `VM ${id}`, image: (id) => `image '${id}'`, ws: (id) => `warm state '${id}'`, iso: (id) => `ISO '${id}'` });
+export const VM_LOCK_LABELS = lockLabels({
+  vm: (id) => `VM ${id}`,
+  image: (id) => `image '${id}'`,
+  ws: (id) => `warm state '${id}'`,
+  iso: (id) => `ISO '${id}'`,
+});
 
 /** A disk chain the driver refused to open (qemu/img.ts DiskChainEscape). */
 export const isChainEscape = (err: unknown): boolean => (err as Error)?.name === 'DiskChainEscape';
@@ -241,7 +256,7 @@ export class VmContext {
       disks: rec.disks.map((d) => ({ disk_id: d.disk_id, size_gb: d.size_gb })),
       network: {
         type: rec.cloud_init.network_type,
-        bridge: rec.cloud_init.network_type === 'bridged' ? rec.cloud_init.network_bridge ?? this.e.settings.bridge : null,
+        bridge: rec.cloud_init.network_type === 'bridged' ? (rec.cloud_init.network_bridge ?? this.e.settings.bridge) : null,
         mac: rec.cloud_init.network_type === 'none' ? null : rec.mac,
         ssh_port: state === 'running' || state === 'paused' ? rec.ssh_port : null,
       },
@@ -301,7 +316,9 @@ export class VmContext {
     const img = await this.records.image(id);
     if (img) return img;
     if (catalogHint?.(id)) {
-      throw notFound(`image '${id}' is in the download catalog but not on this host; download it first (POST /templates with base_image_id '${id}', or hostctl vm image fetch ${id})`);
+      throw notFound(
+        `image '${id}' is in the download catalog but not on this host; download it first (POST /templates with base_image_id '${id}', or hostctl vm image fetch ${id})`,
+      );
     }
     throw notFound(`image '${id}' not found`);
   }
@@ -338,7 +355,9 @@ export class VmContext {
     await this.requirePrograms('qemu-storage-daemon', 'debugfs', '/dev/fuse');
     try {
       await this.driver.writeIdentity(path.join(rec.dir, rec.root_layers[rec.root_layers.length - 1]), rec.dir, {
-        seed: plan.seed, hostname: hostnameOf(rec.name, rec.vmid), rekey: plan.rekey,
+        seed: plan.seed,
+        hostname: hostnameOf(rec.name, rec.vmid),
+        rekey: plan.rekey,
       });
       rec.identity = { method: 'offline', pending: false, skip_rekey: !plan.rekey, seed_written: plan.seed !== null };
       await this.e.secrets.delete(SEED_NS, `seed-${rec.vmid}`);
@@ -491,9 +510,23 @@ export class VmContext {
   warmView(w: WarmStateRecord, dependents: number[]) {
     const refused = warmRefusal(w);
     return {
-      id: w.id, name: w.name, vmid: w.vmid, image_id: w.image_id, storage_id: w.storage_id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb,
-      disk_size_gb: w.disk_size_gb, network_type: w.network_type, size_bytes: w.size_bytes, dependents, owner: w.owner, created_at: w.created_at,
-      generation_id: w.vmgenid ?? null, format: w.format ?? 1, resumable: refused === null, reason: refused,
+      id: w.id,
+      name: w.name,
+      vmid: w.vmid,
+      image_id: w.image_id,
+      storage_id: w.storage_id,
+      cpu_cores: w.cpu_cores,
+      memory_mb: w.memory_mb,
+      disk_size_gb: w.disk_size_gb,
+      network_type: w.network_type,
+      size_bytes: w.size_bytes,
+      dependents,
+      owner: w.owner,
+      created_at: w.created_at,
+      generation_id: w.vmgenid ?? null,
+      format: w.format ?? 1,
+      resumable: refused === null,
+      reason: refused,
     };
   }
 

@@ -20,7 +20,11 @@ export class VmCreation {
    * POST /vms. A linked clone is ready when this returns; a full copy answers
    * at once with the VM in state `creating` and the copy's task.
    */
-  async create(a: CreateInput, ctx: NoteSink, o: OwnerOpts & { labels?: Record<string, string>; catalogHint?: (id: string) => boolean; seedUserData?: string } = {}): Promise<{ vm: VmView; task: TaskRecord | null }> {
+  async create(
+    a: CreateInput,
+    ctx: NoteSink,
+    o: OwnerOpts & { labels?: Record<string, string>; catalogHint?: (id: string) => boolean; seedUserData?: string } = {},
+  ): Promise<{ vm: VmView; task: TaskRecord | null }> {
     if (this.c.closed) throw unavailable('the VM domain is shutting down');
     await this.c.requirePrograms('qemu-img');
     const name = a.name;
@@ -37,7 +41,10 @@ export class VmCreation {
     const imgGb = Math.ceil(img.virtual_size_bytes / GiB);
     const minDisk = Math.max(img.min_disk_gb, imgGb);
     const disk = a.disk_size_gb === undefined || a.disk_size_gb === 0 ? (img.min_disk_gb ? minDisk : Math.max(minDisk, s.defaultDiskGb)) : a.disk_size_gb;
-    if (disk < minDisk) throw badRequest(`${belowMinimum('disk_size_gb', disk, img.image_id, `${minDisk} GiB`)}${imgGb >= img.min_disk_gb ? ' (its disk size; disks cannot shrink)' : ''}`);
+    if (disk < minDisk)
+      throw badRequest(
+        `${belowMinimum('disk_size_gb', disk, img.image_id, `${minDisk} GiB`)}${imgGb >= img.min_disk_gb ? ' (its disk size; disks cannot shrink)' : ''}`,
+      );
     await this.c.hostLimits(cpu, mem);
     const ci = this.initialCloudInit(a, img);
     if (a.seed_data !== undefined && Buffer.byteLength(a.seed_data) > SEED_MAX) throw badRequest(`argument 'seed_data' must be at most ${SEED_MAX} bytes`);
@@ -49,12 +56,34 @@ export class VmCreation {
       releaseLock = this.c.lock.hold([`vm:${vmid}`], 'create');
       const t = now();
       const rec: VmRecord = {
-        vmid, name, owner: o.owner ?? null, labels: o.labels ?? {}, storage_id: pool.id, dir: vmDir(pool, vmid),
-        image_id: img.image_id, linked_clone: linked, base_image_id: linked ? img.image_id : null, base_warm_state_id: null,
-        cpu_cores: cpu, memory_mb: mem, disk_size_gb: disk, autostart: a.autostart ?? false,
-        state: 'creating', root_layers: ['root.qcow2'], disks: [], cloud_init: ci, mac: this.c.driver.macFor(vmid, Date.now() % 9973), uuid: newUuid(),
-        ssh_port: null, identity: { method: null, pending: true, skip_rekey: a.skip_rekey ?? false, seed_written: false }, seed_generation: null,
-        resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
+        vmid,
+        name,
+        owner: o.owner ?? null,
+        labels: o.labels ?? {},
+        storage_id: pool.id,
+        dir: vmDir(pool, vmid),
+        image_id: img.image_id,
+        linked_clone: linked,
+        base_image_id: linked ? img.image_id : null,
+        base_warm_state_id: null,
+        cpu_cores: cpu,
+        memory_mb: mem,
+        disk_size_gb: disk,
+        autostart: a.autostart ?? false,
+        state: 'creating',
+        root_layers: ['root.qcow2'],
+        disks: [],
+        cloud_init: ci,
+        mac: this.c.driver.macFor(vmid, Date.now() % 9973),
+        uuid: newUuid(),
+        ssh_port: null,
+        identity: { method: null, pending: true, skip_rekey: a.skip_rekey ?? false, seed_written: false },
+        seed_generation: null,
+        resume_file: null,
+        vmgenid: newUuid(),
+        task_id: null,
+        created_at: t,
+        updated_at: t,
       };
       const key = VmRecords.intentKey(`create-${vmid}`);
       if (linked) {
@@ -69,7 +98,11 @@ export class VmCreation {
         rec.state = 'stopped';
         rec.updated_at = now();
         await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx as { caller?: { tokenName: string } }), rec);
-        ctx.note({ summary: `VM ${vmid} '${name}' created as a linked clone of '${img.image_id}'`, target: `vms/${vmid}`, metadata: { vmid, image_id: img.image_id, linked_clone: true } });
+        ctx.note({
+          summary: `VM ${vmid} '${name}' created as a linked clone of '${img.image_id}'`,
+          target: `vms/${vmid}`,
+          metadata: { vmid, image_id: img.image_id, linked_clone: true },
+        });
         return { vm: this.c.view(rec, 'stopped'), task: null };
       }
       // Full copy: the VM shows as `creating` while its task copies the image.
@@ -82,35 +115,57 @@ export class VmCreation {
       // The task's work waits until the `creating` record is written, so its commit comes after it.
       let recorded!: () => void;
       const written = new Promise<void>((r) => (recorded = r));
-      task = this.c.e.tasks.start({ kind: 'vms.vm.create', title: `Create VM ${vmid} '${name}' (full copy of ${img.image_id})`, owner: actorOf(ctx as { caller?: { tokenName: string } }), resource: `vms/${vmid}` }, async (th) => {
-        await written;
-        try {
-          th.log(`copying image ${img.image_id} (${formatSize(img.virtual_size_bytes)} virtual)`);
-          await this.buildDisk(rec, img, a.seed_data ?? null, th, o.seedUserData);
-          rec.state = 'stopped';
-          rec.task_id = null;
-          rec.updated_at = now();
-          await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx as { caller?: { tokenName: string } }), rec);
-          th.progress(100);
-          return { vmid };
-        } catch (err) {
-          await this.c.undoCreate(rec);
-          await this.c.states.report(vmid, { actor: actorOf(ctx as { caller?: { tokenName: string } }), state: 'deleted', rec, ops: [this.c.records.delVm(vmid)] });
-          await this.c.records.journal.drop(key);
-          throw err;
-        } finally {
-          this.c.reserved.delete(vmid);
-          releaseImg();
-          release();
-        }
-      });
+      task = this.c.e.tasks.start(
+        {
+          kind: 'vms.vm.create',
+          title: `Create VM ${vmid} '${name}' (full copy of ${img.image_id})`,
+          owner: actorOf(ctx as { caller?: { tokenName: string } }),
+          resource: `vms/${vmid}`,
+        },
+        async (th) => {
+          await written;
+          try {
+            th.log(`copying image ${img.image_id} (${formatSize(img.virtual_size_bytes)} virtual)`);
+            await this.buildDisk(rec, img, a.seed_data ?? null, th, o.seedUserData);
+            rec.state = 'stopped';
+            rec.task_id = null;
+            rec.updated_at = now();
+            await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx as { caller?: { tokenName: string } }), rec);
+            th.progress(100);
+            return { vmid };
+          } catch (err) {
+            await this.c.undoCreate(rec);
+            await this.c.states.report(vmid, {
+              actor: actorOf(ctx as { caller?: { tokenName: string } }),
+              state: 'deleted',
+              rec,
+              ops: [this.c.records.delVm(vmid)],
+            });
+            await this.c.records.journal.drop(key);
+            throw err;
+          } finally {
+            this.c.reserved.delete(vmid);
+            releaseImg();
+            release();
+          }
+        },
+      );
       rec.task_id = task.task_id;
       try {
-        await this.c.states.report(vmid, { actor: actorOf(ctx as { caller?: { tokenName: string } }), state: 'creating', rec, ops: [this.c.records.putVm(structuredClone(rec))] });
+        await this.c.states.report(vmid, {
+          actor: actorOf(ctx as { caller?: { tokenName: string } }),
+          state: 'creating',
+          rec,
+          ops: [this.c.records.putVm(structuredClone(rec))],
+        });
       } finally {
         recorded();
       }
-      ctx.note({ summary: `VM ${vmid} '${name}' being created (full copy of '${img.image_id}')`, target: `vms/${vmid}`, metadata: { vmid, image_id: img.image_id, linked_clone: false, task_id: task.task_id } });
+      ctx.note({
+        summary: `VM ${vmid} '${name}' being created (full copy of '${img.image_id}')`,
+        target: `vms/${vmid}`,
+        metadata: { vmid, image_id: img.image_id, linked_clone: false, task_id: task.task_id },
+      });
       return { vm: this.c.view(rec, 'creating'), task };
     } finally {
       if (releaseLock) {
@@ -168,7 +223,13 @@ export class VmCreation {
   // ------------------------------------------------------------ clone
 
   /** POST /vms/{id}/clone: `id` is the new VM's id; the stopped source's root disk is copied (flattened) by a task. */
-  async clone(newId: number, sourceId: number, name: string, ctx: NoteSink & { caller?: { tokenName: string } }, o: OwnerOpts = {}): Promise<{ vm: VmView; task: TaskRecord }> {
+  async clone(
+    newId: number,
+    sourceId: number,
+    name: string,
+    ctx: NoteSink & { caller?: { tokenName: string } },
+    o: OwnerOpts = {},
+  ): Promise<{ vm: VmView; task: TaskRecord }> {
     await this.c.requirePrograms('qemu-img', 'genisoimage');
     const nm = name;
     const src = await this.c.vm(sourceId, o);
@@ -183,9 +244,25 @@ export class VmCreation {
       const t = now();
       const rec: VmRecord = {
         ...structuredClone(src),
-        vmid, name: nm, dir: vmDir(pool, vmid), linked_clone: false, base_image_id: null, base_warm_state_id: null,
-        state: 'creating', root_layers: ['root.qcow2'], disks: [], mac: this.c.driver.macFor(vmid, Date.now() % 9973), uuid: newUuid(), ssh_port: null,
-        identity: { method: null, pending: true, skip_rekey: false, seed_written: false }, seed_generation: null, resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
+        vmid,
+        name: nm,
+        dir: vmDir(pool, vmid),
+        linked_clone: false,
+        base_image_id: null,
+        base_warm_state_id: null,
+        state: 'creating',
+        root_layers: ['root.qcow2'],
+        disks: [],
+        mac: this.c.driver.macFor(vmid, Date.now() % 9973),
+        uuid: newUuid(),
+        ssh_port: null,
+        identity: { method: null, pending: true, skip_rekey: false, seed_written: false },
+        seed_generation: null,
+        resume_file: null,
+        vmgenid: newUuid(),
+        task_id: null,
+        created_at: t,
+        updated_at: t,
         cloud_init: { ...src.cloud_init, password_set: false, generation: 1 },
       };
       const srcRoot = path.join(src.dir, src.root_layers[src.root_layers.length - 1]);
@@ -195,37 +272,49 @@ export class VmCreation {
       releaseAll = null;
       let recorded!: () => void;
       const written = new Promise<void>((r) => (recorded = r));
-      const task = this.c.e.tasks.start({ kind: 'vms.vm.clone', title: `Clone VM ${sourceId} to VM ${vmid} '${nm}'`, owner: actorOf(ctx), resource: `vms/${vmid}` }, async (th) => {
-        await written;
-        try {
-          await fs.mkdir(rec.dir, { recursive: true, mode: 0o700 });
-          await this.c.step('clone:dir');
-          th.log(`copying the root disk of VM ${sourceId}`);
-          await this.c.driver.copyDisk(srcRoot, path.join(rec.dir, 'root.qcow2'), { signal: th.signal, onProgress: (p) => th.progress(Math.floor(p * 0.9)) });
-          await this.c.step('clone:copied');
-          rec.state = 'stopped';
-          rec.task_id = null;
-          rec.updated_at = now();
-          await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx), rec);
-          th.progress(100);
-          return { vmid, source_vmid: sourceId };
-        } catch (err) {
-          await this.c.undoCreate(rec);
-          await this.c.states.report(vmid, { actor: actorOf(ctx), state: 'deleted', rec, ops: [this.c.records.delVm(vmid)] });
-          await this.c.records.journal.drop(key);
-          throw err;
-        } finally {
-          this.c.reserved.delete(vmid);
-          release();
-        }
-      });
+      const task = this.c.e.tasks.start(
+        { kind: 'vms.vm.clone', title: `Clone VM ${sourceId} to VM ${vmid} '${nm}'`, owner: actorOf(ctx), resource: `vms/${vmid}` },
+        async (th) => {
+          await written;
+          try {
+            await fs.mkdir(rec.dir, { recursive: true, mode: 0o700 });
+            await this.c.step('clone:dir');
+            th.log(`copying the root disk of VM ${sourceId}`);
+            await this.c.driver.copyDisk(srcRoot, path.join(rec.dir, 'root.qcow2'), { signal: th.signal, onProgress: (p) => th.progress(Math.floor(p * 0.9)) });
+            await this.c.step('clone:copied');
+            rec.state = 'stopped';
+            rec.task_id = null;
+            rec.updated_at = now();
+            await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'stopped', actorOf(ctx), rec);
+            th.progress(100);
+            return { vmid, source_vmid: sourceId };
+          } catch (err) {
+            await this.c.undoCreate(rec);
+            await this.c.states.report(vmid, { actor: actorOf(ctx), state: 'deleted', rec, ops: [this.c.records.delVm(vmid)] });
+            await this.c.records.journal.drop(key);
+            throw err;
+          } finally {
+            this.c.reserved.delete(vmid);
+            release();
+          }
+        },
+      );
       rec.task_id = task.task_id;
       try {
-        await this.c.states.report(vmid, { actor: actorOf(ctx as { caller?: { tokenName: string } }), state: 'creating', rec, ops: [this.c.records.putVm(structuredClone(rec))] });
+        await this.c.states.report(vmid, {
+          actor: actorOf(ctx as { caller?: { tokenName: string } }),
+          state: 'creating',
+          rec,
+          ops: [this.c.records.putVm(structuredClone(rec))],
+        });
       } finally {
         recorded();
       }
-      ctx.note({ summary: `VM ${sourceId} being cloned to VM ${vmid} '${nm}'`, target: `vms/${vmid}`, metadata: { vmid, source_vmid: sourceId, task_id: task.task_id } });
+      ctx.note({
+        summary: `VM ${sourceId} being cloned to VM ${vmid} '${nm}'`,
+        target: `vms/${vmid}`,
+        metadata: { vmid, source_vmid: sourceId, task_id: task.task_id },
+      });
       return { vm: this.c.view(rec, 'creating'), task };
     } finally {
       if (releaseAll) {

@@ -85,9 +85,7 @@ export interface MachineRef {
  * process ended without a SHUTDOWN event, e.g. killed with SIGKILL). QEMU
  * runs daemonized (it outlives hostd), so its exit status is not hostd's to read.
  */
-export type MachineEvent =
-  | { type: 'qmp'; event: 'SHUTDOWN' | 'STOP' | 'RESUME'; data: Record<string, unknown> }
-  | { type: 'exit'; reason: string };
+export type MachineEvent = { type: 'qmp'; event: 'SHUTDOWN' | 'STOP' | 'RESUME'; data: Record<string, unknown> } | { type: 'exit'; reason: string };
 
 export type MachineStatus =
   | { running: false }
@@ -98,7 +96,11 @@ export type MachineStatus =
 
 /** The agent answered with an error. */
 export class AgentError extends Error {
-  constructor(readonly command: string, readonly cls: string, desc: string) {
+  constructor(
+    readonly command: string,
+    readonly cls: string,
+    desc: string,
+  ) {
     super(`guest agent ${command}: ${desc}`);
     this.name = 'AgentError';
   }
@@ -152,7 +154,11 @@ export interface GuestDirEntry extends GuestPathInfo {
 
 /** Why a guest file operation was refused (the guest's own answer, in the domain's terms). */
 export class GuestPathError extends Error {
-  constructor(readonly kind: 'missing' | 'is-directory' | 'not-regular' | 'parent-not-directory' | 'not-empty' | 'no-tool', readonly path: string, detail = '') {
+  constructor(
+    readonly kind: 'missing' | 'is-directory' | 'not-regular' | 'parent-not-directory' | 'not-empty' | 'no-tool',
+    readonly path: string,
+    detail = '',
+  ) {
     super(`${kind}: ${path}${detail ? ` (${detail})` : ''}`);
     this.name = 'GuestPathError';
   }

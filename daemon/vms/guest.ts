@@ -1,4 +1,3 @@
-
 import { badRequest } from '../lib/errors.js';
 import type { NoteSink } from '../lib/caller.js';
 import type { ExecResult } from '../lib/exec-output.js';
@@ -15,7 +14,11 @@ export class VmGuest {
    * the guest (qemu/exec.ts). Sandboxes use this same path.
    */
   async exec(
-    vmid: number, command: string, timeoutSeconds: number | undefined, ctx: NoteSink, o: OwnerOpts = {},
+    vmid: number,
+    command: string,
+    timeoutSeconds: number | undefined,
+    ctx: NoteSink,
+    o: OwnerOpts = {},
     opts: Pick<GuestExecOptions, 'env' | 'cwd' | 'user' | 'input' | 'encoding'> = {},
   ): Promise<{ vmid: number } & ExecResult> {
     const rec = await this.c.vm(vmid, o);
@@ -62,7 +65,11 @@ export class VmGuest {
       }
     }
     return {
-      vmid, ready: false, timed_out: true, state, waited_ms: Date.now() - t0,
+      vmid,
+      ready: false,
+      timed_out: true,
+      state,
+      waited_ms: Date.now() - t0,
       reason: state === 'running' ? 'the guest agent did not answer' : `the VM is ${state}`,
     };
   }

@@ -8,11 +8,41 @@ import type { VmService } from './service.js';
 import type { TemplateBuilder } from './templates.js';
 
 export type VmOperation =
-  | 'vms_list' | 'vms_create' | 'vms_images_list' | 'vms_images_catalog' | 'vms_images_delete' | 'vms_images_move' | 'vms_isos_list'
-  | 'vms_isos_move' | 'vms_warm_states_list' | 'vms_warm_states_restore' | 'vms_warm_states_delete' | 'vms_capacity' | 'vms_host_status'
-  | 'vms_get' | 'vms_update' | 'vms_delete' | 'vms_start' | 'vms_stop' | 'vms_suspend' | 'vms_resume' | 'vms_clone' | 'vms_cloud_init_update'
-  | 'vms_exec' | 'vms_wait_ready' | 'vms_wait_ip' | 'vms_connection_get' | 'vms_disks_create' | 'vms_disks_delete' | 'vms_disks_update'
-  | 'vms_template_create' | 'vms_warm_states_create' | 'vms_docs_get' | 'vms_docs_set' | 'templates_create' | 'templates_get';
+  | 'vms_list'
+  | 'vms_create'
+  | 'vms_images_list'
+  | 'vms_images_catalog'
+  | 'vms_images_delete'
+  | 'vms_images_move'
+  | 'vms_isos_list'
+  | 'vms_isos_move'
+  | 'vms_warm_states_list'
+  | 'vms_warm_states_restore'
+  | 'vms_warm_states_delete'
+  | 'vms_capacity'
+  | 'vms_host_status'
+  | 'vms_get'
+  | 'vms_update'
+  | 'vms_delete'
+  | 'vms_start'
+  | 'vms_stop'
+  | 'vms_suspend'
+  | 'vms_resume'
+  | 'vms_clone'
+  | 'vms_cloud_init_update'
+  | 'vms_exec'
+  | 'vms_wait_ready'
+  | 'vms_wait_ip'
+  | 'vms_connection_get'
+  | 'vms_disks_create'
+  | 'vms_disks_delete'
+  | 'vms_disks_update'
+  | 'vms_template_create'
+  | 'vms_warm_states_create'
+  | 'vms_docs_get'
+  | 'vms_docs_set'
+  | 'templates_create'
+  | 'templates_get';
 
 export function vmHandlers(vms: VmService, images: ImageService, templates: TemplateBuilder): HandlersOf<VmOperation> {
   return {

@@ -1,4 +1,3 @@
-
 import { type VmContext, warmRefusal } from './context.js';
 
 export class VmHostStatus {
@@ -39,14 +38,17 @@ export class VmHostStatus {
     for (const v of await this.c.records.allVms()) {
       if (v.owner !== null) continue;
       const ci = v.cloud_init;
-      const bridge = ci.network_type === 'bridged' ? ci.network_bridge ?? this.c.e.settings.bridge : null;
+      const bridge = ci.network_type === 'bridged' ? (ci.network_bridge ?? this.c.e.settings.bridge) : null;
       const bridgeWhy = bridge ? this.c.bridgeRefusal(bridge) : null;
       if (bridgeWhy) out.push({ kind: 'vm', id: String(v.vmid), rule: 'vms.allowed_bridges', refuses: 'start', message: `VM ${v.vmid}: ${bridgeWhy}` });
       if ((v.vmgenid ?? null) === null && v.state !== 'creating') {
         const state = await this.c.state(v);
         if (state !== 'stopped') {
           out.push({
-            kind: 'vm', id: String(v.vmid), rule: 'vmgenid', refuses: 'warm-state save',
+            kind: 'vm',
+            id: String(v.vmid),
+            rule: 'vmgenid',
+            refuses: 'warm-state save',
             message: `VM ${v.vmid} is ${state} on a machine without a VM generation ID device (started before hostd added one): its warm states are refused until it is stopped and started again`,
           });
         }
@@ -73,12 +75,13 @@ export class VmHostStatus {
     }
     const s = this.c.e.settings;
     // Under TCG each guest also holds its translation cache (about 1 GiB by default).
-    const overhead = probe.accel.accel === 'kvm' ? 64 : s.tcgTbSizeMb ?? 1024;
+    const overhead = probe.accel.accel === 'kvm' ? 64 : (s.tcgTbSizeMb ?? 1024);
     const need = s.defaultMemoryMb + overhead;
     const qemuOk = probe.programs.find((p) => p.name === 'qemu-system-x86_64')?.available === true;
     let reason: string | null = null;
     if (!qemuOk) reason = 'qemu-system-x86_64 is not installed';
-    else if (h.memoryAvailableMb < need) reason = `the host has ${h.memoryAvailableMb} MiB of memory available; a ${s.defaultMemoryMb} MiB VM needs about ${need} MiB with QEMU's overhead`;
+    else if (h.memoryAvailableMb < need)
+      reason = `the host has ${h.memoryAvailableMb} MiB of memory available; a ${s.defaultMemoryMb} MiB VM needs about ${need} MiB with QEMU's overhead`;
     return {
       can_run_another: reason === null,
       reason,

@@ -20,7 +20,6 @@ import { actorOf } from '../lib/operator.js';
 
 type Caller = NoteSink & { caller?: { tokenName: string } };
 
-
 export interface ImportInput {
   file: string;
   image_id: string;
@@ -55,9 +54,22 @@ export class ImageService {
   async view(img: ImageRecord) {
     const deps = await this.vms.imageDependents(img.image_id);
     return {
-      image_id: img.image_id, name: img.name, kind: img.kind, storage_id: img.storage_id, format: 'qcow2', size_bytes: img.size_bytes,
-      virtual_size_bytes: img.virtual_size_bytes, min_cpu_cores: img.min_cpu_cores, min_memory_mb: img.min_memory_mb, min_disk_gb: img.min_disk_gb,
-      default_user: img.default_user, labels: img.labels, linked_clones: deps.vms, warm_states: deps.warm_states, source: img.source, created_at: img.created_at,
+      image_id: img.image_id,
+      name: img.name,
+      kind: img.kind,
+      storage_id: img.storage_id,
+      format: 'qcow2',
+      size_bytes: img.size_bytes,
+      virtual_size_bytes: img.virtual_size_bytes,
+      min_cpu_cores: img.min_cpu_cores,
+      min_memory_mb: img.min_memory_mb,
+      min_disk_gb: img.min_disk_gb,
+      default_user: img.default_user,
+      labels: img.labels,
+      linked_clones: deps.vms,
+      warm_states: deps.warm_states,
+      source: img.source,
+      created_at: img.created_at,
     };
   }
 
@@ -78,8 +90,17 @@ export class ImageService {
     const have = new Map((await this.vms.records.allImages()).map((i) => [i.image_id, i.storage_id]));
     return {
       images: entries.map((c) => ({
-        image_id: c.id, name: c.name, url: c.url, format: c.format ?? null, min_cpu_cores: c.min_cpu_cores, min_memory_mb: c.min_memory_mb,
-        min_disk_gb: c.min_disk_gb, default_user: c.default_user, labels: c.labels ?? {}, downloaded: have.has(c.id), storage_id: have.get(c.id) ?? null,
+        image_id: c.id,
+        name: c.name,
+        url: c.url,
+        format: c.format ?? null,
+        min_cpu_cores: c.min_cpu_cores,
+        min_memory_mb: c.min_memory_mb,
+        min_disk_gb: c.min_disk_gb,
+        default_user: c.default_user,
+        labels: c.labels ?? {},
+        downloaded: have.has(c.id),
+        storage_id: have.get(c.id) ?? null,
       })),
       source: this.e.settings.catalogFile ?? 'bundled',
     };
@@ -123,19 +144,26 @@ export class ImageService {
     let task: TaskRecord;
     try {
       const release = this.vms.lock.hold([`image:${id}`], 'download');
-      task = this.e.tasks.start({ kind: 'vms.image.download', title: `Download image ${id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
-        try {
-          return { image_id: (await this.fetchInto(entry, pool.id, th, 0, 100)).image_id };
-        } finally {
-          this.pending.delete(id);
-          release();
-        }
-      });
+      task = this.e.tasks.start(
+        { kind: 'vms.image.download', title: `Download image ${id}`, owner: actorOf(ctx), resource: `vms/images/${id}` },
+        async (th) => {
+          try {
+            return { image_id: (await this.fetchInto(entry, pool.id, th, 0, 100)).image_id };
+          } finally {
+            this.pending.delete(id);
+            release();
+          }
+        },
+      );
     } catch (err) {
       this.pending.delete(id);
       throw err;
     }
-    ctx.note({ summary: `Download of image ${id} started`, target: `vms/images/${id}`, metadata: { image_id: id, storage_id: pool.id, task_id: task.task_id } });
+    ctx.note({
+      summary: `Download of image ${id} started`,
+      target: `vms/images/${id}`,
+      metadata: { image_id: id, storage_id: pool.id, task_id: task.task_id },
+    });
     return { task };
   }
 
@@ -161,11 +189,24 @@ export class ImageService {
       await fs.rm(part, { force: true });
     }
     th.progress(Math.floor(p0 + span * 0.95));
-    return this.addImage({
-      image_id: entry.id, storage_id: pool.id, name: entry.name, kind: 'image', file: path.join(imagesDir(pool), `${entry.id}.qcow2`),
-      min_cpu_cores: entry.min_cpu_cores, min_memory_mb: entry.min_memory_mb, min_disk_gb: entry.min_disk_gb, default_user: entry.default_user,
-      labels: entry.labels ?? {}, source: { type: 'catalog', catalog_id: entry.id, url: entry.url, checksum }, created_at: now(),
-    }, tmp, th);
+    return this.addImage(
+      {
+        image_id: entry.id,
+        storage_id: pool.id,
+        name: entry.name,
+        kind: 'image',
+        file: path.join(imagesDir(pool), `${entry.id}.qcow2`),
+        min_cpu_cores: entry.min_cpu_cores,
+        min_memory_mb: entry.min_memory_mb,
+        min_disk_gb: entry.min_disk_gb,
+        default_user: entry.default_user,
+        labels: entry.labels ?? {},
+        source: { type: 'catalog', catalog_id: entry.id, url: entry.url, checksum },
+        created_at: now(),
+      },
+      tmp,
+      th,
+    );
   }
 
   /** `hostctl vm image import`: a local qcow2 or raw file, converted into a pool (a task). */
@@ -191,39 +232,60 @@ export class ImageService {
     let task: TaskRecord;
     try {
       const release = this.vms.lock.hold([`image:${id}`], 'import');
-      task = this.e.tasks.start({ kind: 'vms.image.import', title: `Import ${path.basename(a.file)} as image ${id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
-        const tmp = path.join(partialDir(pool), `${id}.import.qcow2`);
-        try {
-          await fs.mkdir(partialDir(pool), { recursive: true });
-          th.log(`converting ${a.file} (${info.format}, ${formatSize(info.virtualSize)} virtual) to qcow2 in pool ${pool.id}`);
-          await this.vms.driver.copyDisk(a.file, tmp, { signal: th.signal, sourceFormat: info.format, onProgress: (p) => th.progress(Math.floor(p * 0.95)) });
-          const img = await this.addImage({
-            image_id: id, storage_id: pool.id, name, kind: 'image', file: path.join(imagesDir(pool), `${id}.qcow2`),
-            min_cpu_cores: a.min_cpu_cores ?? 1, min_memory_mb: a.min_memory_mb ?? 512, min_disk_gb: a.min_disk_gb ?? 0,
-            default_user: a.default_user ?? null, labels: a.labels ?? {}, source: { type: 'import', file: a.file }, created_at: now(),
-          }, tmp, th);
-          th.progress(100);
-          return { image_id: img.image_id, storage_id: img.storage_id };
-        } catch (err) {
-          await fs.rm(tmp, { force: true });
-          throw err;
-        } finally {
-          this.pending.delete(id);
-          release();
-        }
-      });
+      task = this.e.tasks.start(
+        { kind: 'vms.image.import', title: `Import ${path.basename(a.file)} as image ${id}`, owner: actorOf(ctx), resource: `vms/images/${id}` },
+        async (th) => {
+          const tmp = path.join(partialDir(pool), `${id}.import.qcow2`);
+          try {
+            await fs.mkdir(partialDir(pool), { recursive: true });
+            th.log(`converting ${a.file} (${info.format}, ${formatSize(info.virtualSize)} virtual) to qcow2 in pool ${pool.id}`);
+            await this.vms.driver.copyDisk(a.file, tmp, { signal: th.signal, sourceFormat: info.format, onProgress: (p) => th.progress(Math.floor(p * 0.95)) });
+            const img = await this.addImage(
+              {
+                image_id: id,
+                storage_id: pool.id,
+                name,
+                kind: 'image',
+                file: path.join(imagesDir(pool), `${id}.qcow2`),
+                min_cpu_cores: a.min_cpu_cores ?? 1,
+                min_memory_mb: a.min_memory_mb ?? 512,
+                min_disk_gb: a.min_disk_gb ?? 0,
+                default_user: a.default_user ?? null,
+                labels: a.labels ?? {},
+                source: { type: 'import', file: a.file },
+                created_at: now(),
+              },
+              tmp,
+              th,
+            );
+            th.progress(100);
+            return { image_id: img.image_id, storage_id: img.storage_id };
+          } catch (err) {
+            await fs.rm(tmp, { force: true });
+            throw err;
+          } finally {
+            this.pending.delete(id);
+            release();
+          }
+        },
+      );
     } catch (err) {
       this.pending.delete(id);
       throw err;
     }
-    ctx.note({ summary: `Import of ${a.file} as image ${id} started`, target: `vms/images/${id}`, metadata: { image_id: id, storage_id: pool.id, task_id: task.task_id } });
+    ctx.note({
+      summary: `Import of ${a.file} as image ${id} started`,
+      target: `vms/images/${id}`,
+      metadata: { image_id: id, storage_id: pool.id, task_id: task.task_id },
+    });
     return { task };
   }
 
   private async image(id: string, storageId: string | undefined | null, arg = 'storage_id'): Promise<ImageRecord> {
     const img = await this.vms.records.image(id);
     if (!img) throw notFound(`image '${id}' not found`);
-    if (storageId && img.storage_id !== storageId) throw notFound(`image '${id}' is not in pool '${storageId}' (it is in '${img.storage_id}'; argument '${arg}')`);
+    if (storageId && img.storage_id !== storageId)
+      throw notFound(`image '${id}' is not in pool '${storageId}' (it is in '${img.storage_id}'; argument '${arg}')`);
     return img;
   }
 
@@ -238,15 +300,24 @@ export class ImageService {
 
   /** DELETE /vms/images/{image_id} (409 while anything rests on it). */
   async remove(id: string, storageId: string | undefined, ctx: NoteSink) {
-    return this.vms.lock.exclusiveOn(() => this.image(id, storageId), [`image:${id}`], 'delete', async (img) => {
-      await this.refuseDependents(img, 'deleted');
-      const key = VmRecords.intentKey(`image-delete-${id}`);
-      await this.vms.records.journal.begin(key, { op: 'image-delete', image_id: id, file: img.file });
-      await fs.rm(img.file, { force: true });
-      await this.vms.records.journal.commit(key, [this.vms.records.delImage(id)]);
-      ctx.note({ summary: `${img.kind === 'template' ? 'Template' : 'Image'} ${id} deleted from pool ${img.storage_id}`, target: `vms/images/${id}`, metadata: { image_id: id, storage_id: img.storage_id } });
-      return { deleted: await this.view(img) };
-    });
+    return this.vms.lock.exclusiveOn(
+      () => this.image(id, storageId),
+      [`image:${id}`],
+      'delete',
+      async (img) => {
+        await this.refuseDependents(img, 'deleted');
+        const key = VmRecords.intentKey(`image-delete-${id}`);
+        await this.vms.records.journal.begin(key, { op: 'image-delete', image_id: id, file: img.file });
+        await fs.rm(img.file, { force: true });
+        await this.vms.records.journal.commit(key, [this.vms.records.delImage(id)]);
+        ctx.note({
+          summary: `${img.kind === 'template' ? 'Template' : 'Image'} ${id} deleted from pool ${img.storage_id}`,
+          target: `vms/images/${id}`,
+          metadata: { image_id: id, storage_id: img.storage_id },
+        });
+        return { deleted: await this.view(img) };
+      },
+    );
   }
 
   /** Copies a file with progress (a rename within one filesystem). */
@@ -283,31 +354,43 @@ export class ImageService {
     try {
       await this.refuseDependents(img, 'moved');
       const to = path.join(imagesDir(target), path.basename(img.file));
-      task = this.e.tasks.start({ kind: 'vms.image.move', title: `Move image ${id} from ${img.storage_id} to ${target.id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
-        try {
-          const key = VmRecords.intentKey(`image-move-${id}`);
-          await this.vms.records.journal.run(key, { op: 'image-move', image_id: id, from: img.file, to, storage_id: target.id }, async () => {
-            await this.moveFile(img.file, to, th);
-            await this.vms.step('image-move:copied');
-          }, {
-            commit: () => [this.vms.records.putImage({ ...img, storage_id: target.id, file: to })],
-            rollback: async () => {
-              await fs.rm(`${to}.part`, { force: true });
-              await fs.rm(to, { force: true });
-            },
-          });
-          await fs.rm(img.file, { force: true });
-          th.progress(100);
-          return { image_id: id, storage_id: target.id };
-        } finally {
-          release();
-        }
-      });
+      task = this.e.tasks.start(
+        { kind: 'vms.image.move', title: `Move image ${id} from ${img.storage_id} to ${target.id}`, owner: actorOf(ctx), resource: `vms/images/${id}` },
+        async (th) => {
+          try {
+            const key = VmRecords.intentKey(`image-move-${id}`);
+            await this.vms.records.journal.run(
+              key,
+              { op: 'image-move', image_id: id, from: img.file, to, storage_id: target.id },
+              async () => {
+                await this.moveFile(img.file, to, th);
+                await this.vms.step('image-move:copied');
+              },
+              {
+                commit: () => [this.vms.records.putImage({ ...img, storage_id: target.id, file: to })],
+                rollback: async () => {
+                  await fs.rm(`${to}.part`, { force: true });
+                  await fs.rm(to, { force: true });
+                },
+              },
+            );
+            await fs.rm(img.file, { force: true });
+            th.progress(100);
+            return { image_id: id, storage_id: target.id };
+          } finally {
+            release();
+          }
+        },
+      );
     } catch (err) {
       release();
       throw err;
     }
-    ctx.note({ summary: `Image ${id} moving from pool ${img.storage_id} to ${target.id}`, target: `vms/images/${id}`, metadata: { image_id: id, from: img.storage_id, to: target.id, task_id: task.task_id } });
+    ctx.note({
+      summary: `Image ${id} moving from pool ${img.storage_id} to ${target.id}`,
+      target: `vms/images/${id}`,
+      metadata: { image_id: id, from: img.storage_id, to: target.id, task_id: task.task_id },
+    });
     return { task, image_id: id, source_storage_id: img.storage_id, target_storage_id: target.id };
   }
 
@@ -346,27 +429,34 @@ export class ImageService {
     const release = this.vms.lock.hold([`iso:${isoId}`], 'move');
     let task: TaskRecord;
     try {
-      task = this.e.tasks.start({ kind: 'vms.iso.move', title: `Move ISO ${isoId} from ${src.id} to ${dst.id}`, owner: actorOf(ctx), resource: `vms/isos/${isoId}` }, async (th) => {
-        try {
-          const key = VmRecords.intentKey(`iso-move`);
-          await this.vms.records.journal.run(key, { op: 'iso-move', from, to }, () => this.moveFile(from, to, th), {
-            commit: () => [],
-            rollback: async () => {
-              await fs.rm(`${to}.part`, { force: true });
-            },
-          });
-          await fs.rm(from, { force: true });
-          th.progress(100);
-          return { iso_id: isoId, storage_id: dst.id };
-        } finally {
-          release();
-        }
-      });
+      task = this.e.tasks.start(
+        { kind: 'vms.iso.move', title: `Move ISO ${isoId} from ${src.id} to ${dst.id}`, owner: actorOf(ctx), resource: `vms/isos/${isoId}` },
+        async (th) => {
+          try {
+            const key = VmRecords.intentKey(`iso-move`);
+            await this.vms.records.journal.run(key, { op: 'iso-move', from, to }, () => this.moveFile(from, to, th), {
+              commit: () => [],
+              rollback: async () => {
+                await fs.rm(`${to}.part`, { force: true });
+              },
+            });
+            await fs.rm(from, { force: true });
+            th.progress(100);
+            return { iso_id: isoId, storage_id: dst.id };
+          } finally {
+            release();
+          }
+        },
+      );
     } catch (err) {
       release();
       throw err;
     }
-    ctx.note({ summary: `ISO ${isoId} moving from pool ${src.id} to ${dst.id}`, target: `vms/isos/${isoId}`, metadata: { iso_id: isoId, from: src.id, to: dst.id, task_id: task.task_id } });
+    ctx.note({
+      summary: `ISO ${isoId} moving from pool ${src.id} to ${dst.id}`,
+      target: `vms/isos/${isoId}`,
+      metadata: { iso_id: isoId, from: src.id, to: dst.id, task_id: task.task_id },
+    });
     return { task, iso_id: isoId, source_storage_id: src.id, target_storage_id: dst.id };
   }
 
@@ -385,42 +475,60 @@ export class ImageService {
     try {
       const rec = await this.vms.vm(vmid);
       const state = await this.vms.state(rec);
-      if (state !== 'stopped') throw conflict(`VM ${vmid} is ${state}: stop it before capturing a template (a running or suspended guest's disk is not consistent)`);
+      if (state !== 'stopped')
+        throw conflict(`VM ${vmid} is ${state}: stop it before capturing a template (a running or suspended guest's disk is not consistent)`);
       const pool = this.vms.pool(rec.storage_id);
       const src = await this.vms.records.image(rec.image_id);
       this.pending.add(id);
-      task = this.e.tasks.start({ kind: 'vms.template.capture', title: `Capture VM ${vmid} '${rec.name}' as template ${id}`, owner: actorOf(ctx), resource: `vms/${vmid}` }, async (th) => {
-        const file = path.join(imagesDir(pool), `${id}.qcow2`);
-        const tmp = path.join(partialDir(pool), `${id}.template.qcow2`);
-        const key = VmRecords.intentKey(`template-${id}`);
-        await this.vms.records.journal.begin(key, { op: 'template', image_id: id, file });
-        try {
-          await fs.mkdir(partialDir(pool), { recursive: true });
-          th.log(`flattening the disk of VM ${vmid} into template ${id}`);
-          await this.vms.driver.copyDisk(path.join(rec.dir, rec.root_layers[rec.root_layers.length - 1]), tmp, { signal: th.signal, onProgress: (p) => th.progress(Math.floor(p * 0.95)) });
-          await this.vms.step('template:copied');
-          await fs.rename(tmp, file);
-          const info = await this.vms.driver.imageInfo(file);
-          const st = await fs.stat(file);
-          const img: ImageRecord = {
-            image_id: id, storage_id: pool.id, name, kind: 'template', file, size_bytes: st.blocks * 512, virtual_size_bytes: info.virtualSize,
-            min_cpu_cores: src?.min_cpu_cores ?? 1, min_memory_mb: src?.min_memory_mb ?? 512, min_disk_gb: Math.ceil(info.virtualSize / GiB),
-            default_user: src?.default_user ?? null, labels: { ...(src?.labels ?? {}) }, source: { type: 'vm', vmid }, created_at: now(),
-          };
-          await this.vms.step('template:placed');
-          await this.vms.records.journal.commit(key, [this.vms.records.putImage(img)]);
-          th.progress(100);
-          return { image_id: id, storage_id: pool.id };
-        } catch (err) {
-          await fs.rm(tmp, { force: true });
-          await fs.rm(file, { force: true });
-          await this.vms.records.journal.drop(key);
-          throw err;
-        } finally {
-          this.pending.delete(id);
-          release();
-        }
-      });
+      task = this.e.tasks.start(
+        { kind: 'vms.template.capture', title: `Capture VM ${vmid} '${rec.name}' as template ${id}`, owner: actorOf(ctx), resource: `vms/${vmid}` },
+        async (th) => {
+          const file = path.join(imagesDir(pool), `${id}.qcow2`);
+          const tmp = path.join(partialDir(pool), `${id}.template.qcow2`);
+          const key = VmRecords.intentKey(`template-${id}`);
+          await this.vms.records.journal.begin(key, { op: 'template', image_id: id, file });
+          try {
+            await fs.mkdir(partialDir(pool), { recursive: true });
+            th.log(`flattening the disk of VM ${vmid} into template ${id}`);
+            await this.vms.driver.copyDisk(path.join(rec.dir, rec.root_layers[rec.root_layers.length - 1]), tmp, {
+              signal: th.signal,
+              onProgress: (p) => th.progress(Math.floor(p * 0.95)),
+            });
+            await this.vms.step('template:copied');
+            await fs.rename(tmp, file);
+            const info = await this.vms.driver.imageInfo(file);
+            const st = await fs.stat(file);
+            const img: ImageRecord = {
+              image_id: id,
+              storage_id: pool.id,
+              name,
+              kind: 'template',
+              file,
+              size_bytes: st.blocks * 512,
+              virtual_size_bytes: info.virtualSize,
+              min_cpu_cores: src?.min_cpu_cores ?? 1,
+              min_memory_mb: src?.min_memory_mb ?? 512,
+              min_disk_gb: Math.ceil(info.virtualSize / GiB),
+              default_user: src?.default_user ?? null,
+              labels: { ...(src?.labels ?? {}) },
+              source: { type: 'vm', vmid },
+              created_at: now(),
+            };
+            await this.vms.step('template:placed');
+            await this.vms.records.journal.commit(key, [this.vms.records.putImage(img)]);
+            th.progress(100);
+            return { image_id: id, storage_id: pool.id };
+          } catch (err) {
+            await fs.rm(tmp, { force: true });
+            await fs.rm(file, { force: true });
+            await this.vms.records.journal.drop(key);
+            throw err;
+          } finally {
+            this.pending.delete(id);
+            release();
+          }
+        },
+      );
     } catch (err) {
       release();
       throw err;

@@ -63,14 +63,27 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
       const driver = qemu ?? opts.makeDriver!();
       const log = deps.log.child({ domain: 'vms' });
       const vms = new VmService({
-        records, driver, files: qemu?.files, tasks: deps.tasks, secrets: deps.secrets, settings, pools: deps.config.pools, dataDir: deps.config.dataDir,
-        runBase: runBaseFor(deps.config.dataDir), log, env: deps.env, pause: testPause(deps.env, 'vms', log), events: deps.events,
+        records,
+        driver,
+        files: qemu?.files,
+        tasks: deps.tasks,
+        secrets: deps.secrets,
+        settings,
+        pools: deps.config.pools,
+        dataDir: deps.config.dataDir,
+        runBase: runBaseFor(deps.config.dataDir),
+        log,
+        env: deps.env,
+        pause: testPause(deps.env, 'vms', log),
+        events: deps.events,
       });
       const images = new ImageService(vms);
       const templates = new TemplateBuilder(vms, images);
       // No call is served while a change a crash interrupted is still open.
       await new IntentRecovery<VmIntent>({
-        domain: 'vms', journal: records.journal, log,
+        domain: 'vms',
+        journal: records.journal,
+        log,
         settle: (_key, intent) => settle(vms, intent),
         reconcile: () => reconcileCreating(vms),
         describe: describeIntent,
@@ -79,13 +92,22 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
       await vms.states.open();
       await images.catalog().catch((err) => log.error({ err }, 'vms: the image catalog could not be read'));
       // Autostart after a host boot runs in the background: hostd must not wait for guests.
-      void vms.autostart(deps.env.HOSTD_VMS_BOOT_ID_FILE).then((ids) => ids.length && log.info({ vmids: ids }, 'vms: autostarted after host boot'), (err) => log.error({ err }, 'vms: autostart failed'));
+      void vms.autostart(deps.env.HOSTD_VMS_BOOT_ID_FILE).then(
+        (ids) => ids.length && log.info({ vmids: ids }, 'vms: autostarted after host boot'),
+        (err) => log.error({ err }, 'vms: autostart failed'),
+      );
       open = { vms, images };
       const admin = () => ({ note() {}, caller: { tokenName: OPERATOR } });
       const commands: Record<string, AdminCommand> = {
         'POST /admin/vms/images/import': async (body) => {
           const { str, uint } = adminArgs(body);
-          const input: ImportInput = { file: str('file', true), image_id: str('image_id', true), storage_id: str('storage_id'), name: str('name'), default_user: str('default_user') ?? null };
+          const input: ImportInput = {
+            file: str('file', true),
+            image_id: str('image_id', true),
+            storage_id: str('storage_id'),
+            name: str('name'),
+            default_user: str('default_user') ?? null,
+          };
           for (const k of ['min_cpu_cores', 'min_memory_mb', 'min_disk_gb'] as const) {
             const v = uint(k);
             if (v !== undefined) input[k] = v;
@@ -124,4 +146,3 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
     },
   });
 }
-

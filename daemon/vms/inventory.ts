@@ -86,7 +86,11 @@ export class VmInventory {
       const t = now();
       const next = nextDocs((await this.c.records.docs.get(vmKey(vmid)))?.content ?? '', content, append, t);
       await this.c.records.docs.put(vmKey(vmid), { content: next, updated_at: t });
-      ctx.note({ summary: `Documentation of VM ${vmid} '${rec.name}' ${append ? 'appended to' : 'replaced'}`, target: `vms/${vmid}/docs`, metadata: { vmid, append, bytes: Buffer.byteLength(content) } });
+      ctx.note({
+        summary: `Documentation of VM ${vmid} '${rec.name}' ${append ? 'appended to' : 'replaced'}`,
+        target: `vms/${vmid}/docs`,
+        metadata: { vmid, append, bytes: Buffer.byteLength(content) },
+      });
       return { vmid, content: next, updated_at: t };
     });
   }

@@ -149,7 +149,6 @@ export interface WarmStateRecord {
  */
 export const WARM_FORMAT = 2;
 
-
 /** Every crash-safe change: what recovery needs to finish or undo it. */
 export type VmIntent =
   | { op: 'create'; vmid: number; dir: string; task_id?: string }

@@ -147,10 +147,24 @@ export async function settle(svc: VmService, i: VmIntent): Promise<JournalOp[]> 
         const st1 = await fs.stat(memory);
         const st2 = await fs.stat(disk);
         const w: WarmStateRecord = {
-          id: i.id, name: i.name ?? rec.name, vmid: rec.vmid, owner: rec.owner, image_id: rec.image_id, storage_id: rec.storage_id, dir: i.dir,
-          memory_file: memory, disk_file: disk, base_image_id: rec.base_image_id, base_warm_state_id: rec.base_warm_state_id,
-          cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_size_gb: rec.disk_size_gb, network_type: rec.cloud_init.network_type,
-          cloud_init: { ...rec.cloud_init }, size_bytes: st1.size + st2.size, created_at: new Date().toISOString(),
+          id: i.id,
+          name: i.name ?? rec.name,
+          vmid: rec.vmid,
+          owner: rec.owner,
+          image_id: rec.image_id,
+          storage_id: rec.storage_id,
+          dir: i.dir,
+          memory_file: memory,
+          disk_file: disk,
+          base_image_id: rec.base_image_id,
+          base_warm_state_id: rec.base_warm_state_id,
+          cpu_cores: rec.cpu_cores,
+          memory_mb: rec.memory_mb,
+          disk_size_gb: rec.disk_size_gb,
+          network_type: rec.cloud_init.network_type,
+          cloud_init: { ...rec.cloud_init },
+          size_bytes: st1.size + st2.size,
+          created_at: new Date().toISOString(),
           // Resumable only when the intent says which generation ID the saved machine had.
           ...(i.vmgenid ? { format: WARM_FORMAT, vmgenid: i.vmgenid } : {}),
         };

@@ -63,7 +63,15 @@ import type { NoteSink } from '../lib/caller.js';
 import { actorOf } from '../lib/operator.js';
 
 export {
-  agentFailure, VM_LOCK_LABELS, warmRefusal, type CloudInitUpdate, type CreateInput, type OwnerOpts, type VmEnv, type VmState, type VmView,
+  agentFailure,
+  VM_LOCK_LABELS,
+  warmRefusal,
+  type CloudInitUpdate,
+  type CreateInput,
+  type OwnerOpts,
+  type VmEnv,
+  type VmState,
+  type VmView,
 } from './context.js';
 export type { JournalOp } from '../lib/journal.js';
 export type { VmIntent } from './records.js';

@@ -47,8 +47,21 @@ export interface VmSettings {
 }
 
 const KEYS = [
-  'default_storage', 'network', 'bridge', 'allowed_bridges', 'user_net_restrict', 'stop_grace_seconds', 'default_username', 'default_cpu_cores',
-  'default_memory_mb', 'default_disk_gb', 'vmid_min', 'catalog_file', 'tcg_tb_size_mb', 'template_build_timeout_seconds', 'agent_timeout_seconds',
+  'default_storage',
+  'network',
+  'bridge',
+  'allowed_bridges',
+  'user_net_restrict',
+  'stop_grace_seconds',
+  'default_username',
+  'default_cpu_cores',
+  'default_memory_mb',
+  'default_disk_gb',
+  'vmid_min',
+  'catalog_file',
+  'tcg_tb_size_mb',
+  'template_build_timeout_seconds',
+  'agent_timeout_seconds',
   'wait_poll_seconds',
 ];
 

@@ -73,7 +73,10 @@ export class VmStates {
   private readonly reports = new EventEmitter().setMaxListeners(0);
   private closed = false;
 
-  constructor(private readonly c: StatesHost, private readonly events: EventsPort | undefined) {
+  constructor(
+    private readonly c: StatesHost,
+    private readonly events: EventsPort | undefined,
+  ) {
     this.reported = c.records.store.sub<Reported>('vms_state_events');
   }
 
@@ -170,16 +173,19 @@ export class VmStates {
     }
     const owner = rec?.owner ?? last?.owner ?? null;
     const labels = rec?.labels ?? last?.labels ?? {};
-    const mine: BatchOp = state === 'deleted'
-      ? { type: 'del', sub: this.reported, key }
-      : { type: 'put', sub: this.reported, key, value: { state, owner, labels } };
+    const mine: BatchOp =
+      state === 'deleted' ? { type: 'del', sub: this.reported, key } : { type: 'put', sub: this.reported, key, value: { state, owner, labels } };
     const actor = opts.actor ?? OPERATOR;
     this.c.e.log.info({ vmid, state, was: last?.state ?? null, actor, reason: opts.reason ?? null, owner }, 'vms: state reported');
     if (owner === null && this.events) {
       const name = rec?.name;
       const data: Record<string, unknown> = { vmid, ...(name ? { name } : {}), ...(opts.reason ? { reason: opts.reason } : {}) };
       await writeWithState(this.events, this.c.records.store, [...ops, mine], {
-        domain: 'vms', resource: `vms/${vmid}`, state, data, actor,
+        domain: 'vms',
+        resource: `vms/${vmid}`,
+        state,
+        data,
+        actor,
         summary: `VM ${vmid}${name ? ` '${name}'` : ''} is ${state}${opts.reason ? ` (${opts.reason})` : ''}`,
       });
     } else {

@@ -23,7 +23,10 @@ type Caller = NoteSink & { caller?: { tokenName: string } };
 const DEFAULT_USER_DATA = '#cloud-config\npower_state:\n  mode: poweroff\n  condition: true\n';
 
 export class TemplateBuilder {
-  constructor(private readonly vms: VmService, private readonly images: ImageService) {}
+  constructor(
+    private readonly vms: VmService,
+    private readonly images: ImageService,
+  ) {}
 
   async create(a: { base_image_id: string; name: string; user_data?: string; labels?: Record<string, string> }, ctx: Caller) {
     const name = a.name;
@@ -46,25 +49,33 @@ export class TemplateBuilder {
       if (!base) releaseBase = this.vms.lock.hold([`image:${a.base_image_id}`], 'download');
     } catch (err) {
       unreserve();
-      if ((err as { status?: number }).status === 409) throw conflict(`image '${a.base_image_id}' is being downloaded by another task: try again when it is done`);
+      if ((err as { status?: number }).status === 409)
+        throw conflict(`image '${a.base_image_id}' is being downloaded by another task: try again when it is done`);
       throw err;
     }
-    const task = this.vms.e.tasks.start({ kind: 'templates.template.build', title: `Build template ${id} from ${a.base_image_id}`, owner: actorOf(ctx), resource: `vms/images/${id}` }, async (th) => {
-      try {
-        let img = base;
-        if (!img) {
-          th.log(`base image ${a.base_image_id} is not on this host: downloading it first`);
-          img = await this.images.fetchInto(entry!, this.vms.e.settings.defaultStorage, th, 0, 30);
+    const task = this.vms.e.tasks.start(
+      { kind: 'templates.template.build', title: `Build template ${id} from ${a.base_image_id}`, owner: actorOf(ctx), resource: `vms/images/${id}` },
+      async (th) => {
+        try {
+          let img = base;
+          if (!img) {
+            th.log(`base image ${a.base_image_id} is not on this host: downloading it first`);
+            img = await this.images.fetchInto(entry!, this.vms.e.settings.defaultStorage, th, 0, 30);
+            releaseBase?.();
+            releaseBase = null;
+          }
+          return await this.build(id, name, img.image_id, userData, labels, th);
+        } finally {
           releaseBase?.();
-          releaseBase = null;
+          unreserve();
         }
-        return await this.build(id, name, img.image_id, userData, labels, th);
-      } finally {
-        releaseBase?.();
-        unreserve();
-      }
+      },
+    );
+    ctx.note({
+      summary: `Template build ${id} from ${a.base_image_id} started`,
+      target: `vms/images/${id}`,
+      metadata: { image_id: id, base_image_id: a.base_image_id, task_id: task.task_id, labels: Object.keys(labels) },
     });
-    ctx.note({ summary: `Template build ${id} from ${a.base_image_id} started`, target: `vms/images/${id}`, metadata: { image_id: id, base_image_id: a.base_image_id, task_id: task.task_id, labels: Object.keys(labels) } });
     return { task, image_id: id };
   }
 
@@ -97,13 +108,29 @@ export class TemplateBuilder {
       const tmp = path.join(partialDir(pool), `${id}.build.qcow2`);
       await fs.mkdir(partialDir(pool), { recursive: true });
       try {
-        await this.vms.driver.copyDisk(path.join(rec.dir, rec.root_layers[rec.root_layers.length - 1]), tmp, { signal: th.signal, onProgress: (p) => th.progress(82 + Math.floor(p * 0.15)) });
+        await this.vms.driver.copyDisk(path.join(rec.dir, rec.root_layers[rec.root_layers.length - 1]), tmp, {
+          signal: th.signal,
+          onProgress: (p) => th.progress(82 + Math.floor(p * 0.15)),
+        });
         const base = await this.vms.records.image(baseId);
-        const img = await this.images.addBuilt({
-          image_id: id, storage_id: pool.id, name, kind: 'template', file: path.join(imagesDir(pool), `${id}.qcow2`),
-          min_cpu_cores: base?.min_cpu_cores ?? 1, min_memory_mb: base?.min_memory_mb ?? 512, min_disk_gb: Math.ceil((base?.virtual_size_bytes ?? GiB) / GiB),
-          default_user: base?.default_user ?? null, labels, source: { type: 'build', base_image_id: baseId, task_id: th.id }, created_at: now(),
-        }, tmp, th);
+        const img = await this.images.addBuilt(
+          {
+            image_id: id,
+            storage_id: pool.id,
+            name,
+            kind: 'template',
+            file: path.join(imagesDir(pool), `${id}.qcow2`),
+            min_cpu_cores: base?.min_cpu_cores ?? 1,
+            min_memory_mb: base?.min_memory_mb ?? 512,
+            min_disk_gb: Math.ceil((base?.virtual_size_bytes ?? GiB) / GiB),
+            default_user: base?.default_user ?? null,
+            labels,
+            source: { type: 'build', base_image_id: baseId, task_id: th.id },
+            created_at: now(),
+          },
+          tmp,
+          th,
+        );
         th.progress(100);
         return { image_id: img.image_id, storage_id: img.storage_id, build_vmid: vmid };
       } finally {

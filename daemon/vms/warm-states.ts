@@ -18,14 +18,24 @@ export class VmWarmStates {
     const vms = await this.c.records.allVms();
     return (await this.c.records.allWarm())
       .filter((w) => (w.owner ?? null) === (f.owner ?? null) && (!f.image_id || w.image_id === f.image_id))
-      .map((w) => this.c.warmView(w, vms.filter((v) => v.base_warm_state_id === w.id).map((v) => v.vmid)));
+      .map((w) =>
+        this.c.warmView(
+          w,
+          vms.filter((v) => v.base_warm_state_id === w.id).map((v) => v.vmid),
+        ),
+      );
   }
 
   /**
    * POST /vms/{id}/warm-states: memory and the root disk at the same instant;
    * the VM keeps running. A task; `wait` (service callers) resolves when saved.
    */
-  async saveWarmState(vmid: number, name: string | undefined, ctx: NoteSink & { caller?: { tokenName: string } }, o: OwnerOpts & { wait?: boolean } = {}): Promise<{ task: TaskRecord; warm_state_id: string; warm_state?: ReturnType<VmContext['warmView']> }> {
+  async saveWarmState(
+    vmid: number,
+    name: string | undefined,
+    ctx: NoteSink & { caller?: { tokenName: string } },
+    o: OwnerOpts & { wait?: boolean } = {},
+  ): Promise<{ task: TaskRecord; warm_state_id: string; warm_state?: ReturnType<VmContext['warmView']> }> {
     const rec0 = await this.c.vm(vmid, o);
     const wsName = name ?? rec0.name;
     const release = this.c.lock.hold([`vm:${vmid}`], 'warm-state save');
@@ -34,32 +44,57 @@ export class VmWarmStates {
       const rec = await this.c.vm(vmid, o);
       const state = await this.c.state(rec);
       if (state !== 'running') throw conflict(`VM ${vmid} is ${state}: only a running VM can be saved as a warm state`);
-      if (rec.disks.length) throw conflict(`VM ${vmid} has additional disks (${rec.disks.map((d) => d.disk_id).join(', ')}): warm states cover VMs with only a root disk`);
+      if (rec.disks.length)
+        throw conflict(`VM ${vmid} has additional disks (${rec.disks.map((d) => d.disk_id).join(', ')}): warm states cover VMs with only a root disk`);
       // QEMU's answer, not the record's: the machine that runs is what the memory will need.
       const generationId = await this.c.driver.generationId(this.c.ref(vmid));
       if (generationId === null) {
-        throw conflict(`VM ${vmid} runs on a machine without a VM generation ID device (started before hostd added one): VMs resumed from its warm state could not be told to renew their randomness; stop and start it, then save the warm state`);
+        throw conflict(
+          `VM ${vmid} runs on a machine without a VM generation ID device (started before hostd added one): VMs resumed from its warm state could not be told to renew their randomness; stop and start it, then save the warm state`,
+        );
       }
       const id = `ws-${randomHex(6)}`;
       const pool = this.c.pool(rec.storage_id);
       const dir = warmDir(pool, id);
       const newLayer = `root.${randomHex(4)}.qcow2`;
       const w: WarmStateRecord = {
-        id, name: wsName, vmid, owner: rec.owner, image_id: rec.image_id, storage_id: pool.id, dir,
-        memory_file: path.join(dir, 'memory.state'), disk_file: path.join(dir, 'disk.qcow2'),
-        base_image_id: rec.base_image_id, base_warm_state_id: rec.base_warm_state_id,
-        cpu_cores: rec.cpu_cores, memory_mb: rec.memory_mb, disk_size_gb: rec.disk_size_gb, network_type: rec.cloud_init.network_type,
-        cloud_init: { ...rec.cloud_init }, size_bytes: 0, created_at: now(), format: WARM_FORMAT, vmgenid: generationId,
+        id,
+        name: wsName,
+        vmid,
+        owner: rec.owner,
+        image_id: rec.image_id,
+        storage_id: pool.id,
+        dir,
+        memory_file: path.join(dir, 'memory.state'),
+        disk_file: path.join(dir, 'disk.qcow2'),
+        base_image_id: rec.base_image_id,
+        base_warm_state_id: rec.base_warm_state_id,
+        cpu_cores: rec.cpu_cores,
+        memory_mb: rec.memory_mb,
+        disk_size_gb: rec.disk_size_gb,
+        network_type: rec.cloud_init.network_type,
+        cloud_init: { ...rec.cloud_init },
+        size_bytes: 0,
+        created_at: now(),
+        format: WARM_FORMAT,
+        vmgenid: generationId,
       };
-      const task = this.c.e.tasks.start({ kind: 'vms.warm-state.save', title: `Save VM ${vmid} '${rec.name}' as warm state ${id}`, owner: actorOf(ctx), resource: `vms/${vmid}` }, async (th) => {
-        try {
-          return await this.doWarmSave(rec, w, newLayer, th);
-        } finally {
-          release();
-        }
-      });
+      const task = this.c.e.tasks.start(
+        { kind: 'vms.warm-state.save', title: `Save VM ${vmid} '${rec.name}' as warm state ${id}`, owner: actorOf(ctx), resource: `vms/${vmid}` },
+        async (th) => {
+          try {
+            return await this.doWarmSave(rec, w, newLayer, th);
+          } finally {
+            release();
+          }
+        },
+      );
       started = true;
-      ctx.note({ summary: `VM ${vmid} '${rec.name}' being saved as warm state ${id}`, target: `vms/${vmid}`, metadata: { vmid, warm_state_id: id, task_id: task.task_id } });
+      ctx.note({
+        summary: `VM ${vmid} '${rec.name}' being saved as warm state ${id}`,
+        target: `vms/${vmid}`,
+        metadata: { vmid, warm_state_id: id, task_id: task.task_id },
+      });
       if (o.wait) {
         const done = await this.c.e.tasks.settled(task.task_id);
         if (done.state !== 'succeeded') throw internal(`saving the warm state failed: ${done.error}`);
@@ -121,19 +156,28 @@ export class VmWarmStates {
    * disk, resumed from its memory. It runs when this returns; its own
    * hostname, machine-id, seed and SSH host keys are set through the agent.
    */
-  async restoreWarmState(id: string, a: { name: string; vmid?: number; seed_data?: string; skip_rekey?: boolean; labels?: Record<string, string>; autostart?: boolean }, ctx: NoteSink, o: OwnerOpts = {}) {
+  async restoreWarmState(
+    id: string,
+    a: { name: string; vmid?: number; seed_data?: string; skip_rekey?: boolean; labels?: Record<string, string>; autostart?: boolean },
+    ctx: NoteSink,
+    o: OwnerOpts = {},
+  ) {
     await this.c.requirePrograms('qemu-system-x86_64', 'qemu-img', 'genisoimage');
     const nm = a.name;
     if (a.seed_data !== undefined && Buffer.byteLength(a.seed_data) > SEED_MAX) throw badRequest(`argument 'seed_data' must be at most ${SEED_MAX} bytes`);
     // Restores of one warm state run side by side (sandboxes start many); a use count, registered
     // under the warm state's lock, keeps a delete from removing its files meanwhile.
-    const w = await this.c.lock.run([`ws:${id}`], async () => {
-      const found = await this.c.warmState(id, o);
-      const refused = warmRefusal(found);
-      if (refused) throw conflict(refused);
-      this.c.warmUsers.set(id, (this.c.warmUsers.get(id) ?? 0) + 1);
-      return found;
-    }, 'warm-state restore');
+    const w = await this.c.lock.run(
+      [`ws:${id}`],
+      async () => {
+        const found = await this.c.warmState(id, o);
+        const refused = warmRefusal(found);
+        if (refused) throw conflict(refused);
+        this.c.warmUsers.set(id, (this.c.warmUsers.get(id) ?? 0) + 1);
+        return found;
+      },
+      'warm-state restore',
+    );
     const unuse = () => {
       const n = (this.c.warmUsers.get(id) ?? 1) - 1;
       if (n <= 0) this.c.warmUsers.delete(id);
@@ -152,13 +196,35 @@ export class VmWarmStates {
       const pool = this.c.pool(w.storage_id);
       const t = now();
       const rec: VmRecord = {
-        vmid, name: nm, owner: o.owner ?? null, labels: a.labels ?? {}, storage_id: pool.id, dir: vmDir(pool, vmid), image_id: w.image_id,
-        linked_clone: true, base_image_id: w.base_image_id, base_warm_state_id: w.id, cpu_cores: w.cpu_cores, memory_mb: w.memory_mb,
-        disk_size_gb: w.disk_size_gb, autostart: a.autostart ?? false, state: 'stopped', root_layers: ['root.qcow2'], disks: [],
-        cloud_init: { ...w.cloud_init, password_set: false, generation: w.cloud_init.generation + 1 }, mac: this.c.driver.macFor(vmid, Date.now() % 9973),
-        uuid: newUuid(), ssh_port: null, identity: { method: 'agent', pending: false, skip_rekey: a.skip_rekey ?? false, seed_written: false }, seed_generation: null,
+        vmid,
+        name: nm,
+        owner: o.owner ?? null,
+        labels: a.labels ?? {},
+        storage_id: pool.id,
+        dir: vmDir(pool, vmid),
+        image_id: w.image_id,
+        linked_clone: true,
+        base_image_id: w.base_image_id,
+        base_warm_state_id: w.id,
+        cpu_cores: w.cpu_cores,
+        memory_mb: w.memory_mb,
+        disk_size_gb: w.disk_size_gb,
+        autostart: a.autostart ?? false,
+        state: 'stopped',
+        root_layers: ['root.qcow2'],
+        disks: [],
+        cloud_init: { ...w.cloud_init, password_set: false, generation: w.cloud_init.generation + 1 },
+        mac: this.c.driver.macFor(vmid, Date.now() % 9973),
+        uuid: newUuid(),
+        ssh_port: null,
+        identity: { method: 'agent', pending: false, skip_rekey: a.skip_rekey ?? false, seed_written: false },
+        seed_generation: null,
         // Its own generation ID: QEMU writes it into the resumed memory, and the guest kernel reseeds.
-        resume_file: null, vmgenid: newUuid(), task_id: null, created_at: t, updated_at: t,
+        resume_file: null,
+        vmgenid: newUuid(),
+        task_id: null,
+        created_at: t,
+        updated_at: t,
       };
       const key = VmRecords.intentKey(`warm-restore-${vmid}`);
       await this.c.records.journal.begin(key, { op: 'warm-restore', vmid, id, dir: rec.dir });
@@ -182,7 +248,11 @@ export class VmWarmStates {
         rec.identity.seed_written = a.seed_data !== undefined;
         await this.c.save(rec);
       }
-      ctx.note({ summary: `VM ${vmid} '${nm}' created from warm state ${id} (resumed in ${resumeMs} ms)`, target: `vms/${vmid}`, metadata: { vmid, warm_state_id: id, resume_ms: resumeMs, identity: identity.applied } });
+      ctx.note({
+        summary: `VM ${vmid} '${nm}' created from warm state ${id} (resumed in ${resumeMs} ms)`,
+        target: `vms/${vmid}`,
+        metadata: { vmid, warm_state_id: id, resume_ms: resumeMs, identity: identity.applied },
+      });
       return { vm: this.c.view(rec, 'running'), resume_ms: resumeMs, identity };
     } finally {
       this.c.reserved.delete(vmid);
@@ -209,9 +279,13 @@ export class VmWarmStates {
       // The seed arrives on stdin, never in an argument list.
       if (seed !== null) steps.push('mkdir -p /etc/svc', '(umask 077; cat > /etc/svc/seed)', 'chmod 600 /etc/svc/seed');
       // New SSH host keys take seconds of guest CPU: in the background, sshd restarted after.
-      if (rekey) steps.push(`setsid sh -c 'rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh' >/dev/null 2>&1 </dev/null &`);
+      if (rekey)
+        steps.push(
+          `setsid sh -c 'rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh' >/dev/null 2>&1 </dev/null &`,
+        );
       const r = await this.c.driver.exec(ref, steps.join('\n'), 20_000, { input: seed ?? undefined, cut: false });
-      if (r.exit_code !== 0) return { applied: false, reason: `setting the identity failed in the guest: ${(r.stderr.trim() || `exit ${r.exit_code}`).slice(0, 200)}` };
+      if (r.exit_code !== 0)
+        return { applied: false, reason: `setting the identity failed in the guest: ${(r.stderr.trim() || `exit ${r.exit_code}`).slice(0, 200)}` };
       return { applied: true, reason: null };
     } catch (err) {
       return { applied: false, reason: agentFailure(rec.vmid, err).message };
@@ -219,19 +293,24 @@ export class VmWarmStates {
   }
 
   async deleteWarmState(id: string, ctx: NoteSink, o: OwnerOpts = {}) {
-    return this.c.lock.exclusiveOn(() => this.c.warmState(id, o), [`ws:${id}`], 'warm-state delete', async (w) => {
-      const deps = (await this.c.records.allVms()).filter((v) => v.base_warm_state_id === id);
-      if (deps.length) throw conflict(`warm state '${id}' is the base of VMs ${deps.map((v) => v.vmid).join(', ')}: delete them first`);
-      // A warm state saved from a VM that rests on this one has its disk on this one's (a sandbox fork's).
-      const wsDeps = (await this.c.records.allWarm()).filter((x) => x.base_warm_state_id === id);
-      if (wsDeps.length) throw conflict(`warm state '${id}' is the base of warm states ${wsDeps.map((x) => x.id).join(', ')}: delete them first`);
-      if (this.c.warmUsers.get(id)) throw conflict(`warm state '${id}' is busy: warm-state restore in progress`);
-      const key = VmRecords.intentKey(`warm-delete-${id}`);
-      await this.c.records.journal.begin(key, { op: 'warm-delete', id, dir: w.dir });
-      await fs.rm(w.dir, { recursive: true, force: true });
-      await this.c.records.journal.commit(key, [this.c.records.delWarm(id)]);
-      ctx.note({ summary: `Warm state ${id} '${w.name}' deleted`, target: `vms/warm-states/${id}`, metadata: { warm_state_id: id, vmid: w.vmid } });
-      return { deleted: this.c.warmView(w, []) };
-    });
+    return this.c.lock.exclusiveOn(
+      () => this.c.warmState(id, o),
+      [`ws:${id}`],
+      'warm-state delete',
+      async (w) => {
+        const deps = (await this.c.records.allVms()).filter((v) => v.base_warm_state_id === id);
+        if (deps.length) throw conflict(`warm state '${id}' is the base of VMs ${deps.map((v) => v.vmid).join(', ')}: delete them first`);
+        // A warm state saved from a VM that rests on this one has its disk on this one's (a sandbox fork's).
+        const wsDeps = (await this.c.records.allWarm()).filter((x) => x.base_warm_state_id === id);
+        if (wsDeps.length) throw conflict(`warm state '${id}' is the base of warm states ${wsDeps.map((x) => x.id).join(', ')}: delete them first`);
+        if (this.c.warmUsers.get(id)) throw conflict(`warm state '${id}' is busy: warm-state restore in progress`);
+        const key = VmRecords.intentKey(`warm-delete-${id}`);
+        await this.c.records.journal.begin(key, { op: 'warm-delete', id, dir: w.dir });
+        await fs.rm(w.dir, { recursive: true, force: true });
+        await this.c.records.journal.commit(key, [this.c.records.delWarm(id)]);
+        ctx.note({ summary: `Warm state ${id} '${w.name}' deleted`, target: `vms/warm-states/${id}`, metadata: { warm_state_id: id, vmid: w.vmid } });
+        return { deleted: this.c.warmView(w, []) };
+      },
+    );
   }
 }

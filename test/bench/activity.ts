@@ -23,8 +23,20 @@ import { ActivityLog, INDEX_FORMAT, type NewActivity } from '../../daemon/activi
 import { startDaemon, tempDir } from '../helpers/daemon.js';
 import { median, p50Of, print } from './lib.js';
 
-const CATEGORIES: Array<[NewActivity['category'], number]> = [['file', 0.45], ['system', 0.2], ['auth', 0.12], ['storage', 0.1], ['app', 0.08], ['backup', 0.04], ['update', 0.01]];
-const SEVERITIES: Array<[NewActivity['severity'], number]> = [['info', 0.85], ['warning', 0.14], ['critical', 0.01]];
+const CATEGORIES: Array<[NewActivity['category'], number]> = [
+  ['file', 0.45],
+  ['system', 0.2],
+  ['auth', 0.12],
+  ['storage', 0.1],
+  ['app', 0.08],
+  ['backup', 0.04],
+  ['update', 0.01],
+];
+const SEVERITIES: Array<[NewActivity['severity'], number]> = [
+  ['info', 0.85],
+  ['warning', 0.14],
+  ['critical', 0.01],
+];
 
 function weighted<T>(list: Array<[T, number]>, x: number): T {
   let acc = 0;
@@ -39,7 +51,7 @@ function weighted<T>(list: Array<[T, number]>, x: number): T {
 function row(i: number, ms: number, r: () => number): NewActivity {
   const category = weighted(CATEGORIES, r());
   const severity = weighted(SEVERITIES, r());
-  const id = (i * 2654435761 >>> 0).toString(16).padStart(8, '0');
+  const id = ((i * 2654435761) >>> 0).toString(16).padStart(8, '0');
   const token = `agent-${i % 37}`;
   // A word in 1 row in 2,000, another in 1 row in 200,000.
   const extra = (i % 2000 === 3 ? ' (snapshot kept)' : '') + (i % 200_000 === 7 ? ' (quarantine)' : '');
@@ -65,9 +77,11 @@ function row(i: number, ms: number, r: () => number): NewActivity {
 function rng(seed: number): () => number {
   let x = seed >>> 0;
   return () => {
-    x ^= x << 13; x >>>= 0;
+    x ^= x << 13;
+    x >>>= 0;
     x ^= x >>> 17;
-    x ^= x << 5; x >>>= 0;
+    x ^= x << 5;
+    x >>>= 0;
     return x / 0x100000000;
   };
 }
@@ -76,15 +90,18 @@ function rng(seed: number): () => number {
 function getter(base: string, token: string): (p: string) => Promise<any> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const u = new URL(base);
-  return (p) => new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: p, agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))) : reject(new Error(`${p}: ${res.statusCode}`))));
+  return (p) =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ host: u.hostname, port: u.port, path: p, agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () =>
+          res.statusCode === 200 ? resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))) : reject(new Error(`${p}: ${res.statusCode}`)),
+        );
+      });
+      req.on('error', reject);
+      req.end();
     });
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 /** Bump when `row()` or the spread of the rows changes: the cached log is rebuilt. */
@@ -98,7 +115,11 @@ const SPAN_MS = 30 * 86_400_000;
  */
 async function fill(dir: string, n: number): Promise<number> {
   const cacheRoot = path.join(process.env.HOSTD_TEST_CACHE ?? '/var/cache/hostd-test', 'bench-activity');
-  const key = crypto.createHash('sha256').update(`${RECIPE}|${INDEX_FORMAT}|${n}|${fs.readFileSync(new URL(import.meta.url))}`).digest('hex').slice(0, 16);
+  const key = crypto
+    .createHash('sha256')
+    .update(`${RECIPE}|${INDEX_FORMAT}|${n}|${fs.readFileSync(new URL(import.meta.url))}`)
+    .digest('hex')
+    .slice(0, 16);
   const cached = path.join(cacheRoot, key);
   const t0 = performance.now();
   if (fs.existsSync(path.join(cached, 'complete'))) {

@@ -78,7 +78,11 @@ async function durabilityCost(): Promise<void> {
         const token = await d.token('bench', ['files.manage']);
         let n = 0;
         const create = async () => {
-          const r = await fetch(`${d.url}/api/v1/folders`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ storage_id: 'default', name: `w${round}-${n++}` }) });
+          const r = await fetch(`${d.url}/api/v1/folders`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ storage_id: 'default', name: `w${round}-${n++}` }),
+          });
           if (r.status !== 201) throw new Error(`folder create: ${r.status} ${await r.text()}`);
         };
         for (let i = 0; i < 20; i++) await create();

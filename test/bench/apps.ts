@@ -41,7 +41,8 @@ export async function appsOverhead(): Promise<void> {
     const direct = path.join(lab.dir, 'direct');
     fs.mkdirSync(path.join(direct, 'www'), { recursive: true });
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: direct, DOCKER_CONFIG: path.join(direct, '.docker'), DOCKER_HOST: lab.engine.host };
-    const cli = (project: string, ...args: string[]) => exec(compose, ['--ansi', 'never', '-p', project, '-f', path.join(direct, 'compose.yaml'), ...args], { env, cwd: direct, timeout: 120_000 });
+    const cli = (project: string, ...args: string[]) =>
+      exec(compose, ['--ansi', 'never', '-p', project, '-f', path.join(direct, 'compose.yaml'), ...args], { env, cwd: direct, timeout: 120_000 });
     const time = async (fn: () => Promise<unknown>) => {
       const t = process.hrtime.bigint();
       await fn();

@@ -24,14 +24,15 @@ import { load, median, p50Of, print, settle, type LoadResult } from './lib.js';
 function getter(base: string, token: string): (path: string) => Promise<void> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const u = new URL(base);
-  return (path) => new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path, agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
-      res.resume();
-      res.on('end', () => (res.statusCode && res.statusCode < 300 ? resolve() : reject(new Error(`${path}: ${res.statusCode}`))));
+  return (path) =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ host: u.hostname, port: u.port, path, agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode && res.statusCode < 300 ? resolve() : reject(new Error(`${path}: ${res.statusCode}`))));
+      });
+      req.on('error', reject);
+      req.end();
     });
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 /** CPU time (user + system) of process `pid` so far, in microseconds; undefined without /proc. */
@@ -46,7 +47,10 @@ function cpuMicros(pid: number | undefined): number | undefined {
 }
 
 /** Runs `fn` (an autocannon load) and gives the CPU microseconds per request of each process in `pids` and of this one. */
-async function withCpu(pids: Array<number | undefined>, fn: () => Promise<LoadResult>): Promise<{ r: LoadResult; perReq: Array<number | undefined>; self: number }> {
+async function withCpu(
+  pids: Array<number | undefined>,
+  fn: () => Promise<LoadResult>,
+): Promise<{ r: LoadResult; perReq: Array<number | undefined>; self: number }> {
   const before = pids.map(cpuMicros);
   const self0 = process.cpuUsage();
   const r = await fn();
@@ -102,7 +106,8 @@ export async function clusterForwarding(): Promise<void> {
     const f = await withCpu(pids, () => load(a.url + forwarded, { headers }));
     const dl = d.r;
     const fl = f.r;
-    if (dl.non2xx || dl.errors || fl.non2xx || fl.errors) throw new Error(`non-2xx or errors: direct ${dl.non2xx}/${dl.errors}, forwarded ${fl.non2xx}/${fl.errors}`);
+    if (dl.non2xx || dl.errors || fl.non2xx || fl.errors)
+      throw new Error(`non-2xx or errors: direct ${dl.non2xx}/${dl.errors}, forwarded ${fl.non2xx}/${fl.errors}`);
 
     // The proxy-holder lease: POST /proxy/move back and forth between the two live nodes.
     let target = 0;

@@ -42,21 +42,24 @@ function subscribe(d: TestDaemon, token: string, query = '', onData?: (json: str
   const u = new URL(d.url);
   return new Promise((resolve, reject) => {
     const agent = new http.Agent({ keepAlive: false });
-    const req = http.request({ host: u.hostname, port: u.port, path: STREAM + query, agent, headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` } }, (res) => {
-      if (res.statusCode !== 200) return reject(new Error(`subscribe: ${res.statusCode}`));
-      res.setEncoding('utf8');
-      let buf = '';
-      res.on('data', (c: string) => {
-        if (!onData) return;
-        buf += c;
-        for (let i = buf.indexOf('\n'); i !== -1; i = buf.indexOf('\n')) {
-          const line = buf.slice(0, i);
-          buf = buf.slice(i + 1);
-          if (line.startsWith('data: ')) onData(line.slice(6));
-        }
-      });
-      resolve(req);
-    });
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: STREAM + query, agent, headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` } },
+      (res) => {
+        if (res.statusCode !== 200) return reject(new Error(`subscribe: ${res.statusCode}`));
+        res.setEncoding('utf8');
+        let buf = '';
+        res.on('data', (c: string) => {
+          if (!onData) return;
+          buf += c;
+          for (let i = buf.indexOf('\n'); i !== -1; i = buf.indexOf('\n')) {
+            const line = buf.slice(0, i);
+            buf = buf.slice(i + 1);
+            if (line.startsWith('data: ')) onData(line.slice(6));
+          }
+        });
+        resolve(req);
+      },
+    );
     req.on('error', () => undefined);
     req.end();
   });
@@ -73,7 +76,13 @@ async function idle(d: TestDaemon, token: string, n: number): Promise<http.Clien
  * (with `onToken`), by default `d` itself, and the measured subscriber reads
  * `query` (a members=all stream reads another member's events).
  */
-async function delivery(d: TestDaemon, token: string, subscribers: number, round: number, opts: { on?: TestDaemon; onToken?: string; query?: string; tag?: string } = {}): Promise<number> {
+async function delivery(
+  d: TestDaemon,
+  token: string,
+  subscribers: number,
+  round: number,
+  opts: { on?: TestDaemon; onToken?: string; query?: string; tag?: string } = {},
+): Promise<number> {
   const on = opts.on ?? d;
   const onToken = opts.onToken ?? token;
   const others = await idle(d, token, subscribers - 1);
@@ -91,7 +100,11 @@ async function delivery(d: TestDaemon, token: string, subscribers: number, round
     const id = `bench-${opts.tag ?? ''}${subscribers}-${round}-${i}`;
     const seen = new Promise<void>((r) => waiting.set(id, r));
     const t0 = performance.now();
-    const r = await fetch(`${on.url}/api/v1/folders`, { method: 'POST', headers: { authorization: `Bearer ${onToken}`, 'content-type': 'application/json', 'x-request-id': id }, body: JSON.stringify({ storage_id: 'default', name: id }) });
+    const r = await fetch(`${on.url}/api/v1/folders`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${onToken}`, 'content-type': 'application/json', 'x-request-id': id },
+      body: JSON.stringify({ storage_id: 'default', name: id }),
+    });
     const t1 = performance.now();
     if (r.status !== 201) throw new Error(`folder create: ${r.status} ${await r.text()}`);
     await seen;
@@ -162,7 +175,11 @@ export async function allMembers(): Promise<void> {
     const onA = await a.token('bench-a', scopes);
     const onB = await b.token('bench-b', scopes);
     // A's token reaches B by the token sync: the members=all stream opens once it has.
-    await eventually(async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: onA })).status === 200, 60_000, 'the token known on B');
+    await eventually(
+      async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: onA })).status === 200,
+      60_000,
+      'the token known on B',
+    );
     const base: number[] = [];
     const all: number[] = [];
     for (let round = 0; round < 3; round++) {
@@ -185,7 +202,18 @@ async function replay(): Promise<void> {
     await log.init();
     const N = 100_000;
     for (let i = 0; i < N; i += 1000) {
-      await log.append(Array.from({ length: 1000 }, (_, j) => ({ type: 'activity', domain: 'activity', resource: `folders/f${i + j}`, actor: 'bench', summary: `Created folder f${i + j}`, data: { id: String(i + j), category: 'storage', severity: 'info', metadata: { transport: 'api' } }, acl: SYSTEM_ACL })), false);
+      await log.append(
+        Array.from({ length: 1000 }, (_, j) => ({
+          type: 'activity',
+          domain: 'activity',
+          resource: `folders/f${i + j}`,
+          actor: 'bench',
+          summary: `Created folder f${i + j}`,
+          data: { id: String(i + j), category: 'storage', severity: 'info', metadata: { transport: 'api' } },
+          acl: SYSTEM_ACL,
+        })),
+        false,
+      );
     }
     const t0 = performance.now();
     let rows = 0;
@@ -198,14 +226,18 @@ async function replay(): Promise<void> {
     const finished = new Promise<void>((r) => (done = r));
     const t1 = performance.now();
     const first = (await svc.list(reader, { limit: 1 })).events[0].cursor;
-    svc.openStream(reader, { cursor: first }, {
-      send: () => {
-        if (++got >= N - 1) done();
-        return true;
+    svc.openStream(
+      reader,
+      { cursor: first },
+      {
+        send: () => {
+          if (++got >= N - 1) done();
+          return true;
+        },
+        drained: async () => undefined,
+        end: () => undefined,
       },
-      drained: async () => undefined,
-      end: () => undefined,
-    });
+    );
     await finished;
     const replayRate = got / ((performance.now() - t1) / 1000);
     svc.close();

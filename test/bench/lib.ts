@@ -13,7 +13,10 @@ export interface LoadResult {
   non2xx: number;
 }
 
-export async function load(url: string, opts: { headers?: Record<string, string>; method?: string; body?: string; duration?: number; connections?: number } = {}): Promise<LoadResult> {
+export async function load(
+  url: string,
+  opts: { headers?: Record<string, string>; method?: string; body?: string; duration?: number; connections?: number } = {},
+): Promise<LoadResult> {
   const u = new URL(url);
   if (u.hostname !== '127.0.0.1' && u.hostname !== 'localhost' && u.hostname !== '[::1]') throw new Error(`benchmarks target loopback only, not ${u.hostname}`);
   const r = await autocannon({
@@ -42,7 +45,11 @@ export async function latencies(n: number, fn: () => Promise<unknown>): Promise<
 /** The q-quantile of sorted values. */
 export const pct = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
 
-export const median = (xs: number[]): number => pct([...xs].sort((a, b) => a - b), 0.5);
+export const median = (xs: number[]): number =>
+  pct(
+    [...xs].sort((a, b) => a - b),
+    0.5,
+  );
 
 /** p50 of `n` sequential calls of an async function, in milliseconds. */
 export async function p50Of(n: number, fn: () => Promise<unknown>): Promise<number> {

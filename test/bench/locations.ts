@@ -18,7 +18,10 @@ const RUNS = Number(process.env.BENCH_LOCATION_RUNS ?? 9);
 /** Runs `node -e script` inside the namespace and returns its stdout. */
 function nodeIn(ns: string, script: string, env: Record<string, string>): Promise<string> {
   return new Promise((resolve, reject) => {
-    const c = spawn('ip', ['netns', 'exec', ns, process.execPath, '--input-type=module', '-e', script], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn('ip', ['netns', 'exec', ns, process.execPath, '--input-type=module', '-e', script], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     c.stdout.on('data', (d) => (out += d));
@@ -45,7 +48,10 @@ export async function locationListing(): Promise<void> {
     const d = await startDaemon({ wrap: lab.wrap, netns: lab.ns });
     dataDir = d.dataDir;
     const tok = await d.token('bench', ['connections.manage', 'connections.read', 'files.read']);
-    const made = await d.request('POST', '/api/v1/locations', { token: tok, body: { name: 'bench', remote: '//127.0.0.1/private', username: SMB_USER, password: lab.password } });
+    const made = await d.request('POST', '/api/v1/locations', {
+      token: tok,
+      body: { name: 'bench', remote: '//127.0.0.1/private', username: SMB_USER, password: lab.password },
+    });
     if (made.status !== 201) throw new Error(`location create: ${made.status} ${made.text}`);
     const id = made.body.location.location_id;
     const url = `${d.url}/api/v1/folders/_/contents?target=${encodeURIComponent(JSON.stringify({ kind: 'connection', id, path: 'big' }))}`;

@@ -53,11 +53,22 @@ export async function lxcBench(): Promise<void> {
     };
     // The same keys hostd writes that change what LXC does (id map, limits, no network).
     const conf = path.join(direct, 'bench.conf');
-    fs.writeFileSync(conf, [
-      'lxc.include = /usr/share/lxc/config/common.conf', 'lxc.idmap = u 0 100000 65536', 'lxc.idmap = g 0 100000 65536', 'lxc.tty.dir =',
-      'lxc.cap.drop = mac_admin mac_override sys_time sys_module sys_rawio', 'lxc.apparmor.profile = unconfined', 'lxc.net.0.type = empty',
-      'lxc.cgroup.cpu.cfs_period_us = 100000', 'lxc.cgroup.cpu.cfs_quota_us = 100000', 'lxc.cgroup.memory.limit_in_bytes = 536870912', '',
-    ].join('\n'));
+    fs.writeFileSync(
+      conf,
+      [
+        'lxc.include = /usr/share/lxc/config/common.conf',
+        'lxc.idmap = u 0 100000 65536',
+        'lxc.idmap = g 0 100000 65536',
+        'lxc.tty.dir =',
+        'lxc.cap.drop = mac_admin mac_override sys_time sys_module sys_rawio',
+        'lxc.apparmor.profile = unconfined',
+        'lxc.net.0.type = empty',
+        'lxc.cgroup.cpu.cfs_period_us = 100000',
+        'lxc.cgroup.cpu.cfs_quota_us = 100000',
+        'lxc.cgroup.memory.limit_in_bytes = 536870912',
+        '',
+      ].join('\n'),
+    );
     fs.chmodSync(direct, 0o711);
 
     const rounds = Number(process.env.BENCH_LXC_ROUNDS ?? 5);

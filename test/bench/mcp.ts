@@ -12,7 +12,6 @@ import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { startDaemon } from '../helpers/daemon.js';
 import { median, p50Of, print, settle } from './lib.js';
 
-
 export async function mcpOverhead(): Promise<void> {
   const calls = Number(process.env.BENCH_CALLS ?? 300);
   const rounds = 5;
@@ -23,9 +22,11 @@ export async function mcpOverhead(): Promise<void> {
   }
   await settle([d.proc.pid]);
   const client = new Client({ name: 'hostd-bench', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(d.url + '/mcp'), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
-  }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(d.url + '/mcp'), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    }),
+  );
   const headers = { authorization: `Bearer ${token}` };
   const viaMcp = async () => {
     const r = await client.callTool({ name: 'folders_list', arguments: {} });
@@ -42,7 +43,9 @@ export async function mcpOverhead(): Promise<void> {
   // SDK client, to tell the client's share from the server's.
   const rpcBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'folders_list', arguments: {} } });
   const rpcHeaders = {
-    ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+    ...headers,
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
     'mcp-protocol-version': LATEST_PROTOCOL_VERSION,
   };
   const viaRawMcp = async () => {

@@ -100,7 +100,14 @@ export async function metricsBench(): Promise<void> {
     for (let round = 0; round < 5; round++) {
       const quiet = await overhead();
       let failure: Error | null = null;
-      const poll = setInterval(() => void scrape().then(() => scrapes++, (err) => (failure = err)), 1_000);
+      const poll = setInterval(
+        () =>
+          void scrape().then(
+            () => scrapes++,
+            (err) => (failure = err),
+          ),
+        1_000,
+      );
       let busy: number;
       try {
         busy = await overhead();

@@ -57,7 +57,10 @@ async function loopbackFigures(): Promise<void> {
   try {
     const token = await d.token('bench', ['proxy.read', 'proxy.manage']);
     const api = (m: string, p: string, b?: unknown) => d.request(m, `/api/v1${p}`, { token, body: b });
-    for (const [m, p, b] of [['PATCH', '/proxy', { enabled: true }], ['POST', '/proxy/domains', { name: 'bench.test', cert_source: 'internal' }]] as const) {
+    for (const [m, p, b] of [
+      ['PATCH', '/proxy', { enabled: true }],
+      ['POST', '/proxy/domains', { name: 'bench.test', cert_source: 'internal' }],
+    ] as const) {
       const r = await api(m, p, b);
       if (r.status >= 300) throw new Error(`${m} ${p}: ${r.status} ${r.text}`);
     }
@@ -104,9 +107,31 @@ async function loopbackFigures(): Promise<void> {
       await adminPost(sock, '/load', current);
       loads.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
-    print('proxy_config_apply_ms', pct([...applies].sort((x, y) => x - y), 0.5));
-    print('caddy_load_ms', pct([...loads].sort((x, y) => x - y), 0.5));
-    print('proxy_config_apply_ratio', pct([...applies].sort((x, y) => x - y), 0.5) / pct([...loads].sort((x, y) => x - y), 0.5));
+    print(
+      'proxy_config_apply_ms',
+      pct(
+        [...applies].sort((x, y) => x - y),
+        0.5,
+      ),
+    );
+    print(
+      'caddy_load_ms',
+      pct(
+        [...loads].sort((x, y) => x - y),
+        0.5,
+      ),
+    );
+    print(
+      'proxy_config_apply_ratio',
+      pct(
+        [...applies].sort((x, y) => x - y),
+        0.5,
+      ) /
+        pct(
+          [...loads].sort((x, y) => x - y),
+          0.5,
+        ),
+    );
   } finally {
     await d.stop();
     upstream.close();
@@ -121,11 +146,20 @@ async function loadTls(url: string, servername: string): Promise<LoadResult> {
 
 function adminReq(sock: string, method: string, p: string, body?: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: sock, method, path: p, setHost: false, headers: { host: '', 'cache-control': 'must-revalidate', ...(body ? { 'content-type': 'application/json' } : {}) } }, (res) => {
-      let t = '';
-      res.on('data', (c) => (t += c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(t) : reject(new Error(`${p}: ${res.statusCode} ${t}`))));
-    });
+    const req = http.request(
+      {
+        socketPath: sock,
+        method,
+        path: p,
+        setHost: false,
+        headers: { host: '', 'cache-control': 'must-revalidate', ...(body ? { 'content-type': 'application/json' } : {}) },
+      },
+      (res) => {
+        let t = '';
+        res.on('data', (c) => (t += c));
+        res.on('end', () => (res.statusCode === 200 ? resolve(t) : reject(new Error(`${p}: ${res.statusCode} ${t}`))));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -142,7 +176,15 @@ async function gapFigures(): Promise<void> {
   const intervalMs = 20;
   try {
     const upstream = await lab.startUpstream(8080);
-    nodes = await Promise.all(lab.nodes.map((n, i) => startDaemon({ netns: n.ns, env: { ...proxyNodeEnv(n.addr, `bench-${i + 1}`), HOSTD_CLUSTER_PROBE_MS: String(probeMs) }, configYaml: proxyYaml(n.addr) })));
+    nodes = await Promise.all(
+      lab.nodes.map((n, i) =>
+        startDaemon({
+          netns: n.ns,
+          env: { ...proxyNodeEnv(n.addr, `bench-${i + 1}`), HOSTD_CLUSTER_PROBE_MS: String(probeMs) },
+          configYaml: proxyYaml(n.addr),
+        }),
+      ),
+    );
     await pair(nodes);
     const tokens = await Promise.all(nodes.map((d, i) => d.token(`b${i}`, ['proxy.read', 'proxy.manage'])));
     const api = (i: number, m: string, p: string, b?: unknown) => nodes[i].request(m, `/api/v1${p}`, { token: tokens[i], body: b });

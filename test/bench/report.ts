@@ -75,18 +75,29 @@ export async function writeReport(dir: string): Promise<string[]> {
   write('figures.json', JSON.stringify({ date: new Date().toISOString(), cpus: os.cpus().length, node: process.version, figures }, null, 2) + '\n');
 
   const flat: Record<string, number> = Object.assign({}, ...Object.values(figures));
-  const ratios = Object.entries(TARGETS).filter(([k]) => flat[k] !== undefined).map(([k, target]) => ({ figure: k, value: flat[k], target }));
+  const ratios = Object.entries(TARGETS)
+    .filter(([k]) => flat[k] !== undefined)
+    .map(([k, target]) => ({ figure: k, value: flat[k], target }));
   if (ratios.length) {
-    write('ratios.svg', await svgOf({
-      $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-      title: 'Overhead ratios (hostd / baseline, same run) and their targets',
-      width: 420,
-      data: { values: ratios },
-      layer: [
-        { mark: 'bar', encoding: { y: { field: 'figure', type: 'nominal', title: null, sort: null }, x: { field: 'value', type: 'quantitative', title: 'ratio' } } },
-        { mark: { type: 'tick', color: 'black', thickness: 2 }, encoding: { y: { field: 'figure', type: 'nominal', sort: null }, x: { field: 'target', type: 'quantitative' } } },
-      ],
-    }));
+    write(
+      'ratios.svg',
+      await svgOf({
+        $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+        title: 'Overhead ratios (hostd / baseline, same run) and their targets',
+        width: 420,
+        data: { values: ratios },
+        layer: [
+          {
+            mark: 'bar',
+            encoding: { y: { field: 'figure', type: 'nominal', title: null, sort: null }, x: { field: 'value', type: 'quantitative', title: 'ratio' } },
+          },
+          {
+            mark: { type: 'tick', color: 'black', thickness: 2 },
+            encoding: { y: { field: 'figure', type: 'nominal', sort: null }, x: { field: 'target', type: 'quantitative' } },
+          },
+        ],
+      }),
+    );
   }
 
   const scale = figures.scale ?? {};

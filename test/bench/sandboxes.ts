@@ -79,7 +79,11 @@ async function agentFigures(env: VmsEnv, token: string, restart: (e: VmsEnv) => 
   }
   let t0 = performance.now();
   for (let off = 0; off < data.length; off += PIECE) {
-    await ok(e, token, 'PUT', `/sandboxes/${id}/files`, { path: '/tmp/bench.bin', content: data.subarray(off, off + PIECE).toString('base64'), append: off > 0 });
+    await ok(e, token, 'PUT', `/sandboxes/${id}/files`, {
+      path: '/tmp/bench.bin',
+      content: data.subarray(off, off + PIECE).toString('base64'),
+      append: off > 0,
+    });
   }
   const apiPut = performance.now() - t0;
   t0 = performance.now();
@@ -120,7 +124,7 @@ async function agentFigures(env: VmsEnv, token: string, restart: (e: VmsEnv) => 
   print('sandbox_exec_ms_p50', pct(api, 0.5), 1);
   print('sandbox_exec_direct_ms_p50', pct(direct, 0.5), 1);
   print('sandbox_exec_ratio', pct(api, 0.5) / pct(direct, 0.5), 2);
-  const mibS = (ms: number) => (data.length / MiB) / (ms / 1000);
+  const mibS = (ms: number) => data.length / MiB / (ms / 1000);
   print('sandbox_file_put_mib_s', mibS(apiPut), 2);
   print('sandbox_file_put_direct_mib_s', mibS(directPut), 2);
   print('sandbox_file_put_ratio', directPut / apiPut, 2);
@@ -178,12 +182,14 @@ export async function sandboxesBench(): Promise<void> {
     const end = performance.now() + seconds * 1000;
     let done = 0;
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: inflight }, async () => {
-      while (performance.now() < end) {
-        await cycle(e2, token, true);
-        done++;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: inflight }, async () => {
+        while (performance.now() < end) {
+          await cycle(e2, token, true);
+          done++;
+        }
+      }),
+    );
     print('sandboxes_per_minute', (done * 60_000) / (performance.now() - t0), 1);
     print('sandboxes_in_flight', inflight, 0);
   } finally {

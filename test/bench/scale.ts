@@ -24,22 +24,23 @@ const STEPS = [1, 10, 100, 1000];
 function caller(base: string, token: string): (method: string, path: string, body?: unknown, want?: number) => Promise<any> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   const u = new URL(base);
-  return (method, path, body, want = 200) => new Promise((resolve, reject) => {
-    const text = body === undefined ? undefined : JSON.stringify(body);
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    if (text !== undefined) headers['content-type'] = 'application/json';
-    const req = http.request({ host: u.hostname, port: u.port, method, path, agent, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        const out = Buffer.concat(chunks).toString('utf8');
-        if (res.statusCode !== want) reject(new Error(`${method} ${path}: ${res.statusCode} ${out.slice(0, 200)}`));
-        else resolve(out ? JSON.parse(out) : undefined);
+  return (method, path, body, want = 200) =>
+    new Promise((resolve, reject) => {
+      const text = body === undefined ? undefined : JSON.stringify(body);
+      const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+      if (text !== undefined) headers['content-type'] = 'application/json';
+      const req = http.request({ host: u.hostname, port: u.port, method, path, agent, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const out = Buffer.concat(chunks).toString('utf8');
+          if (res.statusCode !== want) reject(new Error(`${method} ${path}: ${res.statusCode} ${out.slice(0, 200)}`));
+          else resolve(out ? JSON.parse(out) : undefined);
+        });
       });
+      req.on('error', reject);
+      req.end(text);
     });
-    req.on('error', reject);
-    req.end(text);
-  });
 }
 
 /** Resident memory of a process in MiB (Linux /proc). */
@@ -52,9 +53,11 @@ function rssMb(pid: number | undefined): number {
 async function throughput(count: number, clients: number, fn: (i: number) => Promise<unknown>): Promise<number> {
   let next = 0;
   const t = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: clients }, async () => {
-    while (next < count) await fn(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < count) await fn(next++);
+    }),
+  );
   return count / (Number(process.hrtime.bigint() - t) / 1e9);
 }
 

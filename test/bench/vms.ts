@@ -32,7 +32,9 @@ export async function vmsBench(): Promise<void> {
     const base = path.join(env.pools.p1, '.vms/images/bench.qcow2');
     const scratch = tempDir('hostd-vms-bench-');
     let n = 0;
-    const baseline = await latencies(15, () => run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', base, path.join(scratch, `c${n++}.qcow2`), '4G']));
+    const baseline = await latencies(15, () =>
+      run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', base, path.join(scratch, `c${n++}.qcow2`), '4G']),
+    );
     const made: number[] = [];
     const creates = await latencies(15, async () => {
       const r = await ok(env, 'POST', '/vms', { name: 'bench', image_id: 'bench', linked_clone: true }, 201);

@@ -44,10 +44,21 @@ describe('CallStream in process', function () {
       ran.push(f.operation);
       return run(f, peer);
     },
-    rpcHealth: nop, rpcJoin: nop, rpcMembership: nop, rpcTokenDirectory: nop, rpcTokenDirectoryGet: nop, rpcLease: nop, rpcProxyConfig: nop,
+    rpcHealth: nop,
+    rpcJoin: nop,
+    rpcMembership: nop,
+    rpcTokenDirectory: nop,
+    rpcTokenDirectoryGet: nop,
+    rpcLease: nop,
+    rpcProxyConfig: nop,
     rpcEventStream: async () => () => undefined,
   };
-  const echo = async (f: W.CallFrame, peer: Member): Promise<W.CallOutcome> => ({ ok: true, result_json: JSON.stringify({ op: f.operation, args: JSON.parse(f.args_json), by: peer.peer_id }), status: 200, error: '' });
+  const echo = async (f: W.CallFrame, peer: Member): Promise<W.CallOutcome> => ({
+    ok: true,
+    result_json: JSON.stringify({ op: f.operation, args: JSON.parse(f.args_json), by: peer.peer_id }),
+    status: 200,
+    error: '',
+  });
   const req = (operation: string, args: unknown = {}) => ({
     operation,
     args_json: JSON.stringify(args),
@@ -84,7 +95,10 @@ describe('CallStream in process', function () {
   it('splits a long result over frames and puts it back together, other calls interleaved', async () => {
     const big = 'x'.repeat(3 * CHUNK_BYTES + 1234) + 'é€😀';
     run = async (f, peer) => (f.operation === 'big' ? { ok: true, result_json: JSON.stringify({ big }), status: 200, error: '' } : echo(f, peer));
-    const [b, ...small] = await Promise.all([clients.call(target, req('big'), 5000), ...Array.from({ length: 5 }, (_, i) => clients.call(target, req(`s${i}`), 5000))]);
+    const [b, ...small] = await Promise.all([
+      clients.call(target, req('big'), 5000),
+      ...Array.from({ length: 5 }, (_, i) => clients.call(target, req(`s${i}`), 5000)),
+    ]);
     expect(JSON.parse(b.result_json).big).to.equal(big);
     small.forEach((o, i) => expect(JSON.parse(o.result_json).op).to.equal(`s${i}`));
   });
@@ -197,10 +211,7 @@ describe('CallStream between daemons', function () {
   let token: string;
 
   before(async () => {
-    [a, b] = await Promise.all([
-      startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'stream-a' } }),
-      startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'stream-b' } }),
-    ]);
+    [a, b] = await Promise.all([startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'stream-a' } }), startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'stream-b' } })]);
     await pair([a, b]);
     token = await a.token('ops', ['files.read', 'files.manage']);
   });
@@ -234,7 +245,11 @@ describe('CallStream between daemons', function () {
     try {
       s.send([
         frame(1),
-        frame(2, { operation: 'folders_create', args_json: JSON.stringify({ storage_id: 'default', name: 'forged-in-batch' }), caller: { token_id: id, token_name: 'reader', scopes: ['files.read', 'files.manage'] } }),
+        frame(2, {
+          operation: 'folders_create',
+          args_json: JSON.stringify({ storage_id: 'default', name: 'forged-in-batch' }),
+          caller: { token_id: id, token_name: 'reader', scopes: ['files.read', 'files.manage'] },
+        }),
         frame(3, { caller: { token_id: 'tok_not_in_directory', token_name: 'ghost', scopes: ['files.read'] } }),
         frame(4, { origin: 'node_somebody_else' }),
         frame(5),
@@ -267,12 +282,23 @@ describe('CallStream between daemons', function () {
       const dTok = (await d.admin.request('GET', '/admin/tokens')).body.tokens.find((t: any) => t.name === 'd-ops').id;
       const dPem = pemOf(d);
       const s = rawStream(rawClient(b.clusterAddr, dPem.caCertPem, dPem));
-      const frame = (n: number) => ({ id: n, operation: 'folders_list', args_json: '{}', caller: { token_id: dTok, token_name: 'd-ops', scopes: ['files.read'] }, origin: d.nodeId, request_id: `d-${n}` });
+      const frame = (n: number) => ({
+        id: n,
+        operation: 'folders_list',
+        args_json: '{}',
+        caller: { token_id: dTok, token_name: 'd-ops', scopes: ['files.read'] },
+        origin: d.nodeId,
+        request_id: `d-${n}`,
+      });
       let n = 0;
-      await eventually(async () => {
-        s.send([frame(++n)]);
-        return (await s.replies([n])).get(n)!.ok;
-      }, 10_000, "D's stream accepted by B");
+      await eventually(
+        async () => {
+          s.send([frame(++n)]);
+          return (await s.replies([n])).get(n)!.ok;
+        },
+        10_000,
+        "D's stream accepted by B",
+      );
       const rm = await hostctl(a, 'cluster', 'remove', d.nodeId);
       expect(rm.code, rm.stderr).to.equal(0);
       // Nothing else ends this idle stream (no keepalive on this client, no idle limit on the server): the removal cut it.
@@ -295,7 +321,10 @@ describe('CallStream between daemons', function () {
       const r = await fwd();
       expect(r.status, r.text).to.equal(502);
       // Ended by the deadline (the message says which), and not before it.
-      expect(r.body.error).to.include('stream-b').and.include(b.nodeId).and.match(new RegExp(`did not answer within ${deadlineMs} ms`));
+      expect(r.body.error)
+        .to.include('stream-b')
+        .and.include(b.nodeId)
+        .and.match(new RegExp(`did not answer within ${deadlineMs} ms`));
       expect(Date.now() - t0).to.be.at.least(deadlineMs - 100);
     } finally {
       process.kill(b.proc.pid!, 'SIGCONT');
@@ -314,10 +343,17 @@ describe('CallStream between daemons', function () {
     const r = await pending;
     expect(r.status, r.text).to.equal(502);
     // Ended by the dead connection, not by the deadline: the message says which.
-    expect(r.body.error).to.include('stream-b').and.include(b.nodeId).and.match(/unreachable/).and.not.match(/did not answer within/);
+    expect(r.body.error)
+      .to.include('stream-b')
+      .and.include(b.nodeId)
+      .and.match(/unreachable/)
+      .and.not.match(/did not answer within/);
     // The next call opens a new stream, which fails as unreachable too while the member is down.
     const down = await fwd();
     expect(down.status).to.equal(502);
-    expect(down.body.error).to.include(b.nodeId).and.match(/unreachable/).and.not.match(/did not answer within/);
+    expect(down.body.error)
+      .to.include(b.nodeId)
+      .and.match(/unreachable/)
+      .and.not.match(/did not answer within/);
   });
 });

@@ -63,12 +63,20 @@ describe('cluster on loopback (three daemons)', function () {
 
   it('every /peers list shows all three members with is_self right, reachable', async () => {
     const ids = [a, b, c].map((d) => d.nodeId).sort();
-    const tokens = new Map<TestDaemon, string>([[a, token], [b, await b.token('peers-b', ['system.read'])], [c, await c.token('peers-c', ['system.read'])]]);
+    const tokens = new Map<TestDaemon, string>([
+      [a, token],
+      [b, await b.token('peers-b', ['system.read'])],
+      [c, await c.token('peers-c', ['system.read'])],
+    ]);
     for (const d of [a, b, c]) {
-      const peers = await eventually(async () => {
-        const p = await peersOf(d, tokens.get(d)!);
-        return p.length === 3 && p.every((x) => x.reachable) ? p : undefined;
-      }, 10_000, `all peers reachable from ${d.nodeId}`);
+      const peers = await eventually(
+        async () => {
+          const p = await peersOf(d, tokens.get(d)!);
+          return p.length === 3 && p.every((x) => x.reachable) ? p : undefined;
+        },
+        10_000,
+        `all peers reachable from ${d.nodeId}`,
+      );
       expect(peers.map((p) => p.peer_id).sort()).to.deep.equal(ids);
       for (const p of peers) {
         expect(p.is_self).to.equal(p.peer_id === d.nodeId);
@@ -81,7 +89,7 @@ describe('cluster on loopback (three daemons)', function () {
     for (const f of ['ca.key', 'node.key']) expect(fs.statSync(path.join(b.dataDir, 'cluster', f)).mode & 0o777).to.equal(0o600);
   });
 
-  it("one token made on A works on B and C via peer_id; the member writes the row, A none", async () => {
+  it('one token made on A works on B and C via peer_id; the member writes the row, A none', async () => {
     const list = await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token });
     expect(list.status, list.text).to.equal(200);
     expect(list.body.folders).to.be.an('array');
@@ -211,10 +219,20 @@ describe('cluster on loopback (three daemons)', function () {
     expect((await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token: t })).status).to.equal(401);
     // Even a member replaying it is refused once the directory has caught up.
     const asA = rawClient(b.clusterAddr, pemOf(a).caCertPem, pemOf(a));
-    await eventually(async () => {
-      const r = await rawForward(asA, { operation: 'folders_list', args_json: '{}', caller: { token_id: id, token_name: 'short-lived', scopes: ['files.read'] }, origin: a.nodeId, request_id: 'x' });
-      return r.status === 403;
-    }, 5000, 'revoked token refused on B');
+    await eventually(
+      async () => {
+        const r = await rawForward(asA, {
+          operation: 'folders_list',
+          args_json: '{}',
+          caller: { token_id: id, token_name: 'short-lived', scopes: ['files.read'] },
+          origin: a.nodeId,
+          request_id: 'x',
+        });
+        return r.status === 403;
+      },
+      5000,
+      'revoked token refused on B',
+    );
     asA.close();
   });
 
@@ -243,7 +261,15 @@ describe('cluster on loopback (three daemons)', function () {
       const echoPem = pemOf(other);
       const ca = echoPem.caCertPem;
       const before = rawClient(b.clusterAddr, ca, echoPem);
-      await eventually(async () => (await rawCall(before, 'Health', { from: other.nodeId }).then(() => true, () => false)), 5000, 'echo accepted by B before removal');
+      await eventually(
+        async () =>
+          await rawCall(before, 'Health', { from: other.nodeId }).then(
+            () => true,
+            () => false,
+          ),
+        5000,
+        'echo accepted by B before removal',
+      );
       const rm = await hostctl(b, 'cluster', 'remove', other.nodeId);
       expect(rm.code, rm.stderr).to.equal(0);
       const err = await rawCall(before, 'Health', { from: other.nodeId }).catch((e) => e);
@@ -254,7 +280,11 @@ describe('cluster on loopback (three daemons)', function () {
         const e = await rawCall(after, 'Health', { from: other.nodeId }).catch((x) => x);
         expect(e, `removed member accepted by ${n.nodeId}`).to.be.instanceOf(Error);
         after.close();
-        await eventually(async () => !(await peersOf(n, n === a ? token : await n.token(`p-${Date.now()}`, ['system.read']))).some((p) => p.peer_id === other.nodeId), 5000, `echo gone from ${n.nodeId}`);
+        await eventually(
+          async () => !(await peersOf(n, n === a ? token : await n.token(`p-${Date.now()}`, ['system.read']))).some((p) => p.peer_id === other.nodeId),
+          5000,
+          `echo gone from ${n.nodeId}`,
+        );
       }
       // The removed node learned it and is on its own again.
       await eventually(async () => (await other.admin.request('GET', '/admin/cluster/status')).body.in_cluster === false, 5000, 'echo left');
@@ -280,10 +310,14 @@ describe('cluster on loopback (three daemons)', function () {
     const epoch = mv.body.epoch;
     expect(epoch).to.be.greaterThan(cfg0.body.epoch);
     for (const d of [a, b, c]) {
-      await eventually(async () => {
-        const r = await a.request('GET', `/api/v1/proxy/config?peer_id=${d.nodeId}`, { token });
-        return r.body.holder === b.nodeId && r.body.epoch === epoch && r.body.holding_here === (d === b);
-      }, 5000, `holder seen on ${d.nodeId}`);
+      await eventually(
+        async () => {
+          const r = await a.request('GET', `/api/v1/proxy/config?peer_id=${d.nodeId}`, { token });
+          return r.body.holder === b.nodeId && r.body.epoch === epoch && r.body.holding_here === (d === b);
+        },
+        5000,
+        `holder seen on ${d.nodeId}`,
+      );
     }
     // hostctl asks the member it is told to: B says it holds the proxy, A (asked directly) that it does not.
     const onB = await remoteHostctl(a, token, 'proxy', 'status', '--peer', b.nodeId);
@@ -320,7 +354,10 @@ describe('cluster on loopback (three daemons)', function () {
       const r = await a.request('GET', path, { token });
       expect(r.status).to.equal(502);
       // Ended as unreachable or by the deadline (the message says which), not left waiting.
-      expect(r.body.error).to.include('charlie').and.include(c.nodeId).and.match(new RegExp(`unreachable|did not answer within ${deadlineMs} ms`));
+      expect(r.body.error)
+        .to.include('charlie')
+        .and.include(c.nodeId)
+        .and.match(new RegExp(`unreachable|did not answer within ${deadlineMs} ms`));
     }
     const post = await a.request('POST', '/api/v1/folders', { token, body: { storage_id: 'default', name: 'to-dead', peer_id: c.nodeId } });
     expect(post.status).to.equal(502);

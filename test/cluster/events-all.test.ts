@@ -50,7 +50,11 @@ describe('events_stream with members=all', function () {
     await pair([a, b]);
     reader = await a.token('all-reader', ['system.read']);
     // The token reaches B by the cluster's token sync: B's part opens once it has.
-    await eventually(async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: reader })).status === 200, 60_000, 'the reader token known on B');
+    await eventually(
+      async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: reader })).status === 200,
+      60_000,
+      'the reader token known on B',
+    );
   });
   afterEach(() => {
     for (const s of open.splice(0)) s.close();
@@ -111,14 +115,17 @@ describe('events_stream with members=all', function () {
         expect(seqs).to.deep.equal([...seqs].sort((x, y) => x - y));
       }
     };
-    const done = (evs: () => Ev[]) => eventually(() => later.every((n) => evs().some((e) => e.resource === `tokens/${n}`)), 60_000, 'every later event on the resumed stream');
+    const done = (evs: () => Ev[]) =>
+      eventually(() => later.every((n) => evs().some((e) => e.resource === `tokens/${n}`)), 60_000, 'every later event on the resumed stream');
     const byArg = await stream(`&types=activity&cursor=${cursor}`, reader);
     await done(() => byArg.events());
     check(byArg.events());
     const byHeader = await stream('&types=activity', reader, { 'last-event-id': cursor });
     await done(() => byHeader.events());
     check(byHeader.events());
-    const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?members=all&types=activity&cursor=${cursor}`, { protocols: [`bearer.${reader}`, 'hostd.events.v1'] });
+    const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?members=all&types=activity&cursor=${cursor}`, {
+      protocols: [`bearer.${reader}`, 'hostd.events.v1'],
+    });
     open.push(ws);
     await done(() => ws.events());
     check(ws.events());
@@ -132,9 +139,15 @@ describe('events_stream with members=all', function () {
     // More refused calls (one activity row each) than the messages held before the handshake.
     const N = 200;
     for (let i = 0; i < N; i++) await a.admin.request('DELETE', `/api/v1/folders/f_far${i}`);
-    const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?members=all&types=activity&cursor=${cursor}`, { protocols: [`bearer.${reader}`, 'hostd.events.v1'] });
+    const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?members=all&types=activity&cursor=${cursor}`, {
+      protocols: [`bearer.${reader}`, 'hostd.events.v1'],
+    });
     open.push(ws);
-    const far = () => ws.events().filter((e) => /^folders\/f_far\d+$/.test(e.resource)).map((e) => e.resource);
+    const far = () =>
+      ws
+        .events()
+        .filter((e) => /^folders\/f_far\d+$/.test(e.resource))
+        .map((e) => e.resource);
     await eventually(() => far().length >= N, 60_000, `the ${N} events on the WebSocket`);
     expect(far()).to.deep.equal(Array.from({ length: N }, (_, i) => `folders/f_far${i}`));
   });
@@ -146,7 +159,11 @@ describe('events_stream with members=all', function () {
     const port = b.clusterListen.split(':')[1];
     const dir = b.dataDir;
     await b.stop();
-    const down = await eventually(() => s.events().find((e) => e.type === 'members.down' && e.data.peer_id === b.nodeId), 60_000, 'members.down of B on the stream');
+    const down = await eventually(
+      () => s.events().find((e) => e.type === 'members.down' && e.data.peer_id === b.nodeId),
+      60_000,
+      'members.down of B on the stream',
+    );
     expect(down.data.stream).to.equal(true);
     // A's part goes on while B is down.
     await a.token('down-a1', ['vm.read']);
@@ -158,13 +175,20 @@ describe('events_stream with members=all', function () {
     await eventually(() => after.every((n) => s.events().some((e) => e.resource === `tokens/${n}`)), 60_000, "B's events after it is back");
     const ofB = ours(s.events(), 'down-b').map((e) => e.resource);
     expect(ofB).to.deep.equal(['tokens/down-b0', 'tokens/down-b1', 'tokens/down-b2']);
-    const types = s.events().filter((e) => e.data.stream === true).map((e) => e.type);
+    const types = s
+      .events()
+      .filter((e) => e.data.stream === true)
+      .map((e) => e.type);
     expect(types.slice(types.indexOf('members.down'))).to.include('members.up');
   });
 
   it("applies the caller's scopes on each member: a token without system.read sees neither member's activity", async () => {
     const vmOnly = await a.token('all-vm-only', ['vm.read']);
-    await eventually(async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: vmOnly })).status === 200, 60_000, 'the vm.read token known on B');
+    await eventually(
+      async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: vmOnly })).status === 200,
+      60_000,
+      'the vm.read token known on B',
+    );
     const full = await stream('', reader);
     const narrow = await stream('', vmOnly);
     const made = ['scope-a1', 'scope-b1'];
@@ -192,7 +216,11 @@ describe('events_stream with members=all', function () {
     // Sends its request and stops reading once the stream is open (its first bytes: B's part has announced where it starts).
     const u = new URL(a.url);
     const socket = await new Promise<net.Socket>((resolve, reject) => {
-      const sock = net.connect(Number(u.port), u.hostname, () => sock.write(`GET /api/v1/events/stream?members=all&types=activity HTTP/1.1\r\nhost: ${u.host}\r\naccept: text/event-stream\r\nauthorization: Bearer ${reader}\r\n\r\n`));
+      const sock = net.connect(Number(u.port), u.hostname, () =>
+        sock.write(
+          `GET /api/v1/events/stream?members=all&types=activity HTTP/1.1\r\nhost: ${u.host}\r\naccept: text/event-stream\r\nauthorization: Bearer ${reader}\r\n\r\n`,
+        ),
+      );
       sock.once('data', (first) => {
         sock.pause();
         sock.unshift(first);
@@ -204,12 +232,14 @@ describe('events_stream with members=all', function () {
     // Refused calls on A, each an activity row of about 1.5 KiB: far more than the socket's buffers and the queue of 64.
     const id = 'f_' + 'x'.repeat(400);
     let sent = 0;
-    await Promise.all(Array.from({ length: 4 }, async () => {
-      while (sent < 2500) {
-        sent++;
-        await a.admin.request('DELETE', `/api/v1/folders/${id}`);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (sent < 2500) {
+          sent++;
+          await a.admin.request('DELETE', `/api/v1/folders/${id}`);
+        }
+      }),
+    );
     const text = await new Promise<string>((resolve) => {
       const chunks: Buffer[] = [];
       socket.on('data', (c) => chunks.push(c));

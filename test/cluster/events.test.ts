@@ -34,7 +34,11 @@ describe('events in a cluster', function () {
       await b.stop();
       await eventually(() => stream.events().some((e) => e.type === 'members.down' && e.data.peer_id === b.nodeId), 60_000, 'members.down of B');
       b = await startDaemon({ dataDir: dir, env: { ...env, HOSTD_NODE_NAME: 'bravo', HOSTD_CLUSTER_ADDR: `127.0.0.1:${port}` } });
-      const ofB = () => stream.events().filter((e) => e.data.peer_id === b.nodeId).map((e) => e.type);
+      const ofB = () =>
+        stream
+          .events()
+          .filter((e) => e.data.peer_id === b.nodeId)
+          .map((e) => e.type);
       // The up after the down (the pairing's own up may come first, from just before the stream opened).
       await eventually(() => ofB().lastIndexOf('members.up') > ofB().indexOf('members.down'), 60_000, 'members.up of B after its down');
       // Reachability is what the probes see: on a loaded machine a probe may time out once more, so only the order is held.
@@ -43,7 +47,10 @@ describe('events in a cluster', function () {
       // The page of the same events holds the stream's, in the same order.
       const page = await a.request('GET', '/api/v1/events?types=members.&limit=1000', { token: reader });
       const paged = page.body.events.filter((e: { data: { peer_id: string } }) => e.data.peer_id === b.nodeId).map((e: { seq: number }) => e.seq);
-      const streamed = stream.events().filter((e) => e.data.peer_id === b.nodeId).map((e) => e.seq);
+      const streamed = stream
+        .events()
+        .filter((e) => e.data.peer_id === b.nodeId)
+        .map((e) => e.seq);
       expect(paged.slice(paged.indexOf(streamed[0]), paged.indexOf(streamed[0]) + streamed.length)).to.deep.equal(streamed);
     } finally {
       stream.close();
@@ -54,10 +61,14 @@ describe('events in a cluster', function () {
     const reader = await a.token('peer-reader', ['system.read']);
     const vmOnly = await a.token('peer-vm-only', ['vm.read']);
     // The tokens reach B by the cluster's token sync: forwarding works once they have.
-    const r = await eventually(async () => {
-      const x = await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1000`, { token: reader });
-      return x.status === 200 ? x : undefined;
-    }, 60_000, 'a forwarded events_list');
+    const r = await eventually(
+      async () => {
+        const x = await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1000`, { token: reader });
+        return x.status === 200 ? x : undefined;
+      },
+      60_000,
+      'a forwarded events_list',
+    );
     expect(r.body.events.length).to.be.greaterThan(0);
     expect(r.body.events.every((e: { node_id: string }) => e.node_id === b.nodeId)).to.equal(true);
     const hidden = await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1000`, { token: vmOnly });
@@ -68,10 +79,14 @@ describe('events in a cluster', function () {
   it("events_stream with peer_id streams that member's events, under the caller's scopes there, and resumes from its cursor", async () => {
     const reader = await a.token('stream-reader', ['system.read']);
     const vmOnly = await a.token('stream-vm-only', ['vm.read']);
-    const first = await eventually(async () => {
-      const x = await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1000`, { token: reader });
-      return x.status === 200 ? x : undefined;
-    }, 60_000, 'a forwarded events_list');
+    const first = await eventually(
+      async () => {
+        const x = await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1000`, { token: reader });
+        return x.status === 200 ? x : undefined;
+      },
+      60_000,
+      'a forwarded events_list',
+    );
     const cursor = first.body.next_cursor as string;
     const s = await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}&cursor=${cursor}&types=activity`, { authorization: `Bearer ${reader}` });
     const hidden = await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}&types=activity`, { authorization: `Bearer ${vmOnly}` });
@@ -83,19 +98,35 @@ describe('events in a cluster', function () {
       for (const n of made) await b.token(n, ['vm.read']);
       await eventually(() => made.every((n) => s.events().some((e) => e.resource === `tokens/${n}`)), 60_000, "B's events through A");
       expect(s.events().every((e) => e.node_id === b.nodeId)).to.equal(true);
-      expect(s.events().filter((e) => e.resource.startsWith('tokens/on-b-')).map((e) => e.resource)).to.deep.equal(made.map((n) => `tokens/${n}`));
+      expect(
+        s
+          .events()
+          .filter((e) => e.resource.startsWith('tokens/on-b-'))
+          .map((e) => e.resource),
+      ).to.deep.equal(made.map((n) => `tokens/${n}`));
       expect(hidden.events()).to.deep.equal([]);
       // The same over a WebSocket.
-      const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?peer_id=${b.nodeId}&cursor=${cursor}&types=activity`, { protocols: [`bearer.${reader}`, 'hostd.events.v1'] });
+      const ws = await WsClient.open(`${a.url.replace('http', 'ws')}/api/v1/events/stream?peer_id=${b.nodeId}&cursor=${cursor}&types=activity`, {
+        protocols: [`bearer.${reader}`, 'hostd.events.v1'],
+      });
       try {
         await eventually(() => made.every((n) => ws.events().some((e) => e.resource === `tokens/${n}`)), 60_000, "B's events through A over a WebSocket");
-        expect(ws.events().filter((e) => e.resource.startsWith('tokens/on-b-')).map((e) => e.resource)).to.deep.equal(made.map((n) => `tokens/${n}`));
+        expect(
+          ws
+            .events()
+            .filter((e) => e.resource.startsWith('tokens/on-b-'))
+            .map((e) => e.resource),
+        ).to.deep.equal(made.map((n) => `tokens/${n}`));
       } finally {
         ws.close();
       }
       // The member logged the stream as one forwarded over the cluster.
       // (The member's log arrives through a pipe: wait for the line rather than read it at once.)
-      await eventually(() => b.logs.some((l) => l.msg === 'forwarded event stream opened' && l.transport === 'cluster'), 30_000, "the member's log line of the forwarded stream");
+      await eventually(
+        () => b.logs.some((l) => l.msg === 'forwarded event stream opened' && l.transport === 'cluster'),
+        30_000,
+        "the member's log line of the forwarded stream",
+      );
       // A refusal on the member comes back as its status: a token with no read scope.
       const none = await a.token('stream-none', ['vm.manage']);
       expect((await SseClient.open(a.url + `/api/v1/events/stream?peer_id=${b.nodeId}`, { authorization: `Bearer ${none}` })).status).to.equal(403);

@@ -28,18 +28,23 @@ describe('cluster faults in network namespaces', function () {
     requireOrSkip(this, 'cluster', (await NetLab.available()) ? null : 'network namespaces cannot be made here (needs root and ip netns)');
     lab = new NetLab(3);
     await lab.setup();
-    nodes = await Promise.all(lab.nodes.map((n, i) => startDaemon({
-      netns: n.ns,
-      env: {
-        HOSTD_NODE_NAME: `ns-node-${i + 1}`,
-        HOSTD_HTTP_ADDR: '127.0.0.1:0', // the namespace's own loopback
-        HOSTD_CLUSTER_ADDR: `${n.addr}:7788`,
-        HOSTD_FORWARD_DEADLINE_MS: String(deadlineMs),
-        HOSTD_CLUSTER_PROBE_MS: '500',
-      },
-    })));
+    nodes = await Promise.all(
+      lab.nodes.map((n, i) =>
+        startDaemon({
+          netns: n.ns,
+          env: {
+            HOSTD_NODE_NAME: `ns-node-${i + 1}`,
+            HOSTD_HTTP_ADDR: '127.0.0.1:0', // the namespace's own loopback
+            HOSTD_CLUSTER_ADDR: `${n.addr}:7788`,
+            HOSTD_FORWARD_DEADLINE_MS: String(deadlineMs),
+            HOSTD_CLUSTER_PROBE_MS: '500',
+          },
+        }),
+      ),
+    );
     await pair(nodes);
-    for (const [i, d] of nodes.entries()) tokens[i] = await d.token(`ops-${i + 1}`, ['files.read', 'files.manage', 'system.read', 'proxy.read', 'proxy.manage']);
+    for (const [i, d] of nodes.entries())
+      tokens[i] = await d.token(`ops-${i + 1}`, ['files.read', 'files.manage', 'system.read', 'proxy.read', 'proxy.manage']);
   });
 
   after(async () => {
@@ -47,12 +52,16 @@ describe('cluster faults in network namespaces', function () {
     await lab?.cleanup();
   });
 
-  const peerView = async (i: number, j: number) => (await nodes[i].request('GET', '/api/v1/peers', { token: tokens[i] })).body.peers.find((p: any) => p.peer_id === nodes[j].nodeId);
+  const peerView = async (i: number, j: number) =>
+    (await nodes[i].request('GET', '/api/v1/peers', { token: tokens[i] })).body.peers.find((p: any) => p.peer_id === nodes[j].nodeId);
   const proxyState = async (i: number) => (await nodes[i].request('GET', '/api/v1/proxy/config', { token: tokens[i] })).body;
 
   it('forwards between namespaces', async () => {
     expect(nodes[0].clusterAddr).to.equal(`${lab.nodes[0].addr}:7788`);
-    const r = await nodes[0].request('POST', '/api/v1/folders', { token: tokens[0], body: { storage_id: 'default', name: 'in-ns3', peer_id: nodes[2].nodeId } });
+    const r = await nodes[0].request('POST', '/api/v1/folders', {
+      token: tokens[0],
+      body: { storage_id: 'default', name: 'in-ns3', peer_id: nodes[2].nodeId },
+    });
     expect(r.status, r.text).to.equal(201);
   });
 
@@ -62,14 +71,21 @@ describe('cluster faults in network namespaces', function () {
       const r = await nodes[0].request('GET', `/api/v1/folders?peer_id=${nodes[2].nodeId}`, { token: tokens[0] });
       expect(r.status, r.text).to.equal(502);
       // Ended by the deadline or by the connection's keepalive, which fires before it: the message says which.
-      expect(r.body.error).to.include('ns-node-3').and.include(nodes[2].nodeId).and.match(new RegExp(`did not answer within ${deadlineMs} ms|is unreachable`));
+      expect(r.body.error)
+        .to.include('ns-node-3')
+        .and.include(nodes[2].nodeId)
+        .and.match(new RegExp(`did not answer within ${deadlineMs} ms|is unreachable`));
       await eventually(async () => (await peerView(0, 2))?.reachable === false, 5000, 'node 3 unreachable from node 1');
       expect((await peerView(0, 1)).reachable).to.equal(true);
     } finally {
       await lab.restore(2);
     }
     await eventually(async () => (await peerView(0, 2))?.reachable === true, 10_000, 'node 3 reachable again');
-    await eventually(async () => (await nodes[0].request('GET', `/api/v1/folders?peer_id=${nodes[2].nodeId}`, { token: tokens[0] })).status === 200, 10_000, 'forwarding to node 3 again');
+    await eventually(
+      async () => (await nodes[0].request('GET', `/api/v1/folders?peer_id=${nodes[2].nodeId}`, { token: tokens[0] })).status === 200,
+      10_000,
+      'forwarding to node 3 again',
+    );
   });
 
   it('proxy lease: only the majority side takes over, and no epoch has two holders', async () => {
@@ -118,10 +134,14 @@ describe('cluster faults in network namespaces', function () {
       await lab.restore(0);
     }
     // Node 1 learns of the higher epoch and stops holding.
-    await eventually(async () => {
-      const s = await proxyState(0);
-      return s.holder === nodes[1].nodeId && !s.holding_here;
-    }, 15_000, 'node 1 steps down');
+    await eventually(
+      async () => {
+        const s = await proxyState(0);
+        return s.holder === nodes[1].nodeId && !s.holding_here;
+      },
+      15_000,
+      'node 1 steps down',
+    );
     await note();
     expect([...seen.values()]).to.include(nodes[1].nodeId);
   });

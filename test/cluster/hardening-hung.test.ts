@@ -41,7 +41,11 @@ describe('hardening: a hung member fails fast', function () {
   it('after the probe saw it unreachable, the next call fails in well under a second; it recovers on SIGCONT', async () => {
     const { a, b, token } = await twoNodes(500);
     b.proc.kill('SIGSTOP');
-    await eventually(async () => (await peersOf(a, token)).find((p) => p.peer_id === b.nodeId)?.reachable === false, 10_000, 'the probe to see bravo unreachable');
+    await eventually(
+      async () => (await peersOf(a, token)).find((p) => p.peer_id === b.nodeId)?.reachable === false,
+      10_000,
+      'the probe to see bravo unreachable',
+    );
     const first = await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token });
     expect(first.status, first.text).to.equal(502);
     const second = await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token });
@@ -51,7 +55,11 @@ describe('hardening: a hung member fails fast', function () {
       expect(r.body.error).to.include("peer 'bravo'").and.include(b.nodeId).and.include('health probe failed').and.include('the call was not sent');
     }
     b.proc.kill('SIGCONT');
-    await eventually(async () => (await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token })).status === 200, 15_000, 'forwarding to bravo again');
+    await eventually(
+      async () => (await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token })).status === 200,
+      15_000,
+      'forwarding to bravo again',
+    );
   });
 
   it('without the probe, the keepalive ping finds the hung connection before the deadline; the next call fails at once', async () => {
@@ -66,6 +74,10 @@ describe('hardening: a hung member fails fast', function () {
     expect(second.body.error).to.include('the call was not sent');
     b.proc.kill('SIGCONT');
     // No probe runs: a trial call (half-open) finds it again.
-    await eventually(async () => (await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token })).status === 200, 30_000, 'forwarding to bravo again');
+    await eventually(
+      async () => (await a.request('GET', `/api/v1/folders?peer_id=${b.nodeId}`, { token })).status === 200,
+      30_000,
+      'forwarding to bravo again',
+    );
   });
 });

@@ -56,22 +56,33 @@ describe('hardening: anonymous Join flood on the cluster port', function () {
     let sent = 0;
     const t0 = Date.now();
     // Eight at a time: more than the node handles at once.
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      while (sent < attempts) {
-        const i = sent++;
-        const req = i % 2 === 0
-          ? { token: wrongToken(), node_id: huge, name: 'n'.repeat(1000), address: `${'a'.repeat(1000)}:1`, csr_pem: csr }
-          : { token: wrongToken(), node_id: `intruder-${i}`, name: 'intruder', address: '127.0.0.1:1', csr_pem: csr };
-        const err = await rawCall(anon, 'Join', req, 10_000).then(() => null, (e) => e);
-        expect(err, 'a join with a wrong token succeeded').to.be.instanceOf(Error);
-        codes.set(err.code, (codes.get(err.code) ?? 0) + 1);
-      }
-    }));
-    expect([...codes.keys()].every((c) => [grpc.status.INVALID_ARGUMENT, grpc.status.PERMISSION_DENIED, grpc.status.RESOURCE_EXHAUSTED].includes(c)), JSON.stringify([...codes])).to.equal(true);
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (sent < attempts) {
+          const i = sent++;
+          const req =
+            i % 2 === 0
+              ? { token: wrongToken(), node_id: huge, name: 'n'.repeat(1000), address: `${'a'.repeat(1000)}:1`, csr_pem: csr }
+              : { token: wrongToken(), node_id: `intruder-${i}`, name: 'intruder', address: '127.0.0.1:1', csr_pem: csr };
+          const err = await rawCall(anon, 'Join', req, 10_000).then(
+            () => null,
+            (e) => e,
+          );
+          expect(err, 'a join with a wrong token succeeded').to.be.instanceOf(Error);
+          codes.set(err.code, (codes.get(err.code) ?? 0) + 1);
+        }
+      }),
+    );
+    expect(
+      [...codes.keys()].every((c) => [grpc.status.INVALID_ARGUMENT, grpc.status.PERMISSION_DENIED, grpc.status.RESOURCE_EXHAUSTED].includes(c)),
+      JSON.stringify([...codes]),
+    ).to.equal(true);
     expect(codes.get(grpc.status.INVALID_ARGUMENT), JSON.stringify([...codes])).to.be.greaterThan(0);
 
     // Larger than any join: refused by gRPC before a byte of it is handled.
-    const tooBig = await rawCall(anon, 'Join', { token: wrongToken(), node_id: 'x'.repeat(1024 * 1024), name: '', address: '127.0.0.1:1', csr_pem: csr }).catch((e) => e);
+    const tooBig = await rawCall(anon, 'Join', { token: wrongToken(), node_id: 'x'.repeat(1024 * 1024), name: '', address: '127.0.0.1:1', csr_pem: csr }).catch(
+      (e) => e,
+    );
     expect(tooBig.code).to.equal(grpc.status.RESOURCE_EXHAUSTED);
 
     // A malformed request does not spend the real token it carries.

@@ -30,15 +30,23 @@ describe('a task started on a member through peer_id is found through its peer_i
     const img = busyboxImage();
     const arch = streamArch(process.arch);
     const products = {
-      content_id: 'images', datatype: 'image-downloads', format: 'products:1.0',
+      content_id: 'images',
+      datatype: 'image-downloads',
+      format: 'products:1.0',
       products: {
         [`busybox:1.36:${arch}:default`]: {
-          arch, os: 'Busybox', release: '1.36', variant: 'default',
+          arch,
+          os: 'Busybox',
+          release: '1.36',
+          variant: 'default',
           versions: { '1': { items: { 'root.tar.xz': { ftype: 'root.tar.xz', path: 'images/root.tar.xz', sha256: img.sha256, size: img.size } } } },
         },
       },
     };
-    const index = { format: 'index:1.0', index: { images: { datatype: 'image-downloads', format: 'products:1.0', path: 'streams/v1/images.json', products: Object.keys(products.products) } } };
+    const index = {
+      format: 'index:1.0',
+      index: { images: { datatype: 'image-downloads', format: 'products:1.0', path: 'streams/v1/images.json', products: Object.keys(products.products) } },
+    };
     server = http.createServer((req, res) => {
       if (req.url === '/streams/v1/index.json') return void res.end(JSON.stringify(index));
       if (req.url === '/streams/v1/images.json') return void res.end(JSON.stringify(products));

@@ -30,7 +30,10 @@ describe('metrics: a real Prometheus scrapes two members', function () {
         ? { name: 'prometheus', version: null, available: true, reason: null }
         : { name: 'prometheus', version: null, available: false, reason: "install Debian's prometheus package (deploy/install-deps.sh)" },
     ]);
-    [a, b] = [await startDaemon({ env: { HOSTD_NODE_NAME: 'm-a', HOSTD_CLUSTER_PROBE_MS: '500' } }), await startDaemon({ env: { HOSTD_NODE_NAME: 'm-b', HOSTD_CLUSTER_PROBE_MS: '500' } })];
+    [a, b] = [
+      await startDaemon({ env: { HOSTD_NODE_NAME: 'm-a', HOSTD_CLUSTER_PROBE_MS: '500' } }),
+      await startDaemon({ env: { HOSTD_NODE_NAME: 'm-b', HOSTD_CLUSTER_PROBE_MS: '500' } }),
+    ];
     await pair([a, b]);
     // A token is its member's: each member gets its own, and Prometheus one job per member (as deploy/prometheus does).
     tokens = [await a.token('prometheus', ['system.read', 'files.read']), await b.token('prometheus', ['system.read', 'files.read'])];
@@ -39,12 +42,23 @@ describe('metrics: a real Prometheus scrapes two members', function () {
     const lines = ['global:', '  scrape_interval: 1s', 'scrape_configs:'];
     for (const [i, d] of [a, b].entries()) {
       fs.writeFileSync(path.join(dir, `token-${i}`), tokens[i], { mode: 0o600 });
-      lines.push(`  - job_name: hostd-${i}`, '    metrics_path: /api/v1/metrics', '    authorization:', '      type: Bearer',
-        `      credentials_file: ${path.join(dir, `token-${i}`)}`, '    static_configs:', `      - targets: ['${hostPort(d)}']`);
+      lines.push(
+        `  - job_name: hostd-${i}`,
+        '    metrics_path: /api/v1/metrics',
+        '    authorization:',
+        '      type: Bearer',
+        `      credentials_file: ${path.join(dir, `token-${i}`)}`,
+        '    static_configs:',
+        `      - targets: ['${hostPort(d)}']`,
+      );
     }
     fs.writeFileSync(path.join(dir, 'prometheus.yml'), lines.join('\n') + '\n');
     await onFreePorts(1, async ([port]) => {
-      const p = spawn('prometheus', [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'tsdb')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const p = spawn(
+        'prometheus',
+        [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'tsdb')}`, `--web.listen-address=127.0.0.1:${port}`],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       let err = '';
       p.stderr!.on('data', (c) => (err = (err + c.toString()).slice(-4000)));
       const exited = new Promise<void>((r) => p.once('exit', () => r()));
@@ -82,10 +96,14 @@ describe('metrics: a real Prometheus scrapes two members', function () {
   };
 
   it('scrapes both members with the token (up is 1 for each)', async () => {
-    const up = await eventually(async () => {
-      const r = await query('up{job=~"hostd-.*"}');
-      return r.length === 2 && r.every((s) => s.value[1] === '1') ? r : undefined;
-    }, 60_000, 'both targets up');
+    const up = await eventually(
+      async () => {
+        const r = await query('up{job=~"hostd-.*"}');
+        return r.length === 2 && r.every((s) => s.value[1] === '1') ? r : undefined;
+      },
+      60_000,
+      'both targets up',
+    );
     expect(up.map((s) => s.metric.instance).sort()).to.deep.equal([new URL(a.url).host, new URL(b.url).host].sort());
   });
 
@@ -93,16 +111,20 @@ describe('metrics: a real Prometheus scrapes two members', function () {
     const q = `sum by (instance) (hostd_api_requests_total{operation="folders_list",status="200"})`;
     const before = Number((await query(q)).find((s) => s.metric.instance === new URL(b.url).host)?.value[1] ?? 0);
     for (let i = 0; i < 7; i++) expect((await raw(b.url, 'GET', `${API}/folders`, { token: tokens[1] })).status).to.equal(200);
-    await eventually(async () => {
-      const v = Number((await query(q)).find((s) => s.metric.instance === new URL(b.url).host)?.value[1] ?? 0);
-      return v >= before + 7 ? v : undefined;
-    }, 60_000, 'Prometheus seeing the seven calls on the second member');
+    await eventually(
+      async () => {
+        const v = Number((await query(q)).find((s) => s.metric.instance === new URL(b.url).host)?.value[1] ?? 0);
+        return v >= before + 7 ? v : undefined;
+      },
+      60_000,
+      'Prometheus seeing the seven calls on the second member',
+    );
     // The build's own series names each member.
     const info = await query('hostd_build_info');
     expect(info.map((s) => s.metric.node_name).sort()).to.deep.equal(['m-a', 'm-b']);
   });
 
-  it('peer_id gives the other member\'s exposition through the mesh', async () => {
+  it("peer_id gives the other member's exposition through the mesh", async () => {
     const r = await raw(a.url, 'GET', `${API}/metrics?peer_id=${encodeURIComponent(b.nodeId)}`, { token });
     expect(r.status, r.text.slice(0, 200)).to.equal(200);
     expect(r.headers['content-type']).to.equal('text/plain; version=0.0.4; charset=utf-8');
@@ -114,7 +136,7 @@ describe('metrics: a real Prometheus scrapes two members', function () {
     expect(sample(own, 'hostd_forwarded_call_duration_seconds_count', { peer: b.nodeId })).to.be.at.least(1);
   });
 
-  it('through the mesh, the other member shows per-resource families only as far as the caller\'s token reaches', async () => {
+  it("through the mesh, the other member shows per-resource families only as far as the caller's token reaches", async () => {
     const via = (tok: string) => raw(a.url, 'GET', `${API}/metrics?peer_id=${encodeURIComponent(b.nodeId)}`, { token: tok });
     const bare = await via(token);
     expect(bare.status).to.equal(200);

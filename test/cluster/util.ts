@@ -10,7 +10,6 @@ import { ClusterClientCtor } from '../../cluster/proto.js';
 import { CLUSTER_SNI } from '../../cluster/client.js';
 import { eventually, hostctl as runHostctl, type CommandResult, type TestDaemon } from '../helpers/daemon.js';
 
-
 export function hostctl(d: TestDaemon, ...args: string[]): Promise<CommandResult> {
   return runHostctl(d.dataDir, args);
 }
@@ -37,10 +36,14 @@ export async function pair(nodes: TestDaemon[]): Promise<void> {
   }
   // Every node sees every other one reachable.
   for (const n of nodes) {
-    await eventually(async () => {
-      const s = await n.admin.request('GET', '/admin/cluster/status');
-      return s.body.members?.length === nodes.length && s.body.members.every((m: any) => m.reachable);
-    }, 60_000, `every member reachable from ${n.nodeId}`);
+    await eventually(
+      async () => {
+        const s = await n.admin.request('GET', '/admin/cluster/status');
+        return s.body.members?.length === nodes.length && s.body.members.every((m: any) => m.reachable);
+      },
+      60_000,
+      `every member reachable from ${n.nodeId}`,
+    );
   }
 }
 
@@ -66,18 +69,17 @@ export function pemOf(d: TestDaemon): Pem & { caKeyPem: string } {
  * certificate) and trusting `trustCaPem` for the server.
  */
 export function rawClient(address: string, trustCaPem: string, client: { certPem: string; keyPem: string } | null): any {
-  const creds = grpc.credentials.createSsl(
-    Buffer.from(trustCaPem),
-    client ? Buffer.from(client.keyPem) : null,
-    client ? Buffer.from(client.certPem) : null,
-    { checkServerIdentity: () => undefined },
-  );
+  const creds = grpc.credentials.createSsl(Buffer.from(trustCaPem), client ? Buffer.from(client.keyPem) : null, client ? Buffer.from(client.certPem) : null, {
+    checkServerIdentity: () => undefined,
+  });
   return new ClusterClientCtor(address, creds, { 'grpc.ssl_target_name_override': CLUSTER_SNI, 'grpc.initial_reconnect_backoff_ms': 100 });
 }
 
 export function rawCall(client: any, method: string, req: unknown, deadlineMs = 3000): Promise<any> {
   return new Promise((resolve, reject) => {
-    client[method](req, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, res: unknown) => (err ? reject(err) : resolve(res)));
+    client[method](req, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (err: grpc.ServiceError | null, res: unknown) =>
+      err ? reject(err) : resolve(res),
+    );
   });
 }
 
@@ -99,14 +101,27 @@ export function rawStream(client: any): RawStream {
   const waiters = new Set<() => void>();
   let failure: grpc.ServiceError | null | undefined;
   const ended = new Promise<grpc.ServiceError | null>((resolve) => {
-    call.on('error', (e: grpc.ServiceError) => { failure = e; resolve(e); waiters.forEach((w) => w()); });
-    call.on('status', (st: grpc.StatusObject) => { if (st.code === grpc.status.OK) { failure ??= null; resolve(null); waiters.forEach((w) => w()); } });
+    call.on('error', (e: grpc.ServiceError) => {
+      failure = e;
+      resolve(e);
+      waiters.forEach((w) => w());
+    });
+    call.on('status', (st: grpc.StatusObject) => {
+      if (st.code === grpc.status.OK) {
+        failure ??= null;
+        resolve(null);
+        waiters.forEach((w) => w());
+      }
+    });
   });
   call.on('data', (b: any) => {
     for (const r of b.replies) {
       const chunks = parts.get(r.id) ?? [];
       chunks.push(r.result_json);
-      if (r.more) { parts.set(r.id, chunks); continue; }
+      if (r.more) {
+        parts.set(r.id, chunks);
+        continue;
+      }
       parts.delete(r.id);
       got.set(r.id, { id: r.id, ok: r.ok, status: r.status, error: r.error, result_json: Buffer.concat(chunks).toString('utf8') });
     }
@@ -114,22 +129,39 @@ export function rawStream(client: any): RawStream {
   });
   return {
     send: (frames) => call.write({ calls: frames }),
-    replies: (ids, ms = 5000) => new Promise((resolve, reject) => {
-      const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`no replies to ${ids.filter((i) => !got.has(i)).join(',')} within ${ms} ms`)); }, ms);
-      const check = () => {
-        if (ids.every((i) => got.has(i))) { clearTimeout(timer); waiters.delete(check); resolve(new Map(ids.map((i) => [i, got.get(i)!]))); return; }
-        if (failure !== undefined) { clearTimeout(timer); waiters.delete(check); reject(failure ?? new Error('stream ended')); }
-      };
-      waiters.add(check);
-      check();
-    }),
+    replies: (ids, ms = 5000) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no replies to ${ids.filter((i) => !got.has(i)).join(',')} within ${ms} ms`));
+        }, ms);
+        const check = () => {
+          if (ids.every((i) => got.has(i))) {
+            clearTimeout(timer);
+            waiters.delete(check);
+            resolve(new Map(ids.map((i) => [i, got.get(i)!])));
+            return;
+          }
+          if (failure !== undefined) {
+            clearTimeout(timer);
+            waiters.delete(check);
+            reject(failure ?? new Error('stream ended'));
+          }
+        };
+        waiters.add(check);
+        check();
+      }),
     ended,
     cancel: () => call.cancel(),
   };
 }
 
 /** One forwarded-call frame sent over a fresh CallStream; resolves with its reply. */
-export async function rawForward(client: any, frame: Record<string, unknown>, ms = 5000): Promise<{ ok: boolean; status: number; error: string; result_json: string }> {
+export async function rawForward(
+  client: any,
+  frame: Record<string, unknown>,
+  ms = 5000,
+): Promise<{ ok: boolean; status: number; error: string; result_json: string }> {
   const s = rawStream(client);
   try {
     s.send([{ id: 1, ...frame }]);

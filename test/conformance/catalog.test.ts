@@ -39,7 +39,12 @@ describe('GET /api/v1/catalog', function () {
     for (const op of operations) {
       const e = byName.get(op.name)!;
       const want = {
-        method: op.method, path: API + op.path, summary: op.summary, scopes: [...op.scopes], hints: [...op.hints], arguments: op.schema,
+        method: op.method,
+        path: API + op.path,
+        summary: op.summary,
+        scopes: [...op.scopes],
+        hints: [...op.hints],
+        arguments: op.schema,
       };
       const got = { method: e.method, path: e.path, summary: e.summary, scopes: e.scopes, hints: e.hints, arguments: e.arguments };
       p.add(op.name, JSON.stringify(got) === JSON.stringify(want) ? undefined : `catalog ${JSON.stringify(got).slice(0, 300)}`);
@@ -51,8 +56,23 @@ describe('GET /api/v1/catalog', function () {
 
   it('names only the scopes the spec defines', () => {
     expect([...ALL_SCOPES].sort()).to.deep.equal([
-      'apps.manage', 'apps.read', 'connections.manage', 'connections.read', 'files.manage', 'files.read', 'lxc.exec', 'lxc.manage',
-      'lxc.read', 'proxy.manage', 'proxy.read', 'sandbox.manage', 'sandbox.read', 'system.read', 'vm.exec', 'vm.manage', 'vm.read',
+      'apps.manage',
+      'apps.read',
+      'connections.manage',
+      'connections.read',
+      'files.manage',
+      'files.read',
+      'lxc.exec',
+      'lxc.manage',
+      'lxc.read',
+      'proxy.manage',
+      'proxy.read',
+      'sandbox.manage',
+      'sandbox.read',
+      'system.read',
+      'vm.exec',
+      'vm.manage',
+      'vm.read',
     ]);
     for (const e of body.endpoints) for (const s of e.scopes) expect(ALL_SCOPES.has(s), `${e.operation}: ${s}`).to.equal(true);
   });

@@ -10,9 +10,35 @@ import type { JsonSchema, Operation } from '../../api/registry/types.js';
 import { ALL_SCOPES, operations } from '../../api/registry/index.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import {
-  API, METHODS, ONE_MIB, Problems, allowAt, callFor, concretePath, errorProblem, minimalArgs, nonNull, pathValues, pool,
-  primaryType, props, queryString, queryText, raw, registryMethodsAt, resultMismatch, sampleValue, show, takesBody, typesOf,
-  unrelatedScope, runtimeMissing, unavailableDomains, wrongValue, type CallSpec, type RawReply,
+  API,
+  METHODS,
+  ONE_MIB,
+  Problems,
+  allowAt,
+  callFor,
+  concretePath,
+  errorProblem,
+  minimalArgs,
+  nonNull,
+  pathValues,
+  pool,
+  primaryType,
+  props,
+  queryString,
+  queryText,
+  raw,
+  registryMethodsAt,
+  resultMismatch,
+  sampleValue,
+  show,
+  takesBody,
+  typesOf,
+  unrelatedScope,
+  runtimeMissing,
+  unavailableDomains,
+  wrongValue,
+  type CallSpec,
+  type RawReply,
   absentUpstream,
 } from '../helpers/conformance.js';
 
@@ -79,10 +105,14 @@ describe('conformance walk over every registry operation', function () {
 
     it('403 naming the scope for a token with an unrelated scope (operations that need one)', async () => {
       const p = new Problems();
-      await pool(walked.filter((o) => o.scopes.length), 8, async (op) => {
-        const s = unrelatedScope(op);
-        p.add(where(op, `with only ${s}`), errorProblem(await send(valid(op), byScope.get(s)), 403, ...op.scopes.map((x) => `'${x}'`)));
-      });
+      await pool(
+        walked.filter((o) => o.scopes.length),
+        8,
+        async (op) => {
+          const s = unrelatedScope(op);
+          p.add(where(op, `with only ${s}`), errorProblem(await send(valid(op), byScope.get(s)), 403, ...op.scopes.map((x) => `'${x}'`)));
+        },
+      );
       p.check(128);
     });
 
@@ -124,7 +154,11 @@ describe('conformance walk over every registry operation', function () {
       answers.check(1 + byScope.size);
       // ...and a token without scopes gets 403 everywhere else.
       const p = new Problems();
-      await pool(walked.filter((o) => o.scopes.length || readers.includes(o.name)), 8, async (op) => p.add(where(op), errorProblem(await send(valid(op), none), 403)));
+      await pool(
+        walked.filter((o) => o.scopes.length || readers.includes(o.name)),
+        8,
+        async (op) => p.add(where(op), errorProblem(await send(valid(op), none), 403)),
+      );
       p.check(130);
     });
   });
@@ -242,22 +276,36 @@ describe('conformance walk over every registry operation', function () {
           if (primaryType(nonNull(schema)) === 'object') {
             const c = callFor(op, minimalArgs(op));
             const sep = c.path.includes('?') ? '&' : '?';
-            p.add(where(op, `?${name}={bad json`), errorProblem(await send({ ...c, path: `${c.path}${sep}${name}=${encodeURIComponent('{bad')}` }), 400, `'${name}'`));
+            p.add(
+              where(op, `?${name}={bad json`),
+              errorProblem(await send({ ...c, path: `${c.path}${sep}${name}=${encodeURIComponent('{bad')}` }), 400, `'${name}'`),
+            );
           }
         }
         const r = checkResult(p, op, await send(callFor(op, everything)));
-        p.add(where(op, `all arguments ${queryString(everything)}`), r.status === baseline.status ? undefined : `got ${show(r)}, without them ${baseline.status}`);
+        p.add(
+          where(op, `all arguments ${queryString(everything)}`),
+          r.status === baseline.status ? undefined : `got ${show(r)}, without them ${baseline.status}`,
+        );
       });
       p.check(queryOps.length);
       expect(checked).to.be.greaterThan(20);
       // Object-valued arguments were among them.
-      const objectArgs = queryOps.flatMap((o) => Object.entries(o.args).filter(([, s]) => primaryType(nonNull(s)) === 'object').map(([n]) => n));
+      const objectArgs = queryOps.flatMap((o) =>
+        Object.entries(o.args)
+          .filter(([, s]) => primaryType(nonNull(s)) === 'object')
+          .map(([n]) => n),
+      );
       expect(objectArgs).to.include.members(['target', 'labels']);
     });
 
     it('a valid call with the same arguments in the body and the query string is 400 (each argument in one place)', async () => {
       const op = walked.find((o) => o.name === 'folders_create')!;
-      const r = await send({ method: 'POST', path: `${concretePath(op)}?peer_id=${selfId}`, body: JSON.stringify({ storage_id: 'x', name: 'y', peer_id: selfId }) });
+      const r = await send({
+        method: 'POST',
+        path: `${concretePath(op)}?peer_id=${selfId}`,
+        body: JSON.stringify({ storage_id: 'x', name: 'y', peer_id: selfId }),
+      });
       expect(errorProblem(r, 400, "'peer_id'")).to.equal(undefined);
       const dup = await send({ method: 'GET', path: `${API}/activity?limit=1&limit=2` });
       expect(errorProblem(dup, 400, "'limit'")).to.equal(undefined);
@@ -265,7 +313,7 @@ describe('conformance walk over every registry operation', function () {
   });
 
   describe('routing', () => {
-    it('405 with an Allow header listing exactly the methods of the path (the registry\'s, HEAD where GET is, OPTIONS)', async () => {
+    it("405 with an Allow header listing exactly the methods of the path (the registry's, HEAD where GET is, OPTIONS)", async () => {
       const p = new Problems();
       const paths = [...new Set(walked.map((o) => concretePath(o)))];
       await pool(paths, 8, async (path) => {
@@ -274,8 +322,15 @@ describe('conformance walk over every registry operation', function () {
         for (const m of METHODS.filter((x) => !allowed.includes(x))) {
           const r = await send({ method: m, path, body: m === 'GET' || m === 'DELETE' ? undefined : '{}' });
           const prob = errorProblem(r, 405, ...allowed);
-          const allow = String(r.headers.allow ?? '').split(',').map((s) => s.trim()).filter(Boolean).sort();
-          p.add(`${m} ${path}`, prob ?? (JSON.stringify(allow) === JSON.stringify(header) ? undefined : `Allow: ${r.headers.allow}; expected: ${header.join(', ')}`));
+          const allow = String(r.headers.allow ?? '')
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+            .sort();
+          p.add(
+            `${m} ${path}`,
+            prob ?? (JSON.stringify(allow) === JSON.stringify(header) ? undefined : `Allow: ${r.headers.allow}; expected: ${header.join(', ')}`),
+          );
         }
       });
       p.check(250);
@@ -286,8 +341,15 @@ describe('conformance walk over every registry operation', function () {
       const paths = [...new Set(walked.map((o) => concretePath(o)))];
       await pool(paths, 8, async (path) => {
         const o = await send({ method: 'OPTIONS', path }, null);
-        const allow = String(o.headers.allow ?? '').split(',').map((s) => s.trim()).filter(Boolean).sort();
-        p.add(`OPTIONS ${path}`, o.status === 204 && o.text === '' && JSON.stringify(allow) === JSON.stringify(allowAt(path)) ? undefined : `${show(o)} Allow: ${o.headers.allow}`);
+        const allow = String(o.headers.allow ?? '')
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+          .sort();
+        p.add(
+          `OPTIONS ${path}`,
+          o.status === 204 && o.text === '' && JSON.stringify(allow) === JSON.stringify(allowAt(path)) ? undefined : `${show(o)} Allow: ${o.headers.allow}`,
+        );
       });
       const gets = walked.filter((op) => op.method === 'GET');
       await pool(gets, 8, async (op) => {
@@ -297,7 +359,10 @@ describe('conformance walk over every registry operation', function () {
         const same = head.status === get.status && head.text === '' && head.headers['content-type'] === get.headers['content-type'];
         // Lists may change between the two calls (tasks, activity): the length is compared only for fixed answers.
         const sized = get.status >= 400 || op.name === 'catalog_get' ? head.headers['content-length'] === String(Buffer.byteLength(get.text)) : true;
-        p.add(`HEAD ${c.path}`, same && sized ? undefined : `HEAD ${head.status} ${head.headers['content-length']} '${head.text.slice(0, 50)}'; GET ${show(get)}`);
+        p.add(
+          `HEAD ${c.path}`,
+          same && sized ? undefined : `HEAD ${head.status} ${head.headers['content-length']} '${head.text.slice(0, 50)}'; GET ${show(get)}`,
+        );
       });
       p.check(paths.length + gets.length);
     });
@@ -312,7 +377,16 @@ describe('conformance walk over every registry operation', function () {
       const p = new Problems();
       const extra = walked.map((o) => `${concretePath(o)}/zz-nope`).filter((x) => registryMethodsAt(x).length === 0);
       const heads = [...new Set(walked.map((o) => o.segments[0]))];
-      const unknown = [`${API}`, `${API}/`, `${API}/zz-nope`, `${API}/zz-nope/1`, '/api/v2/folders', '/api/folders', ...heads.map((h) => `${API}/${h}-zz`), ...extra];
+      const unknown = [
+        `${API}`,
+        `${API}/`,
+        `${API}/zz-nope`,
+        `${API}/zz-nope/1`,
+        '/api/v2/folders',
+        '/api/folders',
+        ...heads.map((h) => `${API}/${h}-zz`),
+        ...extra,
+      ];
       expect(extra.length).to.be.greaterThan(90);
       await pool(unknown, 8, async (path) => {
         for (const token of [all, null]) {
@@ -349,7 +423,15 @@ describe('conformance walk over every registry operation', function () {
     it('never answers 501 nor 5xx to a valid call', async () => {
       const p = new Problems();
       const done = operations;
-      expect(done.map((o) => o.name)).to.include.members(['catalog_get', 'folders_list', 'folders_create', 'tasks_get', 'activity_list', 'peers_list', 'system_health']);
+      expect(done.map((o) => o.name)).to.include.members([
+        'catalog_get',
+        'folders_list',
+        'folders_create',
+        'tasks_get',
+        'activity_list',
+        'peers_list',
+        'system_health',
+      ]);
       // A domain whose host program is missing here answers 503 naming it; anything else is a defect.
       const missing = await unavailableDomains(d.url, all);
       await pool(done, 4, async (op) => {
@@ -359,9 +441,12 @@ describe('conformance walk over every registry operation', function () {
       p.check(done.length);
     });
 
-    it('every success answer to a valid call fits its operation\'s result schema (operations that have one)', async () => {
+    it("every success answer to a valid call fits its operation's result schema (operations that have one)", async () => {
       const withResult = walked.filter((o) => o.result);
-      expect(withResult.map((o) => o.name), 'the catalog has its result schema').to.include('catalog_get');
+      expect(
+        withResult.map((o) => o.name),
+        'the catalog has its result schema',
+      ).to.include('catalog_get');
       const p = new Problems();
       let successes = 0;
       await pool(withResult, 4, async (op) => {
@@ -381,14 +466,15 @@ describe('conformance walk over every registry operation', function () {
       for (const e of cat.body.endpoints as Array<{ operation: string; arguments: any }>) {
         const pid = e.arguments.properties?.peer_id;
         if (e.operation === 'peers_list') p.add(e.operation, Object.keys(e.arguments.properties ?? {}).length ? 'has arguments' : undefined);
-        else if (operations.find((o) => o.name === e.operation)?.admin) p.add(e.operation, pid === undefined ? undefined : 'an administrator-only operation takes no peer_id');
+        else if (operations.find((o) => o.name === e.operation)?.admin)
+          p.add(e.operation, pid === undefined ? undefined : 'an administrator-only operation takes no peer_id');
         else if (e.operation === 'proxy_move') p.add(e.operation, pid?.type === 'string' ? undefined : 'proxy_move has no peer_id of its own');
         else p.add(e.operation, pid?.type === 'string' && !(e.arguments.required ?? []).includes('peer_id') ? undefined : `peer_id: ${JSON.stringify(pid)}`);
       }
       p.check(operations.length);
     });
 
-    it("GET /peers lists this node alone with is_self, and rejects any argument", async () => {
+    it('GET /peers lists this node alone with is_self, and rejects any argument', async () => {
       const r = await send({ method: 'GET', path: `${API}/peers` });
       expect(r.status).to.equal(200);
       expect(r.body.peers).to.have.length(1);
@@ -402,23 +488,31 @@ describe('conformance walk over every registry operation', function () {
       expect(folders.status).to.equal(200);
       expect(folders.body).to.have.property('folders');
       const p = new Problems();
-      await pool(walked.filter((o) => o.peerId === 'forward'), 4, async (op) => {
-        const without = checkResult(p, op, await send(valid(op)));
-        const withSelf = checkResult(p, op, await send(callFor(op, { ...minimalArgs(op), peer_id: selfId })), 'result with peer_id=self');
-        p.add(where(op), withSelf.status === without.status ? undefined : `with peer_id=self ${show(withSelf)}; without ${show(without)}`);
-      });
+      await pool(
+        walked.filter((o) => o.peerId === 'forward'),
+        4,
+        async (op) => {
+          const without = checkResult(p, op, await send(valid(op)));
+          const withSelf = checkResult(p, op, await send(callFor(op, { ...minimalArgs(op), peer_id: selfId })), 'result with peer_id=self');
+          p.add(where(op), withSelf.status === without.status ? undefined : `with peer_id=self ${show(withSelf)}; without ${show(without)}`);
+        },
+      );
       p.check(127);
     });
 
     it('any other peer_id gives 404 naming the peer (in the body or the query string)', async () => {
       const p = new Problems();
-      await pool(walked.filter((o) => o.peerId === 'forward'), 8, async (op) => {
-        p.add(where(op), errorProblem(await send(callFor(op, { ...minimalArgs(op), peer_id: 'node_elsewhere' })), 404, 'node_elsewhere'));
-        if (takesBody(op)) {
-          const c = valid(op);
-          p.add(where(op, 'query'), errorProblem(await send({ ...c, path: `${c.path}?peer_id=node_elsewhere` }), 404, 'node_elsewhere'));
-        }
-      });
+      await pool(
+        walked.filter((o) => o.peerId === 'forward'),
+        8,
+        async (op) => {
+          p.add(where(op), errorProblem(await send(callFor(op, { ...minimalArgs(op), peer_id: 'node_elsewhere' })), 404, 'node_elsewhere'));
+          if (takesBody(op)) {
+            const c = valid(op);
+            p.add(where(op, 'query'), errorProblem(await send({ ...c, path: `${c.path}?peer_id=node_elsewhere` }), 404, 'node_elsewhere'));
+          }
+        },
+      );
       p.check(127);
       // proxy_move's peer_id names the member to become the holder: an unknown
       // one is the missing resource (404), said as such rather than as a route.
@@ -431,12 +525,16 @@ describe('conformance walk over every registry operation', function () {
 
   it('every path parameter is filled from the path, never the body or query', async () => {
     const p = new Problems();
-    await pool(walked.filter((o) => Object.keys(o.params).length), 8, async (op) => {
-      const [name] = Object.keys(op.params);
-      const value = pathValues(op)[name];
-      const args = { ...minimalArgs(op), [name]: primaryType(op.params[name]) === 'integer' ? Number(value) : value };
-      p.add(where(op, name), errorProblem(await send(callFor(op, args)), 400, `'${name}'`));
-    });
+    await pool(
+      walked.filter((o) => Object.keys(o.params).length),
+      8,
+      async (op) => {
+        const [name] = Object.keys(op.params);
+        const value = pathValues(op)[name];
+        const args = { ...minimalArgs(op), [name]: primaryType(op.params[name]) === 'integer' ? Number(value) : value };
+        p.add(where(op, name), errorProblem(await send(callFor(op, args)), 400, `'${name}'`));
+      },
+    );
     p.check(60);
   });
 });

@@ -90,7 +90,10 @@ export async function hostState(): Promise<HostState> {
   try {
     // Only the lines Docker would add (its chains, a FORWARD policy, MASQUERADE): other helpers may be changing other rules.
     const r = await exec('iptables-save', [], { timeout: 10_000 });
-    iptables = r.stdout.split('\n').filter((l) => /DOCKER|MASQUERADE|^:FORWARD/.test(l)).join('\n');
+    iptables = r.stdout
+      .split('\n')
+      .filter((l) => /DOCKER|MASQUERADE|^:FORWARD/.test(l))
+      .join('\n');
   } catch {
     iptables = '(iptables-save unavailable)';
   }
@@ -115,7 +118,11 @@ export interface TestEngine {
   stop(): Promise<void>;
 }
 
-function runQuiet(file: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function runQuiet(
+  file: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const c = execFile(file, args, { env: opts.env ?? process.env, timeout: opts.timeoutMs ?? 60_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
       const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;

@@ -3,7 +3,18 @@
  * what the domain asks of the runtime, recovery while the engine is away). It
  * never replaces the runtime tests.
  */
-import { COMPOSE, ENGINE, type AppsDriver, type ContainerSignal, type ContainerStats, type EngineWatch, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../../daemon/apps/driver.js';
+import {
+  COMPOSE,
+  ENGINE,
+  type AppsDriver,
+  type ContainerSignal,
+  type ContainerStats,
+  type EngineWatch,
+  type ContainerSummary,
+  type LogLine,
+  type ProjectRef,
+  type PullProgress,
+} from '../../daemon/apps/driver.js';
 import { availableAs, missing, type Availability } from '../../daemon/lib/availability.js';
 import { unavailable } from '../../daemon/lib/errors.js';
 

@@ -26,20 +26,30 @@ interface Blobs {
 function build(rootfsTar: string): Blobs {
   const tar = fs.readFileSync(rootfsTar);
   const layer = zlib.gzipSync(tar);
-  const config = Buffer.from(JSON.stringify({
-    architecture: 'amd64',
-    os: 'linux',
-    config: { Cmd: ['/bin/sh'] },
-    rootfs: { type: 'layers', diff_ids: [digest(tar)] },
-    history: [{ created_by: 'hostd test registry' }],
-  }));
-  const manifest = Buffer.from(JSON.stringify({
-    schemaVersion: 2,
-    mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
-    config: { mediaType: 'application/vnd.docker.container.image.v1+json', size: config.length, digest: digest(config) },
-    layers: [{ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: layer.length, digest: digest(layer) }],
-  }));
-  return { manifest, blobs: new Map([[digest(config), config], [digest(layer), layer]]) };
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: 'amd64',
+      os: 'linux',
+      config: { Cmd: ['/bin/sh'] },
+      rootfs: { type: 'layers', diff_ids: [digest(tar)] },
+      history: [{ created_by: 'hostd test registry' }],
+    }),
+  );
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.docker.distribution.manifest.v2+json',
+      config: { mediaType: 'application/vnd.docker.container.image.v1+json', size: config.length, digest: digest(config) },
+      layers: [{ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: layer.length, digest: digest(layer) }],
+    }),
+  );
+  return {
+    manifest,
+    blobs: new Map([
+      [digest(config), config],
+      [digest(layer), layer],
+    ]),
+  };
 }
 
 /** The server (run in the child). `slowMs`: how long sending the layer takes. */
@@ -58,7 +68,11 @@ function serve(rootfsTar: string, port: number, slowMs: number): void {
       return;
     }
     if (m[2] === 'manifests') {
-      res.writeHead(200, { 'content-type': 'application/vnd.docker.distribution.manifest.v2+json', 'docker-content-digest': digest(manifest), 'content-length': manifest.length });
+      res.writeHead(200, {
+        'content-type': 'application/vnd.docker.distribution.manifest.v2+json',
+        'docker-content-digest': digest(manifest),
+        'content-length': manifest.length,
+      });
       res.end(req.method === 'HEAD' ? undefined : manifest);
       return;
     }
@@ -102,7 +116,9 @@ export interface TestRegistry {
 /** Starts the registry inside `netns`, serving every repository name as the test image. */
 export async function startRegistry(netns: string, rootfsTar: string, port: number, slowMs = 0): Promise<TestRegistry> {
   const self = fileURLToPath(import.meta.url);
-  const proc: ChildProcess = spawn('ip', ['netns', 'exec', netns, process.execPath, self, 'serve', rootfsTar, String(port), String(slowMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: ChildProcess = spawn('ip', ['netns', 'exec', netns, process.execPath, self, 'serve', rootfsTar, String(port), String(slowMs)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   proc.stderr!.on('data', (c) => (err += c.toString()));
   await new Promise<void>((resolve, reject) => {

@@ -101,5 +101,10 @@ export class ConsolePages {
 export async function openPage(page: import('playwright-core').Page, nav: string, heading: string): Promise<void> {
   await page.getByRole('navigation', { name: 'Pages' }).getByRole('button', { name: nav, exact: true }).click();
   await page.getByRole('heading', { name: heading, exact: true }).waitFor();
-  await page.getByRole('status').filter({ hasText: /^Live: / }).or(page.getByRole('main').getByRole('alert').filter({ hasText: /./ })).first().waitFor();
+  await page
+    .getByRole('status')
+    .filter({ hasText: /^Live: / })
+    .or(page.getByRole('main').getByRole('alert').filter({ hasText: /./ }))
+    .first()
+    .waitFor();
 }

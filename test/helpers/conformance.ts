@@ -178,7 +178,10 @@ export function wrongValue(schema: JsonSchema): { json: unknown; text?: string; 
  * is false.
  */
 export function templateRanks(op: Operation, rawPath: string, strictIntegers = true): number[] | undefined {
-  const segs = rawPath.split('/').filter(Boolean).map((s) => decodeURIComponent(s));
+  const segs = rawPath
+    .split('/')
+    .filter(Boolean)
+    .map((s) => decodeURIComponent(s));
   const go = (ti: number, si: number): number[] | undefined => {
     if (ti === op.segments.length) return si === segs.length ? [] : undefined;
     const t = op.segments[ti];

@@ -90,12 +90,16 @@ export class TestDaemon {
     return r.body.secret;
   }
 
-  async request(method: string, p: string, opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {}): Promise<Reply> {
+  async request(
+    method: string,
+    p: string,
+    opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> } = {},
+  ): Promise<Reply> {
     if (this.netns) return this.requestInNetns(method, p, opts);
     const { headers, body } = requestParts(opts);
     const res = await fetch(this.url + p, { method, headers, body: body as BodyInit | undefined });
     const text = await res.text();
-    let parsed: unknown ;
+    let parsed: unknown;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {
@@ -105,7 +109,11 @@ export class TestDaemon {
   }
 
   /** The same request, made by curl inside the daemon's network namespace. */
-  private requestInNetns(method: string, p: string, opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> }): Promise<Reply> {
+  private requestInNetns(
+    method: string,
+    p: string,
+    opts: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> },
+  ): Promise<Reply> {
     const args = ['netns', 'exec', this.netns!, 'curl', '-sS', '--max-time', '60', '-X', method, '-o', '-', '-w', '\n%{http_code}'];
     const { headers, body } = requestParts(opts);
     for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}: ${v}`);
@@ -291,19 +299,23 @@ async function startLoggingToFile(argv: string[], env: Record<string, string>, d
   proc.stderr!.on('data', (c) => (stderr += c.toString()));
   let exited = false;
   proc.once('exit', () => (exited = true));
-  const listening = await eventually(() => {
-    if (exited) throw new Error(`hostd exited before listening; stderr: ${stderr}`);
-    const text = fs.existsSync(logPath) ? fs.readFileSync(logPath, 'utf8') : '';
-    for (const line of text.split('\n')) {
-      if (!line.includes('hostd listening')) continue;
-      try {
-        return JSON.parse(line);
-      } catch {
-        /* partial line */
+  const listening = await eventually(
+    () => {
+      if (exited) throw new Error(`hostd exited before listening; stderr: ${stderr}`);
+      const text = fs.existsSync(logPath) ? fs.readFileSync(logPath, 'utf8') : '';
+      for (const line of text.split('\n')) {
+        if (!line.includes('hostd listening')) continue;
+        try {
+          return JSON.parse(line);
+        } catch {
+          /* partial line */
+        }
       }
-    }
-    return undefined;
-  }, 45_000, 'hostd to listen').catch((err) => {
+      return undefined;
+    },
+    45_000,
+    'hostd to listen',
+  ).catch((err) => {
     // Never listened: kill it now, or it outlives the run.
     proc.kill('SIGKILL');
     throw err;
@@ -338,12 +350,21 @@ export interface CommandResult {
 }
 
 /** Runs a command from the repository root to its end (killed after `timeoutMs`); a non-zero exit is a result, not an error. */
-export function runCommand(file: string, args: string[], opts: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {}): Promise<CommandResult> {
+export function runCommand(
+  file: string,
+  args: string[],
+  opts: { env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
+): Promise<CommandResult> {
   return new Promise((resolve) => {
-    execFile(file, args, { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...(opts.env ?? {}) }, timeout: opts.timeoutMs ?? 60_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
-      resolve({ code, stdout: String(stdout), stderr: String(stderr) });
-    });
+    execFile(
+      file,
+      args,
+      { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...(opts.env ?? {}) }, timeout: opts.timeoutMs ?? 60_000, maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+        resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
   });
 }
 

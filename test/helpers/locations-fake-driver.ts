@@ -5,7 +5,17 @@
  * tests (test/runtime/locations/) drive the real one.
  */
 import { availableAs, missing, type Availability } from '../../daemon/lib/availability.js';
-import { MOUNT_ROUTE, SMB_CLIENT, type DiscoveryResult, type LocationsDriver, type MaybeCredentials, type MountRoute, type Remote, type RouteStatus, type ShareEntry } from '../../daemon/locations/driver.js';
+import {
+  MOUNT_ROUTE,
+  SMB_CLIENT,
+  type DiscoveryResult,
+  type LocationsDriver,
+  type MaybeCredentials,
+  type MountRoute,
+  type Remote,
+  type RouteStatus,
+  type ShareEntry,
+} from '../../daemon/locations/driver.js';
 
 export class FakeLocationsDriver implements LocationsDriver {
   /** Directories something is mounted on. */

@@ -226,7 +226,9 @@ export class SmbLab {
   async smbclient(share: 'guest' | 'private', command: string): Promise<string> {
     const auth = share === 'private' ? `username=${SMB_USER}\npassword=${this.password}\n` : 'username=guest\npassword=\n';
     return new Promise((resolve, reject) => {
-      const c = spawn('ip', ['netns', 'exec', this.ns, 'smbclient', `//${this.serverAddr}/${share}`, '-A', '/dev/stdin', '-c', command], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const c = spawn('ip', ['netns', 'exec', this.ns, 'smbclient', `//${this.serverAddr}/${share}`, '-A', '/dev/stdin', '-c', command], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       let out = '';
       c.stdout!.on('data', (d) => (out += d));
       c.stderr!.on('data', (d) => (out += d));

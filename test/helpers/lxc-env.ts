@@ -33,7 +33,20 @@ export function lxcMissing(): string | null {
 }
 
 /** What every LXC runtime suite uses, by the names the LXC driver's availability() reports. */
-export const LXC_NEEDS = ['lxc-start', 'lxc-stop', 'lxc-attach', 'lxc-info', 'lxc-freeze', 'lxc-usernsexec', 'newuidmap', 'newgidmap', 'setfacl', 'mkfs.ext4', 'cgroups', 'idmap'];
+export const LXC_NEEDS = [
+  'lxc-start',
+  'lxc-stop',
+  'lxc-attach',
+  'lxc-info',
+  'lxc-freeze',
+  'lxc-usernsexec',
+  'newuidmap',
+  'newgidmap',
+  'setfacl',
+  'mkfs.ext4',
+  'cgroups',
+  'idmap',
+];
 
 /** What the driver cannot say: root, and busybox for the test image. */
 function lxcTestMissing(): string | null {
@@ -114,10 +127,14 @@ export async function lxcEnv(opts: EnvOptions = {}): Promise<LxcEnv> {
 
 /** Waits for a task to end; returns its record. */
 export async function waitTask(env: LxcEnv, taskId: string, ms = 60_000): Promise<any> {
-  return eventually(async () => {
-    const r = await env.req('GET', `/tasks/${taskId}`);
-    return r.body?.task && ['succeeded', 'failed'].includes(r.body.task.state) ? r.body.task : undefined;
-  }, ms, `task ${taskId}`);
+  return eventually(
+    async () => {
+      const r = await env.req('GET', `/tasks/${taskId}`);
+      return r.body?.task && ['succeeded', 'failed'].includes(r.body.task.state) ? r.body.task : undefined;
+    },
+    ms,
+    `task ${taskId}`,
+  );
 }
 
 /** The pid of the LXC monitor of a container (its command socket lives in the monitor's network namespace). */
@@ -186,18 +203,25 @@ export async function cleanupLxc(): Promise<void> {
 
 /** The host pid of the container's init (lxc-info). */
 export function initPid(dataDir: string, lxcid: number): number {
-  const out = execFileSync('lxc-info', ['-P', path.join(dataDir, 'lxc'), '-n', `svc-lxc-${lxcid}`, '-p', '-H']).toString().trim();
+  const out = execFileSync('lxc-info', ['-P', path.join(dataDir, 'lxc'), '-n', `svc-lxc-${lxcid}`, '-p', '-H'])
+    .toString()
+    .trim();
   return Number(out);
 }
 
 export function lxcState(dataDir: string, lxcid: number): string {
-  return execFileSync('lxc-info', ['-P', path.join(dataDir, 'lxc'), '-n', `svc-lxc-${lxcid}`, '-s', '-H']).toString().trim();
+  return execFileSync('lxc-info', ['-P', path.join(dataDir, 'lxc'), '-n', `svc-lxc-${lxcid}`, '-s', '-H'])
+    .toString()
+    .trim();
 }
 
 /** A cgroup v1 controller directory of a running container (from its init's /proc/<pid>/cgroup). */
 export function cgroupDir(dataDir: string, lxcid: number, controller: string): string {
   const pid = initPid(dataDir, lxcid);
-  const line = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').find((l) => l.split(':')[1]?.split(',').includes(controller));
+  const line = fs
+    .readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+    .split('\n')
+    .find((l) => l.split(':')[1]?.split(',').includes(controller));
   if (!line) throw new Error(`no ${controller} cgroup for container ${lxcid}`);
   return path.join('/sys/fs/cgroup', controller, line.split(':')[2]);
 }

@@ -7,7 +7,18 @@
  */
 import { availableAs, missing, type Availability } from '../../daemon/lib/availability.js';
 import type {
-  CgroupFigures, ContainerTools, HostFacts, ImageFiles, ImageRef, LxcDriver, LxcState, MountStaging, RootfsStorage, StateSignal, StateWatch, ZfsOps,
+  CgroupFigures,
+  ContainerTools,
+  HostFacts,
+  ImageFiles,
+  ImageRef,
+  LxcDriver,
+  LxcState,
+  MountStaging,
+  RootfsStorage,
+  StateSignal,
+  StateWatch,
+  ZfsOps,
 } from '../../daemon/lxc/driver.js';
 import { CGROUPS, IDMAP } from '../../daemon/lxc/driver.js';
 import { PROGRAMS } from '../../daemon/lxc/lxc-tools/host.js';
@@ -98,17 +109,26 @@ export class FakeLxcDriver implements LxcDriver {
   });
 
   readonly mounts: MountStaging = notModelled<MountStaging>('mounts', {
-    pin: async (_name, mounts) => ({ pins: mounts.map((m) => ({ mount: m, real: m.host_path, problem: null })), stage: async () => {}, release: async () => {} }),
+    pin: async (_name, mounts) => ({
+      pins: mounts.map((m) => ({ mount: m, real: m.host_path, problem: null })),
+      stage: async () => {},
+      release: async () => {},
+    }),
     clearStale: async () => {},
   });
 
   readonly storage: RootfsStorage = notModelled<RootfsStorage>('storage', {
-    containerPaths: (poolPath: string, lxcid: number) => ({ dir: `${poolPath}/.hostd-lxc/containers/${lxcid}`, rootfs: `${poolPath}/.hostd-lxc/containers/${lxcid}/rootfs`, img: `${poolPath}/.hostd-lxc/containers/${lxcid}/disk.img` }),
+    containerPaths: (poolPath: string, lxcid: number) => ({
+      dir: `${poolPath}/.hostd-lxc/containers/${lxcid}`,
+      rootfs: `${poolPath}/.hostd-lxc/containers/${lxcid}/rootfs`,
+      img: `${poolPath}/.hostd-lxc/containers/${lxcid}/disk.img`,
+    }),
     ensureTraversable: async () => {},
   });
 
   readonly images: ImageFiles = notModelled<ImageFiles>('images', {
-    find: async (id: string, storageId?: string | null) => this.imageRefs.find((r) => r.meta.image_id === id && (!storageId || r.storage_id === storageId)) ?? null,
+    find: async (id: string, storageId?: string | null) =>
+      this.imageRefs.find((r) => r.meta.image_id === id && (!storageId || r.storage_id === storageId)) ?? null,
     list: async () => this.imageRefs,
   });
 

@@ -49,7 +49,8 @@ export function busyboxImage(): TestImage {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-lxc-image-'));
     try {
       const R = path.join(work, 'R');
-      for (const d of ['bin', 'sbin', 'etc/network', 'proc', 'sys', 'dev', 'tmp', 'root', 'run', 'usr/bin', 'usr/sbin', 'var/run']) fs.mkdirSync(path.join(R, d), { recursive: true });
+      for (const d of ['bin', 'sbin', 'etc/network', 'proc', 'sys', 'dev', 'tmp', 'root', 'run', 'usr/bin', 'usr/sbin', 'var/run'])
+        fs.mkdirSync(path.join(R, d), { recursive: true });
       fs.chmodSync(path.join(R, 'tmp'), 0o1777);
       fs.copyFileSync(BUSYBOX, path.join(R, 'bin/busybox'));
       fs.chmodSync(path.join(R, 'bin/busybox'), 0o755);

@@ -34,7 +34,10 @@ export class NetnsHub {
   private created: string[] = [];
 
   /** `prefix` names the lab's namespaces and interfaces; the subnet is 10.<octets.from + random below octets.spread>.<random>. */
-  constructor(private readonly prefix: string, octets: { from: number; spread: number }) {
+  constructor(
+    private readonly prefix: string,
+    octets: { from: number; spread: number },
+  ) {
     this.hub = `hd${prefix}-${this.tag}-hub`;
     const b = crypto.randomBytes(2);
     this.subnet = `10.${octets.from + (b[0] % octets.spread)}.${b[1] % 250}`;

@@ -22,25 +22,29 @@ function one(): Promise<void> {
       process.stdout.write(JSON.stringify({ t, ok, status, ms: Number(process.hrtime.bigint() - t0) / 1e6, via, err }) + '\n');
       resolve();
     };
-    const req = https.get(url, {
-      ca,
-      agent: false,
-      timeout: 1000,
-      lookup: (_h, opts, cb) => ((opts as { all?: boolean }).all ? (cb as any)(null, [{ address, family: 4 }]) : cb(null, address, 4)),
-    }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => {
-        let via: string | null = null;
-        try {
-          via = JSON.parse(body).remote ?? null;
-        } catch {
-          /* not the upstream's answer */
-        }
-        done(res.statusCode === 200, res.statusCode ?? 0, via, res.statusCode === 200 ? null : body.slice(0, 200));
-      });
-      res.on('error', (e) => done(false, 0, null, e.message));
-    });
+    const req = https.get(
+      url,
+      {
+        ca,
+        agent: false,
+        timeout: 1000,
+        lookup: (_h, opts, cb) => ((opts as { all?: boolean }).all ? (cb as any)(null, [{ address, family: 4 }]) : cb(null, address, 4)),
+      },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => {
+          let via: string | null = null;
+          try {
+            via = JSON.parse(body).remote ?? null;
+          } catch {
+            /* not the upstream's answer */
+          }
+          done(res.statusCode === 200, res.statusCode ?? 0, via, res.statusCode === 200 ? null : body.slice(0, 200));
+        });
+        res.on('error', (e) => done(false, 0, null, e.message));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (e) => done(false, 0, null, e.message));
   });

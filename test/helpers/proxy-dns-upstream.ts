@@ -11,7 +11,10 @@ const s = dgram.createSocket('udp4');
 s.on('message', (msg, r) => {
   const q = dnsPacket.decode(msg);
   const out = dnsPacket.encode({
-    type: 'response', id: q.id, flags: dnsPacket.RECURSION_DESIRED | dnsPacket.RECURSION_AVAILABLE, questions: q.questions,
+    type: 'response',
+    id: q.id,
+    flags: dnsPacket.RECURSION_DESIRED | dnsPacket.RECURSION_AVAILABLE,
+    questions: q.questions,
     answers: (q.questions ?? []).filter((x) => x.type === 'A').map((x) => ({ type: 'A' as const, name: x.name, ttl: 60, class: 'IN' as const, data: answer })),
   });
   s.send(out, r.port, r.address);

@@ -54,7 +54,11 @@ export class ProxyLab extends NetnsHub {
 
   /** Starts the upstream HTTP server in its namespace; resolves once it listens. */
   async startUpstream(port = 8080): Promise<string> {
-    const p = spawn('ip', ['netns', 'exec', this.upstream.ns, process.execPath, path.join(ROOT, 'dist/test/helpers/proxy-upstream.js'), this.upstream.addr, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const p = spawn(
+      'ip',
+      ['netns', 'exec', this.upstream.ns, process.execPath, path.join(ROOT, 'dist/test/helpers/proxy-upstream.js'), this.upstream.addr, String(port)],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     this.procs.push(p);
     await new Promise<void>((resolve, reject) => {
       const rl = readline.createInterface({ input: p.stdout! });
@@ -101,7 +105,21 @@ export class ProxyLab extends NetnsHub {
 
   /** Starts a client loop in the client namespace (see proxy-client.ts). */
   startClient(opts: { url: string; resolve: string; ca: string; intervalMs: number }): ClientLoop {
-    const p = spawn('ip', ['netns', 'exec', this.client.ns, process.execPath, path.join(ROOT, 'dist/test/helpers/proxy-client.js'), opts.url, opts.resolve, opts.ca, String(opts.intervalMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const p = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        this.client.ns,
+        process.execPath,
+        path.join(ROOT, 'dist/test/helpers/proxy-client.js'),
+        opts.url,
+        opts.resolve,
+        opts.ca,
+        String(opts.intervalMs),
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     this.procs.push(p);
     return new ClientLoop(p);
   }
@@ -157,7 +175,8 @@ export class ClientLoop {
     for (;;) {
       const s = this.samples.find((x) => x.t >= t && x.ok);
       if (s) return s;
-      if (Date.now() > end) throw new Error(`no successful request within ${ms} ms after ${new Date(t).toISOString()}; last: ${JSON.stringify(this.samples.slice(-3))}`);
+      if (Date.now() > end)
+        throw new Error(`no successful request within ${ms} ms after ${new Date(t).toISOString()}; last: ${JSON.stringify(this.samples.slice(-3))}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }

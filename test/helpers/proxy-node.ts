@@ -39,7 +39,13 @@ export function proxyNodeEnv(addr: string, name: string): Record<string, string>
 
 /** The proxy section of a lab node: Caddy on every address of its namespace, DNS on its lab address. */
 export function proxyYaml(addr: string, extra: Record<string, string | number | boolean> = {}): string {
-  const lines = ['proxy:', '  listen_host: ""', `  dns_listen: "${addr}:53"`, '  tick_ms: 100', ...Object.entries(extra).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`)];
+  const lines = [
+    'proxy:',
+    '  listen_host: ""',
+    `  dns_listen: "${addr}:53"`,
+    '  tick_ms: 100',
+    ...Object.entries(extra).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`),
+  ];
   return lines.join('\n') + '\n';
 }
 

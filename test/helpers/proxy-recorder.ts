@@ -10,10 +10,12 @@ import fs from 'node:fs';
 import http from 'node:http';
 
 const [host, port, file] = process.argv.slice(2);
-http.createServer((req, res) => {
-  fs.appendFileSync(file, JSON.stringify({ url: req.url, headers: req.headers }) + '\n');
-  const body = JSON.stringify({ recorder: true, headers: req.headers });
-  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
-}).listen(Number(port), host, () => process.stdout.write('listening\n'));
+http
+  .createServer((req, res) => {
+    fs.appendFileSync(file, JSON.stringify({ url: req.url, headers: req.headers }) + '\n');
+    const body = JSON.stringify({ recorder: true, headers: req.headers });
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  })
+  .listen(Number(port), host, () => process.stdout.write('listening\n'));
 process.on('SIGTERM', () => process.exit(0));

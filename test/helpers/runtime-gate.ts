@@ -36,10 +36,17 @@ export function inCi(env: Readonly<Record<string, string | undefined>> = process
 }
 
 /** What the gate does with `why` (null: nothing is missing). */
-export function gateDecision(domain: string, why: string | null, env: Readonly<Record<string, string | undefined>> = process.env): { action: 'run' | 'skip' | 'fail'; message: string } {
+export function gateDecision(
+  domain: string,
+  why: string | null,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): { action: 'run' | 'skip' | 'fail'; message: string } {
   if (!why) return { action: 'run', message: '' };
   if (inCi(env)) {
-    return { action: 'fail', message: `the ${domain} runtime tests cannot run: ${why}. CI installs every runtime (deploy/install-deps.sh), so a runtime test that would skip fails the run` };
+    return {
+      action: 'fail',
+      message: `the ${domain} runtime tests cannot run: ${why}. CI installs every runtime (deploy/install-deps.sh), so a runtime test that would skip fails the run`,
+    };
   }
   return { action: 'skip', message: `skipped (${domain} runtime): ${why}` };
 }
@@ -47,7 +54,9 @@ export function gateDecision(domain: string, why: string | null, env: Readonly<R
 /** Why the domain's runtime tests cannot run here, or null. */
 export async function runtimeProblem(source: AvailabilitySource, opts: GateOptions = {}): Promise<string | null> {
   const list = typeof source === 'function' ? await source() : await source.availability({ fresh: true });
-  const picked = opts.need ? opts.need.map((n) => list.find((a) => a.name === n) ?? { name: n, available: false, reason: 'the driver does not report it' }) : list;
+  const picked = opts.need
+    ? opts.need.map((n) => list.find((a) => a.name === n) ?? { name: n, available: false, reason: 'the driver does not report it' })
+    : list;
   const gone = picked.filter((a) => !a.available);
   if (gone.length) return gone.map((a) => `${a.name} is not available (${a.reason ?? 'no reason given'})`).join('; ');
   return (await opts.also?.()) ?? null;

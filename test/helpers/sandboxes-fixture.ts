@@ -116,7 +116,16 @@ export function vmDirs(e: VmsEnv): string[] {
 /** VM directories match the live sandboxes' VMs exactly, and `running` QEMU processes run (no orphan, none missing). */
 export async function onlyTheseVms(e: VmsEnv, vmids: number[], running = vmids.length): Promise<void> {
   const want = [...vmids].sort((a, b) => a - b);
-  await eventually(() => vmDirs(e).join() === want.map((v) => `vm-${v}`).sort().join(), 20_000, `VM dirs ${want.join(',')} (have ${vmDirs(e).join(',')})`);
+  await eventually(
+    () =>
+      vmDirs(e).join() ===
+      want
+        .map((v) => `vm-${v}`)
+        .sort()
+        .join(),
+    20_000,
+    `VM dirs ${want.join(',')} (have ${vmDirs(e).join(',')})`,
+  );
   expect(qemuPids(e.root).length, 'QEMU processes').to.equal(running);
 }
 

@@ -22,7 +22,10 @@ export interface StateEvent {
 export type Req = (method: string, p: string) => Promise<Reply>;
 
 /** Reads as `token` on daemon `d`. */
-export const readerOf = (d: TestDaemon, token: string): Req => (method, p) => d.request(method, `/api/v1${p}`, { token });
+export const readerOf =
+  (d: TestDaemon, token: string): Req =>
+  (method, p) =>
+    d.request(method, `/api/v1${p}`, { token });
 
 const asReq = (a: Req | TestDaemon, token?: string): Req => (typeof a === 'function' ? a : readerOf(a, token!));
 
@@ -39,7 +42,15 @@ export async function headCursor(from: Req | TestDaemon, token?: string): Promis
 }
 
 /** The `<domain>.state` events of `resource` after `cursor` until `done` holds (long polls of 5 s; fails after `ms`), and the cursor after them. */
-async function readUntil(req: Req, domain: string, resource: string, cursor: string, done: (evs: StateEvent[]) => boolean, what: string, ms: number): Promise<{ events: StateEvent[]; cursor: string }> {
+async function readUntil(
+  req: Req,
+  domain: string,
+  resource: string,
+  cursor: string,
+  done: (evs: StateEvent[]) => boolean,
+  what: string,
+  ms: number,
+): Promise<{ events: StateEvent[]; cursor: string }> {
   const events: StateEvent[] = [];
   const end = Date.now() + ms;
   let c = cursor;
@@ -62,14 +73,39 @@ async function readUntil(req: Req, domain: string, resource: string, cursor: str
  * `ms`). Through a daemon and token: the events and the cursor after the
  * last page read (fails after `ms`, naming `what`).
  */
-export function stateEventsUntil(req: Req, domain: string, resource: string, cursor: string, done: (evs: StateEvent[]) => boolean, ms?: number): Promise<StateEvent[]>;
-export function stateEventsUntil(d: TestDaemon, token: string, domain: string, resource: string, cursor: string, done: (evs: StateEvent[]) => boolean, what: string, ms?: number): Promise<{ events: StateEvent[]; cursor: string }>;
+export function stateEventsUntil(
+  req: Req,
+  domain: string,
+  resource: string,
+  cursor: string,
+  done: (evs: StateEvent[]) => boolean,
+  ms?: number,
+): Promise<StateEvent[]>;
+export function stateEventsUntil(
+  d: TestDaemon,
+  token: string,
+  domain: string,
+  resource: string,
+  cursor: string,
+  done: (evs: StateEvent[]) => boolean,
+  what: string,
+  ms?: number,
+): Promise<{ events: StateEvent[]; cursor: string }>;
 export async function stateEventsUntil(...a: unknown[]): Promise<StateEvent[] | { events: StateEvent[]; cursor: string }> {
   if (typeof a[0] === 'function') {
     const [req, domain, resource, cursor, done, ms] = a as [Req, string, string, string, (evs: StateEvent[]) => boolean, number | undefined];
     return (await readUntil(req, domain, resource, cursor, done, `${domain}.state events of ${resource}`, ms ?? 90_000)).events;
   }
-  const [d, token, domain, resource, cursor, done, what, ms] = a as [TestDaemon, string, string, string, string, (evs: StateEvent[]) => boolean, string, number | undefined];
+  const [d, token, domain, resource, cursor, done, what, ms] = a as [
+    TestDaemon,
+    string,
+    string,
+    string,
+    string,
+    (evs: StateEvent[]) => boolean,
+    string,
+    number | undefined,
+  ];
   return readUntil(readerOf(d, token), domain, resource, cursor, done, what, ms ?? 90_000);
 }
 

@@ -15,7 +15,18 @@ import { VmRecords, type ImageRecord } from '../../daemon/vms/records.js';
 import { VmService } from '../../daemon/vms/service.js';
 import { parseVmSettings } from '../../daemon/vms/settings.js';
 import type { Availability } from '../../daemon/lib/availability.js';
-import type { GuestAddress, HostProbe, HostResources, ImageInfo, MachineRef, MachineSpec, MachineStatus, SeedFiles, SeedInput, VmDriver } from '../../daemon/vms/driver.js';
+import type {
+  GuestAddress,
+  HostProbe,
+  HostResources,
+  ImageInfo,
+  MachineRef,
+  MachineSpec,
+  MachineStatus,
+  SeedFiles,
+  SeedInput,
+  VmDriver,
+} from '../../daemon/vms/driver.js';
 // The seed's rendering is pure: the fake keeps the files QEMU's driver would write.
 import { renderSeed } from '../../daemon/vms/qemu/seed.js';
 import { hostResources } from '../../daemon/vms/qemu/host.js';
@@ -182,15 +193,33 @@ export async function fakeVmService(
   fsSync.mkdirSync(path.join(dir, 'pool'), { recursive: true });
   const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
   const svc = new VmService({
-    records: new VmRecords(store), driver: drv, tasks, secrets: new FileSecretStore(dir), settings: parseVmSettings({ default_memory_mb: 768 }, pools),
-    pools, dataDir: dir, runBase: path.join(dir, 'run'), log: pino({ level: 'silent' }), env: {},
+    records: new VmRecords(store),
+    driver: drv,
+    tasks,
+    secrets: new FileSecretStore(dir),
+    settings: parseVmSettings({ default_memory_mb: 768 }, pools),
+    pools,
+    dataDir: dir,
+    runBase: path.join(dir, 'run'),
+    log: pino({ level: 'silent' }),
+    env: {},
   });
   const file = path.join(dir, 'pool/.vms/images/base.qcow2');
   fsSync.mkdirSync(path.dirname(file), { recursive: true });
   fsSync.writeFileSync(file, '');
   const img: ImageRecord = {
-    image_id: 'base', storage_id: 'p', name: 'base', kind: 'image', file, size_bytes: 0, virtual_size_bytes: 3 * 1024 ** 3,
-    ...mins, default_user: 'debian', labels: {}, source: { type: 'import', file }, created_at: '',
+    image_id: 'base',
+    storage_id: 'p',
+    name: 'base',
+    kind: 'image',
+    file,
+    size_bytes: 0,
+    virtual_size_bytes: 3 * 1024 ** 3,
+    ...mins,
+    default_user: 'debian',
+    labels: {},
+    source: { type: 'import', file },
+    created_at: '',
   };
   await svc.records.images.put('base', img);
   return svc;

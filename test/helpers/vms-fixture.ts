@@ -32,7 +32,7 @@ export function requireVmsRuntime(ctx: Mocha.Context, domain: 'vms' | 'sandboxes
 }
 
 const testGuestProblem = async (): Promise<string | null> =>
-  ((await which('debootstrap')) ? null : 'debootstrap is not installed (the test guest is built with it; deploy/install-deps.sh installs it)');
+  (await which('debootstrap')) ? null : 'debootstrap is not installed (the test guest is built with it; deploy/install-deps.sh installs it)';
 
 /** Why the VM runtime cannot run here, or null (for the benchmarks, which are not mocha suites). */
 export function missingRuntime(): Promise<string | null> {
@@ -70,12 +70,18 @@ export function configYaml(root: string, extra = '', userNetRestrict: true | 'de
 }
 
 /** A daemon for VM tests; `dataDir` reuses one (restart after a kill). */
-export async function startVmsDaemon(opts: { root?: string; extraYaml?: string; env?: Record<string, string>; userNetRestrict?: true | 'default'; stopGraceSeconds?: number } = {}): Promise<VmsEnv> {
+export async function startVmsDaemon(
+  opts: { root?: string; extraYaml?: string; env?: Record<string, string>; userNetRestrict?: true | 'default'; stopGraceSeconds?: number } = {},
+): Promise<VmsEnv> {
   const root = opts.root ?? tempDir('hostd-vms-');
   const dataDir = path.join(root, 'data');
   fs.mkdirSync(path.join(root, 'pool1'), { recursive: true });
   fs.mkdirSync(path.join(root, 'pool2'), { recursive: true });
-  const d = await startDaemon({ dataDir, configYaml: configYaml(root, opts.extraYaml ?? '', opts.userNetRestrict ?? true, opts.stopGraceSeconds), env: opts.env });
+  const d = await startDaemon({
+    dataDir,
+    configYaml: configYaml(root, opts.extraYaml ?? '', opts.userNetRestrict ?? true, opts.stopGraceSeconds),
+    env: opts.env,
+  });
   const token = await d.token(`t-${crypto.randomBytes(3).toString('hex')}`, SCOPES);
   return { d, token, root, pools: { p1: path.join(root, 'pool1'), p2: path.join(root, 'pool2') }, extraYaml: opts.extraYaml ?? '' };
 }
@@ -119,11 +125,15 @@ export async function fails(e: VmsEnv, method: string, p: string, body: unknown,
 
 /** Waits for a task to end; its record. */
 export async function settle(e: VmsEnv, taskId: string, ms = 600_000): Promise<any> {
-  return eventually(async () => {
-    const r = await api(e, 'GET', `/tasks/${taskId}`);
-    const t = r.body?.task;
-    return t && (t.state === 'succeeded' || t.state === 'failed') ? t : undefined;
-  }, ms, `task ${taskId}`);
+  return eventually(
+    async () => {
+      const r = await api(e, 'GET', `/tasks/${taskId}`);
+      const t = r.body?.task;
+      return t && (t.state === 'succeeded' || t.state === 'failed') ? t : undefined;
+    },
+    ms,
+    `task ${taskId}`,
+  );
 }
 
 export async function succeeded(e: VmsEnv, taskId: string, ms?: number): Promise<any> {
@@ -197,7 +207,8 @@ export async function untilInGuest(e: VmsEnv, vmid: number, command: string, sec
   for (;;) {
     const r = await ok(e, 'POST', `/vms/${vmid}/exec`, { command, timeout_seconds: 60 });
     if (r.exit_code === 0) return r.stdout;
-    if (Date.now() > end) throw new Error(`'${command}' in VM ${vmid} did not succeed within ${seconds} s: ${r.timed_out ? 'timed out' : `exit ${r.exit_code}: ${r.stderr}`}`);
+    if (Date.now() > end)
+      throw new Error(`'${command}' in VM ${vmid} did not succeed within ${seconds} s: ${r.timed_out ? 'timed out' : `exit ${r.exit_code}: ${r.stderr}`}`);
   }
 }
 

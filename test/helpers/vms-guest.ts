@@ -23,9 +23,24 @@ export const CACHE_ROOT = process.env.HOSTD_TEST_CACHE ?? '/var/cache/hostd-test
 const MIRROR = process.env.HOSTD_TEST_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
 
 const PACKAGES = [
-  'linux-image-amd64', 'systemd-sysv', 'udev', 'kmod', 'dbus', 'qemu-guest-agent', 'cloud-init', 'cloud-guest-utils',
-  'openssh-server', 'sudo', 'ifupdown', 'isc-dhcp-client', 'iproute2', 'procps', 'python3-cffi-backend', 'locales',
-  'grub-pc-bin', 'netbase',
+  'linux-image-amd64',
+  'systemd-sysv',
+  'udev',
+  'kmod',
+  'dbus',
+  'qemu-guest-agent',
+  'cloud-init',
+  'cloud-guest-utils',
+  'openssh-server',
+  'sudo',
+  'ifupdown',
+  'isc-dhcp-client',
+  'iproute2',
+  'procps',
+  'python3-cffi-backend',
+  'locales',
+  'grub-pc-bin',
+  'netbase',
 ];
 
 const FS_BYTES = 3 * 1024 ** 3;
@@ -124,23 +139,50 @@ async function build(dir: string, image: string): Promise<void> {
   for (const f of fs.readdirSync(path.join(root, 'usr/lib/grub/i386-pc'))) {
     if (f.endsWith('.mod') || f.endsWith('.lst')) fs.copyFileSync(path.join(root, 'usr/lib/grub/i386-pc', f), path.join(grubDir, 'i386-pc', f));
   }
-  fs.writeFileSync(path.join(grubDir, 'grub.cfg'), [
-    'set timeout=0',
-    'set default=0',
-    'serial --unit=0 --speed=115200',
-    'terminal_input serial console',
-    'terminal_output serial console',
-    "menuentry 'Debian' {",
-    '  insmod part_msdos',
-    '  insmod ext2',
-    '  set root=(hd0,msdos1)',
-    `  linux /boot/${kernel} root=/dev/vda1 ro console=ttyS0,115200n8 quiet`,
-    `  initrd /boot/${initrd}`,
-    '}',
-    '',
-  ].join('\n'));
-  await run('chroot', [root, 'grub-mkimage', '-O', 'i386-pc', '-o', '/boot/grub/core.img', '-p', '(hd0,msdos1)/boot/grub',
-    'biosdisk', 'part_msdos', 'ext2', 'normal', 'linux', 'configfile', 'search', 'echo', 'serial', 'terminal', 'test', 'boot'], { timeoutMs: 60_000 });
+  fs.writeFileSync(
+    path.join(grubDir, 'grub.cfg'),
+    [
+      'set timeout=0',
+      'set default=0',
+      'serial --unit=0 --speed=115200',
+      'terminal_input serial console',
+      'terminal_output serial console',
+      "menuentry 'Debian' {",
+      '  insmod part_msdos',
+      '  insmod ext2',
+      '  set root=(hd0,msdos1)',
+      `  linux /boot/${kernel} root=/dev/vda1 ro console=ttyS0,115200n8 quiet`,
+      `  initrd /boot/${initrd}`,
+      '}',
+      '',
+    ].join('\n'),
+  );
+  await run(
+    'chroot',
+    [
+      root,
+      'grub-mkimage',
+      '-O',
+      'i386-pc',
+      '-o',
+      '/boot/grub/core.img',
+      '-p',
+      '(hd0,msdos1)/boot/grub',
+      'biosdisk',
+      'part_msdos',
+      'ext2',
+      'normal',
+      'linux',
+      'configfile',
+      'search',
+      'echo',
+      'serial',
+      'terminal',
+      'test',
+      'boot',
+    ],
+    { timeoutMs: 60_000 },
+  );
   const core = fs.readFileSync(path.join(grubDir, 'core.img'));
   const bootImg = fs.readFileSync(path.join(root, 'usr/lib/grub/i386-pc/boot.img'));
   if (core.length > PART_OFFSET - 512) throw new Error(`GRUB core image is ${core.length} bytes: too big for the gap before the partition`);
@@ -151,10 +193,14 @@ async function build(dir: string, image: string): Promise<void> {
   const raw = path.join(work, 'disk.raw');
   fs.writeFileSync(raw, '');
   fs.truncateSync(raw, PART_OFFSET + FS_BYTES);
-  await run('mkfs.ext4', ['-q', '-F', '-L', 'root', '-O', '^metadata_csum_seed,^orphan_file', '-E', `offset=${PART_OFFSET}`, '-d', root, raw, `${FS_BYTES / 1024}k`], {
-    timeoutMs: 10 * 60_000,
-    install: 'the e2fsprogs package',
-  });
+  await run(
+    'mkfs.ext4',
+    ['-q', '-F', '-L', 'root', '-O', '^metadata_csum_seed,^orphan_file', '-E', `offset=${PART_OFFSET}`, '-d', root, raw, `${FS_BYTES / 1024}k`],
+    {
+      timeoutMs: 10 * 60_000,
+      install: 'the e2fsprogs package',
+    },
+  );
   // MBR: GRUB's boot code, one bootable Linux partition from 1 MiB, the signature; GRUB's core right after.
   const mbr = Buffer.alloc(512);
   bootImg.copy(mbr, 0, 0, 440);
@@ -180,10 +226,13 @@ async function build(dir: string, image: string): Promise<void> {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
-  guestImage().then((p) => process.stdout.write(p + '\n'), (err) => {
-    process.stderr.write(`${(err as Error).message}\n`);
-    process.exit(1);
-  });
+  guestImage().then(
+    (p) => process.stdout.write(p + '\n'),
+    (err) => {
+      process.stderr.write(`${(err as Error).message}\n`);
+      process.exit(1);
+    },
+  );
 }
 
 /**
@@ -198,12 +247,21 @@ export async function readGuestFile(qcow2: string, guestPath: string): Promise<s
   const pidfile = path.join(dir, 'qsd.pid');
   fs.writeFileSync(raw, '');
   try {
-    await run('qemu-storage-daemon', [
-      '--blockdev', `driver=file,node-name=f,filename=${qcow2},read-only=on`,
-      '--blockdev', 'driver=qcow2,node-name=d,file=f,read-only=on',
-      '--export', `type=fuse,id=e,node-name=d,mountpoint=${raw},writable=off`,
-      '--pidfile', pidfile, '--daemonize',
-    ], { timeoutMs: 30_000 });
+    await run(
+      'qemu-storage-daemon',
+      [
+        '--blockdev',
+        `driver=file,node-name=f,filename=${qcow2},read-only=on`,
+        '--blockdev',
+        'driver=qcow2,node-name=d,file=f,read-only=on',
+        '--export',
+        `type=fuse,id=e,node-name=d,mountpoint=${raw},writable=off`,
+        '--pidfile',
+        pidfile,
+        '--daemonize',
+      ],
+      { timeoutMs: 30_000 },
+    );
     const pid = Number(fs.readFileSync(pidfile, 'utf8').trim());
     try {
       const r = await run('debugfs', ['-R', `cat ${guestPath}`, `${raw}?offset=${PART_OFFSET}`], { timeoutMs: 60_000 });

@@ -18,7 +18,15 @@ const T0 = Date.parse('2025-03-01T00:00:00Z');
 
 function row(i: number, summary: string, ms = T0 + i * 1000): NewActivity {
   // Every fourth block's rows are 'auth', the others 'file'.
-  return { timestamp: new Date(ms).toISOString(), category: Math.floor(i / BLOCK_ROWS) % 4 === 0 ? 'auth' : 'file', severity: 'info', summary, target: `folders/f_${i}`, actor: 'tester', metadata: { transport: 'api' } };
+  return {
+    timestamp: new Date(ms).toISOString(),
+    category: Math.floor(i / BLOCK_ROWS) % 4 === 0 ? 'auth' : 'file',
+    severity: 'info',
+    summary,
+    target: `folders/f_${i}`,
+    actor: 'tester',
+    metadata: { transport: 'api' },
+  };
 }
 
 /** Opens a store whose activity index counts the iterators opened on it and their seeks. */
@@ -58,7 +66,7 @@ async function allPages(log: ActivityLog, q: Record<string, string>): Promise<Ac
   throw new Error('paging did not end');
 }
 
-describe('activity search: blocks read through their rows\' lists', function () {
+describe("activity search: blocks read through their rows' lists", function () {
   this.timeout(120_000);
   const stores: Store[] = [];
   afterEach(async () => {
@@ -119,6 +127,6 @@ describe('activity search: blocks read through their rows\' lists', function () 
     before = { ...reads };
     expect((await log.query({ search: 'quarantine', limit: 50 })).events.map((e) => e.summary)).to.deep.equal(['quarantine ended', 'quarantine begun']);
     expect(reads.seeks - before.seeks).to.equal(1);
-    expect((await store.sub('activity_block_rows').keys().all())).to.have.length(5);
+    expect(await store.sub('activity_block_rows').keys().all()).to.have.length(5);
   });
 });

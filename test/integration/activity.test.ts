@@ -164,7 +164,7 @@ describe('activity log', function () {
       }
     });
 
-    it('failed mutating calls write exactly one warning row: 409 name taken, 400 schema, 400 handler, 400 body, 403, 404, 413, and a runtime domain\'s failure', async () => {
+    it("failed mutating calls write exactly one warning row: 409 name taken, 400 schema, 400 handler, 400 body, 403, 404, 413, and a runtime domain's failure", async () => {
       const cases: Array<[string, string, string, () => Promise<RawReply>, number | number[]]> = [
         ['409 name taken', 'folders_create', 'act-bot', () => api('POST', `${API}/folders`, { storage_id: 'default', name: 'act-first' }), 409],
         ['400 unknown argument', 'folders_create', 'act-bot', () => api('POST', `${API}/folders`, { storage_id: 'default', name: 'n', zz: 1 }), 400],
@@ -248,7 +248,10 @@ describe('activity log', function () {
     it('cursor pagination walks every row once, newest first, with no gaps, for several page sizes and filters', async () => {
       for (const limit of [1, 7, 50, 200]) {
         const { rows, pages } = await everything(`search=${PG}`, limit);
-        expect(rows.map((r) => r.id), `limit ${limit}`).to.deep.equal(pageRows.map((r) => r.id));
+        expect(
+          rows.map((r) => r.id),
+          `limit ${limit}`,
+        ).to.deep.equal(pageRows.map((r) => r.id));
         expect(pages, `pages of ${limit}`).to.equal(Math.ceil(120 / limit));
       }
       // The whole log, unfiltered, pages the same as one big read.
@@ -273,7 +276,13 @@ describe('activity log', function () {
     });
 
     it('a bad cursor is 400', async () => {
-      for (const bad of ['garbage!', Buffer.from('hello').toString('base64url'), 'MDAw', '%00', Buffer.from('999999999999999.000000.zzzzzz').toString('base64url')]) {
+      for (const bad of [
+        'garbage!',
+        Buffer.from('hello').toString('base64url'),
+        'MDAw',
+        '%00',
+        Buffer.from('999999999999999.000000.zzzzzz').toString('base64url'),
+      ]) {
         const r = await api('GET', `${API}/activity?cursor=${encodeURIComponent(bad)}`);
         expect(r.status, `${bad}: ${show(r)}`).to.equal(400);
         expect(r.body.error).to.contain("'cursor'");
@@ -371,7 +380,13 @@ describe('activity log', function () {
       expect(stdout.length).to.be.greaterThan(1000);
       for (const s of secrets) {
         const core = s.replace(/^hostd_/, '');
-        for (const [what, text] of [['activity rows', rowsText], ['API responses', seen.join('\n')], ['admin token list', JSON.stringify(admin.body)], ['parsed log', logText], ['raw stdout/stderr', stdout]] as const) {
+        for (const [what, text] of [
+          ['activity rows', rowsText],
+          ['API responses', seen.join('\n')],
+          ['admin token list', JSON.stringify(admin.body)],
+          ['parsed log', logText],
+          ['raw stdout/stderr', stdout],
+        ] as const) {
           expect(text.includes(core), `secret found in ${what}`).to.equal(false);
         }
       }

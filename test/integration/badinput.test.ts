@@ -13,7 +13,21 @@ import type { Operation } from '../../api/registry/types.js';
 import { ALL_SCOPES, isGreedyParam, operations } from '../../api/registry/index.js';
 import { startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import {
-  API, Problems, callFor, concretePath, minimalArgs, pathValues, pool, primaryType, props, raw, show, takesBody, typesOf, runtimeMissing, unavailableDomains,
+  API,
+  Problems,
+  callFor,
+  concretePath,
+  minimalArgs,
+  pathValues,
+  pool,
+  primaryType,
+  props,
+  raw,
+  show,
+  takesBody,
+  typesOf,
+  runtimeMissing,
+  unavailableDomains,
   type RawReply,
   absentUpstream,
 } from '../helpers/conformance.js';
@@ -97,8 +111,7 @@ describe('bad input to every endpoint', function () {
     missing = await unavailableDomains(d.url, tok);
   });
 
-  const send = (method: string, p: string, body?: string | Buffer, chunked = false) =>
-    raw(d.url, method, p, { token: tok, body, chunked, timeoutMs: 20_000 });
+  const send = (method: string, p: string, body?: string | Buffer, chunked = false) => raw(d.url, method, p, { token: tok, body, chunked, timeoutMs: 20_000 });
   const where = (op: Operation, what: string) => `${op.name} (${op.method} ${op.path}) ${what}`;
   const only4xx = (r: RawReply) => (r.status >= 400 && r.status < 500 ? undefined : `not a 4xx: ${show(r)}`);
   /**
@@ -111,7 +124,22 @@ describe('bad input to every endpoint', function () {
 
   it('malformed JSON bodies: 4xx from every endpoint', async () => {
     const p = new Problems();
-    const bad = ['{', '{"a"', '{"a":}', '{"a":1,}', "{'a':1}", '{"a":1}}', 'NaN', '{"a":NaN}', '{"a":Infinity}', '{"a":undefined}', '\u0000', '{"a":"\u0001"', '{"a":01}', '//x\n{}'];
+    const bad = [
+      '{',
+      '{"a"',
+      '{"a":}',
+      '{"a":1,}',
+      "{'a':1}",
+      '{"a":1}}',
+      'NaN',
+      '{"a":NaN}',
+      '{"a":Infinity}',
+      '{"a":undefined}',
+      '\u0000',
+      '{"a":"\u0001"',
+      '{"a":01}',
+      '//x\n{}',
+    ];
     await pool(operations, 8, async (op) => {
       for (const b of bad) p.add(where(op, JSON.stringify(b)), only4xx(await send(op.method, realPath(op), b)));
     });
@@ -209,7 +237,7 @@ describe('bad input to every endpoint', function () {
           const c = callFor(op, minimalArgs(op, real), real);
           const sep = c.path.includes('?') ? '&' : '?';
           const enc = bytes.map((x) => '%' + x.toString(16).toUpperCase().padStart(2, '0')).join('');
-          const name = op.peerId === 'none' ? 'x' : strArgs[0]?.[0] ?? 'peer_id';
+          const name = op.peerId === 'none' ? 'x' : (strArgs[0]?.[0] ?? 'peer_id');
           p.add(where(op, `query ${what}`), check(await send(op.method, `${c.path}${sep}${name}=${enc}`)));
         }
         // In a path segment, percent-encoded: not UTF-8, so 400.
@@ -235,9 +263,22 @@ describe('bad input to every endpoint', function () {
       const [base, q0] = c.path.split('?');
       const q = q0 ? `${q0}&` : '';
       const variants = [
-        `%zz=1`, `a%zzb=1`, `peer_id=%zz`, `peer_id=a&peer_id=b`, `peer_id=${d.nodeId}&peer_id=${d.nodeId}`,
-        `__proto__=x`, `__proto__[polluted]=1`, `constructor=x`, `constructor[prototype][polluted]=1`, `prototype=1`,
-        `hasOwnProperty=1`, `toString=x`, `zz=${huge}`, `${'k'.repeat(20_000)}=1`, `=`, `&&&=&`,
+        `%zz=1`,
+        `a%zzb=1`,
+        `peer_id=%zz`,
+        `peer_id=a&peer_id=b`,
+        `peer_id=${d.nodeId}&peer_id=${d.nodeId}`,
+        `__proto__=x`,
+        `__proto__[polluted]=1`,
+        `constructor=x`,
+        `constructor[prototype][polluted]=1`,
+        `prototype=1`,
+        `hasOwnProperty=1`,
+        `toString=x`,
+        `zz=${huge}`,
+        `${'k'.repeat(20_000)}=1`,
+        `=`,
+        `&&&=&`,
       ];
       for (const v of variants) p.add(where(op, `?${v.slice(0, 40)}`), only4xx(await send(op.method, `${base}?${q}${v}`, c.body)));
     });

@@ -123,26 +123,44 @@ describe('a client generated from the OpenAPI document', function () {
     expect(fs.statSync(root).isDirectory()).to.equal(true);
 
     expect((await call({ operationId: 'folders_subfolders_create', path: { folder_id: folderId }, body: { name: 'dir' } })).status).to.equal(201);
-    expect((await call({ operationId: 'folders_subfolders_batch_create', path: { folder_id: folderId }, body: { names: ['d1', 'd2'], sub_path: 'dir' } })).status).to.equal(201);
+    expect(
+      (await call({ operationId: 'folders_subfolders_batch_create', path: { folder_id: folderId }, body: { names: ['d1', 'd2'], sub_path: 'dir' } })).status,
+    ).to.equal(201);
     for (const f of ['a.txt', 'b.txt', 'c.txt', 'gone.txt']) fs.writeFileSync(path.join(root, 'dir', f), f);
 
     const listed = await call({ operationId: 'folders_contents_list', path: { folder_id: folderId }, query: { sub_path: 'dir' } });
     expect(listed.status).to.equal(200);
     expect(JSON.stringify(listed.data)).to.contain('a.txt');
     // An object-valued query argument travels as JSON text (the document's `content: application/json`).
-    const byTarget = await call({ operationId: 'folders_contents_list', path: { folder_id: folderId }, query: { target: JSON.stringify({ kind: 'folder', id: folderId, path: 'dir/d1' }) } });
+    const byTarget = await call({
+      operationId: 'folders_contents_list',
+      path: { folder_id: folderId },
+      query: { target: JSON.stringify({ kind: 'folder', id: folderId, path: 'dir/d1' }) },
+    });
     expect(byTarget.status, JSON.stringify(byTarget.data)).to.equal(200);
     expect((await call({ operationId: 'folders_search', path: { folder_id: folderId }, query: { pattern: 'b.txt' } })).status).to.equal(200);
 
     // Nested paths: openapi-fetch sends `dir%2Fa.txt`. The move's parameter is `sub_path` in the
     // document (the path item it shares with delete) and fills `src_sub_path`.
-    const moved = await call({ operationId: 'folders_entries_move', path: { folder_id: folderId, sub_path: 'dir/a.txt' }, body: { dst_sub_path: 'dir/d1/a.txt' } });
+    const moved = await call({
+      operationId: 'folders_entries_move',
+      path: { folder_id: folderId, sub_path: 'dir/a.txt' },
+      body: { dst_sub_path: 'dir/d1/a.txt' },
+    });
     expect(moved.status, JSON.stringify(moved.data)).to.equal(200);
     expect(fs.readFileSync(path.join(root, 'dir', 'd1', 'a.txt'), 'utf8')).to.equal('a.txt');
-    const copied = await call({ operationId: 'folders_entries_copy', path: { src_folder_id: folderId, src_sub_path: 'dir/b.txt' }, body: { dst_folder_id: folderId, dst_sub_path: 'dir/d2/b.txt' } });
+    const copied = await call({
+      operationId: 'folders_entries_copy',
+      path: { src_folder_id: folderId, src_sub_path: 'dir/b.txt' },
+      body: { dst_folder_id: folderId, dst_sub_path: 'dir/d2/b.txt' },
+    });
     expect(copied.status, JSON.stringify(copied.data)).to.equal(200);
     await eventually(() => fs.existsSync(path.join(root, 'dir', 'd2', 'b.txt')), 10_000, 'the copy');
-    const batch = await call({ operationId: 'folders_entries_batch_move', path: { folder_id: folderId }, body: { moves: [{ src_sub_path: 'dir/c.txt', dst_sub_path: 'c.txt' }] } });
+    const batch = await call({
+      operationId: 'folders_entries_batch_move',
+      path: { folder_id: folderId },
+      body: { moves: [{ src_sub_path: 'dir/c.txt', dst_sub_path: 'c.txt' }] },
+    });
     expect(batch.status, JSON.stringify(batch.data)).to.equal(200);
     expect(fs.existsSync(path.join(root, 'c.txt'))).to.equal(true);
     const deleted = await call({ operationId: 'folders_entries_delete', path: { folder_id: folderId, sub_path: 'dir/gone.txt' } });
@@ -223,8 +241,13 @@ describe('a client generated from the OpenAPI document', function () {
     const file = path.join(dir, 'calls.ts');
     fs.writeFileSync(file, program);
     const prog = ts.createProgram([file], {
-      noEmit: true, strict: true, target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext, skipLibCheck: true, types: [],
+      noEmit: true,
+      strict: true,
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      skipLibCheck: true,
+      types: [],
     });
     const diags = ts.getPreEmitDiagnostics(prog).map((x) => {
       const where = x.file && x.start !== undefined ? `${path.basename(x.file.fileName)}:${x.file.getLineAndCharacterOfPosition(x.start).line + 1}` : '';

@@ -58,28 +58,37 @@ async function connect(port: number, from: string, head: string, trickle = '', e
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   if (head) socket.write(head);
   let i = 0;
-  const timer = trickle ? setInterval(() => {
-    if (i >= trickle.length || socket.destroyed) return clearInterval(timer);
-    socket.write(trickle[i++]);
-  }, everyMs) : undefined;
+  const timer = trickle
+    ? setInterval(() => {
+        if (i >= trickle.length || socket.destroyed) return clearInterval(timer);
+        socket.write(trickle[i++]);
+      }, everyMs)
+    : undefined;
   void closed.then(() => timer && clearInterval(timer));
-  const received = (done: (text: string) => boolean) => new Promise<void>((resolve) => {
-    const check = () => {
-      if (!done(got)) return;
-      watchers.delete(check);
-      resolve();
-    };
-    watchers.add(check);
-    check();
-    void closed.then(() => {
-      watchers.delete(check);
-      resolve();
+  const received = (done: (text: string) => boolean) =>
+    new Promise<void>((resolve) => {
+      const check = () => {
+        if (!done(got)) return;
+        watchers.delete(check);
+        resolve();
+      };
+      watchers.add(check);
+      check();
+      void closed.then(() => {
+        watchers.delete(check);
+        resolve();
+      });
     });
-  });
   const stopTrickle = () => timer && clearInterval(timer);
   return {
-    socket, text: () => got, closed, received,
-    stop: () => { stopTrickle(); socket.destroy(); },
+    socket,
+    text: () => got,
+    closed,
+    received,
+    stop: () => {
+      stopTrickle();
+      socket.destroy();
+    },
     hangUp: async () => {
       stopTrickle();
       socket.end();
@@ -107,7 +116,10 @@ const healthRequest = (token: string) => `GET ${API}/system/health HTTP/1.1\r\nH
 async function ask(c: Conn): Promise<number> {
   const before = c.text().length;
   c.socket.write(`GET ${API}/system/health HTTP/1.1\r\nHost: x\r\n\r\n`);
-  await within(c.received((t) => answered(t.slice(before))), 'an answer');
+  await within(
+    c.received((t) => answered(t.slice(before))),
+    'an answer',
+  );
   return statusOf(c.text().slice(before));
 }
 
@@ -133,14 +145,9 @@ describe('slow and greedy clients', function () {
 
   before(async function () {
     d = await startDaemon({
-      configYaml: [
-        'http_limits:',
-        '  max_connections_per_client: 20',
-        '  max_connections: 60',
-        '  body_timeout_ms: 1500',
-        '  close_linger_ms: 500',
-        '',
-      ].join('\n'),
+      configYaml: ['http_limits:', '  max_connections_per_client: 20', '  max_connections: 60', '  body_timeout_ms: 1500', '  close_linger_ms: 500', ''].join(
+        '\n',
+      ),
     });
     port = Number(new URL(d.url).port);
     token = await d.token('hardening', [...ALL_SCOPES]);
@@ -160,7 +167,14 @@ describe('slow and greedy clients', function () {
   it('answers 401 to a trickled body at once, with Connection: close, and closes instead of reading the rest', async () => {
     // 10,000 bytes at 10 a second would hold the connection for 17 minutes.
     const body = '{' + ' '.repeat(9998) + '}';
-    const c = track(await connect(port, '127.0.0.11', `POST ${API}/folders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, body));
+    const c = track(
+      await connect(
+        port,
+        '127.0.0.11',
+        `POST ${API}/folders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+        body,
+      ),
+    );
     await c.closed;
     expect(statusOf(c.text())).to.equal(401);
     expect(headerOf(c.text(), 'connection')).to.equal('close');
@@ -170,7 +184,10 @@ describe('slow and greedy clients', function () {
   it('the same for MCP, and for 404 and 405 before any body is read', async () => {
     const body = '{' + ' '.repeat(9998) + '}';
     const cases: Array<[string, number]> = [
-      [`POST /mcp HTTP/1.1\r\nHost: x\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, 401],
+      [
+        `POST /mcp HTTP/1.1\r\nHost: x\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+        401,
+      ],
       [`POST ${API}/zz-nope HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${body.length}\r\n\r\n`, 404],
       [`PUT ${API}/folders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${body.length}\r\n\r\n`, 405],
     ];
@@ -184,7 +201,14 @@ describe('slow and greedy clients', function () {
 
   it('a body that does not arrive within body_timeout_ms is a 408 naming the limit, and the connection closes', async () => {
     const body = '{' + ' '.repeat(9998) + '}';
-    const c = track(await connect(port, '127.0.0.13', `POST ${API}/folders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, body));
+    const c = track(
+      await connect(
+        port,
+        '127.0.0.13',
+        `POST ${API}/folders HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+        body,
+      ),
+    );
     await c.closed;
     expect(statusOf(c.text())).to.equal(408);
     expect(headerOf(c.text(), 'connection')).to.equal('close');
@@ -195,7 +219,10 @@ describe('slow and greedy clients', function () {
     const req = `POST ${API}/folders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
     const c = track(await connect(port, '127.0.0.14', req + req));
     // Two requests on one connection, both answered 401, and the connection stays open.
-    await within(c.received((t) => (t.match(/HTTP\/1\.1 401/g) ?? []).length === 2 && answered(t.slice(t.lastIndexOf('HTTP/1.1 401')))), 'two answers');
+    await within(
+      c.received((t) => (t.match(/HTTP\/1\.1 401/g) ?? []).length === 2 && answered(t.slice(t.lastIndexOf('HTTP/1.1 401')))),
+      'two answers',
+    );
     expect((c.text().match(/HTTP\/1\.1 401/g) ?? []).length).to.equal(2);
     expect(headerOf(c.text(), 'connection')).to.equal('keep-alive');
     expect(c.socket.destroyed).to.equal(false);
@@ -318,7 +345,10 @@ describe('1,100 trickling unauthenticated sockets (default limits)', function ()
     for (const [i, c] of conns.entries()) {
       await within(c.closed, `flood connection ${i + 1} to be closed by the server`, 60_000);
       const status = statusOf(c.text());
-      expect(c.text() === '' || (status === 401 && headerOf(c.text(), 'connection') === 'close'), `flood connection ${i + 1}: ${c.text().slice(0, 80)}`).to.equal(true);
+      expect(
+        c.text() === '' || (status === 401 && headerOf(c.text(), 'connection') === 'close'),
+        `flood connection ${i + 1}: ${c.text().slice(0, 80)}`,
+      ).to.equal(true);
     }
   });
 });

@@ -72,7 +72,10 @@ describe('hostd and hostctl as commands', function () {
       for (const [file, ...pre] of entries()) {
         const where = [file, ...pre].join(' ');
         const help = await runIn(outside, file, [...pre, '--help']);
-        expect([help.code, help.stdout.split('\n')[0]], where).to.deep.equal([0, 'usage: hostctl [--config FILE | --data-dir DIR | --socket PATH | --url URL --token TOKEN] <command>']);
+        expect([help.code, help.stdout.split('\n')[0]], where).to.deep.equal([
+          0,
+          'usage: hostctl [--config FILE | --data-dir DIR | --socket PATH | --url URL --token TOKEN] <command>',
+        ]);
         const bad = await runIn(outside, file, [...pre, 'no-such-command']);
         expect(bad.code, where).to.equal(2);
         expect(bad.stderr, where).to.contain("hostctl: unknown command 'no-such-command'");
@@ -104,10 +107,15 @@ describe('hostd and hostctl as commands', function () {
       const tree = tempDir('hostd-cmd-nobuild-');
       fs.mkdirSync(path.join(tree, 'bin'));
       for (const f of ['hostd.js', 'hostctl.js']) fs.copyFileSync(path.join(ROOT, 'bin', f), path.join(tree, 'bin', f));
-      for (const [f, name] of [['hostd.js', 'hostd'], ['hostctl.js', 'hostctl']]) {
+      for (const [f, name] of [
+        ['hostd.js', 'hostd'],
+        ['hostctl.js', 'hostctl'],
+      ]) {
         const r = await runIn(outside, process.execPath, [path.join(tree, 'bin', f), '--help']);
         expect(r.code).to.equal(1);
-        expect(r.stderr).to.equal(`${name}: ${path.join(tree, 'dist')}/${name === 'hostd' ? 'daemon/main.js' : 'daemon/cli/main.js'} is missing: build hostd first (npm ci, or npm run build, in ${tree}/)\n`);
+        expect(r.stderr).to.equal(
+          `${name}: ${path.join(tree, 'dist')}/${name === 'hostd' ? 'daemon/main.js' : 'daemon/cli/main.js'} is missing: build hostd first (npm ci, or npm run build, in ${tree}/)\n`,
+        );
       }
     });
   });
@@ -118,7 +126,12 @@ describe('hostd and hostctl as commands', function () {
       const hostctl = path.join(ROOT, 'bin/hostctl.js');
       const sub = path.join(ROOT, 'test');
       for (const cwd of [outside, sub, '/']) {
-        const viaEnv = await runIn(cwd, hostctl, ['token', 'create', '--name', `from-${cwd.length}-${Math.random().toString(36).slice(2, 8)}`, '--scopes', 'files.read'], { HOSTD_CONFIG: config });
+        const viaEnv = await runIn(
+          cwd,
+          hostctl,
+          ['token', 'create', '--name', `from-${cwd.length}-${Math.random().toString(36).slice(2, 8)}`, '--scopes', 'files.read'],
+          { HOSTD_CONFIG: config },
+        );
         expect(viaEnv.code, `${cwd}: ${viaEnv.stderr}`).to.equal(0);
         expect((await d.request('GET', `${API}/folders`, { token: viaEnv.stdout.trim() })).status).to.equal(200);
         const viaFlag = await runIn(cwd, hostctl, ['--config', config, 'token', 'list']);
@@ -203,13 +216,19 @@ describe('hostd and hostctl as commands', function () {
       this.timeout(60_000);
       const unit = fs.readFileSync(path.join(ROOT, 'deploy/hostd.service'), 'utf8');
       const exec = /^ExecStart=(.+)$/m.exec(unit)![1].split(/\s+/);
-      const env = Object.fromEntries(unit.split('\n').filter((l) => l.startsWith('Environment=')).map((l) => l.slice('Environment='.length).split('=') as [string, string]));
+      const env = Object.fromEntries(
+        unit
+          .split('\n')
+          .filter((l) => l.startsWith('Environment='))
+          .map((l) => l.slice('Environment='.length).split('=') as [string, string]),
+      );
       const workdir = /^WorkingDirectory=(.+)$/m.exec(unit)![1];
       // The installed paths, mapped onto this checkout and a scratch /etc (as deploy/install.sh does).
       const etc = tempDir('hostd-unit-etc-');
       const data = tempDir('hostd-unit-data-');
       const cfgPath = path.join(etc, 'config.yaml');
-      const map = (s: string) => s.replace('/usr/local/bin/hostd', path.join(ROOT, 'bin/hostd.js')).replace('/etc/hostd/config.yaml', cfgPath).replace('/opt/hostd', ROOT);
+      const map = (s: string) =>
+        s.replace('/usr/local/bin/hostd', path.join(ROOT, 'bin/hostd.js')).replace('/etc/hostd/config.yaml', cfgPath).replace('/opt/hostd', ROOT);
       const argv = exec.map(map);
       const childEnv: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
       for (const [k, v] of Object.entries(env)) childEnv[k] = map(v);
@@ -220,14 +239,10 @@ describe('hostd and hostctl as commands', function () {
       /** Starts the unit's command on these ports; rejects (naming the cause) when it exits or does not listen. */
       const start = async ([p, cp]: number[]) => {
         [port, cport] = [p, cp];
-        fs.writeFileSync(cfgPath, [
-          'node_name: unit-node',
-          `data_dir: ${data}`,
-          `http_addr: 127.0.0.1:${port}`,
-          `cluster_addr: 127.0.0.1:${cport}`,
-          'log_level: info',
-          '',
-        ].join('\n'));
+        fs.writeFileSync(
+          cfgPath,
+          ['node_name: unit-node', `data_dir: ${data}`, `http_addr: 127.0.0.1:${port}`, `cluster_addr: 127.0.0.1:${cport}`, 'log_level: info', ''].join('\n'),
+        );
         proc = spawn(argv[0], argv.slice(1), { cwd: map(workdir), env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
         stderr = '';
         proc.stderr.on('data', (c) => (stderr += c));

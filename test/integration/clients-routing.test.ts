@@ -31,7 +31,7 @@ describe('routing for real clients', function () {
 
   const send = (method: string, p: string, body?: string, withToken = true) => raw(d.url, method, p, { token: withToken ? token : undefined, body });
 
-  it('fixed paths answer 405 with exactly their own methods, not their templated siblings\'', async () => {
+  it("fixed paths answer 405 with exactly their own methods, not their templated siblings'", async () => {
     const cases: Array<[string, string, string]> = [
       ['DELETE', '/apps/discovered', 'GET, HEAD, OPTIONS'],
       ['DELETE', '/apps/templates', 'GET, HEAD, OPTIONS'],
@@ -91,7 +91,7 @@ describe('routing for real clients', function () {
     expect(put.headers.allow).to.equal('GET, HEAD, POST, OPTIONS');
   });
 
-  it('an empty peer_id is a 400 naming it (query string or body), never a 404 for a peer named \'\'', async () => {
+  it("an empty peer_id is a 400 naming it (query string or body), never a 404 for a peer named ''", async () => {
     // (`POST /lxc/images/catalog` itself is a fixed path with GET only: 405 before any argument is read.)
     expectError(await send('POST', `${API}/lxc/images/catalog?peer_id=`, '{}'), 405, 'allowed: GET, HEAD, OPTIONS');
     expectError(await send('POST', `${API}/lxc/images/debian-12?peer_id=`, '{}'), 400, "'peer_id'");
@@ -115,7 +115,11 @@ describe('routing for real clients', function () {
     expect(mv.status, mv.text).to.equal(200);
     expect(fs.readFileSync(path.join(folderDir, 'sub', 'moved.txt'), 'utf8')).to.equal('c');
 
-    const cp = await send('POST', `${API}/folders/${folderId}/entries/sub%2Fd.txt/copy`, JSON.stringify({ dst_folder_id: folderId, dst_sub_path: 'd-copy.txt' }));
+    const cp = await send(
+      'POST',
+      `${API}/folders/${folderId}/entries/sub%2Fd.txt/copy`,
+      JSON.stringify({ dst_folder_id: folderId, dst_sub_path: 'd-copy.txt' }),
+    );
     expect(cp.status, cp.text).to.be.oneOf([200, 201]);
     // The copy may run as a task: wait for the file.
     for (let i = 0; i < 100 && !fs.existsSync(path.join(folderDir, 'd-copy.txt')); i++) await new Promise((r) => setTimeout(r, 50));

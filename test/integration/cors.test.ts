@@ -29,7 +29,9 @@ describe('CORS for bearer-token browser clients (cors_origins)', function () {
   });
 
   it('a preflight from an allowed origin is answered with the methods and headers a page needs, never credentials', async () => {
-    const r = await raw(d.url, 'OPTIONS', `${API}/folders`, { headers: { origin: ALLOWED, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' } });
+    const r = await raw(d.url, 'OPTIONS', `${API}/folders`, {
+      headers: { origin: ALLOWED, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+    });
     expect(r.status).to.equal(204);
     expect(r.headers).to.include({ 'access-control-allow-origin': ALLOWED, 'access-control-max-age': '600', vary: 'Origin' });
     expect(r.headers['access-control-allow-methods']).to.include('POST');
@@ -37,7 +39,7 @@ describe('CORS for bearer-token browser clients (cors_origins)', function () {
     expect(r.headers).to.not.have.property('access-control-allow-credentials');
   });
 
-  it('an allowed origin\'s calls carry the allowing header (errors too); another origin\'s never do', async () => {
+  it("an allowed origin's calls carry the allowing header (errors too); another origin's never do", async () => {
     const ok = await raw(d.url, 'GET', `${API}/folders`, { token, headers: { origin: ALLOWED } });
     expect(ok.status).to.equal(200);
     expect(ok.headers).to.include({ 'access-control-allow-origin': ALLOWED });
@@ -47,7 +49,9 @@ describe('CORS for bearer-token browser clients (cors_origins)', function () {
     expect(denied.status).to.equal(401);
     expect(denied.headers).to.include({ 'access-control-allow-origin': ALLOWED, 'www-authenticate': 'Bearer realm="hostd"' });
     // The default port is left out of Origin by browsers; the config's http://127.0.0.1:80 matches http://127.0.0.1.
-    expect((await raw(d.url, 'GET', `${API}/folders`, { token, headers: { origin: 'http://127.0.0.1' } })).headers).to.include({ 'access-control-allow-origin': 'http://127.0.0.1' });
+    expect((await raw(d.url, 'GET', `${API}/folders`, { token, headers: { origin: 'http://127.0.0.1' } })).headers).to.include({
+      'access-control-allow-origin': 'http://127.0.0.1',
+    });
     for (const origin of ['https://evil.lab', 'https://dash.lab', 'http://dash.lab:8443', 'null']) {
       const r = await raw(d.url, 'GET', `${API}/folders`, { token, headers: { origin } });
       expect(r.headers, origin).to.not.have.property('access-control-allow-origin');
@@ -69,10 +73,23 @@ describe('CORS for bearer-token browser clients (cors_origins)', function () {
   it('the config takes exact origins only: no wildcard, path or other scheme; a bad one stops the start naming it', async () => {
     expect(parseOrigin('HTTPS://Dash.Lab:443', 'o')).to.equal('https://dash.lab');
     expect(parseOrigin('http://[::1]:8080', 'o')).to.equal('http://[::1]:8080');
-    for (const bad of ['*', 'https://*.lab', 'https://dash.lab/', 'https://dash.lab/app', 'file://x', 'dash.lab', 'https://dash.lab:0', 'https://dash.lab:70000', 'https://u@dash.lab']) {
+    for (const bad of [
+      '*',
+      'https://*.lab',
+      'https://dash.lab/',
+      'https://dash.lab/app',
+      'file://x',
+      'dash.lab',
+      'https://dash.lab:0',
+      'https://dash.lab:70000',
+      'https://u@dash.lab',
+    ]) {
       expect(() => parseOrigin(bad, 'cors_origins[0]'), bad).to.throw(`cors_origins[0] '${bad}' must be an origin`);
     }
-    const bad = await startDaemon({ dataDir: tempDir('hostd-cors-bad-'), configYaml: 'cors_origins: ["*"]\n' }).then(() => null, (e: Error) => e);
+    const bad = await startDaemon({ dataDir: tempDir('hostd-cors-bad-'), configYaml: 'cors_origins: ["*"]\n' }).then(
+      () => null,
+      (e: Error) => e,
+    );
     expect(bad?.message).to.include("cors_origins[0] '*' must be an origin");
   });
 });

@@ -12,7 +12,6 @@ import readline from 'node:readline';
 import { MAIN, eventually, onFreePorts, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { API, raw } from '../helpers/conformance.js';
 
-
 describe('hostd daemon process', function () {
   let d: TestDaemon;
   let dir: string;
@@ -28,19 +27,25 @@ describe('hostd daemon process', function () {
     pool1 = path.join(pools, 'fast');
     pool2 = path.join(pools, 'bulk');
     // The test names the port: one that was free, again with another if something took it meanwhile.
-    d = await onFreePorts(1, ([p]) => (port = p, startDaemon({
-      dataDir: dir,
-      httpAddr: `127.0.0.1:${p}`,
-      configYaml: [
-        'storage_pools:',
-        `  - id: fast`,
-        `    path: ${JSON.stringify(pool1)}`,
-        `    name: Fast SSD`,
-        `  - id: bulk`,
-        `    path: ${JSON.stringify(pool2)}`,
-        '',
-      ].join('\n'),
-    })));
+    d = await onFreePorts(
+      1,
+      ([p]) => (
+        (port = p),
+        startDaemon({
+          dataDir: dir,
+          httpAddr: `127.0.0.1:${p}`,
+          configYaml: [
+            'storage_pools:',
+            `  - id: fast`,
+            `    path: ${JSON.stringify(pool1)}`,
+            `    name: Fast SSD`,
+            `  - id: bulk`,
+            `    path: ${JSON.stringify(pool2)}`,
+            '',
+          ].join('\n'),
+        })
+      ),
+    );
     token = await d.token('daemon-test', ['system.read', 'files.read', 'files.manage']);
   });
 
@@ -56,7 +61,10 @@ describe('hostd daemon process', function () {
     const ids = (h.body.pools as Array<{ storage_id: string; path: string; total_bytes: number | null }>).map((p) => p.storage_id);
     expect(ids).to.have.members(['fast', 'bulk']);
     for (const p of h.body.pools) expect(p.total_bytes, p.storage_id).to.be.a('number').and.greaterThan(0);
-    for (const [pool, dirPath] of [['fast', pool1], ['bulk', pool2]]) {
+    for (const [pool, dirPath] of [
+      ['fast', pool1],
+      ['bulk', pool2],
+    ]) {
       const r = await d.request('POST', `${API}/folders`, { token, body: { storage_id: pool, name: `in-${pool}` } });
       expect(r.status, JSON.stringify(r.body)).to.equal(201);
       expect(r.body.folder.storage_id).to.equal(pool);

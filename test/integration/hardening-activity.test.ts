@@ -27,9 +27,11 @@ const WORDS = ['folder', 'token', 'Backup', 'proxy', 'member', 'joined', 'refuse
 function rng(seed: number): () => number {
   let x = seed >>> 0;
   return () => {
-    x ^= x << 13; x >>>= 0;
+    x ^= x << 13;
+    x >>>= 0;
     x ^= x >>> 17;
-    x ^= x << 5; x >>>= 0;
+    x ^= x << 5;
+    x >>>= 0;
     return x / 0x100000000;
   };
 }
@@ -52,11 +54,14 @@ function randomRow(r: () => number, ms: number): NewActivity {
 function brute(all: ActivityRow[], q: { category?: string; severity?: string; search?: string; since?: string; until?: string }): ActivityRow[] {
   const needle = q.search?.toLowerCase();
   return all
-    .filter((row) => (!q.category || row.category === q.category)
-      && (!q.severity || row.severity === q.severity)
-      && (!needle || row.summary.toLowerCase().includes(needle) || row.target.toLowerCase().includes(needle))
-      && (!q.since || Date.parse(row.timestamp) >= Date.parse(q.since))
-      && (!q.until || Date.parse(row.timestamp) <= Date.parse(q.until)))
+    .filter(
+      (row) =>
+        (!q.category || row.category === q.category) &&
+        (!q.severity || row.severity === q.severity) &&
+        (!needle || row.summary.toLowerCase().includes(needle) || row.target.toLowerCase().includes(needle)) &&
+        (!q.since || Date.parse(row.timestamp) >= Date.parse(q.since)) &&
+        (!q.until || Date.parse(row.timestamp) <= Date.parse(q.until)),
+    )
     .sort((a, b) => (a.id < b.id ? 1 : -1));
 }
 
@@ -149,7 +154,14 @@ describe('hardening: activity indexes give what a scan gives', function () {
   it('a row is bounded: long text is cut and says so, oversized metadata is reduced', async () => {
     const store = await Store.open(path.join(tempDir('hostd-activity-'), 'db'));
     const log = new ActivityLog(store, noPrune);
-    const row = await log.record({ category: 'auth', severity: 'warning', summary: 'x'.repeat(100_000), target: 'y'.repeat(10_000), actor: 'z'.repeat(1000), metadata: { transport: 'api', operation: 'folders_create', blob: 'b'.repeat(100_000) } });
+    const row = await log.record({
+      category: 'auth',
+      severity: 'warning',
+      summary: 'x'.repeat(100_000),
+      target: 'y'.repeat(10_000),
+      actor: 'z'.repeat(1000),
+      metadata: { transport: 'api', operation: 'folders_create', blob: 'b'.repeat(100_000) },
+    });
     expect(row.summary).to.have.length(ROW_LIMITS.summary);
     expect(row.summary.endsWith('… (cut)')).to.equal(true);
     expect(row.target).to.have.length(ROW_LIMITS.target);
@@ -172,7 +184,7 @@ describe('hardening: activity retention', function () {
     const log = new ActivityLog(store, { maxAgeDays: 30, maxRows: 2500, pruneEveryMs: 3_600_000 }, () => now);
     const r = rng(7);
     // 3000 rows over 60 days, oldest first.
-    const rows = Array.from({ length: 3000 }, (_, i) => randomRow(r, now - 60 * day + i * (60 * day / 3000)));
+    const rows = Array.from({ length: 3000 }, (_, i) => randomRow(r, now - 60 * day + i * ((60 * day) / 3000)));
     await log.recordMany(rows);
     expect(log.size).to.equal(3000);
 
@@ -184,7 +196,13 @@ describe('hardening: activity retention', function () {
     expect(all.every((x) => Date.parse(x.timestamp) >= now - 30 * day)).to.equal(true);
     expect(log.size).to.equal(1500);
     // Filtered queries see exactly the rows that are left (their index entries went with the old rows).
-    for (const q of [{ category: 'auth' }, { severity: 'critical' }, { category: 'file', severity: 'info' }, { search: 'folder' }, { category: 'auth', search: 'tok' }]) {
+    for (const q of [
+      { category: 'auth' },
+      { severity: 'critical' },
+      { category: 'file', severity: 'info' },
+      { search: 'folder' },
+      { category: 'auth', search: 'tok' },
+    ]) {
       expect(ids(await allPages(log, q, 200)), JSON.stringify(q)).to.deep.equal(ids(brute(all, q)));
     }
     const ixEntries = await store.db.sublevel('activity_ix').keys().all();
@@ -223,7 +241,11 @@ describe('hardening: one token cannot flood the activity log', function () {
   it('the throttle: a burst one by one, then one per interval, the rest counted into one summary per key', () => {
     let now = 0;
     const summaries: any[] = [];
-    const t = new RefusalThrottle<string>({ burst: 3, everyMs: 1000, windowMs: 60_000, maxKeys: 2 }, (s) => summaries.push(s), () => now);
+    const t = new RefusalThrottle<string>(
+      { burst: 3, everyMs: 1000, windowMs: 60_000, maxKeys: 2 },
+      (s) => summaries.push(s),
+      () => now,
+    );
     const admitted = Array.from({ length: 10 }, () => t.admit('tok', '403 op', 'ctx')).filter(Boolean).length;
     expect(admitted).to.equal(3);
     now += 2500;
@@ -247,13 +269,15 @@ describe('hardening: one token cannot flood the activity log', function () {
     const attempts = 300;
     let sent = 0;
     const t0 = Date.now();
-    await Promise.all(Array.from({ length: 10 }, async () => {
-      while (sent < attempts) {
-        sent++;
-        const res = await d.request('POST', '/api/v1/folders', { token: flood, body: { storage_id: 'default', name: 'x' } });
-        expect(res.status).to.equal(403);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (sent < attempts) {
+          sent++;
+          const res = await d.request('POST', '/api/v1/folders', { token: flood, body: { storage_id: 'default', name: 'x' } });
+          expect(res.status).to.equal(403);
+        }
+      }),
+    );
     // A call by another token is still recorded one by one.
     const other = await d.token('other', ['files.manage']);
     expect((await d.request('POST', '/api/v1/folders', { token: other, body: { name: 'x' } })).status).to.equal(400);

@@ -45,19 +45,30 @@ describe('hardening: what is synced to the disk', function () {
   const synced = (ws: Array<[string, boolean]>, sub: string) => {
     const mine = ws.filter(([s]) => s === sub);
     expect(mine.length, `writes to ${sub}`).to.be.greaterThan(0);
-    expect(mine.every(([, sync]) => sync), `every write to ${sub} synced: ${JSON.stringify(mine)}`).to.equal(true);
+    expect(
+      mine.every(([, sync]) => sync),
+      `every write to ${sub} synced: ${JSON.stringify(mine)}`,
+    ).to.equal(true);
   };
   const lazy = (ws: Array<[string, boolean]>, sub: string) => {
     const mine = ws.filter(([s]) => s === sub);
     expect(mine.length, `writes to ${sub}`).to.be.greaterThan(0);
-    expect(mine.every(([, sync]) => !sync), `every write to ${sub} lazy: ${JSON.stringify(mine)}`).to.equal(true);
+    expect(
+      mine.every(([, sync]) => !sync),
+      `every write to ${sub} lazy: ${JSON.stringify(mine)}`,
+    ).to.equal(true);
   };
 
   it('tokens: create and revoke synced; the last-used flush lazy', async () => {
     const tokens = new TokenStore(store, new Set(['files.read']));
     await tokens.init();
     let secret = '';
-    synced(await writes(async () => { secret = (await tokens.create('bot', ['files.read'])).secret; }), 'tokens');
+    synced(
+      await writes(async () => {
+        secret = (await tokens.create('bot', ['files.read'])).secret;
+      }),
+      'tokens',
+    );
     tokens.authenticate(secret);
     lazy(await writes(() => tokens.flush()), 'tokens');
     synced(await writes(() => tokens.revoke('bot')), 'tokens');
@@ -69,14 +80,21 @@ describe('hardening: what is synced to the disk', function () {
     const ws = await writes(() => log.record({ category: 'auth', severity: 'info', summary: 's', target: 't', actor: 'a', metadata: { transport: 'api' } }));
     synced(ws, 'activity');
     synced(ws, 'activity_ix');
-    await log.recordMany(Array.from({ length: 150 }, () => ({ category: 'auth', severity: 'info', summary: 's', target: 't', actor: 'a', metadata: { transport: 'api' } })));
+    await log.recordMany(
+      Array.from({ length: 150 }, () => ({ category: 'auth', severity: 'info', summary: 's', target: 't', actor: 'a', metadata: { transport: 'api' } })),
+    );
     lazy(await writes(() => log.prune()), 'activity');
   });
 
   it('cluster state: join tokens, member list, token directory, lease record and promises, replicated configuration: synced', async () => {
     const join = new JoinTokens(store);
     let token = '';
-    synced(await writes(async () => { token = (await join.create('f'.repeat(64))).token; }), 'join_tokens');
+    synced(
+      await writes(async () => {
+        token = (await join.create('f'.repeat(64))).token;
+      }),
+      'join_tokens',
+    );
     synced(await writes(() => join.consume(token)), 'join_tokens');
     const members = new Membership(store);
     const m = { peer_id: 'n1', name: 'n1', address: '127.0.0.1:1', fingerprint: 'ab', joined_at: '2025-01-01T00:00:00Z' };
@@ -89,8 +107,12 @@ describe('hardening: what is synced to the disk', function () {
     const link: LeasePeerLink = {
       selfId: 'n1',
       members: () => ['n1'],
-      send: async () => { throw new Error('no peers'); },
-      sendProxyConfig: async () => { throw new Error('no peers'); },
+      send: async () => {
+        throw new Error('no peers');
+      },
+      sendProxyConfig: async () => {
+        throw new Error('no peers');
+      },
       isReachable: async () => false,
     };
     const log = pino({ level: 'silent' });
@@ -99,7 +121,12 @@ describe('hardening: what is synced to the disk', function () {
     synced(await writes(() => lease.initialize('n1')), 'lease');
     // A move is a proposal: the promise (phase 1) and the acceptance (phase 2) are stored before the answer.
     synced(await writes(() => lease.move('n1')), 'lease');
-    const cfg = new ReplicatedConfig(store, link, log, { sublevel: 'test_config', what: 'test configuration', initial: () => ({ n: 0 }), validate: (v) => ({ n: Number((v as { n: number }).n) }) });
+    const cfg = new ReplicatedConfig(store, link, log, {
+      sublevel: 'test_config',
+      what: 'test configuration',
+      initial: () => ({ n: 0 }),
+      validate: (v) => ({ n: Number((v as { n: number }).n) }),
+    });
     await cfg.init();
     synced(await writes(() => cfg.update((c) => ({ n: c.n + 1 }))), 'test_config');
   });
@@ -107,7 +134,9 @@ describe('hardening: what is synced to the disk', function () {
   it('intents of a domain (and any sublevel nobody declared lazy): synced', async () => {
     const table = store.sub<{ what: string }>('things_intents');
     const journal = new IntentJournal(store, table);
-    const ws = await writes(() => journal.run('k1', { what: 'make' }, async () => 'made', { commit: (v) => [{ type: 'put', sub: store.sub('things'), key: 'k1', value: v }] }));
+    const ws = await writes(() =>
+      journal.run('k1', { what: 'make' }, async () => 'made', { commit: (v) => [{ type: 'put', sub: store.sub('things'), key: 'k1', value: v }] }),
+    );
     synced(ws, 'things_intents');
     synced(ws, 'things');
   });
@@ -128,7 +157,10 @@ describe('hardening: what is synced to the disk', function () {
       await eventually(async () => (await runner.get(rec.task_id)).log_lines === 1, 30_000, 'the log line stored');
       await runner.drain();
       const before = seen.length;
-      lazy(seen.slice(1, before).flatMap((w) => w.sublevels.map((s): [string, boolean] => [s, w.sync])), 'tasks');
+      lazy(
+        seen.slice(1, before).flatMap((w) => w.sublevels.map((s): [string, boolean] => [s, w.sync])),
+        'tasks',
+      );
       release();
       await runner.settled(rec.task_id);
     });

@@ -26,10 +26,11 @@ class Gate {
   constructor(sub: any) {
     for (const method of ['put', 'del', 'batch'] as const) {
       const orig = sub[method].bind(sub);
-      sub[method] = (...args: unknown[]) => new Promise((resolve, reject) => {
-        this.held.push({ what: method, release: () => orig(...args).then(resolve, reject) });
-        for (const w of this.waiters.splice(0)) w();
-      });
+      sub[method] = (...args: unknown[]) =>
+        new Promise((resolve, reject) => {
+          this.held.push({ what: method, release: () => orig(...args).then(resolve, reject) });
+          for (const w of this.waiters.splice(0)) w();
+        });
     }
   }
 
@@ -65,7 +66,10 @@ describe('hardening: token revocation is final and durable', function () {
   // the revoke. Either may start first; when both writes are in flight the
   // disk may apply them in either order: each order is run.
   for (const first of ['flush', 'revoke'] as const) {
-    for (const order of [['del', 'batch'], ['batch', 'del']]) {
+    for (const order of [
+      ['del', 'batch'],
+      ['batch', 'del'],
+    ]) {
       it(`${first} first, held writes applied ${order.join(' then ')} when both are in flight: the token stays revoked after a restart`, async () => {
         const dir = tempDir('hostd-revoke-');
         let authenticatedAfterRevoke: unknown;
@@ -167,7 +171,7 @@ describe('hardening: last_used_at survives listing', function () {
   });
 });
 
-describe('tokens: the local administrator\'s name is not a token name', function () {
+describe("tokens: the local administrator's name is not a token name", function () {
   this.timeout(60_000);
 
   it('a token named admin (in any case) is refused with 400: activity rows and task owners name the administrator so', async () => {
@@ -177,7 +181,10 @@ describe('tokens: the local administrator\'s name is not a token name', function
       await tokens.init();
       try {
         for (const name of ['admin', 'Admin', 'ADMIN']) {
-          const err = await tokens.create(name, ['files.read']).then(() => null, (e) => e);
+          const err = await tokens.create(name, ['files.read']).then(
+            () => null,
+            (e) => e,
+          );
           expect(err, name).to.include({ status: 400, message: `token name '${name}' is reserved for the local administrator` });
         }
         expect(tokens.list()).to.deep.equal([]);

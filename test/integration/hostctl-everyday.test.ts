@@ -70,7 +70,7 @@ describe('hostctl for every day', function () {
     expect(noCommand.stderr).to.include('needs a command after the ID');
   });
 
-  it("creates a token with every scope (--scopes all) and lists tokens as JSON, never a secret", async () => {
+  it('creates a token with every scope (--scopes all) and lists tokens as JSON, never a secret', async () => {
     const made = await ctl('token', 'create', '--name', 'everything', '--scopes', 'all');
     expect(made.code, made.stderr).to.equal(0);
     const secret = made.stdout.trim();

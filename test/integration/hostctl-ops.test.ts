@@ -20,10 +20,12 @@ describe('hostctl ops', function () {
   const tableOf = (stdout: string) => {
     const lines = stdout.split('\n').filter(Boolean);
     expect(lines[0]).to.match(/^OPERATION\s+METHOD\s+PATH\s+SCOPES$/);
-    return new Map(lines.slice(1).map((l) => {
-      const [name, method, p, ...scopes] = l.split(/\s{2,}/);
-      return [name, { method, path: p, scopes: scopes.join(' ') }];
-    }));
+    return new Map(
+      lines.slice(1).map((l) => {
+        const [name, method, p, ...scopes] = l.split(/\s{2,}/);
+        return [name, { method, path: p, scopes: scopes.join(' ') }];
+      }),
+    );
   };
 
   it('lists every operation the catalog serves, with its method, path and scopes', async () => {

@@ -12,7 +12,6 @@ import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { operations, ALL_SCOPES, getOperation } from '../../api/registry/index.js';
 import { eventually, hostctl, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 
-
 async function connect(d: TestDaemon, token: string): Promise<Client> {
   const client = new Client({ name: 'hostd-test', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(d.url + '/mcp'), {
@@ -138,7 +137,10 @@ describe('MCP transport', function () {
     });
 
     it("lists only the tools the token's scopes allow", async function () {
-      const expected = (scopes: string[]) => servedOps().filter((o) => o.scopes.every((s) => scopes.includes(s))).map((o) => o.name);
+      const expected = (scopes: string[]) =>
+        servedOps()
+          .filter((o) => o.scopes.every((s) => scopes.includes(s)))
+          .map((o) => o.name);
       const agentTools = (await (await client(agent)).listTools()).tools.map((t) => t.name);
       expect(agentTools).to.deep.equal(expected(['files.read', 'files.manage', 'system.read']));
       expect(agentTools).to.include.members(['folders_list', 'folders_create', 'folders_delete', 'system_health', 'activity_list', 'catalog_get']);
@@ -238,7 +240,9 @@ describe('MCP transport', function () {
       const c = await client(agent);
       const msg = failed(await c.callTool({ name: 'folders_delete', arguments: { folder_id: 'f_nothere000' } }), 404, 'folders_delete');
       expect(msg).to.equal((await d.request('DELETE', '/api/v1/folders/f_nothere000', { token: agent })).body.error);
-      expect(failed(await c.callTool({ name: 'folders_list', arguments: { peer_id: 'no-such-node' } }), 404, 'folders_list')).to.equal("peer 'no-such-node' not found");
+      expect(failed(await c.callTool({ name: 'folders_list', arguments: { peer_id: 'no-such-node' } }), 404, 'folders_list')).to.equal(
+        "peer 'no-such-node' not found",
+      );
       // This node's own id runs locally.
       ok(await c.callTool({ name: 'folders_list', arguments: { peer_id: d.nodeId } }));
     });
@@ -258,14 +262,20 @@ describe('MCP transport', function () {
 
     it('serves concurrent calls on one client', async function () {
       const c = await client(agent);
-      const results = await Promise.all(Array.from({ length: 20 }, (_, i) =>
-        i % 2 ? c.callTool({ name: 'folders_list' }) : c.callTool({ name: 'system_health' })));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => (i % 2 ? c.callTool({ name: 'folders_list' }) : c.callTool({ name: 'system_health' }))),
+      );
       for (const r of results) ok(r);
     });
   });
 
   describe('HTTP level', function () {
-    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    };
     const mcpHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
     it('rejects an unknown token with 401 through the SDK client', async function () {
@@ -328,7 +338,8 @@ describe('MCP transport', function () {
     it('runs each call of a JSON-RPC batch, each with its own activity row', async function () {
       const before = await activity(d, admin);
       const r = await d.request('POST', '/mcp', {
-        token: agent, headers: { ...mcpHeaders, 'x-request-id': 'batch-1' },
+        token: agent,
+        headers: { ...mcpHeaders, 'x-request-id': 'batch-1' },
         body: [
           { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'folders_create', arguments: { storage_id: 'default', name: 'batch-a' } } },
           { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'folders_create', arguments: { storage_id: 'default', name: 'batch-b' } } },
@@ -350,18 +361,22 @@ describe('MCP transport', function () {
       expect(r.body.result.serverInfo.name).to.equal('hostd');
       // No initialize needed before a call on a fresh request.
       const call = await d.request('POST', '/mcp', {
-        token: reader, headers: mcpHeaders,
+        token: reader,
+        headers: mcpHeaders,
         body: { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'folders_list' } },
       });
       expect(call.status).to.equal(200);
       expect(call.body.result.structuredContent.folders).to.be.an('array');
     });
 
-    it('refuses what the Streamable HTTP transport refuses, with the SDK transport\'s answers', async function () {
+    it("refuses what the Streamable HTTP transport refuses, with the SDK transport's answers", async function () {
       const post = (headers: Record<string, string>, body: unknown) => d.request('POST', '/mcp', { token: reader, headers, body });
       const call = { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'folders_list' } };
       const noSse = await post({ 'content-type': 'application/json', accept: 'application/json' }, call);
-      expect([noSse.status, noSse.body]).to.deep.equal([406, { jsonrpc: '2.0', error: { code: -32000, message: 'Not Acceptable: Client must accept both application/json and text/event-stream' }, id: null }]);
+      expect([noSse.status, noSse.body]).to.deep.equal([
+        406,
+        { jsonrpc: '2.0', error: { code: -32000, message: 'Not Acceptable: Client must accept both application/json and text/event-stream' }, id: null },
+      ]);
       const text = await d.request('POST', '/mcp', { token: reader, headers: { ...mcpHeaders, 'content-type': 'text/plain' }, rawBody: JSON.stringify(call) });
       expect([text.status, text.body.error.code]).to.deep.equal([415, -32000]);
       const shape = await post(mcpHeaders, { jsonrpc: '2.0', id: 4 });
@@ -371,7 +386,10 @@ describe('MCP transport', function () {
       const version = await post({ ...mcpHeaders, 'mcp-protocol-version': '1999-01-01' }, call);
       expect(version.status).to.equal(400);
       expect(version.body.error.message).to.match(/^Bad Request: Unsupported protocol version: 1999-01-01/);
-      const tooMany = await post(mcpHeaders, Array.from({ length: 101 }, (_, i) => ({ ...call, id: i + 10 })));
+      const tooMany = await post(
+        mcpHeaders,
+        Array.from({ length: 101 }, (_, i) => ({ ...call, id: i + 10 })),
+      );
       expect([tooMany.status, tooMany.body.error.code]).to.deep.equal([400, -32600]);
     });
 
@@ -381,20 +399,19 @@ describe('MCP transport', function () {
     });
 
     it('keeps ids of concurrent clients apart: the same id from two POSTs gets each its own answer', async function () {
-      const ask = (name: string) => d.request('POST', '/mcp', { token: reader, headers: mcpHeaders, body: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name } } });
+      const ask = (name: string) =>
+        d.request('POST', '/mcp', { token: reader, headers: mcpHeaders, body: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name } } });
       const [a, b] = await Promise.all([ask('folders_list'), ask('system_health')]);
       expect(a.body.id).to.equal(7);
       expect(b.body.id).to.equal(7);
       expect(a.body.result.structuredContent).to.have.property('folders');
       expect(b.body.result.isError).to.equal(true);
-      expect(b.body.result._meta["hostd/status"]).to.equal(403);
+      expect(b.body.result._meta['hostd/status']).to.equal(403);
     });
   });
 });
 
 // ---------------------------------------------------------------------------
-
-
 
 describe('MCP transport, forwarded to a second node', function () {
   let a: TestDaemon;
@@ -423,10 +440,14 @@ describe('MCP transport, forwarded to a second node', function () {
 
     const token = await a.token('mcp-cluster', ['files.read', 'files.manage', 'system.read']);
     const tokenB = await b.token('observer', ['system.read']);
-    await eventually(async () => {
-      const r = await a.request('GET', '/api/v1/peers', { token });
-      return r.status === 200 && JSON.stringify(r.body).includes(b.nodeId);
-    }, 30_000, `node-a to list node-b (${b.nodeId}) as a peer`);
+    await eventually(
+      async () => {
+        const r = await a.request('GET', '/api/v1/peers', { token });
+        return r.status === 200 && JSON.stringify(r.body).includes(b.nodeId);
+      },
+      30_000,
+      `node-a to list node-b (${b.nodeId}) as a peer`,
+    );
 
     const c = await connect(a, token);
     clients.push(c);

@@ -102,7 +102,10 @@ describe('GET /api/v1/openapi.json', function () {
     for (const [key, pathItem] of Object.entries<Doc>(doc.paths)) {
       const inKey = [...key.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]).sort();
       for (const [m, o] of Object.entries<Doc>(pathItem)) {
-        const declared = (o.parameters as Doc[]).filter((x) => x.in === 'path').map((x) => x.name).sort();
+        const declared = (o.parameters as Doc[])
+          .filter((x) => x.in === 'path')
+          .map((x) => x.name)
+          .sort();
         expect(declared, `${m} ${key}`).to.deep.equal(inKey);
       }
     }
@@ -166,8 +169,16 @@ describe('GET /api/v1/openapi.json', function () {
       const argNames = Object.keys((op.schema.properties ?? {}) as object).filter((n) => !(n in op.params));
       if (takesBody(op)) {
         const schema = o.requestBody?.content?.['application/json']?.schema;
-        p.add(`${op.name} body`, schema && JSON.stringify(Object.keys(schema.properties ?? {}).sort()) === JSON.stringify([...argNames].sort()) ? undefined : JSON.stringify(o.requestBody));
-        p.add(`${op.name} body required`, JSON.stringify(schema?.required ?? []) === JSON.stringify(op.required ?? []) ? undefined : JSON.stringify(schema?.required));
+        p.add(
+          `${op.name} body`,
+          schema && JSON.stringify(Object.keys(schema.properties ?? {}).sort()) === JSON.stringify([...argNames].sort())
+            ? undefined
+            : JSON.stringify(o.requestBody),
+        );
+        p.add(
+          `${op.name} body required`,
+          JSON.stringify(schema?.required ?? []) === JSON.stringify(op.required ?? []) ? undefined : JSON.stringify(schema?.required),
+        );
         p.add(`${op.name} no query`, params.some((x) => x.in === 'query') ? 'body operation declares query parameters' : undefined);
       } else {
         p.add(`${op.name} no body`, o.requestBody ? 'GET/DELETE with a requestBody' : undefined);

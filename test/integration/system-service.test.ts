@@ -14,12 +14,7 @@ import { systemHandlers } from '../../daemon/system/handlers.js';
 import { ProcfsProbe } from '../../daemon/system/procfs/index.js';
 import { diskUsedPercent } from '../../daemon/system/views.js';
 import type { PoolConfig } from '../../daemon/config.js';
-import {
-  CpuSampler,
-  cpuUsageBetween,
-  parseMeminfo,
-  parseProcStat,
-} from '../../daemon/system/procfs/probe.js';
+import { CpuSampler, cpuUsageBetween, parseMeminfo, parseProcStat } from '../../daemon/system/procfs/probe.js';
 import type { CallContext } from '../../daemon/lib/caller.js';
 
 const hasProc = fs.existsSync('/proc/meminfo') && fs.existsSync('/proc/stat');
@@ -219,7 +214,10 @@ describe('system status rules', () => {
   });
 
   it('applies the pool thresholds', () => {
-    const pools = (u: number | null) => [{ storage_id: 'a', used_percent: 10 }, { storage_id: 'b', used_percent: u }];
+    const pools = (u: number | null) => [
+      { storage_id: 'a', used_percent: 10 },
+      { storage_id: 'b', used_percent: u },
+    ];
     expect(assessHealth(base({ pools: pools(90) })).status).to.equal('ok');
     expect(assessHealth(base({ pools: pools(90.01) })).status).to.equal('degraded');
     expect(assessHealth(base({ pools: pools(98) })).status).to.equal('degraded');
@@ -267,7 +265,7 @@ describe('system probe parsers', () => {
     expect(diskUsedPercent({ total_bytes: 0, free_bytes: 0, available_bytes: 0 })).to.equal(0);
   });
 
-  it('runs a stoppable, unref\'d background sampler', async () => {
+  it("runs a stoppable, unref'd background sampler", async () => {
     const s = new CpuSampler(20).start();
     try {
       expect(s.running).to.equal(true);

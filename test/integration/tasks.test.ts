@@ -24,7 +24,6 @@ const untimed = (text: string) => {
   return text.replace(/^\d\d:\d\d:\d\d /gm, '');
 };
 
-
 function gate(): { wait: Promise<void>; open: () => void } {
   let open!: () => void;
   const wait = new Promise<void>((r) => (open = r));
@@ -72,10 +71,14 @@ describe('background tasks', function () {
       expect(rec.task_id).to.match(/^task_/);
       expect(rec).to.include({ kind: 'demo', title: 'Demo task', owner: 'tester', target: 'vms/1' });
       // The record is shown as written, one write after another: wait for the one written after the last of these calls.
-      const running = await eventually(async () => {
-        const r = await runner.get(rec.task_id);
-        return r.state === 'running' && r.log_lines === 12 && r.progress === 41 ? r : undefined;
-      }, 20_000, 'task running with 12 lines and progress 41 (40.6 rounded)');
+      const running = await eventually(
+        async () => {
+          const r = await runner.get(rec.task_id);
+          return r.state === 'running' && r.log_lines === 12 && r.progress === 41 ? r : undefined;
+        },
+        20_000,
+        'task running with 12 lines and progress 41 (40.6 rounded)',
+      );
       expect(running.started_at).to.be.a('string');
       expect((await runner.listActive()).map((t) => t.task_id)).to.include(rec.task_id);
 
@@ -85,7 +88,10 @@ describe('background tasks', function () {
       expect(first.lines[0].text).to.equal('starting');
       expect(first.next_after_line).to.equal(5);
       const mid = await runner.logLines(rec.task_id, 9, 2);
-      expect(mid.lines.map((l) => [l.line, l.text])).to.deep.equal([[10, 'line 10'], [11, 'line 11']]);
+      expect(mid.lines.map((l) => [l.line, l.text])).to.deep.equal([
+        [10, 'line 10'],
+        [11, 'line 11'],
+      ]);
       const rest = await runner.logLines(rec.task_id, 11, 200);
       expect(rest.lines.map((l) => l.line)).to.deep.equal([12]);
       expect(rest.total_lines).to.equal(12);
@@ -116,10 +122,13 @@ describe('background tasks', function () {
       // The twelve lines were logged in one go and their writes are still on their way to the store.
       await logged.wait;
       const all = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
-      for (const end = Date.now() + 20_000; ;) {
+      for (const end = Date.now() + 20_000; ; ) {
         const counted = (await runner.get(rec.task_id)).log_lines;
         const page = await runner.logLines(rec.task_id, 0, 500);
-        expect(page.lines.map((l) => l.line), `total_lines ${page.total_lines}`).to.deep.equal(all(page.total_lines));
+        expect(
+          page.lines.map((l) => l.line),
+          `total_lines ${page.total_lines}`,
+        ).to.deep.equal(all(page.total_lines));
         expect(page.total_lines, `the record counted ${counted}`).to.be.at.least(counted);
         if (page.total_lines === 12) break;
         if (Date.now() > end) throw new Error(`the log stayed at ${page.total_lines} of 12 lines`);
@@ -136,7 +145,7 @@ describe('background tasks', function () {
       });
       // Poll as a watcher does: the first read that shows the task ended must find its last line.
       let seen: TaskRecord;
-      for (const end = Date.now() + 20_000; ;) {
+      for (const end = Date.now() + 20_000; ; ) {
         seen = await runner.get(rec.task_id);
         if (seen.state === 'failed' || seen.state === 'succeeded') break;
         if (Date.now() > end) throw new Error(`the task stayed ${seen.state}`);
@@ -197,10 +206,14 @@ describe('background tasks', function () {
       });
       taskId = rec.task_id;
       const tasks = store.sub<TaskRecord>('tasks');
-      await eventually(async () => {
-        const r = await tasks.get(taskId);
-        return r?.state === 'running' && r.log_lines === 3 && r.progress === 40 ? r : undefined;
-      }, 5000, 'the running record on disk');
+      await eventually(
+        async () => {
+          const r = await tasks.get(taskId);
+          return r?.state === 'running' && r.log_lines === 3 && r.progress === 40 ? r : undefined;
+        },
+        5000,
+        'the running record on disk',
+      );
       await store.close();
       d = await startDaemon({ dataDir: dir });
       token = await d.token('tasks-reader', ['vm.read']);

@@ -13,9 +13,6 @@ import { API, expectError, raw } from '../helpers/conformance.js';
 
 /** The path the issue names (`npx hostctl` runs the same file through node_modules/.bin). */
 
-
-
-
 function filesUnder(dir: string): string[] {
   const out: string[] = [];
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
@@ -57,9 +54,11 @@ describe('tokens through hostctl', function () {
     expectError(no, 403, "'system.read'", 'ci-bot');
   });
 
-  it('`npx hostctl`, as the README has it, runs this checkout\'s hostctl (no download)', async () => {
+  it("`npx hostctl`, as the README has it, runs this checkout's hostctl (no download)", async () => {
     // npm reads options placed before the command as its own: the data dir goes by environment.
-    const r = await runCommand('npx', ['--no', 'hostctl', 'token', 'create', '--name', 'via-npx', '--scopes', 'files.read'], { env: { HOSTD_DATA_DIR: d.dataDir } });
+    const r = await runCommand('npx', ['--no', 'hostctl', 'token', 'create', '--name', 'via-npx', '--scopes', 'files.read'], {
+      env: { HOSTD_DATA_DIR: d.dataDir },
+    });
     expect(r.code, r.stderr).to.equal(0);
     const lines = r.stdout.split('\n').filter(Boolean);
     expect(lines).to.have.length(1);
@@ -84,10 +83,12 @@ describe('tokens through hostctl', function () {
     expect(r.code, r.stderr).to.equal(0);
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines[0]).to.match(/^NAME\s+SCOPES\s+CREATED\s+LAST USED$/);
-    const rows = new Map(lines.slice(1).map((l) => {
-      const cols = l.split(/\s{2,}/);
-      return [cols[0], cols];
-    }));
+    const rows = new Map(
+      lines.slice(1).map((l) => {
+        const cols = l.split(/\s{2,}/);
+        return [cols[0], cols];
+      }),
+    );
     expect([...rows.keys()]).to.include.members(['ci-bot', 'ci-audit']);
     const bot = rows.get('ci-bot')!;
     expect(bot[1]).to.equal('files.manage,files.read,vm.read');
@@ -118,7 +119,11 @@ describe('tokens through hostctl', function () {
     expect(bad.code).to.not.equal(0);
     expect(bad.stdout).to.equal('');
     expect(bad.stderr).to.contain('vm.fly');
-    for (const args of [['--name', 'bad name!', '--scopes', 'vm.read'], ['--scopes', 'vm.read'], ['--name', '', '--scopes', 'vm.read']]) {
+    for (const args of [
+      ['--name', 'bad name!', '--scopes', 'vm.read'],
+      ['--scopes', 'vm.read'],
+      ['--name', '', '--scopes', 'vm.read'],
+    ]) {
       const r = await ctl('token', 'create', ...args);
       expect(r.code, args.join(' ')).to.not.equal(0);
       expect(r.stdout, args.join(' ')).to.equal('');

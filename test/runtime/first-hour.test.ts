@@ -34,7 +34,8 @@ function hostctlShim(): string {
 /** Why the page's own tools are missing, or null. */
 function toolsMissing(): string | null {
   for (const p of ['jq', 'curl', 'bash']) {
-    if (!(process.env.PATH ?? '').split(':').some((d) => d && fs.existsSync(path.join(d, p)))) return `${p} is not installed (deploy/install-deps.sh installs it)`;
+    if (!(process.env.PATH ?? '').split(':').some((d) => d && fs.existsSync(path.join(d, p))))
+      return `${p} is not installed (deploy/install-deps.sh installs it)`;
   }
   return null;
 }
@@ -46,7 +47,11 @@ function toolsMissing(): string | null {
  * HOSTD_DATA_DIR; HOSTD_URL/HOSTD_TOKEN of the test's environment never
  * reach it.
  */
-async function runPage(domain: string, d: TestDaemon | null, opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CommandResult> {
+async function runPage(
+  domain: string,
+  d: TestDaemon | null,
+  opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<CommandResult> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^HOSTD_/.test(k)) env[k] = v;
   Object.assign(env, { PATH: `${hostctlShim()}:${process.env.PATH}`, HOSTD_CONFIG: '', ...(d ? { HOSTD_DATA_DIR: d.dataDir } : {}), ...(opts.env ?? {}) });
@@ -187,7 +192,10 @@ describe('docs/first-hour.md, every command run', function () {
       // The cached test guest: the page's `${IMAGE:-$(node dist/test/helpers/vms-guest.js)}` then skips the build.
       const r = await runPage('vms', e!.d, { env: { IMAGE: await guestImage() }, timeoutMs: 1_200_000 });
       expectOk(r);
-      expect(r.stdout.split('\n').some((l) => /^12\.\d+$/.test(l)), `the exec printed /etc/debian_version\n${r.stdout}`).to.equal(true);
+      expect(
+        r.stdout.split('\n').some((l) => /^12\.\d+$/.test(l)),
+        `the exec printed /etc/debian_version\n${r.stdout}`,
+      ).to.equal(true);
       expect((await e!.d.admin.request('GET', '/api/v1/vms')).body.vms).to.deep.equal([]);
       expect(qemuPids(e!.root), 'no guest left running').to.deep.equal([]);
     });

@@ -268,13 +268,7 @@ describe('proxy-holder lease', function () {
     net = await createNet(5, { delay: 8, seed: 3 });
     await net.bootstrap('n1');
     await net.kill('n1');
-    const ops = [
-      net.lease('n2').takeover(),
-      net.lease('n3').takeover(),
-      net.lease('n4').move('n4'),
-      net.lease('n5').move('n2'),
-      net.lease('n3').move('n5'),
-    ];
+    const ops = [net.lease('n2').takeover(), net.lease('n3').takeover(), net.lease('n4').move('n4'), net.lease('n5').move('n2'), net.lease('n3').move('n5')];
     const results = await Promise.allSettled(ops);
     for (const r of results) if (r.status === 'rejected') expect([409, 503]).to.include((r.reason as ApiError).status);
     expect(results.some((r) => r.status === 'fulfilled')).to.equal(true);
@@ -364,7 +358,8 @@ describe('proxy-holder lease', function () {
         () => count(`${what}:ok`),
         (err) => {
           if (err instanceof ApiError) count(`${what}:${err.status}`);
-          else if (!net.node(from).up) count(`${what}:crashed`); // its store closed under it
+          else if (!net.node(from).up)
+            count(`${what}:crashed`); // its store closed under it
           else throw err;
         },
       );
@@ -427,8 +422,12 @@ describe('proxy-holder lease on a lone node', () => {
     const link: LeasePeerLink = {
       selfId: 'solo',
       members: () => ['solo'],
-      send: async () => { throw new Error('no peers'); },
-      sendProxyConfig: async () => { throw new Error('no peers'); },
+      send: async () => {
+        throw new Error('no peers');
+      },
+      sendProxyConfig: async () => {
+        throw new Error('no peers');
+      },
       isReachable: async () => false,
     };
     try {

@@ -10,7 +10,10 @@ import { rejectsApi } from '../helpers/expect.js';
 /** A driver whose programs the test installs and removes; counts its fresh probes. */
 class FakeDriver implements RuntimeDriver {
   fresh = 0;
-  constructor(public cached: Availability[], public now: Availability[] = cached) {}
+  constructor(
+    public cached: Availability[],
+    public now: Availability[] = cached,
+  ) {}
   async availability(opts: { fresh?: boolean } = {}): Promise<Availability[]> {
     if (!opts.fresh) return this.cached;
     this.fresh++;
@@ -33,7 +36,11 @@ describe('availability (daemon/lib/availability.ts)', () => {
 
     it('503 naming the missing program and what to install, after asking the driver again', async () => {
       const d = new FakeDriver([qemu, noImg]);
-      await rejectsApi(ensureAvailable(d, ['qemu-system-x86_64', 'qemu-img']), 503, 'qemu-img is not available: not installed (install the qemu-utils package)');
+      await rejectsApi(
+        ensureAvailable(d, ['qemu-system-x86_64', 'qemu-img']),
+        503,
+        'qemu-img is not available: not installed (install the qemu-utils package)',
+      );
       expect(d.fresh).to.equal(1);
     });
 
@@ -49,7 +56,11 @@ describe('availability (daemon/lib/availability.ts)', () => {
     });
 
     it('a name the driver does not report is a programming error (500), not a missing program', async () => {
-      await rejectsApi(ensureAvailable(new FakeDriver([qemu]), ['qemu-nbd']), 500, "the runtime reports no program named 'qemu-nbd' (it reports qemu-system-x86_64)");
+      await rejectsApi(
+        ensureAvailable(new FakeDriver([qemu]), ['qemu-nbd']),
+        500,
+        "the runtime reports no program named 'qemu-nbd' (it reports qemu-system-x86_64)",
+      );
     });
   });
 
@@ -57,7 +68,11 @@ describe('availability (daemon/lib/availability.ts)', () => {
     it('answers from the cache within its time to live, probes again after it or when asked fresh', async () => {
       let t = 1000;
       let probes = 0;
-      const cache = new ProbeCache(async () => ++probes, 5000, () => t);
+      const cache = new ProbeCache(
+        async () => ++probes,
+        5000,
+        () => t,
+      );
       expect(await cache.get()).to.equal(1);
       t += 4999;
       expect(await cache.get()).to.equal(1);

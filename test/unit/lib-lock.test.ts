@@ -29,7 +29,11 @@ describe('KeyedLock (daemon/lib/lock.ts)', () => {
     const lock = new KeyedLock(labels);
     const g = gate();
     const first = lock.exclusive(['vm:101'], 'clone to VM 102', () => g.wait);
-    await rejectsApi(lock.exclusive(['vm:101'], 'start', async () => 'ran'), 409, 'VM 101 is busy: clone to VM 102 in progress');
+    await rejectsApi(
+      lock.exclusive(['vm:101'], 'start', async () => 'ran'),
+      409,
+      'VM 101 is busy: clone to VM 102 in progress',
+    );
     g.open();
     await first;
     expect(await lock.exclusive(['vm:101'], 'start', async () => 'ran')).to.equal('ran');
@@ -38,7 +42,16 @@ describe('KeyedLock (daemon/lib/lock.ts)', () => {
   it('exclusive keeps a per-call label for callers written before labels were given once', async () => {
     const lock = new KeyedLock(labels);
     const release = lock.hold(['ct:7'], 'move');
-    await rejectsApi(lock.exclusive(['ct:7'], 'start', async () => 1, () => 'container 7'), 409, 'container 7 is busy: move in progress');
+    await rejectsApi(
+      lock.exclusive(
+        ['ct:7'],
+        'start',
+        async () => 1,
+        () => 'container 7',
+      ),
+      409,
+      'container 7 is busy: move in progress',
+    );
     release();
   });
 
@@ -48,7 +61,11 @@ describe('KeyedLock (daemon/lib/lock.ts)', () => {
     expect(lock.busy('vm:1')).to.equal('template capture');
     expect(lock.busy('image:deb')).to.equal('template capture');
     expect(() => lock.hold(['image:deb'], 'delete')).to.throw(ApiError, "image 'deb' is busy: template capture in progress");
-    await rejectsApi(lock.exclusive(['vm:1'], 'start', async () => 1), 409, 'VM 1 is busy: template capture in progress');
+    await rejectsApi(
+      lock.exclusive(['vm:1'], 'start', async () => 1),
+      409,
+      'VM 1 is busy: template capture in progress',
+    );
     release();
     expect(lock.busy('vm:1')).to.equal(undefined);
     expect(lock.busy('image:deb')).to.equal(undefined);
@@ -78,14 +95,22 @@ describe('KeyedLock (daemon/lib/lock.ts)', () => {
     const lock = new KeyedLock();
     const g = gate();
     const order: string[] = [];
-    const first = lock.run(['k'], async () => {
-      order.push('first');
-      await g.wait;
-    }, 'rename');
+    const first = lock.run(
+      ['k'],
+      async () => {
+        order.push('first');
+        await g.wait;
+      },
+      'rename',
+    );
     expect(lock.busy('k')).to.equal('rename');
-    const second = lock.run(['k'], async () => {
-      order.push('second');
-    }, 'create');
+    const second = lock.run(
+      ['k'],
+      async () => {
+        order.push('second');
+      },
+      'create',
+    );
     g.open();
     await Promise.all([first, second]);
     expect(order).to.deep.equal(['first', 'second']);
@@ -99,7 +124,11 @@ describe('KeyedLock (daemon/lib/lock.ts)', () => {
       const find = async () => {
         throw notFound('VM 9 not found');
       };
-      await rejectsApi(lock.exclusiveOn(find, ['vm:9'], 'start', async () => 1), 404, 'VM 9 not found');
+      await rejectsApi(
+        lock.exclusiveOn(find, ['vm:9'], 'start', async () => 1),
+        404,
+        'VM 9 not found',
+      );
       release();
     });
 
@@ -108,17 +137,26 @@ describe('KeyedLock (daemon/lib/lock.ts)', () => {
       let version = 1;
       const find = async () => ({ vmid: 5, version });
       const release = lock.hold(['vm:5'], 'suspend');
-      await rejectsApi(lock.exclusiveOn(find, ['vm:5'], 'start', async () => 1), 409, 'VM 5 is busy: suspend in progress');
+      await rejectsApi(
+        lock.exclusiveOn(find, ['vm:5'], 'start', async () => 1),
+        409,
+        'VM 5 is busy: suspend in progress',
+      );
       release();
       let lookups = 0;
       const counted = async () => {
         lookups++;
         return find();
       };
-      const seen = await lock.exclusiveOn(counted, (r) => [`vm:${r.vmid}`], 'start', async (fresh) => {
-        expect(lock.busy('vm:5')).to.equal('start');
-        return fresh.version;
-      });
+      const seen = await lock.exclusiveOn(
+        counted,
+        (r) => [`vm:${r.vmid}`],
+        'start',
+        async (fresh) => {
+          expect(lock.busy('vm:5')).to.equal('start');
+          return fresh.version;
+        },
+      );
       expect([seen, lookups]).to.deep.equal([1, 2]);
       version = 2;
       expect(await lock.exclusiveOn(find, ['vm:5'], 'start', async (fresh) => fresh.version)).to.equal(2);
@@ -132,7 +170,11 @@ describe('KeyedLock (daemon/lib/lock.ts)', () => {
         exists = false; // deleted right after the first look-up
         return { vmid: 3 };
       };
-      await rejectsApi(lock.exclusiveOn(find, ['vm:3'], 'start', async () => 'ran'), 404, 'VM 3 not found');
+      await rejectsApi(
+        lock.exclusiveOn(find, ['vm:3'], 'start', async () => 'ran'),
+        404,
+        'VM 3 not found',
+      );
       expect(lock.busy('vm:3')).to.equal(undefined);
     });
   });

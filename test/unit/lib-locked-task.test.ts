@@ -22,15 +22,33 @@ class MemoryTasks implements Tasks {
     const id = `task_${++this.n}`;
     const at = new Date().toISOString();
     const rec: TaskRecord = {
-      task_id: id, kind: what.kind, title: what.title, state: 'running', progress: 0, node_id: 'n1', owner: what.owner,
-      resource: what.resource, target: what.resource, created_at: at, started_at: at, finished_at: null, result: null, error: null, log_lines: 0,
+      task_id: id,
+      kind: what.kind,
+      title: what.title,
+      state: 'running',
+      progress: 0,
+      node_id: 'n1',
+      owner: what.owner,
+      resource: what.resource,
+      target: what.resource,
+      created_at: at,
+      started_at: at,
+      finished_at: null,
+      result: null,
+      error: null,
+      log_lines: 0,
     };
     this.records.set(id, rec);
     const handle: TaskHandle = { id, signal: new AbortController().signal, log() {}, progress() {} };
-    this.ends.set(id, Promise.resolve().then(() => work(handle)).then(
-      (result) => Object.assign(rec, { state: 'succeeded', result }),
-      (err: Error) => Object.assign(rec, { state: 'failed', error: err.message }),
-    ));
+    this.ends.set(
+      id,
+      Promise.resolve()
+        .then(() => work(handle))
+        .then(
+          (result) => Object.assign(rec, { state: 'succeeded', result }),
+          (err: Error) => Object.assign(rec, { state: 'failed', error: err.message }),
+        ),
+    );
     return { ...rec };
   }
 
@@ -63,7 +81,11 @@ describe('lockedTask and startHolding (daemon/lib/locked-task.ts)', () => {
     });
     expect(rec.kind).to.equal('lxc.container.move');
     expect(lock.busy('ct:7')).to.equal('move');
-    await rejectsApi(lock.exclusive(['ct:7'], 'start', async () => 1), 409, 'container 7 is busy: move in progress');
+    await rejectsApi(
+      lock.exclusive(['ct:7'], 'start', async () => 1),
+      409,
+      'container 7 is busy: move in progress',
+    );
     expect(() => lockedTask(lock, tasks, ['ct:7'], 'template capture', START, async () => 1)).to.throw(ApiError, 'container 7 is busy: move in progress');
     g.open();
     expect((await tasks.settled(rec.task_id)).state).to.equal('succeeded');

@@ -12,8 +12,7 @@ import { OPERATOR, actorOf } from '../../daemon/lib/operator.js';
 import { ROOT } from '../helpers/daemon.js';
 
 /** Operator names of the first release still in the source, by file. */
-const TO_RENAME: Record<string, string[]> = {
-};
+const TO_RENAME: Record<string, string[]> = {};
 
 /**
  * Names recorded that are not the operator: a cloud-init file's owner, the
@@ -80,7 +79,9 @@ describe('the operator (daemon/lib/operator.ts)', () => {
       }
     }
     expect(problems, problems.join('\n')).to.deep.equal([]);
-    const gone = Object.entries(TO_RENAME).flatMap(([f, ns]) => ns.map((n) => `${f}: ${n}`)).filter((x) => !seen.has(x));
+    const gone = Object.entries(TO_RENAME)
+      .flatMap(([f, ns]) => ns.map((n) => `${f}: ${n}`))
+      .filter((x) => !seen.has(x));
     expect(gone, 'renamed: take them off TO_RENAME').to.deep.equal([]);
   });
 });

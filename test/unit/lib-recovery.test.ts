@@ -36,7 +36,11 @@ class MemDb implements JournalDb {
   }
 }
 
-interface Intent { op: string; id: string; password?: string }
+interface Intent {
+  op: string;
+  id: string;
+  password?: string;
+}
 
 function logRecorder() {
   const lines: Array<{ level: string; obj: Record<string, unknown>; msg: string }> = [];
@@ -57,10 +61,13 @@ function setUp(settle: (key: string, i: Intent) => Promise<JournalOp[]>, extra: 
 describe('IntentRecovery (daemon/lib/recovery.ts)', () => {
   it('settles every open intent: its outcome and the drop in one batch; then reconciles', async () => {
     const order: string[] = [];
-    const s = setUp(async (key, i) => {
-      order.push(key);
-      return i.op === 'install' ? [{ type: 'put', sub: s.records, key: i.id, value: 'installed' }] : [];
-    }, { reconcile: async () => void order.push('reconcile') });
+    const s = setUp(
+      async (key, i) => {
+        order.push(key);
+        return i.op === 'install' ? [{ type: 'put', sub: s.records, key: i.id, value: 'installed' }] : [];
+      },
+      { reconcile: async () => void order.push('reconcile') },
+    );
     await s.intents.put('app:a', { op: 'install', id: 'a' });
     await s.intents.put('app:b', { op: 'delete', id: 'b' });
     const batchesBefore = s.db.batches;
@@ -80,7 +87,11 @@ describe('IntentRecovery (daemon/lib/recovery.ts)', () => {
     await s.intents.put('app:a', { op: 'update', id: 'a' });
     expect(await s.recovery.run()).to.deep.equal({ settled: 0, pending: [{ key: 'app:a', reason: 'Docker engine is not reachable' }] });
     expect(s.intents.rows.has('app:a')).to.equal(true);
-    await rejectsApi(s.recovery.requireSettled('app:a', "app 'a'"), 503, "app 'a' has a change interrupted by a restart that cannot be settled yet: Docker engine is not reachable");
+    await rejectsApi(
+      s.recovery.requireSettled('app:a', "app 'a'"),
+      503,
+      "app 'a' has a change interrupted by a restart that cannot be settled yet: Docker engine is not reachable",
+    );
     await s.recovery.requireSettled('app:other', "app 'other'");
     engineUp = true;
     await s.recovery.requireSettled('app:a', "app 'a'");

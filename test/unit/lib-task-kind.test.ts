@@ -14,8 +14,7 @@ import { DOMAINS } from '../../api/registry/types.js';
 import { ROOT } from '../helpers/daemon.js';
 
 /** Kinds in the source today that are not of the form yet, by file: the domain engineers rename them. */
-const TO_RENAME: Record<string, string[]> = {
-};
+const TO_RENAME: Record<string, string[]> = {};
 
 function sourceFiles(dir: string): string[] {
   const out: string[] = [];
@@ -55,7 +54,8 @@ describe('task kinds (daemon/lib/task-kind.ts)', () => {
   });
 
   it('finds the kind of a task start written across lines, and of any dotted kind literal', () => {
-    const text = "const t = this.d.tasks.start(\n  { kind: 'apps.app.install', title: 'x' },\n  async () => 1);\nconst g = { kind: 'vm' };\nconst h = { kind: 'lxc.image.move' };";
+    const text =
+      "const t = this.d.tasks.start(\n  { kind: 'apps.app.install', title: 'x' },\n  async () => 1);\nconst g = { kind: 'vm' };\nconst h = { kind: 'lxc.image.move' };";
     expect(kindsIn(text).sort()).to.deep.equal(['apps.app.install', 'lxc.image.move']);
   });
 

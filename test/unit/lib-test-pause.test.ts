@@ -6,7 +6,10 @@
 import { expect } from 'chai';
 import { TEST_PAUSE_ENV, TEST_PAUSE_MSG, isPauseLine, pausePoint, testPause } from '../../daemon/lib/test-pause.js';
 
-interface Line { obj: Record<string, unknown>; msg: string }
+interface Line {
+  obj: Record<string, unknown>;
+  msg: string;
+}
 
 function recorder(): { lines: Line[]; warn(obj: Record<string, unknown>, msg: string): void } {
   const lines: Line[] = [];

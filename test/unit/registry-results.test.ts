@@ -76,7 +76,9 @@ describe('result schemas (api/registry)', () => {
     expect(resultProblem(catalogOp, { endpoints: [] })).to.match(/^result \(root\) must have required property 'count'/);
     expect(resultProblem(catalogOp, { count: 1, endpoints: [{ ...entry, read_only: 'yes' }] })).to.match(/^result\/endpoints\/0\/read_only must be boolean/);
     expect(resultProblem(catalogOp, { count: 1, endpoints: [], extra: 1 })).to.match(/^result \(root\) must NOT have additional properties/);
-    expect(resultProblem(foldersOp, { folders: [{ folder_id: 'f_1', name: 'a', storage_id: 'p', path: '/p/a' }] })).to.match(/^result\/folders\/0 must have required property 'created_at'/);
+    expect(resultProblem(foldersOp, { folders: [{ folder_id: 'f_1', name: 'a', storage_id: 'p', path: '/p/a' }] })).to.match(
+      /^result\/folders\/0 must have required property 'created_at'/,
+    );
     expect(resultProblem(getOperation('events_stream')!, { anything: 1 }), 'a stream: no schema, nothing to check').to.equal(undefined);
   });
 
@@ -108,10 +110,32 @@ describe('result schemas (api/registry)', () => {
   it('the shared pieces validate what the daemon writes: a task record, an activity row, an error body', () => {
     const at = '2026-11-24T10:00:00.000Z';
     const task: TaskRecord = {
-      task_id: 'task_1', kind: 'lxc.image.download', title: 'Download', state: 'running', progress: 40, node_id: 'n1', owner: 'admin',
-      resource: 'lxc/images/deb', target: 'lxc/images/deb', created_at: at, started_at: at, finished_at: null, result: null, error: null, log_lines: 2,
+      task_id: 'task_1',
+      kind: 'lxc.image.download',
+      title: 'Download',
+      state: 'running',
+      progress: 40,
+      node_id: 'n1',
+      owner: 'admin',
+      resource: 'lxc/images/deb',
+      target: 'lxc/images/deb',
+      created_at: at,
+      started_at: at,
+      finished_at: null,
+      result: null,
+      error: null,
+      log_lines: 2,
     };
-    const row: ActivityRow = { id: 'r1', timestamp: at, category: 'system', severity: 'info', summary: 's', target: 't', actor: 'admin', metadata: { transport: 'api', operation: 'x' } };
+    const row: ActivityRow = {
+      id: 'r1',
+      timestamp: at,
+      category: 'system',
+      severity: 'info',
+      summary: 's',
+      target: 't',
+      actor: 'admin',
+      metadata: { transport: 'api', operation: 'x' },
+    };
     let n = 0;
     // resultProblem compiles once per operation name: one name per check.
     const check = (schema: object, value: unknown) => resultProblem({ name: `piece_${++n}`, result: schema } as never, value);

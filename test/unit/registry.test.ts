@@ -17,18 +17,43 @@ import { operations as events } from '../../api/registry/events.js';
 import { operations as tokens } from '../../api/registry/tokens.js';
 
 const files: Record<string, readonly OperationSpec[]> = {
-  catalog, vms, templates, tasks, system, apps, lxc, folders, locations, proxy, sandboxes, metrics, events, tokens,
+  catalog,
+  vms,
+  templates,
+  tasks,
+  system,
+  apps,
+  lxc,
+  folders,
+  locations,
+  proxy,
+  sandboxes,
+  metrics,
+  events,
+  tokens,
 };
 const all: readonly OperationSpec[] = Object.values(files).flat();
 
-const pathParams = (path: string): string[] =>
-  [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
+const pathParams = (path: string): string[] => [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
 
 describe('operation registry', () => {
   /** Operations beyond the spec that an issue asked for (each a row in docs/api-decisions.md). */
-  const EXTENSIONS = ['metrics_get', 'events_list', 'events_stream', 'sandboxes_exec', 'sandboxes_files_get', 'sandboxes_files_put', 'sandboxes_files_delete', 'sandboxes_fork', 'tokens_whoami', 'tokens_list', 'tokens_create', 'tokens_revoke'];
+  const EXTENSIONS = [
+    'metrics_get',
+    'events_list',
+    'events_stream',
+    'sandboxes_exec',
+    'sandboxes_files_get',
+    'sandboxes_files_put',
+    'sandboxes_files_delete',
+    'sandboxes_fork',
+    'tokens_whoami',
+    'tokens_list',
+    'tokens_create',
+    'tokens_revoke',
+  ];
 
-  it('declares the spec\'s 128 endpoints, catalog_get, and the listed extensions', () => {
+  it("declares the spec's 128 endpoints, catalog_get, and the listed extensions", () => {
     expect(all).to.have.length(129 + EXTENSIONS.length);
     for (const name of EXTENSIONS) expect(all.map((op) => op.name)).to.include(name);
     expect(all.filter((op) => op.name !== 'catalog_get' && !EXTENSIONS.includes(op.name))).to.have.length(128);

@@ -37,10 +37,15 @@ describe('the runtime gate (test/helpers/runtime-gate.ts)', () => {
 
   it('runs when nothing is missing; skips with the domain and the reason; fails under CI', () => {
     expect(gateDecision('vms', null, { CI: '1' }).action).to.equal('run');
-    expect(gateDecision('vms', 'qemu-img is not available (x)', {})).to.deep.equal({ action: 'skip', message: 'skipped (vms runtime): qemu-img is not available (x)' });
+    expect(gateDecision('vms', 'qemu-img is not available (x)', {})).to.deep.equal({
+      action: 'skip',
+      message: 'skipped (vms runtime): qemu-img is not available (x)',
+    });
     const ci = gateDecision('vms', 'qemu-img is not available (x)', { CI: '1' });
     expect(ci.action).to.equal('fail');
-    expect(ci.message).to.equal('the vms runtime tests cannot run: qemu-img is not available (x). CI installs every runtime (deploy/install-deps.sh), so a runtime test that would skip fails the run');
+    expect(ci.message).to.equal(
+      'the vms runtime tests cannot run: qemu-img is not available (x). CI installs every runtime (deploy/install-deps.sh), so a runtime test that would skip fails the run',
+    );
   });
 
   describe('requireRuntime in a suite', () => {
@@ -54,7 +59,12 @@ describe('the runtime gate (test/helpers/runtime-gate.ts)', () => {
       const printed: string[] = [];
       const write = process.stdout.write;
       let skipped = false;
-      const ctx = { skip: () => { skipped = true; throw new Error('skip called'); } } as unknown as Mocha.Context;
+      const ctx = {
+        skip: () => {
+          skipped = true;
+          throw new Error('skip called');
+        },
+      } as unknown as Mocha.Context;
       process.stdout.write = ((chunk: string) => (printed.push(String(chunk)), true)) as typeof process.stdout.write;
       try {
         await requireRuntime(ctx, 'apps', driver([missing('dockerd', 'not running')]), { env: {} }).catch(() => undefined);

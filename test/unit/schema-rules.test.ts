@@ -11,8 +11,26 @@ import net from 'node:net';
 import addFormatsModule from 'ajv-formats';
 import { Ajv } from 'ajv';
 import {
-  PATTERNS, bridgeName, checkGateway, cidr, containerPath, dnsLabel, dnsName, dnsServers, emptyOr, gatewayProblem, hostOrIp, imageId,
-  ipAddress, ipv4, ipv6, isoId, normalContainerPath, nullable, resourceName, withPrefix,
+  PATTERNS,
+  bridgeName,
+  checkGateway,
+  cidr,
+  containerPath,
+  dnsLabel,
+  dnsName,
+  dnsServers,
+  emptyOr,
+  gatewayProblem,
+  hostOrIp,
+  imageId,
+  ipAddress,
+  ipv4,
+  ipv6,
+  isoId,
+  normalContainerPath,
+  nullable,
+  resourceName,
+  withPrefix,
 } from '../../api/registry/schema.js';
 import type { JsonSchema, Operation } from '../../api/registry/types.js';
 import { validateArgs } from '../../api/validate.js';
@@ -41,10 +59,45 @@ const accepts = (schema: JsonSchema, value: unknown) => refusal(schema, value) =
 
 /** Every way an address can be written or miswritten that the tests below look at. */
 const ADDRESSES = [
-  '1.2.3.4', '0.0.0.0', '255.255.255.255', '127.0.0.1', '256.1.1.1', '01.2.3.4', '1.2.3.04', '1.2.3', '1.2.3.4.5', ' 1.2.3.4', '1.2.3.4 ', '1.2.3.4\n',
-  '::', '::1', '1::', '1:2:3:4:5:6:7:8', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7::', '::2:3:4:5:6:7:8', '1::8', 'fe80::1', 'FE80::A:b', '2001:db8::',
-  '::ffff:1.2.3.4', '::ffff:01.2.3.4', '1:2:3:4:5:6:1.2.3.4', '1:2:3:4:5:6:7:1.2.3.4', ':::', '1:::2', '12345::', 'g::1', '1::2::3',
-  'fe80::1%eth0', '[::1]', '::1/128', '1.2.3.4/24', '', 'localhost', 'example.test',
+  '1.2.3.4',
+  '0.0.0.0',
+  '255.255.255.255',
+  '127.0.0.1',
+  '256.1.1.1',
+  '01.2.3.4',
+  '1.2.3.04',
+  '1.2.3',
+  '1.2.3.4.5',
+  ' 1.2.3.4',
+  '1.2.3.4 ',
+  '1.2.3.4\n',
+  '::',
+  '::1',
+  '1::',
+  '1:2:3:4:5:6:7:8',
+  '1:2:3:4:5:6:7:8:9',
+  '1:2:3:4:5:6:7::',
+  '::2:3:4:5:6:7:8',
+  '1::8',
+  'fe80::1',
+  'FE80::A:b',
+  '2001:db8::',
+  '::ffff:1.2.3.4',
+  '::ffff:01.2.3.4',
+  '1:2:3:4:5:6:1.2.3.4',
+  '1:2:3:4:5:6:7:1.2.3.4',
+  ':::',
+  '1:::2',
+  '12345::',
+  'g::1',
+  '1::2::3',
+  'fe80::1%eth0',
+  '[::1]',
+  '::1/128',
+  '1.2.3.4/24',
+  '',
+  'localhost',
+  'example.test',
 ];
 
 describe('argument rules (api/registry/schema.ts)', () => {
@@ -93,8 +146,22 @@ describe('argument rules (api/registry/schema.ts)', () => {
       for (const ok of ['10.0.0.5', '10.0.0.5/24', '10.0.0.5/1', '10.0.0.5/32', 'fd00::5', 'fd00::5/64', 'fd00::5/128', '::ffff:1.2.3.4/96']) {
         expect(accepts(cidr(), ok), ok).to.equal(true);
       }
-      for (const bad of ['10.0.0.5/0', '10.0.0.5/33', '10.0.0.5/024', 'fd00::5/0', 'fd00::5/129', '10.0.0.5/', '/24', '10.0.0.256/24', 'fe80::1%eth0/64', '10.0.0.5 /24', 'fd00::5/64/1']) {
-        expect(refusal(cidr(), bad, 'ip_address'), bad).to.equal("argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128)");
+      for (const bad of [
+        '10.0.0.5/0',
+        '10.0.0.5/33',
+        '10.0.0.5/024',
+        'fd00::5/0',
+        'fd00::5/129',
+        '10.0.0.5/',
+        '/24',
+        '10.0.0.256/24',
+        'fe80::1%eth0/64',
+        '10.0.0.5 /24',
+        'fd00::5/64/1',
+      ]) {
+        expect(refusal(cidr(), bad, 'ip_address'), bad).to.equal(
+          "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128)",
+        );
       }
       expect(withPrefix('10.0.0.5')).to.equal('10.0.0.5/24');
       expect(withPrefix('fd00::5')).to.equal('fd00::5/64');
@@ -132,23 +199,35 @@ describe('argument rules (api/registry/schema.ts)', () => {
     it('dnsLabel: letters, digits and inner hyphens, 1-63', () => {
       for (const ok of ['a', 'www', 'WWW', 'a-b', 'x'.repeat(63), '0']) expect(accepts(dnsLabel(), ok), ok).to.equal(true);
       for (const bad of ['', '-a', 'a-', 'a.b', 'a_b', 'x'.repeat(64), 'ä']) expect(accepts(dnsLabel(), bad), bad).to.equal(false);
-      expect(refusal(dnsLabel(), 'a_b', 'subdomain')).to.equal("argument 'subdomain' must be one DNS label (letters, digits and inner hyphens, 1-63 characters)");
+      expect(refusal(dnsLabel(), 'a_b', 'subdomain')).to.equal(
+        "argument 'subdomain' must be one DNS label (letters, digits and inner hyphens, 1-63 characters)",
+      );
     });
 
     it('dnsName: labels joined by dots, at least minLabels, at most 253 characters, no trailing dot', () => {
       const two = dnsName(undefined, { minLabels: 2 });
       for (const ok of ['home.example', 'a.b.c', 'Home.Example']) expect(accepts(two, ok), ok).to.equal(true);
-      for (const bad of ['example', 'home.example.', '.home.example', 'home..example', 'home_x.example', `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(62)}`]) {
+      for (const bad of [
+        'example',
+        'home.example.',
+        '.home.example',
+        'home..example',
+        'home_x.example',
+        `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(62)}`,
+      ]) {
         expect(accepts(two, bad), bad).to.equal(false);
       }
       expect(accepts(two, `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(61)}`), '253 characters').to.equal(true);
       expect(accepts(dnsName(), 'localhost')).to.equal(true);
-      expect(refusal(two, 'example', 'name')).to.equal("argument 'name' must be a DNS name of at least 2 labels (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)");
+      expect(refusal(two, 'example', 'name')).to.equal(
+        "argument 'name' must be a DNS name of at least 2 labels (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)",
+      );
     });
 
     it('hostOrIp: an IP address or a DNS name', () => {
       for (const ok of ['10.0.0.1', '::1', 'db', 'db.internal']) expect(accepts(hostOrIp(), ok), ok).to.equal(true);
-      for (const bad of ['', 'db.', 'db internal', 'fe80::1%eth0', 'http://db']) expect(refusal(hostOrIp(), bad, 'host'), bad).to.equal("argument 'host' must be an IP address or a DNS name");
+      for (const bad of ['', 'db.', 'db internal', 'fe80::1%eth0', 'http://db'])
+        expect(refusal(hostOrIp(), bad, 'host'), bad).to.equal("argument 'host' must be an IP address or a DNS name");
     });
   });
 
@@ -165,7 +244,9 @@ describe('argument rules (api/registry/schema.ts)', () => {
       for (const ok of ['web', 'Web Server 1', 'Ω-node', 'a.b', '...', 'x', 'My VM (test)']) expect(accepts(name, ok), ok).to.equal(true);
       const bad = ['', ' web', 'web ', '\tweb', 'we\nb', 'we\u0000b', 'we\u007fb', 'we\u0085b', 'we\u009bb', 'a/b', 'a\\b', '.', '..', 'a\uD800b', '\uDC00'];
       for (const b of bad) expect(accepts(name, b), JSON.stringify(b)).to.equal(false);
-      expect(refusal(name, 'a/b', 'name')).to.equal("argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'");
+      expect(refusal(name, 'a/b', 'name')).to.equal(
+        "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'",
+      );
       expect(refusal(name, '..', 'name')).to.equal(refusal(name, 'a/b', 'name'));
     });
 
@@ -174,14 +255,19 @@ describe('argument rules (api/registry/schema.ts)', () => {
       expect(accepts(lxc, 'svc-lxc')).to.equal(true);
       expect(accepts(lxc, 'my svc-lxc-1')).to.equal(true);
       for (const bad of ['svc-lxc-1', 'SVC-LXC-1', 'Svc-Lxc-']) {
-        expect(refusal(lxc, bad, 'new_name'), bad).to.equal("argument 'new_name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'");
+        expect(refusal(lxc, bad, 'new_name'), bad).to.equal(
+          "argument 'new_name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'",
+        );
       }
     });
 
     it("imageId: 1-64 of [A-Za-z0-9_.-], a letter or digit first, no '..'", () => {
-      for (const ok of ['debian-12', 'a', 'A_b.c-d', 'img.', 'x'.repeat(64), 'debian-bookworm-amd64-default']) expect(accepts(imageId(), ok), ok).to.equal(true);
+      for (const ok of ['debian-12', 'a', 'A_b.c-d', 'img.', 'x'.repeat(64), 'debian-bookworm-amd64-default'])
+        expect(accepts(imageId(), ok), ok).to.equal(true);
       for (const bad of ['', '.a', '-a', 'a..b', 'x'.repeat(65), 'a/b', 'a b', 'a:b', 'ä']) expect(accepts(imageId(), bad), bad).to.equal(false);
-      expect(refusal(imageId(), 'a..b', 'image_id')).to.equal("argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'");
+      expect(refusal(imageId(), 'a..b', 'image_id')).to.equal(
+        "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'",
+      );
     });
 
     it("isoId: 1-128 of [A-Za-z0-9_.+-], a letter or digit first, no '..'", () => {
@@ -197,24 +283,39 @@ describe('argument rules (api/registry/schema.ts)', () => {
 
   describe('container paths', () => {
     it("absolute, no control character, ':' or ',', no '..' segment, at most 4096 characters", () => {
-      for (const ok of ['/data', '/srv/my data', '/a/./b', '//a//b/', '/...', '/.hidden', '/a/..b', '/a/b..', '/']) expect(accepts(containerPath(), ok), ok).to.equal(true);
+      for (const ok of ['/data', '/srv/my data', '/a/./b', '//a//b/', '/...', '/.hidden', '/a/..b', '/a/b..', '/'])
+        expect(accepts(containerPath(), ok), ok).to.equal(true);
       const bad = ['', 'data', './data', '/a/../b', '/..', '/a/..', '/a:b', '/a,b', '/a\nb', '/a\u0000', `/${'x'.repeat(4096)}`];
       for (const b of bad) expect(accepts(containerPath(), b), JSON.stringify(b)).to.equal(false);
-      expect(refusal(containerPath(), '/a/../etc', 'container_path')).to.equal("argument 'container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments");
+      expect(refusal(containerPath(), '/a/../etc', 'container_path')).to.equal(
+        "argument 'container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments",
+      );
     });
 
     it('normalised by normalContainerPath, which refuses the root', () => {
       expect(normalContainerPath('//a/./b/', 'container_path')).to.equal('/a/b');
       expect(normalContainerPath('/srv/data', 'container_path')).to.equal('/srv/data');
-      for (const root of ['/', '//', '/./', '/.']) expect(() => normalContainerPath(root, 'container_path'), root).to.throw(ApiError, "argument 'container_path' must not be the container's root");
+      for (const root of ['/', '//', '/./', '/.'])
+        expect(() => normalContainerPath(root, 'container_path'), root).to.throw(ApiError, "argument 'container_path' must not be the container's root");
     });
   });
 
   describe('what clients read from these schemas', () => {
     const all: Array<[string, JsonSchema]> = [
-      ['ipv4', ipv4()], ['ipv6', ipv6()], ['ipAddress', ipAddress()], ['cidr', cidr()], ['dnsLabel', dnsLabel()], ['dnsName', dnsName()],
-      ['dnsName2', dnsName(undefined, { minLabels: 2 })], ['hostOrIp', hostOrIp()], ['resourceName', resourceName(undefined, { reservedPrefix: 'svc-lxc-' })],
-      ['imageId', imageId()], ['isoId', isoId()], ['containerPath', containerPath()], ['bridgeName', bridgeName()], ['emptyOr', emptyOr(ipAddress())],
+      ['ipv4', ipv4()],
+      ['ipv6', ipv6()],
+      ['ipAddress', ipAddress()],
+      ['cidr', cidr()],
+      ['dnsLabel', dnsLabel()],
+      ['dnsName', dnsName()],
+      ['dnsName2', dnsName(undefined, { minLabels: 2 })],
+      ['hostOrIp', hostOrIp()],
+      ['resourceName', resourceName(undefined, { reservedPrefix: 'svc-lxc-' })],
+      ['imageId', imageId()],
+      ['isoId', isoId()],
+      ['containerPath', containerPath()],
+      ['bridgeName', bridgeName()],
+      ['emptyOr', emptyOr(ipAddress())],
       ['nullable', nullable(emptyOr(cidr()))],
     ];
 

@@ -37,10 +37,12 @@ describe('token directory pulls after a miss', () => {
     const f = fakeMesh(() => ['t1']);
     const sync = new TokenSync(f.mesh);
     // What the forwarded-call path does: pull, then look the token up again.
-    const seen = await Promise.all(Array.from({ length: 20 }, async () => {
-      await sync.pull(peer);
-      return f.knows('t1');
-    }));
+    const seen = await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        await sync.pull(peer);
+        return f.knows('t1');
+      }),
+    );
     expect(seen).to.deep.equal(Array(20).fill(true));
     expect(f.gets()).to.equal(1);
   });

@@ -36,37 +36,92 @@ export async function foldersPage(root: Element, who: Who): Promise<() => void> 
     };
     const up = sub.includes('/') ? sub.slice(0, sub.lastIndexOf('/')) : '';
     const sname = h('input', { id: 'subfolder-name', type: 'text', autocomplete: 'off', required: true });
-    mount(browser,
+    mount(
+      browser,
       h('h3', {}, `Contents of ${f.name}${sub ? `/${sub}` : ''}`),
       error,
       sub ? h('button', { type: 'button', onclick: () => void browse(f, up) }, 'Up one level') : null,
-      manage ? h('form', {
-        class: 'inline',
-        onsubmit: (e: Event) => {
-          e.preventDefault();
-          void attempt(() => memberApi('POST', `/folders/${seg(f.folder_id)}/subfolders`, { name: sname.value, sub_path: sub }));
-        },
-      }, h('label', { for: 'subfolder-name' }, 'New subfolder'), sname, h('button', { type: 'submit' }, 'Create subfolder')) : null,
-      h('table', {},
-        h('thead', {}, h('tr', {}, ['Name', 'Type', 'Size', 'Modified', 'Actions'].map((t) => h('th', {}, t)))),
-        h('tbody', {}, out.entries.length ? out.entries.map((e) => h('tr', {},
-          h('td', {}, e.name), h('td', {}, e.type), h('td', {}, e.size ?? ''), h('td', {}, when(e.modified)),
-          h('td', { class: 'row-actions' },
-            e.type === 'folder' ? h('button', { type: 'button', 'aria-label': `Open ${e.name}`, onclick: () => void browse(f, e.path) }, 'Open') : null,
-            manage ? h('button', {
-              type: 'button', 'aria-label': `Copy ${e.name}`,
-              onclick: async () => {
-                const dst = await askValue(`Copy '${e.path}' to which path in ${f.name}?`, 'Destination path', `${e.path}-copy`, 'Copy');
-                if (dst) await attempt(() => memberApi('POST', `/folders/${seg(f.folder_id)}/entries/${seg(e.path)}/copy`, { dst_sub_path: dst }));
+      manage
+        ? h(
+            'form',
+            {
+              class: 'inline',
+              onsubmit: (e: Event) => {
+                e.preventDefault();
+                void attempt(() => memberApi('POST', `/folders/${seg(f.folder_id)}/subfolders`, { name: sname.value, sub_path: sub }));
               },
-            }, 'Copy') : null,
-            manage ? h('button', {
-              type: 'button', class: 'danger', 'aria-label': `Delete ${e.name}`,
-              onclick: async () => {
-                if (await confirmAction(`Delete '${e.path}' from ${f.name}${e.type === 'folder' ? ' with everything in it' : ''}?`, 'Delete')) await attempt(() => memberApi('DELETE', `/folders/${seg(f.folder_id)}/entries/${seg(e.path)}`));
-              },
-            }, 'Delete') : null))) : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'Empty.')))),
-      out.truncated ? h('p', { class: 'muted' }, 'The listing stopped at the daemon\'s limit.') : null);
+            },
+            h('label', { for: 'subfolder-name' }, 'New subfolder'),
+            sname,
+            h('button', { type: 'submit' }, 'Create subfolder'),
+          )
+        : null,
+      h(
+        'table',
+        {},
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            ['Name', 'Type', 'Size', 'Modified', 'Actions'].map((t) => h('th', {}, t)),
+          ),
+        ),
+        h(
+          'tbody',
+          {},
+          out.entries.length
+            ? out.entries.map((e) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', {}, e.name),
+                  h('td', {}, e.type),
+                  h('td', {}, e.size ?? ''),
+                  h('td', {}, when(e.modified)),
+                  h(
+                    'td',
+                    { class: 'row-actions' },
+                    e.type === 'folder' ? h('button', { type: 'button', 'aria-label': `Open ${e.name}`, onclick: () => void browse(f, e.path) }, 'Open') : null,
+                    manage
+                      ? h(
+                          'button',
+                          {
+                            type: 'button',
+                            'aria-label': `Copy ${e.name}`,
+                            onclick: async () => {
+                              const dst = await askValue(`Copy '${e.path}' to which path in ${f.name}?`, 'Destination path', `${e.path}-copy`, 'Copy');
+                              if (dst)
+                                await attempt(() => memberApi('POST', `/folders/${seg(f.folder_id)}/entries/${seg(e.path)}/copy`, { dst_sub_path: dst }));
+                            },
+                          },
+                          'Copy',
+                        )
+                      : null,
+                    manage
+                      ? h(
+                          'button',
+                          {
+                            type: 'button',
+                            class: 'danger',
+                            'aria-label': `Delete ${e.name}`,
+                            onclick: async () => {
+                              if (await confirmAction(`Delete '${e.path}' from ${f.name}${e.type === 'folder' ? ' with everything in it' : ''}?`, 'Delete'))
+                                await attempt(() => memberApi('DELETE', `/folders/${seg(f.folder_id)}/entries/${seg(e.path)}`));
+                            },
+                          },
+                          'Delete',
+                        )
+                      : null,
+                  ),
+                ),
+              )
+            : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'Empty.')),
+        ),
+      ),
+      out.truncated ? h('p', { class: 'muted' }, "The listing stopped at the daemon's limit.") : null,
+    );
   };
 
   return resourcePage<Folder>(root, who, {
@@ -74,37 +129,55 @@ export async function foldersPage(root: Element, who: Who): Promise<() => void> 
     list: async () => (await memberApi('GET', '/folders')).folders,
     key: (f) => f.folder_id,
     name: (f) => f.name,
-    columns: [['Name', (f) => f.name], ['Pool', (f) => f.storage_id], ['Path', (f) => h('code', {}, f.path)], ['Created', (f) => when(f.created_at)]],
+    columns: [
+      ['Name', (f) => f.name],
+      ['Pool', (f) => f.storage_id],
+      ['Path', (f) => h('code', {}, f.path)],
+      ['Created', (f) => when(f.created_at)],
+    ],
     events: 'types=activity,tasks.ended',
     prefix: 'folders/',
     actions: [
       { label: 'Open', scope: 'files.read', run: (f) => browse(f, '') },
       {
-        label: 'Rename', scope: 'files.manage',
+        label: 'Rename',
+        scope: 'files.manage',
         run: async (f) => {
           const name = await askValue(`Rename folder '${f.name}' to:`, 'New name', f.name, 'Rename');
           if (name !== null && name !== f.name) await memberApi('PATCH', `/folders/${seg(f.folder_id)}`, { new_name: name });
         },
       },
-      { label: 'Delete', scope: 'files.manage', confirm: (f) => `Delete folder '${f.name}' and everything in it?`, run: (f) => memberApi('DELETE', `/folders/${seg(f.folder_id)}`) },
+      {
+        label: 'Delete',
+        scope: 'files.manage',
+        confirm: (f) => `Delete folder '${f.name}' and everything in it?`,
+        run: (f) => memberApi('DELETE', `/folders/${seg(f.folder_id)}`),
+      },
     ],
     empty: 'No folders on this member.',
     extra: (w, refresh, report) => {
       if (!can(w, 'files.manage')) return null;
       const name = h('input', { id: 'folder-name', type: 'text', autocomplete: 'off', required: true });
       const pool = h('input', { id: 'folder-pool', type: 'text', autocomplete: 'off', required: true, value: 'default' });
-      return h('form', {
-        onsubmit: async (e: Event) => {
-          e.preventDefault();
-          try {
-            await memberApi('POST', '/folders', { name: name.value, storage_id: pool.value });
-            name.value = '';
-          } catch (err) {
-            report(err);
-          }
-          await refresh();
+      return h(
+        'form',
+        {
+          onsubmit: async (e: Event) => {
+            e.preventDefault();
+            try {
+              await memberApi('POST', '/folders', { name: name.value, storage_id: pool.value });
+              name.value = '';
+            } catch (err) {
+              report(err);
+            }
+            await refresh();
+          },
         },
-      }, h('h3', {}, 'New folder'), h('div', {}, h('label', { for: 'folder-name' }, 'Folder name'), name), h('div', {}, h('label', { for: 'folder-pool' }, 'Pool'), pool), h('div', {}, h('button', { type: 'submit', class: 'primary' }, 'Create folder')));
+        h('h3', {}, 'New folder'),
+        h('div', {}, h('label', { for: 'folder-name' }, 'Folder name'), name),
+        h('div', {}, h('label', { for: 'folder-pool' }, 'Pool'), pool),
+        h('div', {}, h('button', { type: 'submit', class: 'primary' }, 'Create folder')),
+      );
     },
     after: browser,
   });

@@ -52,8 +52,11 @@ export const stateCell = (state: string): HTMLElement => h('span', { class: `sta
 export function concerns(e: StreamEvent, prefix: string): boolean {
   const target = typeof e.data?.target === 'string' ? (e.data.target as string) : '';
   const operation = (e.data?.metadata as { operation?: unknown } | undefined)?.operation;
-  return e.resource.startsWith(prefix) || target.startsWith(prefix)
-    || (e.type === 'activity' && typeof operation === 'string' && operation.startsWith(prefix.replace(/\/$/, '_')));
+  return (
+    e.resource.startsWith(prefix) ||
+    target.startsWith(prefix) ||
+    (e.type === 'activity' && typeof operation === 'string' && operation.startsWith(prefix.replace(/\/$/, '_')))
+  );
 }
 
 export async function resourcePage<T>(root: Element, who: Who, spec: ResourceSpec<T>): Promise<() => void> {
@@ -65,47 +68,96 @@ export async function resourcePage<T>(root: Element, who: Who, spec: ResourceSpe
     error.textContent = (err as Error).message;
   };
 
-  const render = (items: T[]) => remount(body, items.length ? items.map((item) => h('tr', { 'data-id': spec.key(item) },
-    spec.columns.map(([, cell]) => h('td', {}, cell(item))),
-    actions.length ? h('td', { class: 'row-actions' }, actions.filter((a) => !a.when || a.when(item)).map((a) => {
-      const name = `${a.label} ${spec.name(item)}`;
-      return h('button', {
-        type: 'button', class: a.confirm ? 'danger' : '', 'aria-label': name, 'data-key': name,
-        onclick: async () => {
-          if (a.confirm && !(await confirmAction(a.confirm(item), a.label))) return;
-          error.textContent = '';
-          try {
-            await a.run(item);
-          } catch (err) {
-            report(err);
-          }
-          await refresh();
-        },
-      }, a.label);
-    })) : null)) : h('tr', {}, h('td', { colspan: spec.columns.length + 1, class: 'muted' }, spec.empty)));
+  const render = (items: T[]) =>
+    remount(
+      body,
+      items.length
+        ? items.map((item) =>
+            h(
+              'tr',
+              { 'data-id': spec.key(item) },
+              spec.columns.map(([, cell]) => h('td', {}, cell(item))),
+              actions.length
+                ? h(
+                    'td',
+                    { class: 'row-actions' },
+                    actions
+                      .filter((a) => !a.when || a.when(item))
+                      .map((a) => {
+                        const name = `${a.label} ${spec.name(item)}`;
+                        return h(
+                          'button',
+                          {
+                            type: 'button',
+                            class: a.confirm ? 'danger' : '',
+                            'aria-label': name,
+                            'data-key': name,
+                            onclick: async () => {
+                              if (a.confirm && !(await confirmAction(a.confirm(item), a.label))) return;
+                              error.textContent = '';
+                              try {
+                                await a.run(item);
+                              } catch (err) {
+                                report(err);
+                              }
+                              await refresh();
+                            },
+                          },
+                          a.label,
+                        );
+                      }),
+                  )
+                : null,
+            ),
+          )
+        : h('tr', {}, h('td', { colspan: spec.columns.length + 1, class: 'muted' }, spec.empty)),
+    );
 
   let reading = Promise.resolve();
-  const refresh = (): Promise<void> => (reading = reading.then(async () => {
-    try {
-      render(await spec.list());
-    } catch (err) {
-      report(err);
-    }
-  }));
+  const refresh = (): Promise<void> =>
+    (reading = reading.then(async () => {
+      try {
+        render(await spec.list());
+      } catch (err) {
+        report(err);
+      }
+    }));
   const soon = coalesce(() => void refresh());
 
-  mount(root,
+  mount(
+    root,
     h('h2', {}, spec.title),
     spec.intro ? h('p', { class: 'muted' }, spec.intro) : null,
     live,
     error,
     spec.extra?.(who, refresh, report),
-    h('table', {}, h('thead', {}, h('tr', {}, spec.columns.map(([t]) => h('th', {}, t)), actions.length ? h('th', {}, 'Actions') : null)), body),
-    spec.after);
+    h(
+      'table',
+      {},
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          spec.columns.map(([t]) => h('th', {}, t)),
+          actions.length ? h('th', {}, 'Actions') : null,
+        ),
+      ),
+      body,
+    ),
+    spec.after,
+  );
 
-  return openThenRead(spec.events, (e) => {
-    if (concerns(e, spec.prefix)) soon();
-  }, live, async () => {
-    render(await spec.list());
-  }, 'Live: changes appear as they happen.');
+  return openThenRead(
+    spec.events,
+    (e) => {
+      if (concerns(e, spec.prefix)) soon();
+    },
+    live,
+    async () => {
+      render(await spec.list());
+    },
+    'Live: changes appear as they happen.',
+  );
 }

@@ -9,7 +9,17 @@ import { h, mount, when } from '../dom';
 import { memberApi, seg } from '../api';
 import { openThenRead, type StreamEvent } from '../stream';
 
-interface Task { task_id: string; kind: string; title: string; state: string; progress: number; owner: string; created_at: string; finished_at: string | null; error: string | null }
+interface Task {
+  task_id: string;
+  kind: string;
+  title: string;
+  state: string;
+  progress: number;
+  owner: string;
+  created_at: string;
+  finished_at: string | null;
+  error: string | null;
+}
 
 const progressOf = (t: { state: string; progress: number }) => h('progress', { max: 100, value: t.progress, 'aria-label': `${t.progress}% done` });
 
@@ -21,15 +31,31 @@ export async function tasksPage(root: Element): Promise<() => void> {
   /** The task whose log is shown, and the last line shown (lines arrive in order; a line is shown once). */
   let followed: { id: string; lastLine: number; log: HTMLElement; head: HTMLElement } | null = null;
 
-  const row = (t: Task) => h('tr', { 'data-id': t.task_id },
-    h('td', {}, t.title, h('br'), h('code', { class: 'muted' }, t.kind)),
-    h('td', {}, h('span', { class: `state ${t.state}`, 'data-testid': 'task-state' }, t.state)),
-    h('td', {}, progressOf(t), ` ${t.progress}%`),
-    h('td', {}, t.owner),
-    h('td', {}, when(t.created_at)),
-    h('td', {}, h('button', { type: 'button', 'aria-label': `Follow ${t.title}`, onclick: () => void follow(t.task_id) }, 'Follow')));
-  const render = () => mount(body, tasks.size ? [...tasks.values()].sort((a, b) => b.created_at.localeCompare(a.created_at)).map(row) : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No task is queued or running.')));
-  const headOf = (t: Task) => [h('strong', { 'data-testid': 'followed-state' }, t.state), ` ${t.progress}% `, progressOf(t), t.error ? h('span', { class: 'error' }, ` ${t.error}`) : null, t.finished_at ? ` (ended ${when(t.finished_at)})` : ''];
+  const row = (t: Task) =>
+    h(
+      'tr',
+      { 'data-id': t.task_id },
+      h('td', {}, t.title, h('br'), h('code', { class: 'muted' }, t.kind)),
+      h('td', {}, h('span', { class: `state ${t.state}`, 'data-testid': 'task-state' }, t.state)),
+      h('td', {}, progressOf(t), ` ${t.progress}%`),
+      h('td', {}, t.owner),
+      h('td', {}, when(t.created_at)),
+      h('td', {}, h('button', { type: 'button', 'aria-label': `Follow ${t.title}`, onclick: () => void follow(t.task_id) }, 'Follow')),
+    );
+  const render = () =>
+    mount(
+      body,
+      tasks.size
+        ? [...tasks.values()].sort((a, b) => b.created_at.localeCompare(a.created_at)).map(row)
+        : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No task is queued or running.')),
+    );
+  const headOf = (t: Task) => [
+    h('strong', { 'data-testid': 'followed-state' }, t.state),
+    ` ${t.progress}% `,
+    progressOf(t),
+    t.error ? h('span', { class: 'error' }, ` ${t.error}`) : null,
+    t.finished_at ? ` (ended ${when(t.finished_at)})` : '',
+  ];
 
   const addLine = (line: number, text: string) => {
     if (!followed || line <= followed.lastLine) return;
@@ -64,8 +90,15 @@ export async function tasksPage(root: Element): Promise<() => void> {
     const id = String(d.task_id);
     const known = tasks.get(id);
     const t: Task = {
-      task_id: id, kind: String(d.kind), title: known?.title ?? (e.type === 'tasks.created' ? e.summary.replace(/^task \S+ created: /, '') : String(d.kind)), owner: known?.owner ?? e.actor, created_at: known?.created_at ?? e.time,
-      state: String(d.state), progress: Number(d.progress ?? 0), finished_at: (d.finished_at as string) ?? null, error: (d.error as string) ?? null,
+      task_id: id,
+      kind: String(d.kind),
+      title: known?.title ?? (e.type === 'tasks.created' ? e.summary.replace(/^task \S+ created: /, '') : String(d.kind)),
+      owner: known?.owner ?? e.actor,
+      created_at: known?.created_at ?? e.time,
+      state: String(d.state),
+      progress: Number(d.progress ?? 0),
+      finished_at: (d.finished_at as string) ?? null,
+      error: (d.error as string) ?? null,
     };
     tasks.set(id, t);
     render();
@@ -75,13 +108,34 @@ export async function tasksPage(root: Element): Promise<() => void> {
     }
   };
 
-  mount(root,
+  mount(
+    root,
     h('h2', {}, 'Tasks'),
     live,
-    h('table', {}, h('thead', {}, h('tr', {}, ['Task', 'State', 'Progress', 'Started by', 'Created', 'Log'].map((t) => h('th', {}, t)))), body),
-    detail);
-  return openThenRead('types=tasks.', onEvent, live, async () => {
-    for (const t of (await memberApi('GET', '/tasks')).tasks as Task[]) if (!tasks.has(t.task_id)) tasks.set(t.task_id, t);
-    render();
-  }, 'Live: tasks appear, progress and end as they happen.');
+    h(
+      'table',
+      {},
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ['Task', 'State', 'Progress', 'Started by', 'Created', 'Log'].map((t) => h('th', {}, t)),
+        ),
+      ),
+      body,
+    ),
+    detail,
+  );
+  return openThenRead(
+    'types=tasks.',
+    onEvent,
+    live,
+    async () => {
+      for (const t of (await memberApi('GET', '/tasks')).tasks as Task[]) if (!tasks.has(t.task_id)) tasks.set(t.task_id, t);
+      render();
+    },
+    'Live: tasks appear, progress and end as they happen.',
+  );
 }

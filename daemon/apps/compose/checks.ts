@@ -78,7 +78,9 @@ export function logging(v: unknown, where: string): unknown {
     const rule = allowed[k];
     if (!rule) {
       const names = Object.keys(allowed);
-      throw badRequest(`${where}.options: option '${k}' is refused for log driver '${driver}' (${names.length ? `accepted: ${names.join(', ')}` : 'it takes no options'})`);
+      throw badRequest(
+        `${where}.options: option '${k}' is refused for log driver '${driver}' (${names.length ? `accepted: ${names.join(', ')}` : 'it takes no options'})`,
+      );
     }
     const val = v.options[k];
     const s = typeof val === 'boolean' || typeof val === 'number' ? String(val) : val;
@@ -95,7 +97,16 @@ export function logging(v: unknown, where: string): unknown {
  * the host's own kernel setting (`kernel.core_pattern` runs a program as root
  * on the host), which runc refuses late with an internal error.
  */
-const IPC_SYSCTLS = new Set(['kernel.msgmax', 'kernel.msgmnb', 'kernel.msgmni', 'kernel.sem', 'kernel.shmall', 'kernel.shmmax', 'kernel.shmmni', 'kernel.shm_rmid_forced']);
+const IPC_SYSCTLS = new Set([
+  'kernel.msgmax',
+  'kernel.msgmnb',
+  'kernel.msgmni',
+  'kernel.sem',
+  'kernel.shmall',
+  'kernel.shmmax',
+  'kernel.shmmni',
+  'kernel.shm_rmid_forced',
+]);
 const SYSCTL_NAME = /^[a-z0-9_][a-z0-9_.\-/]*$/i;
 
 export function sysctls(v: unknown, where: string): unknown {
@@ -105,10 +116,13 @@ export function sysctls(v: unknown, where: string): unknown {
     }
     const namespaced = IPC_SYSCTLS.has(k) || k.startsWith('fs.mqueue.') || k.startsWith('net.');
     if (!namespaced) {
-      throw badRequest(`${where}: sysctl '${k}' is refused: it is not namespaced (it would set the host's kernel); accepted are net.*, fs.mqueue.*, ${[...IPC_SYSCTLS].join(', ')}`);
+      throw badRequest(
+        `${where}: sysctl '${k}' is refused: it is not namespaced (it would set the host's kernel); accepted are net.*, fs.mqueue.*, ${[...IPC_SYSCTLS].join(', ')}`,
+      );
     }
     if (val === null || val === undefined) throw badRequest(`${where}: sysctl '${k}' needs a value`);
-    if (typeof val !== 'string' && typeof val !== 'number' && typeof val !== 'boolean') throw badRequest(`${where}: the value of sysctl '${k}' must be a string or a number`);
+    if (typeof val !== 'string' && typeof val !== 'number' && typeof val !== 'boolean')
+      throw badRequest(`${where}: the value of sysctl '${k}' must be a string or a number`);
   }
   return v;
 }
@@ -128,8 +142,13 @@ export function networkMode(v: unknown, where: string): unknown {
   if (s === 'host') throw badRequest(`${where} is refused: 'network_mode: host' shares the host's network namespace`);
   if (s.startsWith('container:')) throw badRequest(`${where} is refused: '${s}' joins a container outside the app (use service:<name>)`);
   if (s === 'none' || SERVICE_REF.test(s)) return s;
-  if (s === 'bridge' || s === 'default') throw badRequest(`${where} is refused: '${s}' joins Docker's default bridge, shared with containers outside the app (leave network_mode out: the app gets its own network)`);
-  throw badRequest(`${where} is refused: '${s.slice(0, 80)}' joins an engine network outside the app (accepted: none, service:<name>; declare the app's own networks under networks)`);
+  if (s === 'bridge' || s === 'default')
+    throw badRequest(
+      `${where} is refused: '${s}' joins Docker's default bridge, shared with containers outside the app (leave network_mode out: the app gets its own network)`,
+    );
+  throw badRequest(
+    `${where} is refused: '${s.slice(0, 80)}' joins an engine network outside the app (accepted: none, service:<name>; declare the app's own networks under networks)`,
+  );
 }
 
 /** ipc, pid, uts, cgroup: the values Docker takes that stay inside the app. */
@@ -208,7 +227,9 @@ export function ports(publishAddress: string | undefined): Check {
       const ip = portHostIp(e, w);
       if (isLoopback(ip) || ip === publishAddress) continue;
       const bound = isWildcard(ip) ? 'every host address' : `host address '${ip}'`;
-      throw badRequest(`${w} is refused: it publishes on ${bound}; apps publish on loopback or on apps.publish_address (${publishAddress}), e.g. '${publishAddress}:8080:80'`);
+      throw badRequest(
+        `${w} is refused: it publishes on ${bound}; apps publish on loopback or on apps.publish_address (${publishAddress}), e.g. '${publishAddress}:8080:80'`,
+      );
     }
     return v;
   };
@@ -223,7 +244,8 @@ const ULIMITS_REFUSED = ['rtprio', 'rttime', 'nice'];
 export function ulimits(v: unknown, where: string): unknown {
   if (!isMapping(v)) throw badRequest(`${where} must be a mapping`);
   for (const [name, val] of Object.entries(v)) {
-    if (ULIMITS_REFUSED.includes(name)) throw badRequest(`${where}.${name} is refused: it lets the container's processes take scheduling priority over the host's`);
+    if (ULIMITS_REFUSED.includes(name))
+      throw badRequest(`${where}.${name} is refused: it lets the container's processes take scheduling priority over the host's`);
     if (!ULIMITS.includes(name)) throw badRequest(`${where}: '${name.slice(0, 40)}' is not a limit hostd accepts (${ULIMITS.join(', ')})`);
     const ok = (x: unknown) => (typeof x === 'number' && Number.isInteger(x) && x >= -1) || (typeof x === 'string' && /^-?\d+$/.test(x));
     if (isMapping(val)) {

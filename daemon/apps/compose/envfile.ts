@@ -56,7 +56,8 @@ export function parseEnvFile(text: string, appEnv: Env, where: string): Map<stri
         i++;
         continue;
       }
-      if (!KEY_CHAR.test(c)) throw badRequest(`${where}: line ${at}: unexpected character '${c === "'" || c === '"' ? c : c.replace(/[^\x20-\x7e]/g, '?')}' in a variable name`);
+      if (!KEY_CHAR.test(c))
+        throw badRequest(`${where}: line ${at}: unexpected character '${c === "'" || c === '"' ? c : c.replace(/[^\x20-\x7e]/g, '?')}' in a variable name`);
       key += c;
       i++;
     }

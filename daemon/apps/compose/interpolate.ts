@@ -84,7 +84,9 @@ function lookup(env: Env, name: string, where: string, mode: Leniency): string {
   const v = env[name];
   if (v === undefined && mode.unsetIsEmpty) return '';
   if (v === undefined) {
-    throw badRequest(`${where}: variable '${name}' is not set (hostd interpolates with the app's own variables only; give a default with \${${name}:-value} or write the value)`);
+    throw badRequest(
+      `${where}: variable '${name}' is not set (hostd interpolates with the app's own variables only; give a default with \${${name}:-value} or write the value)`,
+    );
   }
   return v;
 }

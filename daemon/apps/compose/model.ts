@@ -48,8 +48,20 @@ export interface AppCompose {
 
 /** Capabilities Docker grants every container: adding one of these changes nothing. */
 export const DEFAULT_CAPS = new Set([
-  'AUDIT_WRITE', 'CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'MKNOD', 'NET_BIND_SERVICE', 'NET_RAW',
-  'SETFCAP', 'SETGID', 'SETPCAP', 'SETUID', 'SYS_CHROOT',
+  'AUDIT_WRITE',
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'FSETID',
+  'KILL',
+  'MKNOD',
+  'NET_BIND_SERVICE',
+  'NET_RAW',
+  'SETFCAP',
+  'SETGID',
+  'SETPCAP',
+  'SETUID',
+  'SYS_CHROOT',
 ]);
 
 /** Label prefixes hostd and compose own: an app may not set them. */
@@ -107,7 +119,8 @@ function labels(v: unknown, where: string): unknown {
     keys.push(...Object.keys(mapping(v, where)));
   }
   for (const k of keys) {
-    if (RESERVED_LABELS.some((p) => k.startsWith(p))) throw badRequest(`${where}: label '${k}' is refused: labels starting with ${RESERVED_LABELS.join(' or ')} belong to hostd and compose`);
+    if (RESERVED_LABELS.some((p) => k.startsWith(p)))
+      throw badRequest(`${where}: label '${k}' is refused: labels starting with ${RESERVED_LABELS.join(' or ')} belong to hostd and compose`);
   }
   return v;
 }
@@ -123,7 +136,8 @@ function capAdd(v: unknown, where: string): unknown {
 function securityOpt(v: unknown, where: string): unknown {
   for (const [i, e] of list(v, where).entries()) {
     const s = str(e, `${where}[${i}]`).replace(/\s/g, '');
-    if (!/^no-new-privileges([:=]true)?$/.test(s)) throw badRequest(`${where}[${i}] is refused: only 'no-new-privileges' may be set (seccomp, AppArmor and SELinux profiles stay Docker's defaults)`);
+    if (!/^no-new-privileges([:=]true)?$/.test(s))
+      throw badRequest(`${where}[${i}] is refused: only 'no-new-privileges' may be set (seccomp, AppArmor and SELinux profiles stay Docker's defaults)`);
   }
   return v;
 }
@@ -158,7 +172,8 @@ function deployCheck(v: unknown, where: string): unknown {
   const res = m.resources;
   if (isMapping(res) && isMapping(res.reservations)) {
     if (res.reservations.devices !== undefined) throw badRequest(`${where}.resources.reservations.devices is refused: host devices are not given to apps`);
-    if (res.reservations.generic_resources !== undefined) throw badRequest(`${where}.resources.reservations.generic_resources is refused: host devices are not given to apps`);
+    if (res.reservations.generic_resources !== undefined)
+      throw badRequest(`${where}.resources.reservations.generic_resources is refused: host devices are not given to apps`);
   }
   return m;
 }
@@ -183,14 +198,51 @@ function userns(v: unknown, where: string): unknown {
 function serviceKeys(env: Env): Record<string, Check> {
   return {
     // Safe as given (each stays inside the container, its own namespaces or its own cgroup; docs/apps.md says why):
-    attach: pass, command: pass, cpu_count: pass, cpu_percent: pass, cpu_shares: pass, cpu_period: pass,
-    cpu_quota: pass, cpu_rt_runtime: pass, cpu_rt_period: pass, cpus: pass, depends_on: pass, dns: pass,
-    dns_opt: pass, dns_search: pass, domainname: pass, entrypoint: pass, expose: pass, extra_hosts: pass,
-    group_add: pass, healthcheck: pass, hostname: pass, init: pass, links: pass, mac_address: pass,
-    mem_limit: pass, mem_reservation: pass, mem_swappiness: pass, memswap_limit: pass, oom_kill_disable: pass,
-    pids_limit: pass, platform: pass, profiles: pass, read_only: pass, restart: pass, scale: pass, secrets: pass,
-    configs: pass, shm_size: pass, stdin_open: pass, stop_grace_period: pass, stop_signal: pass, tty: pass,
-    user: pass, working_dir: pass, cap_drop: pass,
+    attach: pass,
+    command: pass,
+    cpu_count: pass,
+    cpu_percent: pass,
+    cpu_shares: pass,
+    cpu_period: pass,
+    cpu_quota: pass,
+    cpu_rt_runtime: pass,
+    cpu_rt_period: pass,
+    cpus: pass,
+    depends_on: pass,
+    dns: pass,
+    dns_opt: pass,
+    dns_search: pass,
+    domainname: pass,
+    entrypoint: pass,
+    expose: pass,
+    extra_hosts: pass,
+    group_add: pass,
+    healthcheck: pass,
+    hostname: pass,
+    init: pass,
+    links: pass,
+    mac_address: pass,
+    mem_limit: pass,
+    mem_reservation: pass,
+    mem_swappiness: pass,
+    memswap_limit: pass,
+    oom_kill_disable: pass,
+    pids_limit: pass,
+    platform: pass,
+    profiles: pass,
+    read_only: pass,
+    restart: pass,
+    scale: pass,
+    secrets: pass,
+    configs: pass,
+    shm_size: pass,
+    stdin_open: pass,
+    stop_grace_period: pass,
+    stop_signal: pass,
+    tty: pass,
+    user: pass,
+    working_dir: pass,
+    cap_drop: pass,
     // Checked (the rest of each value is compose's to validate):
     image: (v, w) => str(v, w),
     labels,
@@ -232,8 +284,12 @@ function serviceKeys(env: Env): Record<string, Check> {
     build: refuse('build is not supported: apps run images (import or pull them)'),
     develop: refuse('it syncs host files into the container'),
     credential_spec: refuse('it reads host credentials'),
-    annotations: refuse("the container runtime reads annotations (runc's org.systemd.property.*, crun's run.oci.*) and they can change the container's confinement"),
-    container_name: refuse('container names are shared by every container of the engine (one could take the name of another app\'s container); compose names each container after the app'),
+    annotations: refuse(
+      "the container runtime reads annotations (runc's org.systemd.property.*, crun's run.oci.*) and they can change the container's confinement",
+    ),
+    container_name: refuse(
+      "container names are shared by every container of the engine (one could take the name of another app's container); compose names each container after the app",
+    ),
   };
 }
 
@@ -275,7 +331,10 @@ function checkResourceMap(kind: 'networks' | 'volumes' | 'secrets' | 'configs', 
           for (const ik of Object.keys(ipam)) {
             if (ik === 'driver' && ipam.driver !== 'default') throw badRequest(`${kw}.driver is refused: only the default IPAM driver`);
             if (ik === 'options') throw badRequest(`${kw}.options is refused: only the default IPAM driver`);
-            if (ik === 'config') throw badRequest(`${kw}.config is refused: an app network's subnet becomes a route on the host, which could take the route of a host network; the engine picks one from its address pools`);
+            if (ik === 'config')
+              throw badRequest(
+                `${kw}.config is refused: an app network's subnet becomes a route on the host, which could take the route of a host network; the engine picks one from its address pools`,
+              );
             if (!['driver', 'config'].includes(ik) && !ik.startsWith('x-')) throw badRequest(`${kw}: unknown key '${ik}'`);
           }
           continue;
@@ -293,14 +352,30 @@ function checkResourceMap(kind: 'networks' | 'volumes' | 'secrets' | 'configs', 
       throw badRequest(`${kw}: key '${k}' is not accepted by hostd for ${kind}`);
     }
     if (kind === 'secrets' || kind === 'configs') {
-      if (def.file === undefined && def.content === undefined) throw badRequest(`${w} needs a file (inside the app's data directory)${kind === 'configs' ? ' or content' : ''}`);
+      if (def.file === undefined && def.content === undefined)
+        throw badRequest(`${w} needs a file (inside the app's data directory)${kind === 'configs' ? ' or content' : ''}`);
     }
     out[name] = def;
   }
   return out;
 }
 
-const VOLUME_MODES = new Set(['ro', 'rw', 'z', 'Z', 'nocopy', 'consistent', 'cached', 'delegated', 'private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave']);
+const VOLUME_MODES = new Set([
+  'ro',
+  'rw',
+  'z',
+  'Z',
+  'nocopy',
+  'consistent',
+  'cached',
+  'delegated',
+  'private',
+  'rprivate',
+  'shared',
+  'rshared',
+  'slave',
+  'rslave',
+]);
 
 function isPathSource(s: string): boolean {
   return s.startsWith('/') || s.startsWith('.') || s.startsWith('~');
@@ -309,7 +384,8 @@ function isPathSource(s: string): boolean {
 function checkPropagation(p: unknown, where: string): void {
   if (p === undefined) return;
   const s = str(p, where);
-  if (s !== 'private' && s !== 'rprivate') throw badRequest(`${where} is refused: mount propagation '${s}' would let mounts cross between the container and the host`);
+  if (s !== 'private' && s !== 'rprivate')
+    throw badRequest(`${where} is refused: mount propagation '${s}' would let mounts cross between the container and the host`);
 }
 
 /** One service volume entry, short or long syntax, to the long syntax. */
@@ -355,7 +431,13 @@ export function parseVolume(v: unknown, where: string, declared: Set<string>): V
         if (!['propagation', 'create_host_path', 'selinux'].includes(k)) throw badRequest(`${childPath(where, 'bind')}.${k} is not accepted`);
       }
       checkPropagation(bind.propagation, `${childPath(where, 'bind')}.propagation`);
-      out = { type: 'bind', source: str(m.source, childPath(where, 'source')), target, ...(ro ? { read_only: true } : {}), ...(Object.keys(bind).length ? { bind } : {}) };
+      out = {
+        type: 'bind',
+        source: str(m.source, childPath(where, 'source')),
+        target,
+        ...(ro ? { read_only: true } : {}),
+        ...(Object.keys(bind).length ? { bind } : {}),
+      };
     } else if (type === 'volume') {
       const vol = m.volume === undefined ? {} : { ...mapping(m.volume, childPath(where, 'volume')) };
       for (const k of Object.keys(vol)) {
@@ -363,9 +445,11 @@ export function parseVolume(v: unknown, where: string, declared: Set<string>): V
         if (k !== 'nocopy') throw badRequest(`${childPath(where, 'volume')}.${k} is not accepted`);
       }
       out = {
-        type: 'volume', target,
+        type: 'volume',
+        target,
         ...(m.source !== undefined && m.source !== '' ? { source: str(m.source, childPath(where, 'source')) } : {}),
-        ...(ro ? { read_only: true } : {}), ...(Object.keys(vol).length ? { volume: vol } : {}),
+        ...(ro ? { read_only: true } : {}),
+        ...(Object.keys(vol).length ? { volume: vol } : {}),
       };
     } else {
       out = { type: 'tmpfs', target, ...(m.tmpfs !== undefined ? { tmpfs: mapping(m.tmpfs, childPath(where, 'tmpfs')) } : {}) };
@@ -437,11 +521,14 @@ export function parseCompose(text: string, env: Env, label = 'compose_content'):
       if (!check) throw badRequest(`${kw}: key '${k}' is not a compose service key hostd accepts`);
       out[k] = check(v, kw);
     }
-    if (svc.volumes !== undefined) out.volumes = list(svc.volumes, childPath(w, 'volumes')).map((v, i) => parseVolume(v, `${childPath(w, 'volumes')}[${i}]`, declaredVolumes));
+    if (svc.volumes !== undefined)
+      out.volumes = list(svc.volumes, childPath(w, 'volumes')).map((v, i) => parseVolume(v, `${childPath(w, 'volumes')}[${i}]`, declaredVolumes));
     if (svc.env_file !== undefined) out.env_file = envFiles(svc.env_file, childPath(w, 'env_file'));
     if (out.oom_kill_disable !== undefined && toBool(out.oom_kill_disable, childPath(w, 'oom_kill_disable')) && !hasMemoryLimit(out)) {
       // Docker's own warning: without a memory limit the host runs out of memory instead.
-      throw badRequest(`${childPath(w, 'oom_kill_disable')} is refused without a memory limit (mem_limit or deploy.resources.limits.memory): the host would run out of memory instead`);
+      throw badRequest(
+        `${childPath(w, 'oom_kill_disable')} is refused without a memory limit (mem_limit or deploy.resources.limits.memory): the host would run out of memory instead`,
+      );
     }
     doc.services[name] = out as ServiceDoc;
   }
@@ -482,7 +569,9 @@ function lineCol(text: string, offset: number): string {
 function hasMemoryLimit(svc: Record<string, unknown>): boolean {
   if (svc.mem_limit !== undefined && svc.mem_limit !== null) return true;
   const d = svc.deploy;
-  return isMapping(d) && isMapping(d.resources) && isMapping(d.resources.limits) && d.resources.limits.memory !== undefined && d.resources.limits.memory !== null;
+  return (
+    isMapping(d) && isMapping(d.resources) && isMapping(d.resources.limits) && d.resources.limits.memory !== undefined && d.resources.limits.memory !== null
+  );
 }
 
 export interface EnvFileRef {

@@ -155,7 +155,13 @@ export async function renderCompose(input: RenderInput, filesDir: string): Promi
   const data: Root = { path: input.dataDir, real: dataReal, create: true, readOnly: false, what: "the app's data directory" };
   const roots: Root[] = [
     data,
-    ...input.mounts.map((m) => ({ path: m.source, real: m.source, create: false, readOnly: m.read_only, what: `folder assignment ${m.index} (folder '${m.folder_id}')` })),
+    ...input.mounts.map((m) => ({
+      path: m.source,
+      real: m.source,
+      create: false,
+      readOnly: m.read_only,
+      what: `folder assignment ${m.index} (folder '${m.folder_id}')`,
+    })),
   ];
   const files = new Map<string, string>();
   const appLabels = { [LABEL_APP]: input.appId };
@@ -181,7 +187,13 @@ export async function renderCompose(input: RenderInput, filesDir: string): Promi
       if (!fm.services.includes(name)) continue;
       const clash = mounts.find((m) => path.posix.normalize(m.target) === path.posix.normalize(fm.container_path));
       if (clash) throw badRequest(`folder_assignments[${fm.index}]: container_path '${fm.container_path}' is already a mount of service '${name}'`);
-      mounts.push({ type: 'bind', source: fm.source, target: fm.container_path, ...(fm.read_only ? { read_only: true } : {}), bind: { create_host_path: false } });
+      mounts.push({
+        type: 'bind',
+        source: fm.source,
+        target: fm.container_path,
+        ...(fm.read_only ? { read_only: true } : {}),
+        bind: { create_host_path: false },
+      });
     }
     if (mounts.length) svc.volumes = mounts;
     // Env files are read here, through the descriptor, and become plain environment entries (envfile.ts says why).

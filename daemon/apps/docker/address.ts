@@ -26,7 +26,10 @@ export interface EngineAddress {
 /** Where the address came from, for messages. */
 export type AddressSource = 'config' | 'DOCKER_HOST' | 'default';
 
-export function engineAddress(configured: string | undefined, env: NodeJS.ProcessEnv): { address: EngineAddress; source: AddressSource; certs?: { ca: Buffer; cert: Buffer; key: Buffer } } {
+export function engineAddress(
+  configured: string | undefined,
+  env: NodeJS.ProcessEnv,
+): { address: EngineAddress; source: AddressSource; certs?: { ca: Buffer; cert: Buffer; key: Buffer } } {
   const source: AddressSource = configured ? 'config' : env.DOCKER_HOST ? 'DOCKER_HOST' : 'default';
   const url = (configured || env.DOCKER_HOST || DEFAULT_DOCKER_HOST).trim();
   const composeEnv: Record<string, string> = { DOCKER_HOST: url };
@@ -44,7 +47,10 @@ export function engineAddress(configured: string | undefined, env: NodeJS.Proces
     throw new Error(`docker host '${url}' is not unix:///path, tcp://host:port or ssh://user@host`);
   }
   if (u.protocol === 'ssh:') {
-    return { address: { url, host: u.hostname, port: Number(u.port || 22), protocol: 'ssh', username: decodeURIComponent(u.username) || undefined, composeEnv }, source };
+    return {
+      address: { url, host: u.hostname, port: Number(u.port || 22), protocol: 'ssh', username: decodeURIComponent(u.username) || undefined, composeEnv },
+      source,
+    };
   }
   if (u.protocol !== 'tcp:' && u.protocol !== 'http:' && u.protocol !== 'https:') {
     throw new Error(`docker host '${url}' has an unsupported scheme '${u.protocol}'`);
@@ -56,5 +62,9 @@ export function engineAddress(configured: string | undefined, env: NodeJS.Proces
   composeEnv.DOCKER_TLS_VERIFY = '1';
   composeEnv.DOCKER_CERT_PATH = dir;
   const read = (f: string) => fs.readFileSync(path.join(dir, f));
-  return { address: { url, host: u.hostname, port, protocol: 'https', composeEnv }, source, certs: { ca: read('ca.pem'), cert: read('cert.pem'), key: read('key.pem') } };
+  return {
+    address: { url, host: u.hostname, port, protocol: 'https', composeEnv },
+    source,
+    certs: { ca: read('ca.pem'), cert: read('cert.pem'), key: read('key.pem') },
+  };
 }

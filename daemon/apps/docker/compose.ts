@@ -17,7 +17,8 @@ import { ProgramError, run, stderrTail, which } from '../../lib/run.js';
 import { ProbeCache, availableAs, missing, type Availability } from '../../lib/availability.js';
 import { COMPOSE, type ProjectRef } from '../driver.js';
 
-export const COMPOSE_INSTALL = "compose v2: Debian trixie's docker-compose 2.x or Docker's docker-compose-plugin (deploy/install-deps.sh installs it to /usr/local/lib/docker/cli-plugins)";
+export const COMPOSE_INSTALL =
+  "compose v2: Debian trixie's docker-compose 2.x or Docker's docker-compose-plugin (deploy/install-deps.sh installs it to /usr/local/lib/docker/cli-plugins)";
 
 /** Where the docker CLI looks for plugins, in its order. */
 export function pluginDirs(env: NodeJS.ProcessEnv): string[] {
@@ -91,7 +92,12 @@ export class ComposeCli {
     try {
       await run(bin, argv, {
         cleanEnv: true,
-        env: { PATH: this.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: this.configDir, DOCKER_CONFIG: this.configDir, ...this.engineEnv },
+        env: {
+          PATH: this.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+          HOME: this.configDir,
+          DOCKER_CONFIG: this.configDir,
+          ...this.engineEnv,
+        },
         timeoutMs: opts.timeoutMs ?? 10 * 60_000,
         signal: opts.signal,
         install: COMPOSE_INSTALL,
@@ -129,7 +135,11 @@ export function composeError(err: unknown, command: string): unknown {
   const text = stderrTail(err.stderr || err.message);
   const sysctl = sysctlRefusal(err.stderr);
   if (sysctl) return badRequest(sysctl);
-  if (/validating .*: |invalid compose project|yaml: |Additional property|is not allowed|must be a|refers to undefined|depends on undefined|invalid (interpolation|reference format)/i.test(err.stderr)) {
+  if (
+    /validating .*: |invalid compose project|yaml: |Additional property|is not allowed|must be a|refers to undefined|depends on undefined|invalid (interpolation|reference format)/i.test(
+      err.stderr,
+    )
+  ) {
     return badRequest(`compose refused the app's compose file: ${text.replace(/^.*?validating [^:]+: /, '')}`);
   }
   if (err.status === 409 || err.code === null) return err;

@@ -6,7 +6,17 @@
  */
 import { ProbeCache, availableAs, missing, type Availability } from '../../lib/availability.js';
 import { internal } from '../../lib/errors.js';
-import { ENGINE, type AppsDriver, type ContainerSignal, type ContainerStats, type EngineWatch, type ContainerSummary, type LogLine, type ProjectRef, type PullProgress } from '../driver.js';
+import {
+  ENGINE,
+  type AppsDriver,
+  type ContainerSignal,
+  type ContainerStats,
+  type EngineWatch,
+  type ContainerSummary,
+  type LogLine,
+  type ProjectRef,
+  type PullProgress,
+} from '../driver.js';
 import { engineAddress, type AddressSource } from './address.js';
 import { ComposeCli } from './compose.js';
 import { Engine, LABEL_PROJECT, unreachableReason } from './engine.js';

@@ -25,7 +25,10 @@ export function unreachableReason(url: string, err: unknown): string {
 export class Engine {
   readonly docker: Docker;
 
-  constructor(readonly address: EngineAddress, certs?: { ca: Buffer; cert: Buffer; key: Buffer }) {
+  constructor(
+    readonly address: EngineAddress,
+    certs?: { ca: Buffer; cert: Buffer; key: Buffer },
+  ) {
     // Every option given explicitly: docker-modem would otherwise mix in the daemon's own DOCKER_HOST.
     this.docker = new Docker({
       socketPath: address.socketPath,
@@ -45,7 +48,8 @@ export class Engine {
   /** Maps a transport failure to 503; an engine answer passes through. */
   wrap(err: unknown): unknown {
     const code = (err as { code?: unknown })?.code;
-    if (typeof code === 'string' && /^(ENOENT|ECONNREFUSED|ECONNRESET|EACCES|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|ENOTSOCK)$/.test(code)) return this.unreachable(err);
+    if (typeof code === 'string' && /^(ENOENT|ECONNREFUSED|ECONNRESET|EACCES|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|ENOTSOCK)$/.test(code))
+      return this.unreachable(err);
     return err;
   }
 

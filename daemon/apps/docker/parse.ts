@@ -66,14 +66,18 @@ export function statsOf(s: Record<string, any>): ContainerStats {
   const usage = Math.max(0, num(mem.usage) - (inactive < num(mem.usage) ? inactive : 0));
   const limit = num(mem.limit);
 
-  let rx = 0, tx = 0, rxp = 0, txp = 0;
+  let rx = 0,
+    tx = 0,
+    rxp = 0,
+    txp = 0;
   for (const n of Object.values((s.networks ?? {}) as Record<string, any>)) {
     rx += num(n.rx_bytes);
     tx += num(n.tx_bytes);
     rxp += num(n.rx_packets);
     txp += num(n.tx_packets);
   }
-  let rd = 0, wr = 0;
+  let rd = 0,
+    wr = 0;
   for (const e of (s.blkio_stats?.io_service_bytes_recursive ?? []) as Array<{ op?: string; value?: number }>) {
     const op = String(e.op ?? '').toLowerCase();
     if (op === 'read') rd += num(e.value);

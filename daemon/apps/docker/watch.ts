@@ -41,14 +41,16 @@ export function signalOf(e: EngineEvent): ContainerSignal | null {
   if (e.Type !== 'container' || !project || !appId || !action) return null;
   const exit = attrs.exitCode !== undefined ? Number(attrs.exitCode) : undefined;
   return {
-    appId, project, action,
+    appId,
+    project,
+    action,
     container: attrs.name ?? e.Actor?.ID ?? e.id ?? '',
     ...(exit !== undefined && Number.isInteger(exit) ? { exitCode: exit } : {}),
   };
 }
 
 export class EngineEvents implements EngineWatch {
-  private stream: NodeJS.ReadableStream & { destroy?: () => void } | null = null;
+  private stream: (NodeJS.ReadableStream & { destroy?: () => void }) | null = null;
   private stopped = false;
   private timer: NodeJS.Timeout | null = null;
   private backoff = BACKOFF_MIN_MS;

@@ -73,7 +73,9 @@ export class LocalFiles implements FilesDriver {
       const dir = w.top;
       // The folder is read as a stream and only the first `limit` names in the answer's order
       // (folders first, then by name) are kept: memory follows `limit`, not the folder's size.
-      const keep = new Smallest<{ name: string; folder: boolean }>(limit, (a, b) => (a.folder !== b.folder ? (a.folder ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      const keep = new Smallest<{ name: string; folder: boolean }>(limit, (a, b) =>
+        a.folder !== b.folder ? (a.folder ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+      );
       let seen = 0;
       for await (const e of await fs.opendir(dir.self, { bufferSize: READ_RUN })) {
         seen++;
@@ -268,7 +270,10 @@ function pathOf(folder: Folder, name: string): string {
 class Smallest<T> {
   private readonly heap: T[] = [];
 
-  constructor(private readonly limit: number, private readonly cmp: (a: T, b: T) => number) {}
+  constructor(
+    private readonly limit: number,
+    private readonly cmp: (a: T, b: T) => number,
+  ) {}
 
   offer(v: T): void {
     const h = this.heap;
@@ -322,7 +327,10 @@ async function lstatOrNull(dir: Dir, name: string): Promise<Stats | null> {
 class OpenDirs {
   private readonly open = new Map<Folder, Dir>();
 
-  constructor(private readonly start: Dir, private readonly top: Folder) {}
+  constructor(
+    private readonly start: Dir,
+    private readonly top: Folder,
+  ) {}
 
   async get(folder: Folder): Promise<Dir | null> {
     if (folder === this.top || !folder.parent) return this.start;

@@ -79,7 +79,9 @@ export class KernelCifsRoute implements RouteDriver {
       const r = await run('mount.cifs', ['-V'], { timeoutMs: 10_000, install: INSTALL });
       list.push(availableAs('mount.cifs', /(\d+(\.\d+)+)/.exec(r.stdout)?.[1] ?? null));
     } catch (err) {
-      list.push(missing('mount.cifs', err instanceof ApiError && err.status === 503 ? `mount.cifs is not installed (install ${INSTALL})` : (err as Error).message));
+      list.push(
+        missing('mount.cifs', err instanceof ApiError && err.status === 503 ? `mount.cifs is not installed (install ${INSTALL})` : (err as Error).message),
+      );
     }
     return list;
   }

@@ -28,7 +28,10 @@ export class SmbDriver implements LocationsDriver {
   private readonly network: NetworkDiscovery;
   private readonly probe = new ProbeCache(() => this.probeHost(), PROBE_TTL_MS);
 
-  constructor(private readonly pref: RoutePreference, parts: { cifs?: RouteDriver; fuse?: RouteDriver; client?: Smbclient; network?: NetworkDiscovery } = {}) {
+  constructor(
+    private readonly pref: RoutePreference,
+    parts: { cifs?: RouteDriver; fuse?: RouteDriver; client?: Smbclient; network?: NetworkDiscovery } = {},
+  ) {
     this.routes = { cifs: parts.cifs ?? new KernelCifsRoute(), fuse: parts.fuse ?? new SmbnetfsRoute() };
     this.client = parts.client ?? new Smbclient();
     this.network = parts.network ?? new NetworkDiscovery();

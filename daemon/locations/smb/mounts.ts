@@ -69,7 +69,10 @@ export async function findProcesses(argv0: string, arg: string): Promise<number[
       }
     }),
   );
-  return [...found.entries()].filter(([, ppid]) => !found.has(ppid)).map(([pid]) => pid).sort((a, b) => a - b);
+  return [...found.entries()]
+    .filter(([, ppid]) => !found.has(ppid))
+    .map(([pid]) => pid)
+    .sort((a, b) => a - b);
 }
 
 /** Whether `pid` is alive (not a zombie). */
@@ -96,7 +99,6 @@ export async function umount(dir: string): Promise<void> {
     });
   }
 }
-
 
 /**
  * Unmounts `dir` whatever serves it, and ends an smbnetfs serving it: smbnetfs

@@ -29,9 +29,19 @@ export interface RouteChoice {
 /** The route new mounts take, from each route's availability (or what the config asks for). */
 export function chooseRoute(pref: RoutePreference, cifs: Availability[], fuse: Availability[]): RouteChoice {
   const ok = (l: Availability[]) => l.every((a) => a.available);
-  const why = (l: Availability[]) => l.filter((a) => !a.available).map((a) => `${a.name}: ${a.reason}`).join('; ');
-  if (pref === 'cifs') return ok(cifs) ? { route: 'cifs', reason: 'the kernel CIFS client (set by locations.mount_route)' } : { route: null, reason: `locations.mount_route is cifs, but ${why(cifs)}` };
-  if (pref === 'fuse') return ok(fuse) ? { route: 'fuse', reason: 'smbnetfs over FUSE (set by locations.mount_route)' } : { route: null, reason: `locations.mount_route is fuse, but ${why(fuse)}` };
+  const why = (l: Availability[]) =>
+    l
+      .filter((a) => !a.available)
+      .map((a) => `${a.name}: ${a.reason}`)
+      .join('; ');
+  if (pref === 'cifs')
+    return ok(cifs)
+      ? { route: 'cifs', reason: 'the kernel CIFS client (set by locations.mount_route)' }
+      : { route: null, reason: `locations.mount_route is cifs, but ${why(cifs)}` };
+  if (pref === 'fuse')
+    return ok(fuse)
+      ? { route: 'fuse', reason: 'smbnetfs over FUSE (set by locations.mount_route)' }
+      : { route: null, reason: `locations.mount_route is fuse, but ${why(fuse)}` };
   if (ok(cifs)) return { route: 'cifs', reason: 'the kernel CIFS client: the kernel has cifs' };
   if (ok(fuse)) return { route: 'fuse', reason: `smbnetfs over FUSE, because the kernel CIFS route is unavailable (${why(cifs)})` };
   return { route: null, reason: `neither route works: kernel CIFS (${why(cifs)}; install cifs-utils on a kernel with cifs), FUSE (${why(fuse)})` };

@@ -90,7 +90,8 @@ export class SmbnetfsRoute implements RouteDriver {
       try {
         await Promise.all([mounting, feeding]);
       } catch (err) {
-        if (err instanceof ProgramError) throw badGateway(`smbnetfs could not mount //${remote.host}/${remote.share}: ${scrub(stderrTail(err.stderr || err.message, 300), secret)}`);
+        if (err instanceof ProgramError)
+          throw badGateway(`smbnetfs could not mount //${remote.host}/${remote.share}: ${scrub(stderrTail(err.stderr || err.message, 300), secret)}`);
         throw err;
       }
     } finally {

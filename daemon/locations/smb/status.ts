@@ -54,7 +54,10 @@ export function classifySmbclient(output: string, guest: boolean): SmbFailure {
       return { kind: guest ? 'guest-refused' : 'denied', status };
     }
     // The client says UNSUCCESSFUL or NOT_FOUND when the name does not resolve.
-    if ((status === 'NT_STATUS_UNSUCCESSFUL' || status === 'NT_STATUS_NOT_FOUND' || status === 'NT_STATUS_INVALID_ADDRESS') && /Connection to .* failed/i.test(output)) {
+    if (
+      (status === 'NT_STATUS_UNSUCCESSFUL' || status === 'NT_STATUS_NOT_FOUND' || status === 'NT_STATUS_INVALID_ADDRESS') &&
+      /Connection to .* failed/i.test(output)
+    ) {
       return { kind: 'unresolved', status };
     }
     if (/Connection to .* failed/i.test(output)) return { kind: 'unreachable', status };

@@ -46,7 +46,14 @@ export function parseCgroupMounts(mounts: string, unifiedControllers: (dir: stri
   }
   const hasV1 = Object.keys(v1).some((c) => c !== 'name=systemd' && !c.startsWith('name='));
   if (!hasV1 && unified) return { version: 'v2', v1: {}, unified, controllers: unifiedControllers(unified) };
-  return { version: unified ? 'hybrid' : 'v1', v1, unified, controllers: Object.keys(v1).filter((c) => !c.startsWith('name=')).sort() };
+  return {
+    version: unified ? 'hybrid' : 'v1',
+    v1,
+    unified,
+    controllers: Object.keys(v1)
+      .filter((c) => !c.startsWith('name='))
+      .sort(),
+  };
 }
 
 export function readCgroupLayout(): CgroupLayout {
@@ -71,7 +78,6 @@ export function missingControllers(l: CgroupLayout): string[] {
   return need.filter((c) => !l.controllers.includes(c));
 }
 
-
 function isDir(p: string): boolean {
   try {
     return fs.statSync(p).isDirectory();
@@ -82,7 +88,10 @@ function isDir(p: string): boolean {
 
 function subdirs(dir: string): string[] {
   try {
-    return fs.readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    return fs
+      .readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
   } catch {
     return [];
   }
@@ -156,7 +165,11 @@ export class CgroupReader implements CgroupFigures {
    * hostd's own cgroup instead (lxc.cgroup.relative, some systemd setups), the
    * reader finds it there.
    */
-  constructor(readonly layout: CgroupLayout, private readonly payload: (lxcName: string) => string, private readonly group: string | null = null) {
+  constructor(
+    readonly layout: CgroupLayout,
+    private readonly payload: (lxcName: string) => string,
+    private readonly group: string | null = null,
+  ) {
     let text = '';
     try {
       text = fs.readFileSync('/proc/self/cgroup', 'utf8');
@@ -217,10 +230,15 @@ export class CgroupReader implements CgroupFigures {
 
   /** Host pids in the container's payload cgroup (empty when it is not running). */
   procs(lxcName: string): number[] {
-    const f = this.file(this.layout.version === 'v2' ? '' : 'pids', lxcName, 'cgroup.procs', 'cgroup.procs') ?? this.file('freezer', lxcName, 'cgroup.procs', 'cgroup.procs');
+    const f =
+      this.file(this.layout.version === 'v2' ? '' : 'pids', lxcName, 'cgroup.procs', 'cgroup.procs') ??
+      this.file('freezer', lxcName, 'cgroup.procs', 'cgroup.procs');
     const t = f ? readText(f) : null;
     if (!t) return [];
-    return t.split('\n').map((s) => Number(s)).filter((n) => Number.isInteger(n) && n > 0);
+    return t
+      .split('\n')
+      .map((s) => Number(s))
+      .filter((n) => Number.isInteger(n) && n > 0);
   }
 
   /**
@@ -254,14 +272,22 @@ export class CgroupReader implements CgroupFigures {
     if (this.layout.version === 'v2') {
       const d = this.dir('', lxcName)!;
       const stat = readText(path.join(d, 'memory.stat'));
-      return { used_bytes: num(readText(path.join(d, 'memory.current'))), limit_bytes: num(readText(path.join(d, 'memory.max'))), cache_bytes: stat ? parseKeyValues(stat).file ?? null : null };
+      return {
+        used_bytes: num(readText(path.join(d, 'memory.current'))),
+        limit_bytes: num(readText(path.join(d, 'memory.max'))),
+        cache_bytes: stat ? (parseKeyValues(stat).file ?? null) : null,
+      };
     }
     const d = this.dir('memory', lxcName);
     if (!d) return { used_bytes: null, limit_bytes: null, cache_bytes: null };
     const stat = readText(path.join(d, 'memory.stat'));
     const limit = num(readText(path.join(d, 'memory.limit_in_bytes')));
     // v1 reports "no limit" as a huge page-aligned number.
-    return { used_bytes: num(readText(path.join(d, 'memory.usage_in_bytes'))), limit_bytes: limit !== null && limit < 2 ** 62 ? limit : null, cache_bytes: stat ? parseKeyValues(stat).total_cache ?? parseKeyValues(stat).cache ?? null : null };
+    return {
+      used_bytes: num(readText(path.join(d, 'memory.usage_in_bytes'))),
+      limit_bytes: limit !== null && limit < 2 ** 62 ? limit : null,
+      cache_bytes: stat ? (parseKeyValues(stat).total_cache ?? parseKeyValues(stat).cache ?? null) : null,
+    };
   }
 
   pids(lxcName: string): number | null {
@@ -283,7 +309,10 @@ export class CgroupReader implements CgroupFigures {
   /** The key and value that set the CPU limit now (for lxc-cgroup on a running container). */
   cpuLimitKeys(cores: number, periodUs: number): Array<[string, string]> {
     if (this.layout.version === 'v2') return [['cpu.max', `${cores * periodUs} ${periodUs}`]];
-    return [['cpu.cfs_period_us', String(periodUs)], ['cpu.cfs_quota_us', String(cores * periodUs)]];
+    return [
+      ['cpu.cfs_period_us', String(periodUs)],
+      ['cpu.cfs_quota_us', String(cores * periodUs)],
+    ];
   }
 
   memoryLimitKeys(mb: number): Array<[string, string]> {
@@ -326,7 +355,11 @@ export function parseNetDev(text: string): Array<{ name: string; rx_bytes: numbe
     const i = line.indexOf(':');
     if (i < 0) continue;
     const name = line.slice(0, i).trim();
-    const f = line.slice(i + 1).trim().split(/\s+/).map(Number);
+    const f = line
+      .slice(i + 1)
+      .trim()
+      .split(/\s+/)
+      .map(Number);
     if (name === 'lo' || f.length < 16) continue;
     out.push({ name, rx_bytes: f[0], rx_packets: f[1], tx_bytes: f[8], tx_packets: f[9] });
   }
@@ -356,7 +389,12 @@ export function parseIfInet6(text: string): string[] {
   for (const line of text.split('\n')) {
     const f = line.trim().split(/\s+/);
     if (f.length < 6 || f[5] === 'lo' || f[3] !== '00' || !/^[0-9a-f]{32}$/.test(f[0])) continue;
-    out.push(f[0].match(/.{4}/g)!.map((g) => g.replace(/^0+(?=.)/, '')).join(':'));
+    out.push(
+      f[0]
+        .match(/.{4}/g)!
+        .map((g) => g.replace(/^0+(?=.)/, ''))
+        .join(':'),
+    );
   }
   return out;
 }

@@ -77,14 +77,25 @@ export function idmapStatus(subuid: string, subgid: string, want: IdRange | null
     const g = gs.find((r) => r.start <= want.gid && r.start + r.count >= want.gid + want.count) ?? null;
     const ok = Boolean(u && g);
     return {
-      ready: ok, uid_range: u, gid_range: g, range: ok ? want : null,
-      reason: ok ? null : `root has no range in /etc/subuid and /etc/subgid covering lxc.idmap (${want.uid}+${want.count}, ${want.gid}+${want.count}); add one with usermod --add-subuids/--add-subgids`,
+      ready: ok,
+      uid_range: u,
+      gid_range: g,
+      range: ok ? want : null,
+      reason: ok
+        ? null
+        : `root has no range in /etc/subuid and /etc/subgid covering lxc.idmap (${want.uid}+${want.count}, ${want.gid}+${want.count}); add one with usermod --add-subuids/--add-subgids`,
     };
   }
   const u = us.find((r) => r.count >= 65536) ?? null;
   const g = gs.find((r) => r.count >= 65536) ?? null;
   if (!u || !g) {
-    return { ready: false, uid_range: u, gid_range: g, range: null, reason: `root has no range of 65536 ids in /etc/subuid and /etc/subgid (needed for unprivileged containers): run '${fix}'` };
+    return {
+      ready: false,
+      uid_range: u,
+      gid_range: g,
+      range: null,
+      reason: `root has no range of 65536 ids in /etc/subuid and /etc/subgid (needed for unprivileged containers): run '${fix}'`,
+    };
   }
   return { ready: true, uid_range: u, gid_range: g, range: { uid: u.start, gid: g.start, count: 65536 }, reason: null };
 }
@@ -98,7 +109,11 @@ export async function probeHost(want: IdRange | null): Promise<HostFacts> {
       if (p.versionArgs) {
         try {
           const r = await run(p.name, p.versionArgs, { timeoutMs: 10_000, okCodes: [0, 1] });
-          version = (r.stdout || r.stderr).split('\n')[0].trim().replace(/^.*?(\d+\.\d+(\.\d+)?).*$/, '$1') || null;
+          version =
+            (r.stdout || r.stderr)
+              .split('\n')[0]
+              .trim()
+              .replace(/^.*?(\d+\.\d+(\.\d+)?).*$/, '$1') || null;
         } catch {
           version = null;
         }

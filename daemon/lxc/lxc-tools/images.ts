@@ -74,7 +74,10 @@ const unusable = (err: unknown) => unavailable(`the image server's index is not 
 export class ImageStore implements ImageFiles {
   private catalogCache: { at: number; server: string; entries: CatalogEntry[] } | null = null;
 
-  constructor(private readonly pools: PoolConfig[], private readonly remove_: (p: string) => Promise<void>) {}
+  constructor(
+    private readonly pools: PoolConfig[],
+    private readonly remove_: (p: string) => Promise<void>,
+  ) {}
 
   pool(storageId: string): PoolConfig | undefined {
     return this.pools.find((p) => p.id === storageId);
@@ -178,7 +181,13 @@ export class ImageStore implements ImageFiles {
    * leaves `dest` for the caller's cleanup) on any mismatch, HTTP error,
    * abort, or a file that is not a tar archive.
    */
-  async download(url: string, dest: string, want: { sha256: string; size: number }, signal: AbortSignal, progress: (bytes: number, total: number) => void): Promise<Compression> {
+  async download(
+    url: string,
+    dest: string,
+    want: { sha256: string; size: number },
+    signal: AbortSignal,
+    progress: (bytes: number, total: number) => void,
+  ): Promise<Compression> {
     let res: Response;
     try {
       res = await fetch(url, { signal, redirect: 'follow' });
@@ -210,7 +219,12 @@ export class ImageStore implements ImageFiles {
   }
 
   /** Copies a local tarball into `workDir` under its canonical name, hashing it; returns the meta basics. */
-  async importFile(src: string, workDir: string, signal: AbortSignal, progress: (bytes: number, total: number) => void): Promise<Pick<ImageMeta, 'file' | 'compression' | 'size_bytes' | 'sha256'>> {
+  async importFile(
+    src: string,
+    workDir: string,
+    signal: AbortSignal,
+    progress: (bytes: number, total: number) => void,
+  ): Promise<Pick<ImageMeta, 'file' | 'compression' | 'size_bytes' | 'sha256'>> {
     let st: fs.Stats;
     try {
       st = await fsp.stat(src);

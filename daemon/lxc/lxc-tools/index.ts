@@ -36,7 +36,9 @@ export function createLxcDriver(settings: LxcSettings, pools: PoolConfig[], log:
   const storage = new Storage(log);
   const remove = (p: string) => storage.remove(p);
   const tools = new LxcTools(settings.lxcPath, {
-    cgroups, host, remove,
+    cgroups,
+    host,
+    remove,
     cgroupDirs: (lxcid) => ({ container: `${group}/ct-${lxcid}`, monitor: `${group}/mon-${lxcid}` }),
   });
   return {

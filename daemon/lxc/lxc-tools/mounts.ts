@@ -95,7 +95,10 @@ async function pinOne(m: MountPoint): Promise<Held> {
 class Pinned implements PinnedMounts {
   private staged: string[] = [];
 
-  constructor(private readonly confDir: string, private readonly held: Held[]) {}
+  constructor(
+    private readonly confDir: string,
+    private readonly held: Held[],
+  ) {}
 
   get pins(): PinnedMount[] {
     return this.held.map(({ mount, real, problem }) => ({ mount, real, problem }));
@@ -128,7 +131,10 @@ class Pinned implements PinnedMounts {
 }
 
 export class MountPins implements MountStaging {
-  constructor(private readonly confDir: (lxcName: string) => string, private readonly lxcPath: string) {}
+  constructor(
+    private readonly confDir: (lxcName: string) => string,
+    private readonly lxcPath: string,
+  ) {}
 
   async pin(lxcName: string, mounts: MountPoint[]): Promise<PinnedMounts> {
     const held: Held[] = [];

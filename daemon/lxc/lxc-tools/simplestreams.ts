@@ -41,13 +41,19 @@ export function productPaths(index: unknown): string[] {
  * out of the catalog.
  */
 export function imageIdOf(product: string): string {
-  const id = product.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/\.{2,}/g, '.').replace(/^[^A-Za-z0-9]+/, '');
+  const id = product
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .replace(/\.{2,}/g, '.')
+    .replace(/^[^A-Za-z0-9]+/, '');
   return isImageId(id) ? id : '';
 }
 
 /** Node's process.arch as image servers name it. */
 export function streamArch(nodeArch: string): string {
-  return ({ x64: 'amd64', arm64: 'arm64', arm: 'armhf', ia32: 'i386', ppc64: 'ppc64el', s390x: 's390x', riscv64: 'riscv64' } as Record<string, string>)[nodeArch] ?? nodeArch;
+  return (
+    ({ x64: 'amd64', arm64: 'arm64', arm: 'armhf', ia32: 'i386', ppc64: 'ppc64el', s390x: 's390x', riscv64: 'riscv64' } as Record<string, string>)[nodeArch] ??
+    nodeArch
+  );
 }
 
 /**
@@ -69,10 +75,25 @@ export function catalogEntries(products: unknown, arch: string): CatalogEntry[] 
       if (!file) continue;
       const id = imageIdOf(key);
       if (!id) break;
-      const aliases = typeof p.aliases === 'string' ? p.aliases.split(',').map((a) => a.trim()).filter(Boolean) : [];
+      const aliases =
+        typeof p.aliases === 'string'
+          ? p.aliases
+              .split(',')
+              .map((a) => a.trim())
+              .filter(Boolean)
+          : [];
       out.push({
-        image_id: id, product: key, os: str(p.os), release: str(p.release), arch: pArch, variant: str(p.variant),
-        version: v, aliases, size_bytes: file.size, sha256: file.sha256, file,
+        image_id: id,
+        product: key,
+        os: str(p.os),
+        release: str(p.release),
+        arch: pArch,
+        variant: str(p.variant),
+        version: v,
+        aliases,
+        size_bytes: file.size,
+        sha256: file.sha256,
+        file,
       });
       break;
     }

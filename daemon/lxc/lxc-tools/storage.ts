@@ -169,7 +169,7 @@ export class Storage implements RootfsStorage {
       const st = await fsp.stat(cur);
       if ((st.mode & 0o001) === 0 && st.uid !== uid) {
         await run('setfacl', ['-m', `u:${uid}:x`, cur], { install: 'the acl package', timeoutMs: 10_000 });
-        this.log.info({ dir: cur, uid }, 'lxc: granted the containers\' root uid traverse (x) on a directory above a rootfs');
+        this.log.info({ dir: cur, uid }, "lxc: granted the containers' root uid traverse (x) on a directory above a rootfs");
       }
       this.traversable.add(key);
     }
@@ -193,14 +193,21 @@ export class Storage implements RootfsStorage {
     await fsp.mkdir(dir, { recursive: true, mode: 0o755 });
     const common = ['--numeric-owner', '--anchored', '--exclude=./dev/*', '--exclude=dev/*', '-C', dir];
     if (!idmap) {
-      await run('tar', ['-x', '-p', ...(TAR_FLAG[comp] ? [TAR_FLAG[comp]] : []), '-f', tarball, ...common], { timeoutMs: 30 * 60_000, signal, install: 'the tar package' });
+      await run('tar', ['-x', '-p', ...(TAR_FLAG[comp] ? [TAR_FLAG[comp]] : []), '-f', tarball, ...common], {
+        timeoutMs: 30 * 60_000,
+        signal,
+        install: 'the tar package',
+      });
       return;
     }
     await fsp.chown(dir, idmap.uid, idmap.gid);
     // A constant script; every input is a positional parameter, never spliced into the text.
-    const script = 'set -o pipefail; f=(); [ -n "$6" ] && f=("$6"); cat -- "$1" | lxc-usernsexec -m "u:0:$3:$5" -m "g:0:$4:$5" -- tar -x -p "${f[@]}" -f - --numeric-owner --anchored "--exclude=./dev/*" "--exclude=dev/*" -C "$2"';
+    const script =
+      'set -o pipefail; f=(); [ -n "$6" ] && f=("$6"); cat -- "$1" | lxc-usernsexec -m "u:0:$3:$5" -m "g:0:$4:$5" -- tar -x -p "${f[@]}" -f - --numeric-owner --anchored "--exclude=./dev/*" "--exclude=dev/*" -C "$2"';
     await run('bash', ['-c', script, 'unpack', tarball, dir, String(idmap.uid), String(idmap.gid), String(idmap.count), TAR_FLAG[comp]], {
-      timeoutMs: 30 * 60_000, signal, install: 'the lxc and uidmap packages',
+      timeoutMs: 30 * 60_000,
+      signal,
+      install: 'the lxc and uidmap packages',
     });
   }
 
@@ -217,7 +224,9 @@ export class Storage implements RootfsStorage {
       ? `set -o pipefail; lxc-usernsexec -m "u:0:$3:$5" -m "g:0:$4:$5" -- ${tarCmd} | ${compressor} > "$1"`
       : `set -o pipefail; ${tarCmd} | ${compressor} > "$1"`;
     await run('bash', ['-c', script, 'pack', out, rootfs, String(idmap?.uid ?? 0), String(idmap?.gid ?? 0), String(idmap?.count ?? 0)], {
-      timeoutMs: 60 * 60_000, signal, install: 'tar and zstd',
+      timeoutMs: 60 * 60_000,
+      signal,
+      install: 'tar and zstd',
     });
   }
 
@@ -334,7 +343,14 @@ export class Storage implements RootfsStorage {
     let timer: NodeJS.Timeout | null = null;
     if (onProgress) {
       timer = setInterval(() => {
-        void (st.isDirectory() ? this.treeUsage(dst) : fsp.stat(dst).then((s) => s.blocks * 512, () => null)).then((n) => {
+        void (
+          st.isDirectory()
+            ? this.treeUsage(dst)
+            : fsp.stat(dst).then(
+                (s) => s.blocks * 512,
+                () => null,
+              )
+        ).then((n) => {
           if (n !== null) onProgress(n);
         });
       }, 1000);

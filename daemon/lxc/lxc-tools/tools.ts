@@ -47,7 +47,10 @@ export interface ToolsDeps {
 export class LxcTools implements ContainerTools {
   private readonly cgroups: CgroupReader;
 
-  constructor(readonly lxcPath: string, private readonly d: ToolsDeps) {
+  constructor(
+    readonly lxcPath: string,
+    private readonly d: ToolsDeps,
+  ) {
     this.cgroups = d.cgroups;
   }
 
@@ -123,7 +126,10 @@ export class LxcTools implements ContainerTools {
   private logTail(name: string): string {
     try {
       const text = fs.readFileSync(this.logFile(name), 'utf8');
-      const lines = text.split('\n').filter((l) => /ERROR|WARN/.test(l)).slice(-4);
+      const lines = text
+        .split('\n')
+        .filter((l) => /ERROR|WARN/.test(l))
+        .slice(-4);
       return lines.map((l) => l.replace(/^\S+ \S+ \S+ +/, '').replace(/ - \.\.\/src\/lxc\/[^ ]+ - /, ' - ')).join('; ');
     } catch {
       return '';
@@ -212,9 +218,15 @@ export class LxcTools implements ContainerTools {
     };
     const timer = setTimeout(killMarked, timeoutMs);
     try {
-      const r = await runBounded('lxc-attach', [...this.base(name), '--clear-env', '-v', `HOSTD_EXEC=${marker}`, '-v', 'HOME=/root', '--', '/bin/sh', '-c', command], {
-        timeoutMs: 0, signal: abort.signal, install: INSTALL,
-      });
+      const r = await runBounded(
+        'lxc-attach',
+        [...this.base(name), '--clear-env', '-v', `HOSTD_EXEC=${marker}`, '-v', 'HOME=/root', '--', '/bin/sh', '-c', command],
+        {
+          timeoutMs: 0,
+          signal: abort.signal,
+          install: INSTALL,
+        },
+      );
       return {
         exit_code: timedOut ? null : r.code,
         stdout: r.stdout.text(),

@@ -62,7 +62,11 @@ const listenAddr = (host: string, port: number): string => (host === '' ? `:${po
 
 /** A route that answers 502 with `text`; Caddy expands placeholders in a static body, so it goes escaped. */
 function stub(host: string, text: string): Record<string, unknown> {
-  return { match: [{ host: [host] }], handle: [{ handler: 'static_response', status_code: 502, body: caddyLiteral(`hostd proxy: ${text}\n`) }], terminal: true };
+  return {
+    match: [{ host: [host] }],
+    handle: [{ handler: 'static_response', status_code: 502, body: caddyLiteral(`hostd proxy: ${text}\n`) }],
+    terminal: true,
+  };
 }
 
 function route(domain: string, e: ProxyEntry, up: UpstreamDial | undefined, refused: { rule: string } | undefined): Record<string, unknown> {
@@ -97,8 +101,12 @@ export function buildCaddyConfig(cfg: ProxyConfig, o: BuildOptions): Record<stri
   const byPort = new Map<number, { routes: unknown[]; hosts: string[] }>();
   // The rules that need nothing but the configuration hold here too, whatever the caller passed.
   const acmeBad = acmeSettingsProblem(cfg.acme) !== null;
-  const domains = cfg.domains.filter((d) => !o.skipDomains?.has(d.name) && domainNameProblem(d.name) === null
-    && !(d.cert_source !== 'internal' && (acmeBad || credentialKeysWithBraces(o.credentials.get(d.cert_source) ?? {}).length > 0)));
+  const domains = cfg.domains.filter(
+    (d) =>
+      !o.skipDomains?.has(d.name) &&
+      domainNameProblem(d.name) === null &&
+      !(d.cert_source !== 'internal' && (acmeBad || credentialKeysWithBraces(o.credentials.get(d.cert_source) ?? {}).length > 0)),
+  );
   for (const d of domains) {
     for (const e of d.entries) {
       const refused = o.refused?.get(entryKey(d.name, e)) ?? headerRefusal(e.header_up) ?? undefined;

@@ -48,7 +48,9 @@ export async function proxyRoot(seed: Buffer, dir: string): Promise<CaRoot> {
   const keyFile = path.join(dir, `root-${id}.key`);
   if (!fs.existsSync(certFile) || !fs.existsSync(keyFile)) {
     const keys = await new Promise<forge.pki.rsa.KeyPair>((resolve, reject) => {
-      forge.pki.rsa.generateKeyPair({ bits: 2048, e: 0x10001, prng: streamOf(seed), workers: -1 } as forge.pki.rsa.GenerateKeyPairOptions, (err, kp) => (err ? reject(err) : resolve(kp)));
+      forge.pki.rsa.generateKeyPair({ bits: 2048, e: 0x10001, prng: streamOf(seed), workers: -1 } as forge.pki.rsa.GenerateKeyPairOptions, (err, kp) =>
+        err ? reject(err) : resolve(kp),
+      );
     });
     const cert = forge.pki.createCertificate();
     cert.publicKey = keys.publicKey;
@@ -56,7 +58,10 @@ export async function proxyRoot(seed: Buffer, dir: string): Promise<CaRoot> {
     // Fixed dates: every node must make the same bytes.
     cert.validity.notBefore = new Date(Date.UTC(2024, 0, 1));
     cert.validity.notAfter = new Date(Date.UTC(2049, 11, 31));
-    const name = [{ name: 'commonName', value: `hostd proxy CA ${id}` }, { name: 'organizationName', value: 'hostd' }];
+    const name = [
+      { name: 'commonName', value: `hostd proxy CA ${id}` },
+      { name: 'organizationName', value: 'hostd' },
+    ];
     cert.setSubject(name);
     cert.setIssuer(name);
     cert.setExtensions([

@@ -22,7 +22,11 @@ export class CaddyRuntime implements CaddyDriver {
   private last: { text: string; built: Record<string, unknown>; root: CaRoot } | null = null;
 
   /** `dir`: `<data dir>/proxy`. */
-  constructor(private readonly dir: string, private readonly logger: Logger, binary = 'caddy') {
+  constructor(
+    private readonly dir: string,
+    private readonly logger: Logger,
+    binary = 'caddy',
+  ) {
     this.process = new CaddyProcess(dir, logger.child({ mod: 'caddy' }), binary);
     this.probe = new ProbeCache(() => probeCaddy(binary));
     // A Caddy that exits on its own serves nothing any more.
@@ -164,7 +168,9 @@ export class CaddyRuntime implements CaddyDriver {
   async unserve(root: CaRoot): Promise<void> {
     if (!this.process.running) return;
     this.last = null;
-    await this.process.admin.load(bootConfig({ adminSocket: this.process.adminSocket, storageRoot: this.process.storage, caRoot: root })).catch(() => this.process.stop());
+    await this.process.admin
+      .load(bootConfig({ adminSocket: this.process.adminSocket, storageRoot: this.process.storage, caRoot: root }))
+      .catch(() => this.process.stop());
   }
 
   preview(plan: ServePlan): unknown {

@@ -38,7 +38,12 @@ export async function probeCaddy(binary = 'caddy'): Promise<CaddyProbe> {
     const version = v.stdout.trim().split(/\s+/)[0]?.replace(/^v/, '') ?? null;
     caddy = availableAs('caddy', version);
     const m = await run(binary, ['list-modules'], { timeoutMs: 10_000 });
-    modules = new Set(m.stdout.split('\n').map((l) => l.trim()).filter((l) => l && !l.includes(' ')));
+    modules = new Set(
+      m.stdout
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l && !l.includes(' ')),
+    );
   } catch (err) {
     caddy = missing('caddy', `${(err as Error).message}`.includes('not installed') ? 'caddy is not installed (apt-get install caddy)' : (err as Error).message);
   }
@@ -57,7 +62,11 @@ export class CaddyProcess {
   private readonly exitListeners = new Set<(code: number | null, signal: string | null) => void>();
   private stopping = false;
 
-  constructor(readonly dir: string, private readonly log: Logger, private readonly binary = 'caddy') {
+  constructor(
+    readonly dir: string,
+    private readonly log: Logger,
+    private readonly binary = 'caddy',
+  ) {
     this.home = path.join(dir, 'caddy');
     this.storage = path.join(dir, 'caddy', 'storage');
     this.adminSocket = path.join(dir, 'run', 'caddy-admin.sock');
@@ -69,7 +78,7 @@ export class CaddyProcess {
   }
 
   get pid(): number | null {
-    return this.running ? this.child!.pid ?? null : null;
+    return this.running ? (this.child!.pid ?? null) : null;
   }
 
   get bootFile(): string {

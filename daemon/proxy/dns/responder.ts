@@ -21,7 +21,10 @@ export class DnsResponder implements DnsServer {
   private readonly counts: DnsStats = { answered: 0, forwarded: 0, failed: 0 };
   lastError: string | null = null;
 
-  constructor(readonly listen: HostPort, private readonly hooks: ResponderHooks) {}
+  constructor(
+    readonly listen: HostPort,
+    private readonly hooks: ResponderHooks,
+  ) {}
 
   private get host(): string {
     return this.listen.host;

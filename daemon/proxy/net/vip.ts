@@ -42,8 +42,12 @@ const addrOf = (cidr: string): string => cidr.split('/')[0];
 /** Addresses on `iface` as `addr/prefix` (with the IPv6 DAD state flags). */
 export async function addressesOn(iface: string): Promise<Array<{ cidr: string; family: string; dadfailed: boolean; tentative: boolean }>> {
   const r = await run('ip', ['-j', 'addr', 'show', 'dev', iface], { timeoutMs: 5000, install: 'iproute2' });
-  const links = JSON.parse(r.stdout || '[]') as Array<{ addr_info?: Array<{ local: string; prefixlen: number; family: string; dadfailed?: boolean; tentative?: boolean }> }>;
-  return links.flatMap((l) => (l.addr_info ?? []).map((a) => ({ cidr: `${a.local}/${a.prefixlen}`, family: a.family, dadfailed: !!a.dadfailed, tentative: !!a.tentative })));
+  const links = JSON.parse(r.stdout || '[]') as Array<{
+    addr_info?: Array<{ local: string; prefixlen: number; family: string; dadfailed?: boolean; tentative?: boolean }>;
+  }>;
+  return links.flatMap((l) =>
+    (l.addr_info ?? []).map((a) => ({ cidr: `${a.local}/${a.prefixlen}`, family: a.family, dadfailed: !!a.dadfailed, tentative: !!a.tentative })),
+  );
 }
 
 /** Whether `iface` exists. */
@@ -61,14 +65,20 @@ export async function ifaceExists(iface: string): Promise<boolean> {
 export async function arpOwner(iface: string, addr: string): Promise<string | null> {
   // iputils arping takes whole seconds only: `timeout -s INT` ends the probe early, and
   // arping's INT handler still exits 0 (nobody answered) or 1 (somebody did).
-  const r = await run('timeout', ['--preserve-status', '-s', 'INT', '0.2', 'arping', '-D', '-c', '1', '-w', '1', '-I', iface, addr], { timeoutMs: 5000, okCodes: [0, 1] });
+  const r = await run('timeout', ['--preserve-status', '-s', 'INT', '0.2', 'arping', '-D', '-c', '1', '-w', '1', '-I', iface, addr], {
+    timeoutMs: 5000,
+    okCodes: [0, 1],
+  });
   if (r.code === 0) return null;
   const m = /\[([0-9A-Fa-f:]{17})\]/.exec(r.stdout);
   return m ? m[1].toLowerCase() : 'unknown';
 }
 
 async function garp(iface: string, addr: string): Promise<void> {
-  await run('timeout', ['--preserve-status', '-s', 'INT', '0.1', 'arping', '-U', '-c', '1', '-w', '1', '-I', iface, addr], { timeoutMs: 5000, okCodes: [0, 1] });
+  await run('timeout', ['--preserve-status', '-s', 'INT', '0.1', 'arping', '-U', '-c', '1', '-w', '1', '-I', iface, addr], {
+    timeoutMs: 5000,
+    okCodes: [0, 1],
+  });
 }
 
 async function del(iface: string, cidr: string): Promise<void> {
@@ -160,16 +170,19 @@ export async function dropParked(addrs: string[]): Promise<void> {
 
 // The parent-death signal can arrive more than once (seen under `ip netns exec`): the first
 // thing the handler does is ignore further signals, so a second one cannot cut the hand-off short.
-const GUARD = 'cleanup() { trap "" TERM INT HUP; kill "$pid" 2>/dev/null; iface="$1"; hold="$2"; shift 2;\n'
-  + '  for a in "$@"; do case "$a" in *:*) ;; *) ip addr add "${a%/*}/32" dev lo 2>/dev/null;; esac; ip addr del "$a" dev "$iface" 2>/dev/null; done;\n'
-  + '  sleep "$hold"; for a in "$@"; do case "$a" in *:*) ;; *) ip addr del "${a%/*}/32" dev lo 2>/dev/null;; esac; done; exit 0; }\n'
-  + 'trap \'cleanup "$@"\' TERM INT HUP\n'
-  + 'trap \'kill "$pid" 2>/dev/null; exit 0\' USR1\n'
-  + 'while :; do sleep 3600 & pid=$!; wait "$pid"; done\n';
+const GUARD =
+  'cleanup() { trap "" TERM INT HUP; kill "$pid" 2>/dev/null; iface="$1"; hold="$2"; shift 2;\n' +
+  '  for a in "$@"; do case "$a" in *:*) ;; *) ip addr add "${a%/*}/32" dev lo 2>/dev/null;; esac; ip addr del "$a" dev "$iface" 2>/dev/null; done;\n' +
+  '  sleep "$hold"; for a in "$@"; do case "$a" in *:*) ;; *) ip addr del "${a%/*}/32" dev lo 2>/dev/null;; esac; done; exit 0; }\n' +
+  'trap \'cleanup "$@"\' TERM INT HUP\n' +
+  'trap \'kill "$pid" 2>/dev/null; exit 0\' USR1\n' +
+  'while :; do sleep 3600 & pid=$!; wait "$pid"; done\n';
 
 /** The guard that hands `cidrs` off (parked on lo for `holdSeconds`, then gone) when hostd dies. */
 export function startGuard(iface: string, cidrs: string[], holdSeconds: number): ChildProcess {
-  const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', 'sh', '-c', GUARD, 'hostd-vip-guard', iface, String(holdSeconds), ...cidrs], { stdio: 'ignore' });
+  const child = spawn('setpriv', ['--pdeathsig', 'TERM', '--', 'sh', '-c', GUARD, 'hostd-vip-guard', iface, String(holdSeconds), ...cidrs], {
+    stdio: 'ignore',
+  });
   child.on('error', () => undefined);
   return child;
 }

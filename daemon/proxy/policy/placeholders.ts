@@ -73,7 +73,8 @@ export function placeholderProblem(value: string): string | null {
     const shown = p.closed ? `{${p.key}}` : `{${p.key}`;
     if (!p.closed) return `'{' opens no placeholder (write \\{ for a literal brace)`;
     if (/[{}\\]/.test(p.key)) return `placeholder ${shown} is refused: placeholders do not nest (write \\{ for a literal brace)`;
-    if (SHORTHANDS[p.key]) return `placeholder ${shown} is refused: it is a Caddyfile shorthand, which Caddy sends as written from its JSON configuration; use {${SHORTHANDS[p.key]}}`;
+    if (SHORTHANDS[p.key])
+      return `placeholder ${shown} is refused: it is a Caddyfile shorthand, which Caddy sends as written from its JSON configuration; use {${SHORTHANDS[p.key]}}`;
     if (BODY.test(p.key)) return `placeholder ${shown} is refused: it makes Caddy read the whole request body into memory`;
     if (!ALLOWED.test(p.key)) return `placeholder ${shown} is refused: only the request's placeholders ({http.request.*}) are allowed`;
   }

@@ -37,7 +37,10 @@ export class NameResolver {
     const r: Resolved = await Promise.race([
       this.lookup(name).then(
         (addresses): Resolved => (addresses.length ? { addresses } : { error: `'${name}' has no address`, kind: 'missing' }),
-        (err: NodeJS.ErrnoException): Resolved => ({ error: `'${name}' does not resolve (${err.code ?? err.message})`, kind: err.code && MISSING.has(err.code) ? 'missing' : 'unavailable' }),
+        (err: NodeJS.ErrnoException): Resolved => ({
+          error: `'${name}' does not resolve (${err.code ?? err.message})`,
+          kind: err.code && MISSING.has(err.code) ? 'missing' : 'unavailable',
+        }),
       ),
       new Promise<Resolved>((resolve) => {
         timer = setTimeout(() => resolve({ error: `'${name}' did not resolve within ${timeoutMs} ms`, kind: 'unavailable' }), timeoutMs);

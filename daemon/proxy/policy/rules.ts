@@ -63,7 +63,10 @@ export interface ProxyListeners {
 }
 
 /** The proxy's listeners for a configuration (its entries' listen ports, its floating addresses). */
-export function proxyListeners(cfg: { domains: Array<{ entries: Array<{ listen_port: number }> }>; vip: { vip: string; vip6: string | null } | null }, listenHost: string): ProxyListeners {
+export function proxyListeners(
+  cfg: { domains: Array<{ entries: Array<{ listen_port: number }> }>; vip: { vip: string; vip6: string | null } | null },
+  listenHost: string,
+): ProxyListeners {
   const floating = new Set<string>();
   for (const a of [cfg.vip?.vip, cfg.vip?.vip6]) {
     const c = a ? canonicalIp(a) : null;
@@ -86,9 +89,14 @@ export const OPEN_PRIVILEGED_PORTS = [80, 443];
 
 export function listenPortRefusal(port: number, ctx: Pick<RuleContext, 'allowPrivilegedPorts' | 'held'>): Refusal | null {
   const held = ctx.held.holder(port);
-  if (held) return refuse('held-listen-port', 400, `listen_port ${port} is held by ${held.what}; the proxy never listens on a port hostd or Caddy's admin holds`);
+  if (held)
+    return refuse('held-listen-port', 400, `listen_port ${port} is held by ${held.what}; the proxy never listens on a port hostd or Caddy's admin holds`);
   if (port < 1024 && !OPEN_PRIVILEGED_PORTS.includes(port) && !ctx.allowPrivilegedPorts) {
-    return refuse('privileged-listen-port', 403, `listen_port ${port} is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file`);
+    return refuse(
+      'privileged-listen-port',
+      403,
+      `listen_port ${port} is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file`,
+    );
   }
   return null;
 }
@@ -111,7 +119,8 @@ export function hostFormRefusal(host: string): Refusal | null {
   if (hasBrace(host) || host.length > 253 || !host.split('.').every((l) => HOST_LABEL.test(l))) {
     return refuse('upstream-host', 400, `host '${host}' must be an IP address or a hostname`);
   }
-  if (numericHostForm(host)) return refuse('upstream-host', 400, `host '${host}' is a numeric address form a resolver reads as IPv4 (write the address as a.b.c.d)`);
+  if (numericHostForm(host))
+    return refuse('upstream-host', 400, `host '${host}' is a numeric address form a resolver reads as IPv4 (write the address as a.b.c.d)`);
   return null;
 }
 
@@ -131,26 +140,44 @@ const KIND_WORDS: Record<Exclude<AddressKind, 'other'>, string> = {
  * or container never has an address of this host (one reporting it is not
  * to be believed: its guest agent or its network namespace says so).
  */
-export function dialRefusal(ip: string, port: number, via: { host: string } | { target: string; kind: 'app' | 'vm' | 'lxc' | 'sandbox' }, ctx: RuleContext): Refusal | null {
+export function dialRefusal(
+  ip: string,
+  port: number,
+  via: { host: string } | { target: string; kind: 'app' | 'vm' | 'lxc' | 'sandbox' },
+  ctx: RuleContext,
+): Refusal | null {
   const kind = classifyIp(ip, ctx.local());
   const shown = 'host' in via && via.host !== ip ? `'${via.host}' (${ip})` : `'${ip}'`;
-  const loop = 'host' in via && ctx.proxy && dialsProxy(ip, kind, port, ctx.proxy)
-    ? refuse('proxy-loop', 400, `upstream host ${shown} port ${port} is one of the proxy's own listeners; an entry that dials the proxy itself is a loop`)
-    : null;
+  const loop =
+    'host' in via && ctx.proxy && dialsProxy(ip, kind, port, ctx.proxy)
+      ? refuse('proxy-loop', 400, `upstream host ${shown} port ${port} is one of the proxy's own listeners; an entry that dials the proxy itself is a loop`)
+      : null;
   if (kind === 'other') return loop;
   const held = ctx.held.holder(port);
   if (held) {
-    return refuse('hostd-port', 400, `upstream ${'host' in via ? `host ${shown}` : `${via.target} at ${ip}`} port ${port} is ${held.what} on this host; the proxy never publishes hostd's listeners or Caddy's admin endpoint`);
+    return refuse(
+      'hostd-port',
+      400,
+      `upstream ${'host' in via ? `host ${shown}` : `${via.target} at ${ip}`} port ${port} is ${held.what} on this host; the proxy never publishes hostd's listeners or Caddy's admin endpoint`,
+    );
   }
   if (loop) return loop;
   if ('target' in via) {
     if (via.kind === 'app') return null;
-    return refuse('target-address', 400, `${via.target} reports ${ip}, ${KIND_WORDS[kind]}, as its address; a ${via.kind === 'lxc' ? 'container' : 'VM'} never has one, so the proxy does not dial it`);
+    return refuse(
+      'target-address',
+      400,
+      `${via.target} reports ${ip}, ${KIND_WORDS[kind]}, as its address; a ${via.kind === 'lxc' ? 'container' : 'VM'} never has one, so the proxy does not dial it`,
+    );
   }
   // This host's own addresses (LAN, floating) reach only what already listens on them for the
   // network, never a loopback-only service: allowed, but for hostd's ports (above).
   if (kind === 'this-host' || ctx.allowLoopback) return null;
-  return refuse('loopback-upstream', 403, `host ${shown} is ${KIND_WORDS[kind]}; upstreams on this host are refused unless proxy.allow_loopback_upstreams is true in the config file (an app, VM or container is reached through its target_id)`);
+  return refuse(
+    'loopback-upstream',
+    403,
+    `host ${shown} is ${KIND_WORDS[kind]}; upstreams on this host are refused unless proxy.allow_loopback_upstreams is true in the config file (an app, VM or container is reached through its target_id)`,
+  );
 }
 
 /**
@@ -215,7 +242,10 @@ export function acmeSettingsProblem(acme: { email: string; dir_url: string } | n
 
 /** The credential keys whose value holds a brace (names only: the values are secrets). */
 export function credentialKeysWithBraces(creds: Record<string, string>): string[] {
-  return Object.entries(creds).filter(([, v]) => hasBrace(v)).map(([k]) => k).sort();
+  return Object.entries(creds)
+    .filter(([, v]) => hasBrace(v))
+    .map(([k]) => k)
+    .sort();
 }
 
 // ------------------------------------------------------------------ DNS forwarders

@@ -12,8 +12,6 @@ import { AgentError, AgentTimeout } from '../driver.js';
 
 export { AgentError, AgentTimeout };
 
-
-
 export interface GuestInterface {
   name: string;
   'hardware-address'?: string;
@@ -48,7 +46,10 @@ export class GuestAgent {
   private synced = false;
   private dead: Error | null = null;
 
-  private constructor(private readonly sock: net.Socket, readonly path: string) {
+  private constructor(
+    private readonly sock: net.Socket,
+    readonly path: string,
+  ) {
     sock.on('data', (d: Buffer) => this.onData(d));
     sock.on('error', (err) => this.fail(err));
     sock.on('close', () => this.fail(new Error('guest agent connection closed')));
@@ -112,7 +113,13 @@ export class GuestAgent {
       // A guest that floods its agent channel gets its connection closed, not hostd's memory.
       this.lines.length = 0;
       this.partial = [];
-      this.fail(new AgentError('reply', 'ReplyTooLarge', `the guest agent sent more than ${AGENT_REPLY_MAX_BYTES} bytes without hostd reading them; the connection was closed`));
+      this.fail(
+        new AgentError(
+          'reply',
+          'ReplyTooLarge',
+          `the guest agent sent more than ${AGENT_REPLY_MAX_BYTES} bytes without hostd reading them; the connection was closed`,
+        ),
+      );
       this.sock.destroy();
       return;
     }

@@ -12,10 +12,6 @@ import type { Accel, DiskSpec, MachineSpec, NetSpec } from '../driver.js';
 
 export type { Accel, DiskSpec, MachineSpec, NetSpec };
 
-
-
-
-
 export const SLOT = { net: 3, root: 4, serial: 5, rng: 6 } as const;
 export const FIRST_DISK_SLOT = 8;
 export const LAST_DISK_SLOT = 0x1f;
@@ -48,34 +44,55 @@ function checkUuid(v: string): string {
 export function machineArgs(m: MachineSpec): string[] {
   const f = runFiles(m.runDir);
   const a: string[] = [
-    '-name', `${m.name},process=hostd-${m.name}`,
-    '-uuid', m.uuid,
-    '-machine', 'pc',
-    '-accel', m.accel === 'kvm' ? 'kvm' : m.tcgTbSizeMb ? `tcg,tb-size=${m.tcgTbSizeMb}` : 'tcg',
-    '-cpu', m.accel === 'kvm' ? 'host' : 'max',
-    '-smp', String(m.cpuCores),
-    '-m', `${m.memoryMb}M`,
-    '-nodefaults', '-no-user-config',
-    '-display', 'none',
-    '-rtc', 'base=utc',
-    '-serial', `file:${optValue(f.serial)}`,
-    '-qmp', `unix:${optValue(f.qmp)},server=on,wait=off`,
-    '-chardev', `socket,id=qga0,path=${optValue(f.qga)},server=on,wait=off`,
-    '-device', `virtio-serial-pci,id=vser0,bus=pci.0,addr=${hex(SLOT.serial)}`,
-    '-device', 'virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0',
-    '-object', 'rng-random,id=rng0,filename=/dev/urandom',
-    '-device', `virtio-rng-pci,rng=rng0,bus=pci.0,addr=${hex(SLOT.rng)}`,
+    '-name',
+    `${m.name},process=hostd-${m.name}`,
+    '-uuid',
+    m.uuid,
+    '-machine',
+    'pc',
+    '-accel',
+    m.accel === 'kvm' ? 'kvm' : m.tcgTbSizeMb ? `tcg,tb-size=${m.tcgTbSizeMb}` : 'tcg',
+    '-cpu',
+    m.accel === 'kvm' ? 'host' : 'max',
+    '-smp',
+    String(m.cpuCores),
+    '-m',
+    `${m.memoryMb}M`,
+    '-nodefaults',
+    '-no-user-config',
+    '-display',
+    'none',
+    '-rtc',
+    'base=utc',
+    '-serial',
+    `file:${optValue(f.serial)}`,
+    '-qmp',
+    `unix:${optValue(f.qmp)},server=on,wait=off`,
+    '-chardev',
+    `socket,id=qga0,path=${optValue(f.qga)},server=on,wait=off`,
+    '-device',
+    `virtio-serial-pci,id=vser0,bus=pci.0,addr=${hex(SLOT.serial)}`,
+    '-device',
+    'virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0',
+    '-object',
+    'rng-random,id=rng0,filename=/dev/urandom',
+    '-device',
+    `virtio-rng-pci,rng=rng0,bus=pci.0,addr=${hex(SLOT.rng)}`,
     // Not a PCI device (ACPI and fw_cfg): no slot. With -incoming, QEMU writes this guid into the
     // guest's memory when the state is loaded and raises the ACPI notify, so a resumed kernel
     // (Linux 5.18+) reseeds its random-number generator before it runs on.
     ...(m.generationId === null ? [] : ['-device', `vmgenid,id=vmgenid0,guid=${checkUuid(m.generationId)}`]),
-    '-blockdev', `driver=qcow2,node-name=root,file.driver=file,file.filename=${optValue(m.rootFile)},discard=unmap`,
-    '-device', `virtio-blk-pci,drive=root,id=dev-root,bus=pci.0,addr=${hex(SLOT.root)},bootindex=1`,
+    '-blockdev',
+    `driver=qcow2,node-name=root,file.driver=file,file.filename=${optValue(m.rootFile)},discard=unmap`,
+    '-device',
+    `virtio-blk-pci,drive=root,id=dev-root,bus=pci.0,addr=${hex(SLOT.root)},bootindex=1`,
   ];
   for (const d of m.disks) {
     a.push(
-      '-blockdev', `driver=qcow2,node-name=disk-${d.id},file.driver=file,file.filename=${optValue(d.file)},discard=unmap`,
-      '-device', `virtio-blk-pci,drive=disk-${d.id},id=dev-disk-${d.id},bus=pci.0,addr=${hex(d.slot)}`,
+      '-blockdev',
+      `driver=qcow2,node-name=disk-${d.id},file.driver=file,file.filename=${optValue(d.file)},discard=unmap`,
+      '-device',
+      `virtio-blk-pci,drive=disk-${d.id},id=dev-disk-${d.id},bus=pci.0,addr=${hex(d.slot)}`,
     );
   }
   a.push('-drive', m.seedIso ? `if=none,id=seed,media=cdrom,readonly=on,file=${optValue(m.seedIso)}` : 'if=none,id=seed,media=cdrom');
@@ -89,8 +106,10 @@ export function machineArgs(m: MachineSpec): string[] {
     }
     case 'bridged':
       a.push(
-        '-netdev', `tap,id=net0,script=${optValue(m.net.ifupScript)},downscript=no`,
-        '-device', `virtio-net-pci,netdev=net0,mac=${m.net.mac},id=dev-net0,bus=pci.0,addr=${hex(SLOT.net)}`,
+        '-netdev',
+        `tap,id=net0,script=${optValue(m.net.ifupScript)},downscript=no`,
+        '-device',
+        `virtio-net-pci,netdev=net0,mac=${m.net.mac},id=dev-net0,bus=pci.0,addr=${hex(SLOT.net)}`,
       );
       break;
     case 'none':

@@ -96,7 +96,6 @@ export function preludeEnv(command: string, opts: Pick<GuestExecOptions, 'env' |
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-
 /**
  * `/bin/sh -c command` in the guest; at `timeoutMs` the command's process
  * group is killed and what it printed until then is returned with
@@ -107,7 +106,9 @@ export async function guestExec(call: AgentCall, command: string, timeoutMs: num
   const t0 = Date.now();
   const prelude = opts.env !== undefined || opts.cwd !== undefined || opts.user !== undefined;
   const args: Record<string, unknown> = {
-    ...(opts.cut === false ? { path: '/bin/sh', arg: ['-c', command, 'hostd-exec', ...(opts.args ?? [])] } : boundedExecArgs(prelude ? EXEC_PRELUDE : command, cap)),
+    ...(opts.cut === false
+      ? { path: '/bin/sh', arg: ['-c', command, 'hostd-exec', ...(opts.args ?? [])] }
+      : boundedExecArgs(prelude ? EXEC_PRELUDE : command, cap)),
     'capture-output': true,
   };
   if (prelude) args.env = preludeEnv(command, opts);
@@ -143,7 +144,7 @@ export function result(s: ExecStatus, cap: number, timedOut: boolean, durationMs
   out.push(Buffer.from(s['out-data'] ?? '', 'base64'));
   err.push(Buffer.from(s['err-data'] ?? '', 'base64'));
   return {
-    exit_code: timedOut ? null : s.exitcode ?? (s.signal !== undefined ? 128 + s.signal : null),
+    exit_code: timedOut ? null : (s.exitcode ?? (s.signal !== undefined ? 128 + s.signal : null)),
     stdout: encoding === 'base64' ? out.bytes().toString('base64') : out.text(),
     stderr: encoding === 'base64' ? err.bytes().toString('base64') : err.text(),
     // qemu-ga's own flags: a guest whose wrapper could not cut (no head) still says so.

@@ -24,14 +24,16 @@ export const FILE_CHUNK_BYTES = 48 * 1024;
 export const SCRIPT_TIMEOUT_MS = 300_000;
 
 const EXIT: Record<number, GuestPathError['kind']> = {
-  44: 'missing', 45: 'is-directory', 46: 'not-regular', 47: 'parent-not-directory', 50: 'not-empty', 51: 'no-tool',
+  44: 'missing',
+  45: 'is-directory',
+  46: 'not-regular',
+  47: 'parent-not-directory',
+  50: 'not-empty',
+  51: 'no-tool',
 };
 
 /** `stat -L` of $1: "%F|%s|%a|%Y" (type words, size, octal mode, mtime seconds). */
-export const STAT_SCRIPT = [
-  '[ -e "$1" ] || exit 44',
-  'exec stat -L -c "%F|%s|%a|%Y" -- "$1"',
-].join('\n');
+export const STAT_SCRIPT = ['[ -e "$1" ] || exit 44', 'exec stat -L -c "%F|%s|%a|%Y" -- "$1"'].join('\n');
 
 /**
  * The entries of directory $1, NUL-terminated "type|size|mode|mtime|name"
@@ -115,7 +117,10 @@ export function parseListing(out: string): GuestDirEntry[] {
 }
 
 export class GuestFiles {
-  constructor(private readonly call: AgentCall, private readonly script: ScriptRun) {}
+  constructor(
+    private readonly call: AgentCall,
+    private readonly script: ScriptRun,
+  ) {}
 
   async stat(file: string): Promise<GuestPathInfo> {
     const r = await this.script(STAT_SCRIPT, [file]);
@@ -137,7 +142,10 @@ export class GuestFiles {
       let got = 0;
       let eof = false;
       while (got < length && !eof) {
-        const r = await this.call<{ count: number; 'buf-b64': string; eof: boolean }>('guest-file-read', { handle: h, count: Math.min(FILE_CHUNK_BYTES, length - got) });
+        const r = await this.call<{ count: number; 'buf-b64': string; eof: boolean }>('guest-file-read', {
+          handle: h,
+          count: Math.min(FILE_CHUNK_BYTES, length - got),
+        });
         const b = Buffer.from(r['buf-b64'] ?? '', 'base64');
         parts.push(b);
         got += b.length;

@@ -15,7 +15,6 @@ import type { AccelInfo, HostProbe, HostResources } from '../driver.js';
 
 export type { AccelInfo, HostProbe, HostResources };
 
-
 /** The accelerator decision from what the host shows (pure). */
 export function chooseAccel(cpuinfo: string, hasDevKvm: boolean, hasPvm: boolean): AccelInfo {
   const flags = /^flags\s*:(.*)$/m.exec(cpuinfo)?.[1] ?? '';
@@ -64,7 +63,12 @@ interface ProgramCheck {
 export const PROGRAMS: ProgramCheck[] = [
   { name: 'qemu-system-x86_64', versionArgs: ['--version'], install: 'qemu-system-x86', use: 'runs the VMs' },
   { name: 'qemu-img', versionArgs: ['--version'], install: 'qemu-utils', use: 'disk images' },
-  { name: 'qemu-storage-daemon', versionArgs: ['--version'], install: 'qemu-system-x86', use: 'writes a new VM identity (seed, machine-id, SSH keys) before first boot' },
+  {
+    name: 'qemu-storage-daemon',
+    versionArgs: ['--version'],
+    install: 'qemu-system-x86',
+    use: 'writes a new VM identity (seed, machine-id, SSH keys) before first boot',
+  },
   { name: 'debugfs', versionArgs: ['-V'], install: 'e2fsprogs', use: 'writes a new VM identity into ext4 root filesystems' },
   { name: 'genisoimage', versionArgs: ['--version'], install: 'genisoimage', use: 'builds the cloud-init NoCloud seed' },
   { name: 'openssl', versionArgs: ['version'], install: 'openssl', use: 'hashes cloud-init passwords' },
@@ -82,7 +86,6 @@ async function checkProgram(p: ProgramCheck): Promise<Availability> {
   }
 }
 
-
 export async function probeHost(): Promise<HostProbe> {
   const [accel, programs] = await Promise.all([detectAccel(), Promise.all(PROGRAMS.map(checkProgram))]);
   const fuse = (await exists('/dev/fuse'))
@@ -90,7 +93,6 @@ export async function probeHost(): Promise<HostProbe> {
     : missing('/dev/fuse', '/dev/fuse is missing (load the fuse module): new VMs cannot get their identity written before first boot');
   return { accel, programs, fuse };
 }
-
 
 /** MemTotal and MemAvailable of /proc/meminfo, in MiB (pure). */
 export function parseMeminfo(text: string): { totalMb: number; availableMb: number } {

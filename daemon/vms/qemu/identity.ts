@@ -82,9 +82,6 @@ export async function extFilesystems(raw: string): Promise<number[]> {
   }
 }
 
-
-
-
 const KEYGEN_UNIT = `[Unit]
 Description=Make the SSH host keys hostd removed from this clone
 ConditionPathExistsGlob=!/etc/ssh/ssh_host_*_key
@@ -127,13 +124,21 @@ export async function withRawExport<T>(disk: string, workDir: string, fn: (raw: 
   const raw = path.join(workDir, '.export.raw');
   const pidfile = path.join(workDir, '.export.pid');
   await fs.writeFile(raw, '');
-  await run('qemu-storage-daemon', [
-    '--blockdev', `driver=file,node-name=f,filename=${disk.replace(/,/g, ',,')}`,
-    '--blockdev', 'driver=qcow2,node-name=d,file=f',
-    '--export', `type=fuse,id=e,node-name=d,mountpoint=${raw.replace(/,/g, ',,')},writable=on`,
-    '--pidfile', pidfile,
-    '--daemonize',
-  ], { install: 'the qemu-system-common package (qemu-storage-daemon, with /dev/fuse)', timeoutMs: 30_000 });
+  await run(
+    'qemu-storage-daemon',
+    [
+      '--blockdev',
+      `driver=file,node-name=f,filename=${disk.replace(/,/g, ',,')}`,
+      '--blockdev',
+      'driver=qcow2,node-name=d,file=f',
+      '--export',
+      `type=fuse,id=e,node-name=d,mountpoint=${raw.replace(/,/g, ',,')},writable=on`,
+      '--pidfile',
+      pidfile,
+      '--daemonize',
+    ],
+    { install: 'the qemu-system-common package (qemu-storage-daemon, with /dev/fuse)', timeoutMs: 30_000 },
+  );
   const pid = Number((await fs.readFile(pidfile, 'utf8')).trim());
   try {
     return await fn(raw);

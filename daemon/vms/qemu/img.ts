@@ -13,7 +13,6 @@ export type { ImageInfo };
 
 const INSTALL = 'the qemu-utils package';
 
-
 /** Parses `qemu-img info --output=json` (one image). */
 export function parseImageInfo(json: string): ImageInfo {
   const j = JSON.parse(json) as Record<string, any>;
@@ -99,7 +98,9 @@ export async function confinedChain(file: string, roots: string[], opts: { topAn
     if (depth > 0 || !opts.topAnywhere) {
       const real = await fs.realpath(cur).catch(() => null);
       if (!real || !(await inside(real, roots))) {
-        throw new DiskChainEscape(`${depth === 0 ? 'disk' : 'backing file'} '${cur}' of ${file} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`);
+        throw new DiskChainEscape(
+          `${depth === 0 ? 'disk' : 'backing file'} '${cur}' of ${file} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`,
+        );
       }
       const st = await fs.stat(real);
       if (!st.isFile()) throw new DiskChainEscape(`backing file '${cur}' of ${file} is not a regular file`);
@@ -135,7 +136,11 @@ export async function resizeImage(file: string, sizeBytes: number): Promise<void
  * qcow2 `dst`. Progress is estimated from the bytes written against the
  * bytes the source chain holds (qemu-img writes the output in order).
  */
-export async function convertToQcow2(src: string, dst: string, opts: { signal?: AbortSignal; onProgress?: (pct: number) => void; sourceFormat?: string } = {}): Promise<void> {
+export async function convertToQcow2(
+  src: string,
+  dst: string,
+  opts: { signal?: AbortSignal; onProgress?: (pct: number) => void; sourceFormat?: string } = {},
+): Promise<void> {
   let total = 0;
   if (opts.onProgress) {
     try {
@@ -151,7 +156,10 @@ export async function convertToQcow2(src: string, dst: string, opts: { signal?: 
   let timer: NodeJS.Timeout | null = null;
   if (opts.onProgress && total > 0) {
     timer = setInterval(() => {
-      fs.stat(dst).then((st) => opts.onProgress!(Math.min(99, Math.floor(((st.blocks * 512) / total) * 100))), () => undefined);
+      fs.stat(dst).then(
+        (st) => opts.onProgress!(Math.min(99, Math.floor(((st.blocks * 512) / total) * 100))),
+        () => undefined,
+      );
     }, 500);
   }
   try {

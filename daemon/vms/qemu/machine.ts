@@ -17,8 +17,6 @@ import type { MachineEvent, MachineRef, MachineStatus } from '../driver.js';
 
 export type { MachineRef, MachineStatus };
 
-
-
 export type { ExecResult };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -88,14 +86,20 @@ export class Machines {
     }
     const p = QmpClient.connect(runFiles(ref.runDir).qmp, 5000);
     this.qmps.set(ref.runDir, p);
-    p.then((c) => c.once('close', () => this.qmps.get(ref.runDir) === p && this.qmps.delete(ref.runDir)), () => this.qmps.delete(ref.runDir));
+    p.then(
+      (c) => c.once('close', () => this.qmps.get(ref.runDir) === p && this.qmps.delete(ref.runDir)),
+      () => this.qmps.delete(ref.runDir),
+    );
     return p;
   }
 
   private forget(ref: MachineRef): void {
     const q = this.qmps.get(ref.runDir);
     this.qmps.delete(ref.runDir);
-    void q?.then((c) => c.close(), () => undefined);
+    void q?.then(
+      (c) => c.close(),
+      () => undefined,
+    );
     this.agents.get(ref.runDir)?.close();
     this.agents.delete(ref.runDir);
   }
@@ -119,7 +123,9 @@ export class Machines {
         const st = await qmp.execute<{ status: string }>('query-status');
         if (st.status === 'running') break;
         if (st.status !== 'inmigrate' && st.status !== 'prelaunch') {
-          const mig = await qmp.execute<{ status?: string; 'error-desc'?: string }>('query-migrate').catch(() => ({} as { status?: string; 'error-desc'?: string }));
+          const mig = await qmp
+            .execute<{ status?: string; 'error-desc'?: string }>('query-migrate')
+            .catch(() => ({}) as { status?: string; 'error-desc'?: string });
           if (mig.status === 'failed') {
             await this.kill(ref);
             throw new Error(`loading the saved state failed: ${mig['error-desc'] ?? 'unknown error'}`);
@@ -297,7 +303,11 @@ export class Machines {
   async snapshotRoot(ref: MachineRef, newTop: string, nodeName: string): Promise<string> {
     const qmp = await this.qmp(ref);
     const cur = await this.activeRoot(ref);
-    await qmp.execute('blockdev-snapshot-sync', { 'node-name': cur.node, 'snapshot-file': newTop, 'snapshot-node-name': nodeName, format: 'qcow2', mode: 'absolute-paths' }, 60_000);
+    await qmp.execute(
+      'blockdev-snapshot-sync',
+      { 'node-name': cur.node, 'snapshot-file': newTop, 'snapshot-node-name': nodeName, format: 'qcow2', mode: 'absolute-paths' },
+      60_000,
+    );
     return cur.file;
   }
 
@@ -326,7 +336,13 @@ export class Machines {
     const qmp = await this.qmp(ref);
     await qmp.execute('blockdev-add', { driver: 'qcow2', 'node-name': `disk-${d.id}`, discard: 'unmap', file: { driver: 'file', filename: d.file } });
     try {
-      await qmp.execute('device_add', { driver: 'virtio-blk-pci', drive: `disk-${d.id}`, id: `dev-disk-${d.id}`, bus: 'pci.0', addr: '0x' + d.slot.toString(16) });
+      await qmp.execute('device_add', {
+        driver: 'virtio-blk-pci',
+        drive: `disk-${d.id}`,
+        id: `dev-disk-${d.id}`,
+        bus: 'pci.0',
+        addr: '0x' + d.slot.toString(16),
+      });
     } catch (err) {
       await qmp.execute('blockdev-del', { 'node-name': `disk-${d.id}` }).catch(() => undefined);
       throw err;

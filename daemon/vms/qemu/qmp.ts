@@ -14,7 +14,11 @@ export interface QmpEvent {
 }
 
 export class QmpError extends Error {
-  constructor(readonly command: string, readonly cls: string, desc: string) {
+  constructor(
+    readonly command: string,
+    readonly cls: string,
+    desc: string,
+  ) {
     super(`QMP ${command}: ${desc}`);
     this.name = 'QmpError';
   }
@@ -34,7 +38,10 @@ export class QmpClient extends EventEmitter {
   private closed = false;
   private greeted!: Promise<void>;
 
-  private constructor(private readonly sock: net.Socket, readonly path: string) {
+  private constructor(
+    private readonly sock: net.Socket,
+    readonly path: string,
+  ) {
     super();
   }
 

@@ -15,9 +15,6 @@ import type { CloudInitSettings, SeedFiles, SeedInput } from '../driver.js';
 
 export type { CloudInitSettings, SeedFiles, SeedInput };
 
-
-
-
 export function renderSeed(s: SeedInput): SeedFiles {
   const c = s.settings;
   const user: Record<string, unknown> = {
@@ -42,7 +39,9 @@ export function renderSeed(s: SeedInput): SeedFiles {
   // base64: the seed is any text, and cloud-init's YAML 1.1 loader takes characters such as U+2028
   // for line breaks that would let a seed end its block and add keys of its own.
   if (s.seedFallback != null) {
-    cfg.write_files = [{ path: '/etc/svc/seed', encoding: 'b64', content: Buffer.from(s.seedFallback, 'utf8').toString('base64'), permissions: '0600', owner: 'root:root' }];
+    cfg.write_files = [
+      { path: '/etc/svc/seed', encoding: 'b64', content: Buffer.from(s.seedFallback, 'utf8').toString('base64'), permissions: '0600', owner: 'root:root' },
+    ];
   }
   const files: SeedFiles = {
     'user-data': '#cloud-config\n' + YAML.stringify(cfg),

@@ -10,7 +10,11 @@ import https from 'node:https';
 import path from 'node:path';
 import { hostctl, runCommand, startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
 
-interface Answer { status: number; headers: Record<string, string | string[] | undefined>; text: string }
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
 
 function get(url: string, ca: Buffer, opts: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
@@ -33,12 +37,30 @@ describe('console and API over the TLS listener (https_addr)', function () {
 
   before(async () => {
     dir = tempDir('hostd-https-');
-    const r = await runCommand('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1',
-      '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem')]);
+    const r = await runCommand('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      path.join(dir, 'key.pem'),
+      '-out',
+      path.join(dir, 'cert.pem'),
+    ]);
     expect(r.code, r.stderr).to.equal(0);
     cert = fs.readFileSync(path.join(dir, 'cert.pem'));
     // The port is chosen by the system; console_url names a fixed one, which only the printed link uses.
-    d = await startDaemon({ dataDir: path.join(dir, 'data'), configYaml: `https_addr: 127.0.0.1:0\nhttps_cert_file: ${dir}/cert.pem\nhttps_key_file: ${dir}/key.pem\nconsole_url: https://console.lab:8443\n` });
+    d = await startDaemon({
+      dataDir: path.join(dir, 'data'),
+      configYaml: `https_addr: 127.0.0.1:0\nhttps_cert_file: ${dir}/cert.pem\nhttps_key_file: ${dir}/key.pem\nconsole_url: https://console.lab:8443\n`,
+    });
     base = d.listening.https;
     expect(base).to.match(/^https:\/\/127\.0\.0\.1:\d+$/);
   });
@@ -59,7 +81,11 @@ describe('console and API over the TLS listener (https_addr)', function () {
     expect(out.code, out.stderr).to.equal(0);
     expect(out.stdout.trim()).to.match(/^https:\/\/console\.lab:8443\/#sign-in=hsi_/);
     const secret = out.stdout.trim().split('#sign-in=')[1];
-    const r = await get(`${base}/console/session`, cert, { method: 'POST', headers: { 'content-type': 'application/json', 'x-hostd-console': '1' }, body: JSON.stringify({ link: secret }) });
+    const r = await get(`${base}/console/session`, cert, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-hostd-console': '1' },
+      body: JSON.stringify({ link: secret }),
+    });
     expect(r.status, r.text).to.equal(200);
     const c = String(r.headers['set-cookie']);
     expect(c).to.include('; Secure').and.include('HttpOnly').and.include('SameSite=Strict');
@@ -67,7 +93,13 @@ describe('console and API over the TLS listener (https_addr)', function () {
 
   it('a missing certificate file stops the start, naming the setting', async () => {
     const r = await runCommand(process.execPath, [path.join(process.cwd(), 'dist/daemon/main.js')], {
-      env: { ...process.env as Record<string, string>, HOSTD_DATA_DIR: path.join(dir, 'data2'), HOSTD_HTTP_ADDR: '127.0.0.1:0', HOSTD_CLUSTER_ADDR: '127.0.0.1:0', HOSTD_CONFIG: writeConfig(`https_addr: 127.0.0.1:0\nhttps_cert_file: ${dir}/nope.pem\nhttps_key_file: ${dir}/key.pem\n`) },
+      env: {
+        ...(process.env as Record<string, string>),
+        HOSTD_DATA_DIR: path.join(dir, 'data2'),
+        HOSTD_HTTP_ADDR: '127.0.0.1:0',
+        HOSTD_CLUSTER_ADDR: '127.0.0.1:0',
+        HOSTD_CONFIG: writeConfig(`https_addr: 127.0.0.1:0\nhttps_cert_file: ${dir}/nope.pem\nhttps_key_file: ${dir}/key.pem\n`),
+      },
       timeoutMs: 30_000,
     });
     expect(r.code).not.to.equal(0);
@@ -76,7 +108,13 @@ describe('console and API over the TLS listener (https_addr)', function () {
 
   it('https_addr without its files is a config error naming them', async () => {
     const r = await runCommand(process.execPath, [path.join(process.cwd(), 'dist/daemon/main.js')], {
-      env: { ...process.env as Record<string, string>, HOSTD_DATA_DIR: path.join(dir, 'data3'), HOSTD_HTTP_ADDR: '127.0.0.1:0', HOSTD_CLUSTER_ADDR: '127.0.0.1:0', HOSTD_CONFIG: writeConfig('https_addr: 127.0.0.1:0\n') },
+      env: {
+        ...(process.env as Record<string, string>),
+        HOSTD_DATA_DIR: path.join(dir, 'data3'),
+        HOSTD_HTTP_ADDR: '127.0.0.1:0',
+        HOSTD_CLUSTER_ADDR: '127.0.0.1:0',
+        HOSTD_CONFIG: writeConfig('https_addr: 127.0.0.1:0\n'),
+      },
       timeoutMs: 30_000,
     });
     expect(r.code).not.to.equal(0);

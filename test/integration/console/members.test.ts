@@ -25,10 +25,7 @@ describe('console across two members in Chromium', function () {
 
   before(async function () {
     requireOrSkip(this, 'console', browserMissing() ?? null);
-    [a, b] = await Promise.all([
-      startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'alpha' } }),
-      startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'bravo' } }),
-    ]);
+    [a, b] = await Promise.all([startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'alpha' } }), startDaemon({ env: { ...env, HOSTD_NODE_NAME: 'bravo' } })]);
     await pair([a, b]);
     token = await a.token('console-ops', ['files.read', 'files.manage', 'system.read', 'proxy.read', 'proxy.manage']);
     pages = new ConsolePages(await launchBrowser());
@@ -42,7 +39,7 @@ describe('console across two members in Chromium', function () {
   const names = async (d: TestDaemon): Promise<string[]> => (await d.admin.request('GET', `${API}/folders`)).body.folders.map((f: any) => f.name);
   const row = (page: Page, name: string) => page.getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) });
 
-  it('with bravo chosen in the member picker, the Folders page shows and changes bravo\'s folders through alpha', async () => {
+  it("with bravo chosen in the member picker, the Folders page shows and changes bravo's folders through alpha", async () => {
     expect((await a!.admin.request('POST', `${API}/folders`, { storage_id: 'default', name: 'on-alpha' })).status).to.equal(201);
     expect((await b!.admin.request('POST', `${API}/folders`, { storage_id: 'default', name: 'on-bravo' })).status).to.equal(201);
     const page = await pages!.withToken(a!.url, token);
@@ -53,7 +50,10 @@ describe('console across two members in Chromium', function () {
 
     await picker.selectOption({ label: 'bravo' });
     await page.getByText('Showing member bravo').waitFor();
-    await page.getByRole('status').filter({ hasText: /^Live: / }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: /^Live: / })
+      .waitFor();
     await row(page, 'on-bravo').waitFor();
     expect(await row(page, 'on-alpha').count()).to.equal(0);
 
@@ -72,7 +72,7 @@ describe('console across two members in Chromium', function () {
     expect(seen.some((u) => u.startsWith('GET /api/v1/events/stream?') && u.includes(`peer_id=${b!.nodeId}`))).to.equal(true);
   });
 
-  it('the administrator session choosing bravo sees the API\'s refusal (no administrator claim crosses the mesh)', async () => {
+  it("the administrator session choosing bravo sees the API's refusal (no administrator claim crosses the mesh)", async () => {
     const r = await hostctl(a!.dataDir, ['console']);
     expect(r.code, r.stderr).to.equal(0);
     const page = await pages!.admin(r.stdout.trim());

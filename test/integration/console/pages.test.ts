@@ -66,7 +66,9 @@ describe('console domain pages in Chromium', function () {
     await page.getByRole('dialog').getByLabel('New name').fill(`${name}-r`);
     await page.getByRole('dialog').getByRole('button', { name: 'Rename' }).click();
     await row(page, `${name}-r`).waitFor();
-    expect(await folderNames()).to.include(`${name}-r`).and.not.include(name);
+    expect(await folderNames())
+      .to.include(`${name}-r`)
+      .and.not.include(name);
 
     // Delete asks first: Cancel keeps the folder, Delete removes it.
     await page.getByRole('button', { name: `Delete ${name}-r` }).click();
@@ -80,10 +82,11 @@ describe('console domain pages in Chromium', function () {
     // Each change was a call through dispatch: an activity row marked as the console's.
     const rows = (await d.admin.request('GET', `${API}/activity?limit=50`)).body.events;
     const ops = rows.filter((r: any) => r.metadata.client === 'console').map((r: any) => r.metadata.operation);
-    for (const op of ['folders_create', 'folders_subfolders_create', 'folders_entries_copy', 'folders_entries_delete', 'folders_update', 'folders_delete']) expect(ops, op).to.include(op);
+    for (const op of ['folders_create', 'folders_subfolders_create', 'folders_entries_copy', 'folders_entries_delete', 'folders_update', 'folders_delete'])
+      expect(ops, op).to.include(op);
   });
 
-  it('Folders: a folder made elsewhere appears without a reload; a refused call shows the API\'s own words', async () => {
+  it("Folders: a folder made elsewhere appears without a reload; a refused call shows the API's own words", async () => {
     const page = await admin();
     await openPage(page, 'Folders', 'Folders');
     const made = `elsewhere-${process.pid}`;
@@ -91,7 +94,11 @@ describe('console domain pages in Chromium', function () {
     expect((await d.request('POST', `${API}/folders`, { token, body: { storage_id: 'default', name: made } })).status).to.equal(201);
     await row(page, made).waitFor({ timeout: 30_000 });
 
-    const refused = await raw(d.url, 'POST', `${API}/folders`, { token, body: JSON.stringify({ storage_id: 'no-such-pool', name: 'x' }), headers: { 'content-type': 'application/json' } });
+    const refused = await raw(d.url, 'POST', `${API}/folders`, {
+      token,
+      body: JSON.stringify({ storage_id: 'no-such-pool', name: 'x' }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(refused.status).to.be.within(400, 499);
     await page.getByLabel('Pool').fill('no-such-pool');
     await page.getByLabel('Folder name').fill('x');
@@ -116,15 +123,32 @@ describe('console domain pages in Chromium', function () {
     expect(await page.getByLabel('New subfolder').count()).to.equal(0);
     await screenshot(page, 'folders-read-only');
 
-    for (const [nav2, heading] of [['VMs', 'Virtual machines'], ['LXC', 'LXC containers'], ['Apps', 'Apps'], ['Locations', 'Connected locations'], ['Proxy', 'Proxy'], ['Tasks', 'Tasks']]) {
+    for (const [nav2, heading] of [
+      ['VMs', 'Virtual machines'],
+      ['LXC', 'LXC containers'],
+      ['Apps', 'Apps'],
+      ['Locations', 'Connected locations'],
+      ['Proxy', 'Proxy'],
+      ['Tasks', 'Tasks'],
+    ]) {
       await openPage(page, nav2, heading);
       // The only buttons are the navigation, Sign out and reading ones (Follow a task): no manage control is rendered.
-      const names = (await page.getByRole('main').getByRole('button').evaluateAll((bs) => bs.map((b) => b.getAttribute('aria-label') ?? b.textContent ?? ''))) as string[];
-      expect(names.filter((n) => !/^(Follow|Open) /.test(n)), heading).to.deep.equal([]);
+      const names = (await page
+        .getByRole('main')
+        .getByRole('button')
+        .evaluateAll((bs) => bs.map((b) => b.getAttribute('aria-label') ?? b.textContent ?? ''))) as string[];
+      expect(
+        names.filter((n) => !/^(Follow|Open) /.test(n)),
+        heading,
+      ).to.deep.equal([]);
       await screenshot(page, `read-only-${nav2.toLowerCase()}`);
     }
     // And the API refuses what the hidden controls would have done.
-    const refused = await raw(d.url, 'POST', `${API}/folders`, { token, body: JSON.stringify({ storage_id: 'default', name: 'no' }), headers: { 'content-type': 'application/json' } });
+    const refused = await raw(d.url, 'POST', `${API}/folders`, {
+      token,
+      body: JSON.stringify({ storage_id: 'default', name: 'no' }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(refused.status).to.equal(403);
   });
 
@@ -141,7 +165,10 @@ describe('console domain pages in Chromium', function () {
 
     await page.getByRole('navigation', { name: 'Pages' }).getByRole('button', { name: 'Folders', exact: true }).focus();
     await page.keyboard.press('Enter');
-    await page.getByRole('status').filter({ hasText: /^Live: / }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: /^Live: / })
+      .waitFor();
     const name = `keys-${process.pid}`;
     await page.getByLabel('Folder name').focus();
     await page.keyboard.type(name);
@@ -174,7 +201,8 @@ describe('console domain pages in Chromium', function () {
     await page.getByRole('button', { name: 'Apply filter' }).click();
     await page.getByRole('cell', { name: 'Created folder', exact: false }).first().waitFor({ state: 'detached' });
     const token = await d.token('pages-filter', ['files.manage']);
-    for (const n of ['b', 'a']) expect((await d.request('POST', `${API}/folders`, { token, body: { storage_id: 'default', name: `${tag}-${n}` } })).status).to.equal(201);
+    for (const n of ['b', 'a'])
+      expect((await d.request('POST', `${API}/folders`, { token, body: { storage_id: 'default', name: `${tag}-${n}` } })).status).to.equal(201);
     await page.getByRole('cell', { name: `Created folder ${tag}-a`, exact: true }).waitFor({ timeout: 30_000 });
     // The stream delivers in order: b's row came first and was left out.
     expect(await page.getByRole('cell', { name: `Created folder ${tag}-b`, exact: true }).count()).to.equal(0);

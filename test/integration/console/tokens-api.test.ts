@@ -11,7 +11,8 @@ import { API, expectError, raw, resultMismatch, type RawReply } from '../../help
 import { getOperation } from '../../../api/registry/index.js';
 
 /** Whether an admin-socket answer fits the operation's result schema (undefined when it does). */
-const fits = (name: string, r: { status: number; body: unknown }) => resultMismatch(getOperation(name)!, { status: r.status, headers: {}, body: r.body, text: JSON.stringify(r.body) } as RawReply);
+const fits = (name: string, r: { status: number; body: unknown }) =>
+  resultMismatch(getOperation(name)!, { status: r.status, headers: {}, body: r.body, text: JSON.stringify(r.body) } as RawReply);
 
 describe('token operations over the API', function () {
   let d: TestDaemon;
@@ -67,8 +68,16 @@ describe('token operations over the API', function () {
   });
 
   it('no bearer token may call them, not even one holding every scope (403 saying so)', async () => {
-    for (const [method, path, body] of [['GET', '/tokens', undefined], ['POST', '/tokens', { name: 'minted', scopes: ['vm.read'] }], ['DELETE', '/tokens/every-scope', undefined]] as const) {
-      const r = await raw(d.url, method, `${API}${path}`, { token: all, body: body && JSON.stringify(body), headers: body ? { 'content-type': 'application/json' } : {} });
+    for (const [method, path, body] of [
+      ['GET', '/tokens', undefined],
+      ['POST', '/tokens', { name: 'minted', scopes: ['vm.read'] }],
+      ['DELETE', '/tokens/every-scope', undefined],
+    ] as const) {
+      const r = await raw(d.url, method, `${API}${path}`, {
+        token: all,
+        body: body && JSON.stringify(body),
+        headers: body ? { 'content-type': 'application/json' } : {},
+      });
       expectError(r, 403, 'local administrator', 'every-scope');
     }
     // Nothing was minted and the token is still there.

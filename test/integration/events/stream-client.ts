@@ -20,31 +20,40 @@ export class SseClient {
     const c = new SseClient();
     return new Promise((resolve, reject) => {
       const u = new URL(url, 'http://localhost');
-      const req = http.request({ socketPath, host: socketPath ? undefined : u.hostname, port: socketPath ? undefined : u.port, path: u.pathname + u.search, headers: { accept: 'text/event-stream', ...headers } }, (res) => {
-        c.status = res.statusCode ?? 0;
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          if (c.status !== 200) {
-            c.body += chunk;
-            return;
-          }
-          c.buf += chunk;
-          for (let i = c.buf.indexOf('\n\n'); i !== -1; i = c.buf.indexOf('\n\n')) {
-            const block = c.buf.slice(0, i);
-            c.buf = c.buf.slice(i + 2);
-            let id: string | undefined;
-            let data: string | undefined;
-            for (const line of block.split('\n')) {
-              if (line.startsWith('id: ')) id = line.slice(4);
-              else if (line.startsWith('data: ')) data = line.slice(6);
+      const req = http.request(
+        {
+          socketPath,
+          host: socketPath ? undefined : u.hostname,
+          port: socketPath ? undefined : u.port,
+          path: u.pathname + u.search,
+          headers: { accept: 'text/event-stream', ...headers },
+        },
+        (res) => {
+          c.status = res.statusCode ?? 0;
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => {
+            if (c.status !== 200) {
+              c.body += chunk;
+              return;
             }
-            if (data !== undefined) c.got.push({ id, event: JSON.parse(data) });
-          }
-        });
-        res.on('end', () => (c.ended = true));
-        res.on('close', () => (c.ended = true));
-        resolve(c);
-      });
+            c.buf += chunk;
+            for (let i = c.buf.indexOf('\n\n'); i !== -1; i = c.buf.indexOf('\n\n')) {
+              const block = c.buf.slice(0, i);
+              c.buf = c.buf.slice(i + 2);
+              let id: string | undefined;
+              let data: string | undefined;
+              for (const line of block.split('\n')) {
+                if (line.startsWith('id: ')) id = line.slice(4);
+                else if (line.startsWith('data: ')) data = line.slice(6);
+              }
+              if (data !== undefined) c.got.push({ id, event: JSON.parse(data) });
+            }
+          });
+          res.on('end', () => (c.ended = true));
+          res.on('close', () => (c.ended = true));
+          resolve(c);
+        },
+      );
       c.req = req;
       req.on('error', (e) => (c.status ? (c.ended = true) : reject(e)));
       req.end();

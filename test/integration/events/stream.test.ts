@@ -55,7 +55,10 @@ describe('event stream (integration)', function () {
     clients.push(b);
     const later = await mutate(d, 'sse-c', 2);
     await eventually(() => tokenEvents(b.events(), 'sse-c').length === 2, 30_000, 'the later events');
-    const all = b.events().filter((e) => e.type === 'activity').map((e) => e.resource);
+    const all = b
+      .events()
+      .filter((e) => e.type === 'activity')
+      .map((e) => e.resource);
     expect(all).to.deep.equal([...missed, ...later]);
     // Seqs strictly increase and every id is the event's cursor.
     const seqs = b.events().map((e) => e.seq);
@@ -74,7 +77,12 @@ describe('event stream (integration)', function () {
     expect(ws.ws.protocol).to.equal('hostd.events.v1');
     const live = await mutate(d, 'ws-b', 2);
     await eventually(() => tokenEvents(ws.events(), 'ws-b').length === 2, 30_000, 'the live events');
-    expect(ws.events().filter((e) => e.type === 'activity').map((e) => e.resource)).to.deep.equal([...missed, ...live]);
+    expect(
+      ws
+        .events()
+        .filter((e) => e.type === 'activity')
+        .map((e) => e.resource),
+    ).to.deep.equal([...missed, ...live]);
     // With the header instead, and no subprotocol offered, none is selected.
     const ws2 = await WsClient.open(`${d.url.replace('http', 'ws')}${STREAM}`, { headers: { authorization: `Bearer ${reader}` } });
     clients.push(ws2);
@@ -87,11 +95,21 @@ describe('event stream (integration)', function () {
       const sse = await SseClient.open(d.url + STREAM + q);
       expect(sse.status, q).to.equal(400);
       await eventually(() => sse.body.includes('never goes in the URL'), 10_000, 'the 400 body');
-      const err = await WsClient.open(ws + q).then(() => null, (e) => e);
+      const err = await WsClient.open(ws + q).then(
+        () => null,
+        (e) => e,
+      );
       expect(err.status, q).to.equal(400);
     }
     expect((await SseClient.open(d.url + STREAM)).status).to.equal(401);
-    expect((await WsClient.open(ws, { protocols: ['bearer.hostd_nope'] }).then(() => null, (e) => e)).status).to.equal(401);
+    expect(
+      (
+        await WsClient.open(ws, { protocols: ['bearer.hostd_nope'] }).then(
+          () => null,
+          (e) => e,
+        )
+      ).status,
+    ).to.equal(401);
     const writer = await d.token('writer-only', ['vm.manage']);
     expect((await SseClient.open(d.url + STREAM, { authorization: `Bearer ${writer}` })).status).to.equal(403);
     expect((await d.request('GET', '/api/v1/events', { token: writer })).status).to.equal(403);
@@ -122,12 +140,15 @@ describe('event stream (integration)', function () {
     const over = await SseClient.open(d.url + STREAM, { authorization: `Bearer ${t}` });
     expect(over.status).to.equal(429);
     await eventually(() => over.body.includes('max_streams_per_token = 3'), 10_000, 'the 429 body');
-    const wsOver = await WsClient.open(d.url.replace('http', 'ws') + STREAM, { protocols: [`bearer.${t}`, 'hostd.events.v1'] }).then(() => null, (e) => e);
+    const wsOver = await WsClient.open(d.url.replace('http', 'ws') + STREAM, { protocols: [`bearer.${t}`, 'hostd.events.v1'] }).then(
+      () => null,
+      (e) => e,
+    );
     expect(wsOver.status).to.equal(429);
     expect(wsOver.body).to.include('max_streams_per_token = 3');
   });
 
-  it("revoking a token ends its open streams", async () => {
+  it('revoking a token ends its open streams', async () => {
     const t = await d.token('revoked-soon', ['system.read']);
     const c = await SseClient.open(d.url + STREAM, { authorization: `Bearer ${t}` });
     clients.push(c);
@@ -140,7 +161,10 @@ describe('event stream (integration)', function () {
     const [name] = await mutate(d, 'cli-a', 1);
     const page = await hostctl(d.dataDir, ['events', '--json', '--types', 'activity', '--limit', '1000']);
     expect(page.code, page.stderr).to.equal(0);
-    const listed = page.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const listed = page.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(listed.map((e) => e.resource)).to.include(name);
     const cursor = /next cursor: (\S+)/.exec(page.stderr)![1];
     const follow = spawn(process.execPath, [HOSTCTL, '--data-dir', d.dataDir, 'events', '--follow', '--json', '--types', 'activity', '--cursor', cursor]);
@@ -149,7 +173,10 @@ describe('event stream (integration)', function () {
     follow.stdout.on('data', (c) => (out += c));
     const later = await mutate(d, 'cli-b', 2);
     await eventually(() => later.every((r) => out.includes(`"resource":"${r}"`)), 30_000, 'hostctl events --follow to print the new events');
-    const printed = out.trim().split('\n').map((l) => JSON.parse(l).resource);
+    const printed = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).resource);
     expect(printed).to.deep.equal(later);
   });
 
@@ -187,7 +214,10 @@ describe('event stream across restarts (integration)', function () {
     const c = await SseClient.open(d.url + STREAM + `?cursor=${cursor}&types=activity`, { authorization: `Bearer ${reader}` });
     try {
       await eventually(() => tokenEvents(c.events(), 'r-d').length === 1, 30_000, 'the events after the kill');
-      const got = c.events().map((e) => e.resource).filter((r) => r.startsWith('tokens/r-'));
+      const got = c
+        .events()
+        .map((e) => e.resource)
+        .filter((r) => r.startsWith('tokens/r-'));
       expect(got).to.deep.equal([...afterRestart, ...acked, ...afterKill]);
       const seqs = c.events().map((e) => e.seq);
       expect(new Set(seqs).size).to.equal(seqs.length);

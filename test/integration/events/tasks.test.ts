@@ -111,7 +111,12 @@ describe('task events', function () {
         res.end(JSON.stringify(body));
       };
       if (u.pathname === STREAM_PATH) {
-        serveSse({ events: svc, authenticate: () => admin, resolvePeer: () => 'self', log: pino({ enabled: false }), requestLog: { write() {} } }, req, res, 'r1');
+        serveSse(
+          { events: svc, authenticate: () => admin, resolvePeer: () => 'self', log: pino({ enabled: false }), requestLog: { write() {} } },
+          req,
+          res,
+          'r1',
+        );
         return;
       }
       const m = /^\/api\/v1\/tasks\/([^/]+)(\/logs)?$/.exec(u.pathname);
@@ -119,7 +124,10 @@ describe('task events', function () {
       if (m[2]) void runner.logLines(m[1], Number(u.searchParams.get('after_line') ?? 0), 500).then((l) => send(200, l));
       else {
         taskGets++;
-        void runner.get(m[1]).then((task) => send(200, { task }), () => send(404, { error: `task '${m[1]}' not found` }));
+        void runner.get(m[1]).then(
+          (task) => send(200, { task }),
+          () => send(404, { error: `task '${m[1]}' not found` }),
+        );
       }
     });
     await new Promise<void>((r) => server.listen(sock, () => r()));
@@ -139,7 +147,9 @@ describe('task events', function () {
       let text = '';
       out.on('data', (c) => (text += c));
       const watching = watchTask(new AdminClient(sock), rec.task_id, { intervalMs: 3_600_000, out, err: new PassThrough() });
-      await eventually(() => svc.streams === 1 && text.includes(' one\n'), 30_000, 'the watch to follow the stream').catch((e) => { throw new Error(`${e.message}: streams ${svc.streams}, out ${JSON.stringify(text)}`); });
+      await eventually(() => svc.streams === 1 && text.includes(' one\n'), 30_000, 'the watch to follow the stream').catch((e) => {
+        throw new Error(`${e.message}: streams ${svc.streams}, out ${JSON.stringify(text)}`);
+      });
       steps[0].open();
       await eventually(() => text.includes(' two\n'), 30_000, 'line two');
       steps[1].open();

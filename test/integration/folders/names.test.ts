@@ -37,12 +37,20 @@ describe('folders: names and destinations over HTTP', function () {
     for (const name of ['nl\nname', 'tab\tname', 'esc\u001bname', 'del\u007fname', 'c1\u0085name']) {
       const r = await call('POST', '/folders', { storage_id: 'default', name });
       expect(r.status, JSON.stringify(name)).to.equal(400);
-      expect(r.body).to.deep.equal({ error: "argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)" });
+      expect(r.body).to.deep.equal({
+        error:
+          "argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)",
+      });
       const s = await call('POST', `/folders/${a.folder_id}/subfolders`, { name });
       expect(s.status).to.equal(400);
-      expect(s.body).to.deep.equal({ error: "argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..'" });
+      expect(s.body).to.deep.equal({
+        error: "argument 'name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..'",
+      });
       const u = await call('PATCH', `/folders/${a.folder_id}`, { new_name: name });
-      expect(u.body).to.deep.equal({ error: "argument 'new_name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)" });
+      expect(u.body).to.deep.equal({
+        error:
+          "argument 'new_name' must be a name of 1-255 bytes of UTF-8 without control characters, '/' or '\\', not '.' or '..', not '.vms' and not starting with '.hostd-', in any case (hostd's own directories)",
+      });
     }
     expect(fs.readdirSync(path.dirname(a.path)).sort()).to.deep.equal(poolBefore);
     expect(fs.readdirSync(a.path)).to.deep.equal(['docs']);
@@ -63,7 +71,9 @@ describe('folders: names and destinations over HTTP', function () {
   it('refuses by schema the empty name, new_name, pattern, names[] and moves[]', async () => {
     expect((await call('POST', '/folders', { storage_id: 'default', name: '' })).body).to.deep.equal({ error: "argument 'name' must not be empty" });
     expect((await call('PATCH', `/folders/${a.folder_id}`, { new_name: '' })).body).to.deep.equal({ error: "argument 'new_name' must not be empty" });
-    expect((await d.request('GET', `${API}/folders/${a.folder_id}/search?pattern=`, { token })).body).to.deep.equal({ error: "argument 'pattern' must not be empty" });
+    expect((await d.request('GET', `${API}/folders/${a.folder_id}/search?pattern=`, { token })).body).to.deep.equal({
+      error: "argument 'pattern' must not be empty",
+    });
     const names = await call('POST', `/folders/${a.folder_id}/subfolders/batch`, { names: [] });
     expect(names.status).to.equal(400);
     expect(names.body.error).to.match(/^argument 'names' must NOT have fewer than 1 items/);

@@ -20,7 +20,6 @@ import { Store } from '../../../daemon/store/store.js';
 // ---------------------------------------------------------------------------
 // helpers
 
-
 function recorder() {
   const notes: ActivityNote[] = [];
   const ctx: CallContext = {
@@ -57,7 +56,7 @@ async function exists(p: string): Promise<boolean> {
   }
 }
 
-const ESCAPE = "must stay inside the folder";
+const ESCAPE = 'must stay inside the folder';
 const NUL = 'must not contain NUL bytes';
 const BACKSLASH = 'must not contain backslashes';
 
@@ -194,7 +193,11 @@ describe('folders service (real filesystem and store)', function () {
       await svc.create({ storage_id: 'main', name: 'occupied' });
       await rejects(svc.update({ folder_id: folder.folder_id, new_name: 'occupied' }), 409, "a folder named 'occupied' already exists in storage pool 'main'");
       await fsp.mkdir(path.join(poolDir, 'stray-dir'));
-      await rejects(svc.update({ folder_id: folder.folder_id, new_name: 'stray-dir' }), 409, "a folder named 'stray-dir' already exists in storage pool 'main'");
+      await rejects(
+        svc.update({ folder_id: folder.folder_id, new_name: 'stray-dir' }),
+        409,
+        "a folder named 'stray-dir' already exists in storage pool 'main'",
+      );
       await rejects(svc.update({ folder_id: folder.folder_id, new_name: '../escaped' }), 400, "argument 'new_name' must be a single name without '/'");
       await rejects(svc.update({ folder_id: folder.folder_id, new_name: '..' }), 400, "argument 'new_name' must not be '.' or '..'");
       // Same name: nothing to do.
@@ -214,7 +217,10 @@ describe('folders service (real filesystem and store)', function () {
     });
 
     it('keeps its records across a restart', async () => {
-      const again = await openFoldersService(store, [{ id: 'main', path: poolDir }, { id: 'second', path: pool2Dir }]);
+      const again = await openFoldersService(store, [
+        { id: 'main', path: poolDir },
+        { id: 'second', path: pool2Dir },
+      ]);
       expect((await again.list()).folders).to.deep.equal((await svc.list()).folders);
     });
 
@@ -361,7 +367,11 @@ describe('folders service (real filesystem and store)', function () {
       }
       await rejects(svc.subfoldersCreate({ folder_id: id, name: 'evil', sub_path: 'a\0b' }), 400, `argument 'sub_path' ${NUL}`);
       await rejects(svc.subfoldersCreate({ folder_id: id, name: 'evil', sub_path: '..\\' }), 400, `argument 'sub_path' ${BACKSLASH}`);
-      await rejects(svc.subfoldersCreate({ folder_id: id, name: 'evil', target: { kind: 'folder', id, path: 'link-out' } }), 400, `argument 'target.path' ${ESCAPE}`);
+      await rejects(
+        svc.subfoldersCreate({ folder_id: id, name: 'evil', target: { kind: 'folder', id, path: 'link-out' } }),
+        400,
+        `argument 'target.path' ${ESCAPE}`,
+      );
       expect(await exists(path.join(tmp, 'evil'))).to.equal(false);
     });
 
@@ -432,8 +442,16 @@ describe('folders service (real filesystem and store)', function () {
     it('400 when dst_target names another folder or connection, or no destination is given', async () => {
       const other = await fixture('move-other');
       const msg = "argument 'dst_target' must name the same folder or connection as the source";
-      await rejects(svc.entriesMove({ folder_id: f.folder_id, src_sub_path: 'a.txt', dst_target: { kind: 'folder', id: other.folder_id, path: 'a2.txt' } }), 400, msg);
-      await rejects(svc.entriesMove({ folder_id: f.folder_id, src_sub_path: 'a.txt', dst_target: { kind: 'connection', id: 'share1', path: 'a2.txt' } }), 400, msg);
+      await rejects(
+        svc.entriesMove({ folder_id: f.folder_id, src_sub_path: 'a.txt', dst_target: { kind: 'folder', id: other.folder_id, path: 'a2.txt' } }),
+        400,
+        msg,
+      );
+      await rejects(
+        svc.entriesMove({ folder_id: f.folder_id, src_sub_path: 'a.txt', dst_target: { kind: 'connection', id: 'share1', path: 'a2.txt' } }),
+        400,
+        msg,
+      );
       await rejects(svc.entriesMove({ folder_id: f.folder_id, src_sub_path: 'a.txt' }), 400, "argument 'dst_sub_path' is required");
       expect(await exists(path.join(f.path, 'a.txt'))).to.equal(true);
     });
@@ -465,7 +483,12 @@ describe('folders service (real filesystem and store)', function () {
       await rejects(svc.entriesMove({ folder_id: id, src_sub_path: 'a.txt', dst_sub_path: 'b\0' }), 400, `argument 'dst_sub_path' ${NUL}`);
       await rejects(svc.entriesMove({ folder_id: id, src_sub_path: 'a.txt', dst_sub_path: '..\\b' }), 400, `argument 'dst_sub_path' ${BACKSLASH}`);
       await rejects(
-        svc.entriesMove({ folder_id: id, src_sub_path: 'x', src_target: { kind: 'folder', id, path: 'a.txt' }, dst_target: { kind: 'folder', id, path: 'link-out/a.txt' } }),
+        svc.entriesMove({
+          folder_id: id,
+          src_sub_path: 'x',
+          src_target: { kind: 'folder', id, path: 'a.txt' },
+          dst_target: { kind: 'folder', id, path: 'link-out/a.txt' },
+        }),
         400,
         `argument 'dst_target.path' ${ESCAPE}`,
       );
@@ -537,7 +560,11 @@ describe('folders service (real filesystem and store)', function () {
       const id = f.folder_id;
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'nope', dst_sub_path: 'x' }), 404, "no such file or folder 'nope'");
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_sub_path: 'nope/x' }), 404, "no such file or folder 'nope'");
-      await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: 'f_unknown000', dst_sub_path: 'x' }), 404, "folder 'f_unknown000' not found");
+      await rejects(
+        svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: 'f_unknown000', dst_sub_path: 'x' }),
+        404,
+        "folder 'f_unknown000' not found",
+      );
       await rejects(svc.entriesCopy({ src_folder_id: 'f_unknown000', src_sub_path: 'a.txt', dst_sub_path: 'x' }), 404, "folder 'f_unknown000' not found");
       await rejects(
         svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_target: { kind: 'connection', id: 'nas', path: 'x' } }),
@@ -545,11 +572,19 @@ describe('folders service (real filesystem and store)', function () {
         "location 'nas' not found",
       );
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_sub_path: 'sub/b.TXT' }), 409, "'sub/b.TXT' already exists");
-      await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: g.folder_id, dst_sub_path: 'a.txt' }), 409, "'a.txt' already exists");
+      await rejects(
+        svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: g.folder_id, dst_sub_path: 'a.txt' }),
+        409,
+        "'a.txt' already exists",
+      );
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt' }), 400, "argument 'dst_sub_path' is required");
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'sub', dst_sub_path: 'sub/deep/again' }), 400, "cannot copy 'sub' into itself");
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: '', dst_sub_path: 'x' }), 400, "argument 'src_sub_path' must not be the folder root");
-      await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: g.folder_id, dst_sub_path: '/' }), 400, `argument 'dst_sub_path' ${ESCAPE}`);
+      await rejects(
+        svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: g.folder_id, dst_sub_path: '/' }),
+        400,
+        `argument 'dst_sub_path' ${ESCAPE}`,
+      );
       expect(await exists(path.join(f.path, 'sub', 'deep', 'again'))).to.equal(false);
     });
 
@@ -601,7 +636,11 @@ describe('folders service (real filesystem and store)', function () {
         await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: p, dst_sub_path: 'stolen' }), 400, `argument 'src_sub_path' ${ESCAPE}`);
       }
       for (const p of ['..', 'sub/../../x', '/etc/x', '/tmp/x', 'link-out/a.txt', 'rel-out/planted', 'link-out/dir/planted']) {
-        await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: g.folder_id, dst_sub_path: p }), 400, `argument 'dst_sub_path' ${ESCAPE}`);
+        await rejects(
+          svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_folder_id: g.folder_id, dst_sub_path: p }),
+          400,
+          `argument 'dst_sub_path' ${ESCAPE}`,
+        );
       }
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt\0', dst_sub_path: 'b' }), 400, `argument 'src_sub_path' ${NUL}`);
       await rejects(svc.entriesCopy({ src_folder_id: id, src_sub_path: 'a.txt', dst_sub_path: 'b\\c' }), 400, `argument 'dst_sub_path' ${BACKSLASH}`);
@@ -681,12 +720,27 @@ describe('folders service (real filesystem and store)', function () {
 
     it('refuses every escape', async () => {
       const id = f.folder_id;
-      for (const p of ['..', 'sub/../../outside', '/etc', '/etc/passwd', '/', 'link-out', 'link-out/secret.txt', 'link-out/dir', 'rel-out', 'rel-out/secret.txt']) {
+      for (const p of [
+        '..',
+        'sub/../../outside',
+        '/etc',
+        '/etc/passwd',
+        '/',
+        'link-out',
+        'link-out/secret.txt',
+        'link-out/dir',
+        'rel-out',
+        'rel-out/secret.txt',
+      ]) {
         await rejects(svc.entriesDelete({ folder_id: id, sub_path: p }), 400, `argument 'sub_path' ${ESCAPE}`);
       }
       await rejects(svc.entriesDelete({ folder_id: id, sub_path: 'a.txt\0' }), 400, `argument 'sub_path' ${NUL}`);
       await rejects(svc.entriesDelete({ folder_id: id, sub_path: '..\\outside' }), 400, `argument 'sub_path' ${BACKSLASH}`);
-      await rejects(svc.entriesDelete({ folder_id: id, sub_path: 'a.txt', target: { kind: 'folder', id, path: 'link-out/secret.txt' } }), 400, `argument 'target.path' ${ESCAPE}`);
+      await rejects(
+        svc.entriesDelete({ folder_id: id, sub_path: 'a.txt', target: { kind: 'folder', id, path: 'link-out/secret.txt' } }),
+        400,
+        `argument 'target.path' ${ESCAPE}`,
+      );
       expect(await exists(path.join(f.path, 'link-out'))).to.equal(true);
     });
   });
@@ -720,11 +774,18 @@ describe('folders service (real filesystem and store)', function () {
     });
 
     it("treats '*' as a glob over the whole name", async () => {
-      expect((await svc.search({ folder_id: f.folder_id, pattern: '*.TXT' })).matches.map((m) => m.path)).to.deep.equal(['a.txt', 'Zeta/notes.txt', 'sub/b.TXT']);
+      expect((await svc.search({ folder_id: f.folder_id, pattern: '*.TXT' })).matches.map((m) => m.path)).to.deep.equal([
+        'a.txt',
+        'Zeta/notes.txt',
+        'sub/b.TXT',
+      ]);
       expect((await svc.search({ folder_id: f.folder_id, pattern: 'b*' })).matches.map((m) => m.path)).to.deep.equal(['sub/b.TXT']);
       expect((await svc.search({ folder_id: f.folder_id, pattern: 's*b' })).matches.map((m) => m.path)).to.deep.equal(['sub']);
       expect((await svc.search({ folder_id: f.folder_id, pattern: '*e*' })).matches.map((m) => m.path)).to.deep.equal([
-        'Zeta', 'rel-out', 'Zeta/notes.txt', 'sub/deep',
+        'Zeta',
+        'rel-out',
+        'Zeta/notes.txt',
+        'sub/deep',
       ]);
       // Regex characters are literal.
       expect((await svc.search({ folder_id: f.folder_id, pattern: 'a.t*' })).matches.map((m) => m.path)).to.deep.equal(['a.txt']);
@@ -826,7 +887,11 @@ describe('folders service (real filesystem and store)', function () {
       const ok = { src_sub_path: 'a.txt', dst_sub_path: 'Zeta/a.txt' };
       await rejects(svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'nope', dst_sub_path: 'x' }] }), 404, "no such file or folder 'nope'");
       await rejects(svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub/b.TXT', dst_sub_path: 'Zeta' }] }), 409, "'Zeta' already exists");
-      await rejects(svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub/b.TXT', dst_sub_path: 'none/b' }] }), 404, "no such file or folder 'none'");
+      await rejects(
+        svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub/b.TXT', dst_sub_path: 'none/b' }] }),
+        404,
+        "no such file or folder 'none'",
+      );
       await rejects(
         svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub/b.TXT', dst_sub_path: 'Zeta/a.txt' }] }),
         400,
@@ -838,17 +903,37 @@ describe('folders service (real filesystem and store)', function () {
         "argument 'moves' moves 'a.txt' twice",
       );
       await rejects(
-        svc.entriesBatchMove({ folder_id: id, moves: [{ src_sub_path: 'sub', dst_sub_path: 'sub2' }, { src_sub_path: 'sub/b.TXT', dst_sub_path: 'b.txt' }] }),
+        svc.entriesBatchMove({
+          folder_id: id,
+          moves: [
+            { src_sub_path: 'sub', dst_sub_path: 'sub2' },
+            { src_sub_path: 'sub/b.TXT', dst_sub_path: 'b.txt' },
+          ],
+        }),
         400,
         "argument 'moves' moves both 'sub' and 'sub/b.TXT', which is inside it",
       );
       await rejects(
-        svc.entriesBatchMove({ folder_id: id, moves: [{ src_sub_path: 'sub', dst_sub_path: 'sub2' }, { src_sub_path: 'a.txt', dst_sub_path: 'sub/a.txt' }] }),
+        svc.entriesBatchMove({
+          folder_id: id,
+          moves: [
+            { src_sub_path: 'sub', dst_sub_path: 'sub2' },
+            { src_sub_path: 'a.txt', dst_sub_path: 'sub/a.txt' },
+          ],
+        }),
         400,
         "argument 'moves' puts 'sub/a.txt' inside 'sub', which is moved too",
       );
-      await rejects(svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub', dst_sub_path: 'sub/deep/x' }] }), 400, "cannot move 'sub' into itself");
-      await rejects(svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: '', dst_sub_path: 'x' }] }), 400, "argument 'moves[1].src_sub_path' must not be the folder root");
+      await rejects(
+        svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub', dst_sub_path: 'sub/deep/x' }] }),
+        400,
+        "cannot move 'sub' into itself",
+      );
+      await rejects(
+        svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: '', dst_sub_path: 'x' }] }),
+        400,
+        "argument 'moves[1].src_sub_path' must not be the folder root",
+      );
       await rejects(svc.entriesBatchMove({ folder_id: id, moves: [] }), 400, "argument 'moves' must list at least one move");
       await rejects(svc.entriesBatchMove({ folder_id: 'f_unknown000', moves: [ok] }), 404, "folder 'f_unknown000' not found");
       expect(await snapshot(f.path)).to.deep.equal(before);
@@ -859,13 +944,29 @@ describe('folders service (real filesystem and store)', function () {
       const before = await snapshot(f.path);
       const ok = { src_sub_path: 'a.txt', dst_sub_path: 'Zeta/a.txt' };
       for (const p of ['..', 'sub/../../outside', '/etc', '/etc/passwd', 'link-out', 'link-out/secret.txt', 'rel-out', 'rel-out/dir']) {
-        await rejects(svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: p, dst_sub_path: 'stolen' }] }), 400, `argument 'moves[1].src_sub_path' ${ESCAPE}`);
+        await rejects(
+          svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: p, dst_sub_path: 'stolen' }] }),
+          400,
+          `argument 'moves[1].src_sub_path' ${ESCAPE}`,
+        );
       }
       for (const p of ['..', 'sub/../../x', '/tmp/x', 'link-out/planted', 'rel-out/planted', 'link-out/dir/planted']) {
-        await rejects(svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub/b.TXT', dst_sub_path: p }] }), 400, `argument 'moves[1].dst_sub_path' ${ESCAPE}`);
+        await rejects(
+          svc.entriesBatchMove({ folder_id: id, moves: [ok, { src_sub_path: 'sub/b.TXT', dst_sub_path: p }] }),
+          400,
+          `argument 'moves[1].dst_sub_path' ${ESCAPE}`,
+        );
       }
-      await rejects(svc.entriesBatchMove({ folder_id: id, moves: [{ src_sub_path: 'a\0', dst_sub_path: 'b' }] }), 400, `argument 'moves[0].src_sub_path' ${NUL}`);
-      await rejects(svc.entriesBatchMove({ folder_id: id, moves: [{ src_sub_path: 'a.txt', dst_sub_path: '..\\b' }] }), 400, `argument 'moves[0].dst_sub_path' ${BACKSLASH}`);
+      await rejects(
+        svc.entriesBatchMove({ folder_id: id, moves: [{ src_sub_path: 'a\0', dst_sub_path: 'b' }] }),
+        400,
+        `argument 'moves[0].src_sub_path' ${NUL}`,
+      );
+      await rejects(
+        svc.entriesBatchMove({ folder_id: id, moves: [{ src_sub_path: 'a.txt', dst_sub_path: '..\\b' }] }),
+        400,
+        `argument 'moves[0].dst_sub_path' ${BACKSLASH}`,
+      );
       expect(await snapshot(f.path)).to.deep.equal(before);
     });
 
@@ -909,7 +1010,11 @@ describe('folders service (real filesystem and store)', function () {
       expect(await fsp.readFile(path.join(share, 'docs', 'one.txt'), 'utf8')).to.equal('1');
       await fsp.rm(path.join(share, 'docs', 'one.txt'));
       await rejects(
-        svc.entriesBatchMove({ folder_id: f.folder_id, target: { kind: 'connection', id: 'share1' }, moves: [{ src_sub_path: '../outside/secret.txt', dst_sub_path: 'x' }] }),
+        svc.entriesBatchMove({
+          folder_id: f.folder_id,
+          target: { kind: 'connection', id: 'share1' },
+          moves: [{ src_sub_path: '../outside/secret.txt', dst_sub_path: 'x' }],
+        }),
         400,
         "argument 'moves[0].src_sub_path' must stay inside the location",
       );
@@ -922,9 +1027,18 @@ describe('folders service (real filesystem and store)', function () {
       const h = folderHandlers(svc.context);
       expect(Object.keys(h).sort()).to.deep.equal(
         [
-          'folders_list', 'folders_create', 'folders_update', 'folders_delete', 'folders_contents_list',
-          'folders_subfolders_create', 'folders_subfolders_batch_create', 'folders_entries_move', 'folders_entries_copy',
-          'folders_entries_delete', 'folders_search', 'folders_entries_batch_move',
+          'folders_list',
+          'folders_create',
+          'folders_update',
+          'folders_delete',
+          'folders_contents_list',
+          'folders_subfolders_create',
+          'folders_subfolders_batch_create',
+          'folders_entries_move',
+          'folders_entries_copy',
+          'folders_entries_delete',
+          'folders_search',
+          'folders_entries_batch_move',
         ].sort(),
       );
       const { notes, ctx } = recorder();

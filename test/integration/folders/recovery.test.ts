@@ -21,7 +21,13 @@ describe('folders: recovery of interrupted changes', () => {
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  const rec = (id: string, name: string): Folder => ({ folder_id: id, name, storage_id: 'p', path: path.join(pool, name), created_at: new Date().toISOString() });
+  const rec = (id: string, name: string): Folder => ({
+    folder_id: id,
+    name,
+    storage_id: 'p',
+    path: path.join(pool, name),
+    created_at: new Date().toISOString(),
+  });
 
   async function withStore(fn: (store: Store) => Promise<void>): Promise<void> {
     const store = await Store.open(path.join(dir, 'db'));
@@ -90,7 +96,10 @@ describe('folders: recovery of interrupted changes', () => {
   it('refuses folder names in the reserved .hostd- namespace', async () => {
     await withStore(async (store) => {
       const svc = await openFoldersService(store, [{ id: 'p', path: pool }]);
-      const err = await svc.create({ storage_id: 'p', name: '.hostd-trash-x' }).then(() => null, (e) => e);
+      const err = await svc.create({ storage_id: 'p', name: '.hostd-trash-x' }).then(
+        () => null,
+        (e) => e,
+      );
       expect(err.status).to.equal(400);
       expect(err.message).to.equal("argument 'name' must not start with '.hostd-' (reserved)");
     });
@@ -112,7 +121,14 @@ describe('folders: recovery of interrupted changes', () => {
       const place = { kind: 'folder', id: f.folder_id };
       await intents.put('e-1', { op: 'copy', place, parent: 'sub', temp: '.hostd-copy-1' });
       await intents.put('e-2', { op: 'remove', place, parent: '', trash: '.hostd-trash-2' });
-      await intents.put('e-3', { op: 'moves', place, pairs: [{ from: 'a', to: 'moved-a' }, { from: 'b', to: 'moved-b' }] });
+      await intents.put('e-3', {
+        op: 'moves',
+        place,
+        pairs: [
+          { from: 'a', to: 'moved-a' },
+          { from: 'b', to: 'moved-b' },
+        ],
+      });
       await intents.put('e-4', { op: 'mkdirs', place, parent: '', names: ['n1', 'n2', 'n3'] });
     });
     await listAfterInit();

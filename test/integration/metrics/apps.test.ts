@@ -36,14 +36,18 @@ describe('metrics: per-resource series of a real app', function () {
     if (lab) await stopEngines();
   });
 
-  it('serves the app\'s state, name, CPU seconds, memory, disk and network figures under its id, to apps.read only', async () => {
+  it("serves the app's state, name, CPU seconds, memory, disk and network figures under its id, to apps.read only", async () => {
     const withApps = await d!.token('scraper-apps', ['system.read', 'apps.read']);
     const systemOnly = await d!.token('scraper-system', ['system.read']);
     const labels = { id: appId! };
-    const text = await eventually(async () => {
-      const t = (await d!.request('GET', '/api/v1/metrics', { token: withApps })).text;
-      return sample(t, 'hostd_app_memory_bytes', labels) !== undefined ? t : undefined;
-    }, 60_000, 'the app\'s figures');
+    const text = await eventually(
+      async () => {
+        const t = (await d!.request('GET', '/api/v1/metrics', { token: withApps })).text;
+        return sample(t, 'hostd_app_memory_bytes', labels) !== undefined ? t : undefined;
+      },
+      60_000,
+      "the app's figures",
+    );
     expect(sample(text, 'hostd_app_info', { id: appId!, name: 'metered' })).to.equal(1);
     expect(sample(text, 'hostd_app_state', { id: appId!, state: 'running' })).to.equal(1);
     expect(sample(text, 'hostd_app_memory_bytes', labels)).to.be.greaterThan(0);

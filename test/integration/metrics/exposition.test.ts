@@ -39,8 +39,18 @@ describe('metrics: GET /api/v1/metrics', function () {
     const check = await promtool(text);
     expect(check.code, check.out).to.equal(0);
     expect(sample(text, 'hostd_build_info', { node_name: 'metrics-a', version: '0.1.0' })).to.equal(1);
-    for (const family of ['hostd_api_requests_total', 'hostd_api_request_duration_seconds', 'hostd_tasks_started_total', 'hostd_task_duration_seconds',
-      'hostd_cluster_members', 'hostd_proxy_holder', 'hostd_proxy_lease_epoch', 'hostd_runtime_available', 'hostd_process_cpu_seconds_total', 'hostd_process_resident_memory_bytes']) {
+    for (const family of [
+      'hostd_api_requests_total',
+      'hostd_api_request_duration_seconds',
+      'hostd_tasks_started_total',
+      'hostd_task_duration_seconds',
+      'hostd_cluster_members',
+      'hostd_proxy_holder',
+      'hostd_proxy_lease_epoch',
+      'hostd_runtime_available',
+      'hostd_process_cpu_seconds_total',
+      'hostd_process_resident_memory_bytes',
+    ]) {
       expect(text, family).to.include(`# TYPE ${family} `);
     }
     expect(sample(text, 'hostd_cluster_members', { state: 'reachable' })).to.equal(1);
@@ -68,12 +78,31 @@ describe('metrics: GET /api/v1/metrics', function () {
     const writer = await d.token('metrics-writer', ['files.manage']);
     const rows = async () => {
       const text = (await scrape()).text;
-      return { info: sample(text, 'hostd_activity_rows_total', { severity: 'info' }) ?? 0, warning: sample(text, 'hostd_activity_rows_total', { severity: 'warning' }) ?? 0 };
+      return {
+        info: sample(text, 'hostd_activity_rows_total', { severity: 'info' }) ?? 0,
+        warning: sample(text, 'hostd_activity_rows_total', { severity: 'warning' }) ?? 0,
+      };
     };
     const before = await rows();
-    expect((await raw(d.url, 'POST', `${API}/folders`, { token: writer, body: JSON.stringify({ storage_id: 'default', name: 'metrics-rows' }), headers: { 'content-type': 'application/json' } })).status).to.equal(201);
+    expect(
+      (
+        await raw(d.url, 'POST', `${API}/folders`, {
+          token: writer,
+          body: JSON.stringify({ storage_id: 'default', name: 'metrics-rows' }),
+          headers: { 'content-type': 'application/json' },
+        })
+      ).status,
+    ).to.equal(201);
     // A refused change is a warning row (docs/api-decisions.md).
-    expect((await raw(d.url, 'POST', `${API}/folders`, { token: writer, body: JSON.stringify({ storage_id: 'default', name: 'metrics-rows' }), headers: { 'content-type': 'application/json' } })).status).to.equal(409);
+    expect(
+      (
+        await raw(d.url, 'POST', `${API}/folders`, {
+          token: writer,
+          body: JSON.stringify({ storage_id: 'default', name: 'metrics-rows' }),
+          headers: { 'content-type': 'application/json' },
+        })
+      ).status,
+    ).to.equal(409);
     const after = await rows();
     expect(after.info - before.info, 'info rows').to.equal(1);
     expect(after.warning - before.warning, 'warning rows').to.equal(1);
@@ -116,14 +145,18 @@ describe('metrics: GET /api/v1/metrics', function () {
     const names = (list.body?.result?.tools ?? []).map((t: { name: string }) => t.name);
     expect(names).to.include('system_health');
     expect(names).to.not.include('metrics_get');
-    const call = await d.request('POST', '/mcp', { headers, body: { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'metrics_get', arguments: {} } } });
+    const call = await d.request('POST', '/mcp', {
+      headers,
+      body: { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'metrics_get', arguments: {} } },
+    });
     expect(call.body?.error?.message).to.include('metrics_get not found');
   });
 
   it('deploy/: every query of the Grafana dashboard names families this member serves; promtool accepts the scrape config', async () => {
     // The dashboard's scraper holds every read scope: it sees each kind's per-resource families.
     const text = (await scrape(await d.token('dashboard', ['system.read', 'vm.read', 'lxc.read', 'apps.read']))).text;
-    for (const family of ['hostd_lxc_info', 'hostd_vm_state', 'hostd_app_cpu_seconds_total', 'hostd_sandboxes']) expect(text, family).to.include(`# TYPE ${family} `);
+    for (const family of ['hostd_lxc_info', 'hostd_vm_state', 'hostd_app_cpu_seconds_total', 'hostd_sandboxes'])
+      expect(text, family).to.include(`# TYPE ${family} `);
     const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
     const dash = JSON.parse(fs.readFileSync(path.join(REPO, 'deploy/prometheus/grafana-dashboard.json'), 'utf8'));
     const exprs: string[] = dash.panels.flatMap((p: { targets: Array<{ expr: string }> }) => p.targets.map((t) => t.expr));
@@ -139,7 +172,9 @@ describe('metrics: GET /api/v1/metrics', function () {
     const cfg = fs.readFileSync(path.join(REPO, 'deploy/prometheus/prometheus.yml'), 'utf8').replace(/\/etc\/prometheus\/[a-z-]+\.token/g, path.join(dir, 't'));
     fs.writeFileSync(path.join(dir, 'prometheus.yml'), cfg);
     const check = await new Promise<{ code: number; out: string }>((resolve) => {
-      execFile('promtool', ['check', 'config', path.join(dir, 'prometheus.yml')], { timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err ? 1 : 0, out: `${stdout}${stderr}` }));
+      execFile('promtool', ['check', 'config', path.join(dir, 'prometheus.yml')], { timeout: 60_000 }, (err, stdout, stderr) =>
+        resolve({ code: err ? 1 : 0, out: `${stdout}${stderr}` }),
+      );
     });
     expect(check.code, check.out).to.equal(0);
     fs.rmSync(dir, { recursive: true, force: true });

@@ -17,7 +17,7 @@ import pino from 'pino';
 
 /** The address the daemon's log says the listener is bound to. */
 async function listenerAddress(d: TestDaemon): Promise<string> {
-  const line = await eventually(() => d.logs.find((l) => l.msg === 'metrics: token-less listener (aggregates only)'), 30_000, 'the listener\'s log line');
+  const line = await eventually(() => d.logs.find((l) => l.msg === 'metrics: token-less listener (aggregates only)'), 30_000, "the listener's log line");
   return line.address as string;
 }
 
@@ -62,19 +62,46 @@ describe('metrics: the token-less listener', function () {
     } finally {
       await d.stop();
     }
-    const after = await fetch(`http://${addr}/metrics`).then(() => 'answered', (err) => String(err.cause?.code ?? err));
+    const after = await fetch(`http://${addr}/metrics`).then(
+      () => 'answered',
+      (err) => String(err.cause?.code ?? err),
+    );
     expect(after).to.equal('ECONNREFUSED');
   });
 
   it('never serves per-resource series, even when the host has resources the API would show', async () => {
-    const lease = { state: (): LeaseView => ({ holder: null, epoch: 0, holding: false }), onChange: () => () => {}, move: async () => lease.state(), takeover: async () => lease.state() };
+    const lease = {
+      state: (): LeaseView => ({ holder: null, epoch: 0, holding: false }),
+      onChange: () => () => {},
+      move: async () => lease.state(),
+      takeover: async () => lease.state(),
+    };
     const ct: GuestInfo = { kind: 'lxc', id: '7', name: 'web', state: 'running', running: true, cpu_cores: 1, memory_mb: 64, addresses: [] };
     const m = new MetricsService();
     m.attach({
-      nodeId: 'n', nodeName: 'a', version: '0', lease, peers: async () => [], domainInfo: async () => [],
+      nodeId: 'n',
+      nodeName: 'a',
+      version: '0',
+      lease,
+      peers: async () => [],
+      domainInfo: async () => [],
       guests: () => [{ guests: async () => [ct] }],
-      usage: () => [{ kind: 'lxc', usage: async () => [{ id: '7', cpu_seconds: 1, memory_bytes: 1, disk_read_bytes: 1, disk_written_bytes: 1, network_received_bytes: 1, network_transmitted_bytes: 1 }] }],
-      mountStates: () => [], proxyFigures: () => [{ config: () => ({ version: 1, applied_version: 1, apply_failed: false }), certificates: () => [{ domain: 'example.test', not_after: '2030-01-01T00:00:00Z' }], onApply: () => {} }],
+      usage: () => [
+        {
+          kind: 'lxc',
+          usage: async () => [
+            { id: '7', cpu_seconds: 1, memory_bytes: 1, disk_read_bytes: 1, disk_written_bytes: 1, network_received_bytes: 1, network_transmitted_bytes: 1 },
+          ],
+        },
+      ],
+      mountStates: () => [],
+      proxyFigures: () => [
+        {
+          config: () => ({ version: 1, applied_version: 1, apply_failed: false }),
+          certificates: () => [{ domain: 'example.test', not_after: '2030-01-01T00:00:00Z' }],
+          onApply: () => {},
+        },
+      ],
     });
     // The same service shows the container to a token holding lxc.read: the listener's answer lacks it by rule, not for want of data.
     expect(sample((await m.expose('prometheus', { scopes: ['lxc.read'] })).text, 'hostd_lxc_cpu_seconds_total', { id: '7' })).to.equal(1);
@@ -101,7 +128,10 @@ describe('metrics: the token-less listener', function () {
     }
     expect(() => parseMetricsSettings({ port: 1 })).to.throw('config: metrics.port is not a known setting (known: listen)');
     const dir = tempDir('hostd-metrics-cfg-');
-    const d = await startDaemon({ dataDir: dir, configYaml: 'metrics:\n  listen: localhost:9464\n' }).then((x) => x, (err: Error) => err);
+    const d = await startDaemon({ dataDir: dir, configYaml: 'metrics:\n  listen: localhost:9464\n' }).then(
+      (x) => x,
+      (err: Error) => err,
+    );
     if (!(d instanceof Error)) {
       await d.stop();
       expect.fail('the daemon started with metrics.listen: localhost:9464');

@@ -38,12 +38,16 @@ describe('metrics: per-resource series of a real LXC container', function () {
     return r.text;
   };
 
-  it('serves a running container\'s state, CPU seconds, memory, disk and network figures under its id; promtool accepts it', async () => {
+  it("serves a running container's state, CPU seconds, memory, disk and network figures under its id; promtool accepts it", async () => {
     const labels = { id: String(id) };
-    const text = await eventually(async () => {
-      const t = await scrape(withLxc);
-      return (sample(t, 'hostd_lxc_cpu_seconds_total', labels) ?? 0) > 0 ? t : undefined;
-    }, 60_000, 'the container\'s CPU seconds');
+    const text = await eventually(
+      async () => {
+        const t = await scrape(withLxc);
+        return (sample(t, 'hostd_lxc_cpu_seconds_total', labels) ?? 0) > 0 ? t : undefined;
+      },
+      60_000,
+      "the container's CPU seconds",
+    );
     expect(sample(text, 'hostd_lxc_state', { id: String(id), state: 'running' })).to.equal(1);
     expect(sample(text, 'hostd_lxc_info', { id: String(id), name: 'metered' })).to.equal(1);
     expect(sample(text, 'hostd_lxc_memory_bytes', labels)).to.be.greaterThan(0);
@@ -57,10 +61,14 @@ describe('metrics: per-resource series of a real LXC container', function () {
   it('a rename changes hostd_lxc_info alone: the figures keep their series', async () => {
     const r = await env.req('PATCH', `/lxc/${id}`, { new_name: 'renamed' });
     expect(r.status, JSON.stringify(r.body)).to.equal(200);
-    const text = await eventually(async () => {
-      const t = await scrape(withLxc);
-      return sample(t, 'hostd_lxc_info', { id: String(id), name: 'renamed' }) === 1 ? t : undefined;
-    }, 30_000, 'the new name in hostd_lxc_info');
+    const text = await eventually(
+      async () => {
+        const t = await scrape(withLxc);
+        return sample(t, 'hostd_lxc_info', { id: String(id), name: 'renamed' }) === 1 ? t : undefined;
+      },
+      30_000,
+      'the new name in hostd_lxc_info',
+    );
     expect(sample(text, 'hostd_lxc_info', { id: String(id), name: 'metered' })).to.equal(undefined);
     const figures = text.split('\n').filter((l) => /^hostd_lxc_(cpu|memory|disk|network)/.test(l));
     expect(figures).to.not.deep.equal([]);

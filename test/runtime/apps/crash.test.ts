@@ -62,11 +62,21 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
   }
 
   async function containers(project: string): Promise<Array<{ id: string; state: string; generation: string }>> {
-    const out = await lab.engine.docker(['ps', '-a', '--filter', `label=com.docker.compose.project=${project}`, '--format', '{{.ID}} {{.State}} {{.Label "org.hostd.generation"}}']);
-    return out.stdout.split('\n').filter(Boolean).map((l) => {
-      const [id, state, generation] = l.split(' ');
-      return { id, state, generation };
-    });
+    const out = await lab.engine.docker([
+      'ps',
+      '-a',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      '{{.ID}} {{.State}} {{.Label "org.hostd.generation"}}',
+    ]);
+    return out.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => {
+        const [id, state, generation] = l.split(' ');
+        return { id, state, generation };
+      });
   }
 
   async function appAfterRestart(r: Run, id: string): Promise<{ r2: Run; app: any }> {
@@ -89,7 +99,11 @@ describe('apps: crash safety (kill -9 at named steps)', function () {
 
   it('install killed after the containers started: rolled back (no record, no containers, no data)', async () => {
     const r = await start('install.after-up');
-    await killAt(r, 'install.after-up', 'POST', '/apps', { template_id: 'custom', name: 'crash-install', compose_content: webCompose(lab.image, 18200, '    volumes: ["./d:/d"]\n') });
+    await killAt(r, 'install.after-up', 'POST', '/apps', {
+      template_id: 'custom',
+      name: 'crash-install',
+      compose_content: webCompose(lab.image, 18200, '    volumes: ["./d:/d"]\n'),
+    });
     const dataDir = path.join(lab.pools.p1, '.hostd-apps', 'crash-install');
     expect((await containers('hostd_crash-install_app')).length, 'containers were running when hostd died').to.equal(1);
     const { r2, app } = await appAfterRestart(r, 'crash-install');

@@ -82,7 +82,7 @@ describe('apps on a real Docker engine: apps.state events', function () {
     }
   });
 
-  it('an app container killed behind hostd\'s back: partial, then stopped, each naming the container and its exit code', async () => {
+  it("an app container killed behind hostd's back: partial, then stopped, each naming the container and its exit code", async () => {
     const app = await install('ev-kill');
     const [a, b] = app.services as Array<{ service: string; name: string }>;
     const cursor = await headCursor(req);

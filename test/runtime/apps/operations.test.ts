@@ -68,17 +68,27 @@ describe('apps on a real Docker engine', function () {
       const d2 = await startDaemon({ configYaml: 'apps:\n  docker_host: unix:///nonexistent/hostd-test/docker.sock\n' });
       const t = await d2.token('t', APP_SCOPES);
       const calls: Array<[string, string, unknown?]> = [
-        ['GET', '/apps'], ['POST', '/apps', { template_id: 'custom', compose_content: 'services: {}' }], ['GET', '/apps/templates'],
-        ['GET', '/apps/discovered'], ['DELETE', '/apps/x'], ['POST', '/apps/x/actions', { action: 'start' }], ['GET', '/apps/x/logs'],
-        ['GET', '/apps/x/stats'], ['PATCH', '/apps/x/compose', { compose_content: 'services: {}' }], ['PATCH', '/apps/x/folders', { folder_assignments: [] }],
-        ['POST', '/apps/x/move', { storage_id: 'default' }], ['GET', '/apps/x/docs'], ['PUT', '/apps/x/docs', { content: 'x' }],
+        ['GET', '/apps'],
+        ['POST', '/apps', { template_id: 'custom', compose_content: 'services: {}' }],
+        ['GET', '/apps/templates'],
+        ['GET', '/apps/discovered'],
+        ['DELETE', '/apps/x'],
+        ['POST', '/apps/x/actions', { action: 'start' }],
+        ['GET', '/apps/x/logs'],
+        ['GET', '/apps/x/stats'],
+        ['PATCH', '/apps/x/compose', { compose_content: 'services: {}' }],
+        ['PATCH', '/apps/x/folders', { folder_assignments: [] }],
+        ['POST', '/apps/x/move', { storage_id: 'default' }],
+        ['GET', '/apps/x/docs'],
+        ['PUT', '/apps/x/docs', { content: 'x' }],
       ];
       expect(calls).to.have.length(13);
       for (const [m, p, body] of calls) {
         const r = await d2.request(m, `${API}${p}`, { token: t, body });
         expect(r.status, `${m} ${p}: ${r.text}`).to.equal(503);
         expect(r.body).to.deep.equal({
-          error: 'dockerd is not available: Docker engine is not reachable at unix:///nonexistent/hostd-test/docker.sock (connect ENOENT /nonexistent/hostd-test/docker.sock); start dockerd or point DOCKER_HOST / apps.docker_host at a running engine',
+          error:
+            'dockerd is not available: Docker engine is not reachable at unix:///nonexistent/hostd-test/docker.sock (connect ENOENT /nonexistent/hostd-test/docker.sock); start dockerd or point DOCKER_HOST / apps.docker_host at a running engine',
         });
       }
       await d2.stop();
@@ -102,18 +112,29 @@ describe('apps on a real Docker engine', function () {
       expect(ids).to.deep.equal(['static-site', 'test-web', 'uptime-kuma', 'whoami']);
       const web = r.body.templates.find((t: any) => t.template_id === 'test-web');
       expect(web).to.deep.include({
-        name: 'Test web', source: 'directory', default_name: 'test-web', images: [lab.image], services: ['web'],
+        name: 'Test web',
+        source: 'directory',
+        default_name: 'test-web',
+        images: [lab.image],
+        services: ['web'],
         ports: [{ name: 'WEB_PORT', container_port: 8080, protocol: 'tcp', default: 18080, description: 'HTTP' }],
         data_folders: [{ id: 'site', service: 'web', container_path: '/www', read_only: true, description: 'the files served' }],
       });
       expect(r.body.invalid).to.deep.equal([
-        { file: path.join(lab.templatesDir, 'broken.yaml'), error: "template 'broken': services.x.privileged is refused: a privileged container has full access to the host" },
+        {
+          file: path.join(lab.templatesDir, 'broken.yaml'),
+          error: "template 'broken': services.x.privileged is refused: a privileged container has full access to the host",
+        },
       ]);
     });
 
     it('installing an unknown or an invalid template is 404 / 400', async () => {
       expectError(await req('POST', '/apps', { template_id: 'nope' }), 404, "app template 'nope' not found");
-      expectError(await req('POST', '/apps', { template_id: 'broken' }), 400, "template 'broken' is not valid: template 'broken': services.x.privileged is refused: a privileged container has full access to the host");
+      expectError(
+        await req('POST', '/apps', { template_id: 'broken' }),
+        400,
+        "template 'broken' is not valid: template 'broken': services.x.privileged is refused: a privileged container has full access to the host",
+      );
     });
   });
 
@@ -124,10 +145,23 @@ describe('apps on a real Docker engine', function () {
     it('installs, binds the folder read-only at its mount point, publishes the template port', async () => {
       site = await folder('site');
       fs.writeFileSync(path.join(site.path, 'index.html'), 'from the managed folder\n');
-      const res = await install({ template_id: 'test-web', storage_id: 'p2', folder_assignments: [{ folder_id: site.folder_id, container_path: '/www', mount_point_id: 'site' }] });
+      const res = await install({
+        template_id: 'test-web',
+        storage_id: 'p2',
+        folder_assignments: [{ folder_id: site.folder_id, container_path: '/www', mount_point_id: 'site' }],
+      });
       app = res.app;
       expect(res.task).to.equal(null);
-      expect(app).to.deep.include({ app_id: 'test-web', name: 'test-web', template_id: 'test-web', storage_id: 'p2', state: 'running', desired_state: 'running', generation: 1, task_id: null });
+      expect(app).to.deep.include({
+        app_id: 'test-web',
+        name: 'test-web',
+        template_id: 'test-web',
+        storage_id: 'p2',
+        state: 'running',
+        desired_state: 'running',
+        generation: 1,
+        task_id: null,
+      });
       expect(app.data_dir).to.equal(path.join(lab.pools.p2, '.hostd-apps', 'test-web'));
       expect(app.ports).to.deep.equal([{ service: 'web', host_ip: '127.0.0.1', host_port: 18080, container_port: 8080, protocol: 'tcp' }]);
       const page = await fetchInNetns(lab.engine, 'http://127.0.0.1:18080/index.html');
@@ -138,11 +172,18 @@ describe('apps on a real Docker engine', function () {
     });
 
     it('a second install of the template gets its own id and the next free port', async () => {
-      const res = await install({ template_id: 'test-web', folder_assignments: [{ folder_id: site.folder_id, container_path: '/www', mount_point_id: 'site' }] });
+      const res = await install({
+        template_id: 'test-web',
+        folder_assignments: [{ folder_id: site.folder_id, container_path: '/www', mount_point_id: 'site' }],
+      });
       expect(res.app.app_id).to.equal('test-web-2');
       expect(res.app.storage_id).to.equal('p1');
       expect(res.app.ports[0].host_port).to.equal(18081);
-      expectError(await req('POST', '/apps', { template_id: 'test-web', name: 'test web 2' }), 409, "an app with the id 'test-web-2' already exists (the id is made from the name 'test web 2')");
+      expectError(
+        await req('POST', '/apps', { template_id: 'test-web', name: 'test web 2' }),
+        409,
+        "an app with the id 'test-web-2' already exists (the id is made from the name 'test web 2')",
+      );
       const del = await req('DELETE', '/apps/test-web-2');
       expect(del.status, del.text).to.equal(200);
     });
@@ -151,7 +192,9 @@ describe('apps on a real Docker engine', function () {
       const other = await folder('other');
       fs.mkdirSync(path.join(other.path, 'pub'));
       fs.writeFileSync(path.join(other.path, 'pub', 'index.html'), 'from the sub path\n');
-      const r = await req('PATCH', `/apps/${app.app_id}/folders`, { folder_assignments: [{ folder_id: other.folder_id, sub_path: 'pub', container_path: '/www', mount_point_id: 'site' }] });
+      const r = await req('PATCH', `/apps/${app.app_id}/folders`, {
+        folder_assignments: [{ folder_id: other.folder_id, sub_path: 'pub', container_path: '/www', mount_point_id: 'site' }],
+      });
       expect(r.status, r.text).to.equal(200);
       expect(r.body.task).to.equal(null);
       expect(r.body.app).to.deep.include({ generation: 2, state: 'running' });
@@ -165,12 +208,32 @@ describe('apps on a real Docker engine', function () {
       fs.symlinkSync('/etc', path.join(f.path, 'out'));
       const patch = (a: Record<string, unknown>) => req('PATCH', `/apps/${app.app_id}/folders`, { folder_assignments: [{ container_path: '/www', ...a }] });
       expectError(await patch({ folder_id: 'f_nope' }), 404, "folder 'f_nope' not found");
-      expectError(await patch({ folder_id: f.folder_id, sub_path: 'missing' }), 404, `folder_assignments[0].sub_path 'missing' does not exist in folder '${f.folder_id}'`);
+      expectError(
+        await patch({ folder_id: f.folder_id, sub_path: 'missing' }),
+        404,
+        `folder_assignments[0].sub_path 'missing' does not exist in folder '${f.folder_id}'`,
+      );
       expectError(await patch({ folder_id: f.folder_id, sub_path: '../..' }), 400, "argument 'folder_assignments[0].sub_path' must stay inside the folder");
-      expectError(await patch({ folder_id: f.folder_id, sub_path: '/etc' }), 400, "argument 'folder_assignments[0].sub_path' must stay inside the folder (it is relative to the folder)");
-      expectError(await patch({ folder_id: f.folder_id, sub_path: 'out' }), 400, `argument 'folder_assignments[0].sub_path' leads outside folder '${f.folder_id}' through a symbolic link`);
-      expectError(await patch({ folder_id: f.folder_id, container_path: 'www' }), 400, "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments");
-      expectError(await patch({ folder_id: f.folder_id, mount_point_id: 'nope' }), 400, "argument 'folder_assignments[0].mount_point_id' names no data folder of template 'test-web' and no service of the app ('nope')");
+      expectError(
+        await patch({ folder_id: f.folder_id, sub_path: '/etc' }),
+        400,
+        "argument 'folder_assignments[0].sub_path' must stay inside the folder (it is relative to the folder)",
+      );
+      expectError(
+        await patch({ folder_id: f.folder_id, sub_path: 'out' }),
+        400,
+        `argument 'folder_assignments[0].sub_path' leads outside folder '${f.folder_id}' through a symbolic link`,
+      );
+      expectError(
+        await patch({ folder_id: f.folder_id, container_path: 'www' }),
+        400,
+        "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments",
+      );
+      expectError(
+        await patch({ folder_id: f.folder_id, mount_point_id: 'nope' }),
+        400,
+        "argument 'folder_assignments[0].mount_point_id' names no data folder of template 'test-web' and no service of the app ('nope')",
+      );
       // Nothing changed.
       expect((await getApp(app.app_id)).generation).to.equal(2);
     });
@@ -185,23 +248,50 @@ describe('apps on a real Docker engine', function () {
         ['    network_mode: host\n', "compose_content: services.a.network_mode is refused: 'network_mode: host' shares the host's network namespace"],
         ['    pid: host\n', "compose_content: services.a.pid is refused: 'pid: host' shares the host's pid namespace"],
         ['    ipc: container:other\n', "compose_content: services.a.ipc is refused: 'container:other' joins a container outside the app (use service:<name>)"],
-        ['    cap_add: [SYS_ADMIN]\n', "compose_content: services.a.cap_add[0] is refused: capability 'SYS_ADMIN' is beyond Docker's default set (only those may be listed)"],
+        [
+          '    cap_add: [SYS_ADMIN]\n',
+          "compose_content: services.a.cap_add[0] is refused: capability 'SYS_ADMIN' is beyond Docker's default set (only those may be listed)",
+        ],
         ['    devices: ["/dev/sda:/dev/sda"]\n', 'compose_content: services.a.devices is refused: host devices are not given to apps'],
-        ['    security_opt: ["seccomp=unconfined"]\n', "compose_content: services.a.security_opt[0] is refused: only 'no-new-privileges' may be set (seccomp, AppArmor and SELinux profiles stay Docker's defaults)"],
-        ['    volumes: ["/etc:/host-etc:ro"]\n', "compose_content: services.a.volumes[0] is refused: '/etc' is outside the app's data directory and its folder assignments"],
-        ['    volumes: ["../../../:/up"]\n', "compose_content: services.a.volumes[0] is refused: '../../../' is outside the app's data directory and its folder assignments"],
-        ['    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n', "compose_content: services.a.volumes[0] is refused: '/var/run/docker.sock' is outside the app's data directory and its folder assignments"],
-        ['    volumes: [{type: bind, source: ./x, target: /x, bind: {propagation: rshared}}]\n', "compose_content: services.a.volumes[0].bind.propagation is refused: mount propagation 'rshared' would let mounts cross between the container and the host"],
+        [
+          '    security_opt: ["seccomp=unconfined"]\n',
+          "compose_content: services.a.security_opt[0] is refused: only 'no-new-privileges' may be set (seccomp, AppArmor and SELinux profiles stay Docker's defaults)",
+        ],
+        [
+          '    volumes: ["/etc:/host-etc:ro"]\n',
+          "compose_content: services.a.volumes[0] is refused: '/etc' is outside the app's data directory and its folder assignments",
+        ],
+        [
+          '    volumes: ["../../../:/up"]\n',
+          "compose_content: services.a.volumes[0] is refused: '../../../' is outside the app's data directory and its folder assignments",
+        ],
+        [
+          '    volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n',
+          "compose_content: services.a.volumes[0] is refused: '/var/run/docker.sock' is outside the app's data directory and its folder assignments",
+        ],
+        [
+          '    volumes: [{type: bind, source: ./x, target: /x, bind: {propagation: rshared}}]\n',
+          "compose_content: services.a.volumes[0].bind.propagation is refused: mount propagation 'rshared' would let mounts cross between the container and the host",
+        ],
         ['    build: .\n', 'compose_content: services.a.build is refused: build is not supported: apps run images (import or pull them)'],
         ['    env_file: /etc/shadow\n', "compose_content: services.a.env_file[0] is refused: '/etc/shadow' is outside the app's data directory"],
         ['    userns_mode: host\n', "compose_content: services.a.userns_mode is refused: 'host' leaves the user namespace Docker gives the container"],
         ['    cgroup_parent: /\n', 'compose_content: services.a.cgroup_parent is refused: it places the container outside the cgroup Docker gives it'],
-        ['    labels: {org.hostd.app: other}\n', "compose_content: services.a.labels: label 'org.hostd.app' is refused: labels starting with org.hostd. or com.docker.compose. belong to hostd and compose"],
+        [
+          '    labels: {org.hostd.app: other}\n',
+          "compose_content: services.a.labels: label 'org.hostd.app' is refused: labels starting with org.hostd. or com.docker.compose. belong to hostd and compose",
+        ],
         ['    bogus: 1\n', "compose_content: services.a.bogus: key 'bogus' is not a compose service key hostd accepts"],
         ['    volumes: [data:/d]\nvolumes:\n  data: {external: true}\n', 'compose_content: volumes.data.external is refused: an app uses only its own volumes'],
-        ['    volumes: [data:/d]\nvolumes:\n  data: {driver_opts: {type: none, o: bind, device: /}}\n', "compose_content: volumes.data.driver_opts is refused: hostd sets where the volume's data lives (the app's data directory)"],
+        [
+          '    volumes: [data:/d]\nvolumes:\n  data: {driver_opts: {type: none, o: bind, device: /}}\n',
+          "compose_content: volumes.data.driver_opts is refused: hostd sets where the volume's data lives (the app's data directory)",
+        ],
         ['networks:\n  n: {external: true}\n', 'compose_content: networks.n.external is refused: an app uses only its own networks'],
-        ['    image: ${NOPE}\n', "compose_content: services.a.image: variable 'NOPE' is not set (hostd interpolates with the app's own variables only; give a default with ${NOPE:-value} or write the value)"],
+        [
+          '    image: ${NOPE}\n',
+          "compose_content: services.a.image: variable 'NOPE' is not set (hostd interpolates with the app's own variables only; give a default with ${NOPE:-value} or write the value)",
+        ],
       ];
       for (const [extra, error] of cases) {
         const text = extra.startsWith('    image:') ? `services:\n  a:\n${extra}` : svc(extra);
@@ -214,18 +304,36 @@ describe('apps on a real Docker engine', function () {
     });
 
     it('rejects content that is not a compose file with a clear 400', async () => {
-      const bad = async (compose_content: string, error: string) => expectError(await req('POST', '/apps', { template_id: 'custom', compose_content }), 400, error);
-      await bad('services: [a', 'compose_content is not valid YAML at line 1, column 13: Flow sequence in block collection must be sufficiently indented and end with a ]');
+      const bad = async (compose_content: string, error: string) =>
+        expectError(await req('POST', '/apps', { template_id: 'custom', compose_content }), 400, error);
+      await bad(
+        'services: [a',
+        'compose_content is not valid YAML at line 1, column 13: Flow sequence in block collection must be sufficiently indented and end with a ]',
+      );
       await bad('- a\n- b\n', "compose_content must be a YAML mapping with a 'services' key");
       await bad('version: "3"\n', 'compose_content has no services');
       await bad('services:\n  a: {}\n', 'compose_content: services.a has no image (hostd runs images; build is not supported)');
       await bad('servics:\n  a: {}\n', "compose_content: unknown top-level key 'servics'");
       // Compose's own validation: before a pull (the image is not on the engine) and before an up.
-      await bad('services:\n  a:\n    image: 127.0.0.1:1/x:1\n    mem_limit: [lots]\n', "compose refused the app's compose file: services.a.mem_limit must be a number or string");
-      await bad(`services:\n  a:\n    image: ${lab.image}\n    mem_limit: [lots]\n`, "compose refused the app's compose file: services.a.mem_limit must be a number or string");
+      await bad(
+        'services:\n  a:\n    image: 127.0.0.1:1/x:1\n    mem_limit: [lots]\n',
+        "compose refused the app's compose file: services.a.mem_limit must be a number or string",
+      );
+      await bad(
+        `services:\n  a:\n    image: ${lab.image}\n    mem_limit: [lots]\n`,
+        "compose refused the app's compose file: services.a.mem_limit must be a number or string",
+      );
       expectError(await req('POST', '/apps', { template_id: 'custom' }), 400, "argument 'compose_content' is required when template_id is 'custom'");
-      expectError(await req('POST', '/apps', { template_id: 'test-web', compose_content: 'services: {}' }), 400, "argument 'compose_content' is only for template_id 'custom'");
-      expectError(await req('POST', '/apps', { template_id: 'custom', compose_content: webCompose(lab.image, 18090), storage_id: 'nope' }), 404, "storage pool 'nope' not found");
+      expectError(
+        await req('POST', '/apps', { template_id: 'test-web', compose_content: 'services: {}' }),
+        400,
+        "argument 'compose_content' is only for template_id 'custom'",
+      );
+      expectError(
+        await req('POST', '/apps', { template_id: 'custom', compose_content: webCompose(lab.image, 18090), storage_id: 'nope' }),
+        404,
+        "storage pool 'nope' not found",
+      );
     });
 
     it("two apps whose id and service names join alike ('a' + 'b-web', 'a-b' + 'web') both run, each with its own containers", async () => {
@@ -236,7 +344,10 @@ describe('apps on a real Docker engine', function () {
         made.push(one.app.app_id);
         const two = await install({ template_id: 'custom', name: 'a-b', compose_content: sleeper('web') });
         made.push(two.app.app_id);
-        for (const [r, service] of [[one, 'b-web'], [two, 'web']] as const) {
+        for (const [r, service] of [
+          [one, 'b-web'],
+          [two, 'web'],
+        ] as const) {
           expect(r.app.state, r.app.app_id).to.equal('running');
           expect(r.app.services.map((x: any) => x.service)).to.deep.equal([service]);
         }
@@ -338,9 +449,15 @@ volumes:
 
     it('PATCH compose replaces the content and applies it; bad content is 400 and changes nothing', async () => {
       const before = await getApp(id);
-      expectError(await req('PATCH', `/apps/${id}/compose`, { compose_content: 'services:\n  web:\n    image: x\n    privileged: true\n' }), 400, 'compose_content: services.web.privileged is refused: a privileged container has full access to the host');
+      expectError(
+        await req('PATCH', `/apps/${id}/compose`, { compose_content: 'services:\n  web:\n    image: x\n    privileged: true\n' }),
+        400,
+        'compose_content: services.web.privileged is refused: a privileged container has full access to the host',
+      );
       expect((await getApp(id)).generation).to.equal(before.generation);
-      const r = await req('PATCH', `/apps/${id}/compose`, { compose_content: webCompose(lab.image, 18101, '    volumes: ["store:/store"]\nvolumes:\n  store: {}\n') });
+      const r = await req('PATCH', `/apps/${id}/compose`, {
+        compose_content: webCompose(lab.image, 18101, '    volumes: ["store:/store"]\nvolumes:\n  store: {}\n'),
+      });
       expect(r.status, r.text).to.equal(200);
       expect(r.body.task).to.equal(null);
       expect(r.body.app).to.deep.include({ generation: before.generation + 1, state: 'running' });
@@ -436,7 +553,11 @@ volumes:
 
     it('are pulled as a task with progress, then the app starts', async () => {
       const image = `${registry.address}/hostd/pulled:1`;
-      const res = await install({ template_id: 'custom', name: 'pulled', compose_content: `services:\n  s:\n    image: ${image}\n    init: true\n    command: ["sleep", "600"]\n` });
+      const res = await install({
+        template_id: 'custom',
+        name: 'pulled',
+        compose_content: `services:\n  s:\n    image: ${image}\n    init: true\n    command: ["sleep", "600"]\n`,
+      });
       expect(res.app).to.deep.include({ app_id: 'pulled', state: 'installing' });
       expect(res.task).to.include({ kind: 'apps.app.install', state: 'queued', resource: 'apps/pulled' });
       // Busy while the task runs.
@@ -452,7 +573,9 @@ volumes:
     it('a compose update to an image the engine lacks pulls it in a task, then applies', async () => {
       const app = await install({ template_id: 'custom', name: 'repull', compose_content: webCompose(lab.image, 18110) });
       const image = `${registry.address}/hostd/next:2`;
-      const r = await req('PATCH', '/apps/repull/compose', { compose_content: `services:\n  s:\n    image: ${image}\n    init: true\n    command: ["sleep", "600"]\n` });
+      const r = await req('PATCH', '/apps/repull/compose', {
+        compose_content: `services:\n  s:\n    image: ${image}\n    init: true\n    command: ["sleep", "600"]\n`,
+      });
       expect(r.status, r.text).to.equal(200);
       expect(r.body.task).to.include({ kind: 'apps.app.update', resource: 'apps/repull' });
       expect(r.body.app.generation).to.equal(app.app.generation);
@@ -469,18 +592,23 @@ volumes:
       const res = await install({ template_id: 'custom', name: 'unpullable', compose_content: `services:\n  s:\n    image: ${image}\n` });
       const task = await waitTask(d, tok, res.task.task_id);
       expect(task.state).to.equal('failed');
-      expect(task.error).to.match(/^install of app 'unpullable' rolled back: cannot pull image '127\.0\.0\.1:1\/nothing\/here:1': no registry is reachable \(.*connection refused.*\); load the image into the engine \(docker load \/ docker import\) and install again$/);
+      expect(task.error).to.match(
+        /^install of app 'unpullable' rolled back: cannot pull image '127\.0\.0\.1:1\/nothing\/here:1': no registry is reachable \(.*connection refused.*\); load the image into the engine \(docker load \/ docker import\) and install again$/,
+      );
       expect(await getApp('unpullable')).to.equal(undefined);
       expect(fs.existsSync(path.join(lab.pools.p1, '.hostd-apps', 'unpullable'))).to.equal(false);
     });
   });
 
   describe('activity', () => {
-  it('each mutating call wrote one row naming the app', async () => {
-    const r = await d.request('GET', `${API}/activity?limit=200`, { token: await d.token('act', ['system.read']) });
-    expect(r.status, r.text).to.equal(200);
-    const installs = r.body.events.filter((e: any) => e.target === 'apps/life' && e.category === 'app');
-    expect(installs.map((e: any) => e.summary), JSON.stringify(r.body.events.slice(0, 5))).to.include.members(['Installed app Life (custom)', 'Uninstalled app Life', 'Stop app Life', 'Restart app Life']);
-  });
+    it('each mutating call wrote one row naming the app', async () => {
+      const r = await d.request('GET', `${API}/activity?limit=200`, { token: await d.token('act', ['system.read']) });
+      expect(r.status, r.text).to.equal(200);
+      const installs = r.body.events.filter((e: any) => e.target === 'apps/life' && e.category === 'app');
+      expect(
+        installs.map((e: any) => e.summary),
+        JSON.stringify(r.body.events.slice(0, 5)),
+      ).to.include.members(['Installed app Life (custom)', 'Uninstalled app Life', 'Stop app Life', 'Restart app Life']);
+    });
   });
 });

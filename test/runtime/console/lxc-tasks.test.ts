@@ -62,7 +62,10 @@ describe('console with real LXC in Chromium', function () {
     await screenshot(page, 'tasks');
     // Before the click on Follow, the page asked the API nothing about tasks: the row, its progress and its end came from the stream.
     const asked = seen.slice(from).filter((u) => u.startsWith('GET /api/v1/tasks'));
-    expect(asked.every((u) => /^GET \/api\/v1\/tasks\/task_[^/?]+(\/logs\?.*)?$/.test(u)), asked.join('\n')).to.equal(true);
+    expect(
+      asked.every((u) => /^GET \/api\/v1\/tasks\/task_[^/?]+(\/logs\?.*)?$/.test(u)),
+      asked.join('\n'),
+    ).to.equal(true);
   });
 
   it('LXC: Start from the page, a stop made elsewhere shown without a reload, Delete after a confirmation', async () => {
@@ -78,8 +81,10 @@ describe('console with real LXC in Chromium', function () {
     await page.getByRole('button', { name: `Start ${name}` }).click();
     await row.getByTestId('state').filter({ hasText: 'running' }).waitFor({ timeout: 60_000 });
     expect((await env.req('GET', `/lxc/${id}`)).body.container.state).to.equal('running');
-    const started = (await env.d.admin.request('GET', `${API}/activity?limit=50`)).body.events.find((e: any) => e.metadata.operation === 'lxc_start' && e.metadata.client === 'console');
-    expect(started, 'the start was an API call marked as the console\'s').to.not.equal(undefined);
+    const started = (await env.d.admin.request('GET', `${API}/activity?limit=50`)).body.events.find(
+      (e: any) => e.metadata.operation === 'lxc_start' && e.metadata.client === 'console',
+    );
+    expect(started, "the start was an API call marked as the console's").to.not.equal(undefined);
     await screenshot(page, 'lxc');
 
     const stop = await env.req('POST', `/lxc/${id}/stop`);

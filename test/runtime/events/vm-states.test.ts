@@ -48,7 +48,10 @@ describe('vms.state and sandboxes.state (QEMU)', function () {
     await ok(e, 'POST', '/vms/301/start');
     let evs = await stateEventsUntil(req(), 'vms', 'vms/301', cursor, (x) => states(x).includes('running'));
     expect(states(evs)).to.deep.equal(['stopped', 'running']);
-    expect(evs.every((x) => x.actor !== 'runtime' && x.data.reason === undefined), JSON.stringify(evs)).to.equal(true);
+    expect(
+      evs.every((x) => x.actor !== 'runtime' && x.data.reason === undefined),
+      JSON.stringify(evs),
+    ).to.equal(true);
     expect(evs[1].data).to.include({ vmid: 301, name: 'blank-ev' });
 
     // Nobody asked: the watch sees the process end without a SHUTDOWN event.
@@ -65,7 +68,13 @@ describe('vms.state and sandboxes.state (QEMU)', function () {
     await ok(e, 'POST', '/vms/301/stop', { force: true });
     await ok(e, 'DELETE', '/vms/301');
     evs = await stateEventsUntil(req(), 'vms', 'vms/301', c2, (x) => states(x).includes('deleted'));
-    expect(evs.map((x) => [x.data.state, x.data.reason ?? null])).to.deep.equal([['running', null], ['suspended', null], ['running', null], ['stopped', null], ['deleted', null]]);
+    expect(evs.map((x) => [x.data.state, x.data.reason ?? null])).to.deep.equal([
+      ['running', null],
+      ['suspended', null],
+      ['running', null],
+      ['stopped', null],
+      ['deleted', null],
+    ]);
     // A suspend ends the process with a QMP quit, and a stop with a kill: neither is reported a second time by the watch.
     expect(await stateEventsNow(req(), 'vms', 'vms/301', c2)).to.have.length(5);
   });
@@ -85,7 +94,7 @@ describe('vms.state and sandboxes.state (QEMU)', function () {
     void api(e, 'POST', '/vms/302/exec', { command: 'sleep 1; poweroff', timeout_seconds: 30 }).catch(() => undefined);
     const evs = await stateEventsUntil(req(), 'vms', 'vms/302', cursor, (x) => x.length >= 1, BOOT_S * 1000);
     expect(evs.map((x) => [x.data.state, x.actor, x.data.reason])).to.deep.equal([['stopped', 'runtime', 'guest-shutdown']]);
-    await eventually(async () => qemuPids(e.root).length === 0, 60_000, 'the guest\'s QEMU ended');
+    await eventually(async () => qemuPids(e.root).length === 0, 60_000, "the guest's QEMU ended");
     expect((await ok(e, 'GET', '/vms/302')).vm.state).to.equal('stopped');
     await ok(e, 'DELETE', '/vms/302');
   });
@@ -101,8 +110,15 @@ describe('vms.state and sandboxes.state (QEMU)', function () {
 
     process.kill(pidOfVm(e, sbx.vmid), 'SIGKILL');
     evs = await stateEventsUntil(req(), 'sandboxes', `sandboxes/${id}`, cursor, (x) => states(x).includes('stopped'));
-    const trail = JSON.stringify(e.d.logs.filter((l: { msg?: string }) => /state reported|watch/.test(l.msg ?? '')).map((l: Record<string, unknown>) => [l.msg, l.vmid ?? l.id, l.state, l.actor, l.reason]));
-    expect(evs.slice(2).map((x) => [x.data.state, x.actor, x.data.reason]), trail).to.deep.equal([['stopped', 'runtime', 'crashed']]);
+    const trail = JSON.stringify(
+      e.d.logs
+        .filter((l: { msg?: string }) => /state reported|watch/.test(l.msg ?? ''))
+        .map((l: Record<string, unknown>) => [l.msg, l.vmid ?? l.id, l.state, l.actor, l.reason]),
+    );
+    expect(
+      evs.slice(2).map((x) => [x.data.state, x.actor, x.data.reason]),
+      trail,
+    ).to.deep.equal([['stopped', 'runtime', 'crashed']]);
 
     const del = await api(e, 'DELETE', `/sandboxes/${id}`);
     expect(del.status, del.text).to.equal(200);

@@ -39,10 +39,14 @@ describe('locations: discovery on a test network (runtime)', function () {
 
   it('finds the SMB host on the local network by NetBIOS, within its time bound', async () => {
     // nmbd registers its names a moment after it starts.
-    const r = await eventually(async () => {
-      const x = await api({});
-      return x.status === 200 && x.body.hosts.some((h: any) => h.name === 'HOSTDNBT') ? x : undefined;
-    }, 30_000, 'nmbd to answer');
+    const r = await eventually(
+      async () => {
+        const x = await api({});
+        return x.status === 200 && x.body.hosts.some((h: any) => h.name === 'HOSTDNBT') ? x : undefined;
+      },
+      30_000,
+      'nmbd to answer',
+    );
     const host = r.body.hosts.find((h: any) => h.name === 'HOSTDNBT');
     expect(host).to.deep.equal({ name: 'HOSTDNBT', addresses: [lab.serverAddr], workgroup: 'HOSTDTEST', file_server: true, via: ['netbios'] });
     expect(r.body.timeout_ms).to.equal(1500);

@@ -43,7 +43,8 @@ describe('locations: state events on a real smbd (runtime)', function () {
       return r;
     });
   const connect = async (name: string, share: 'guest' | 'private') => {
-    const body = share === 'guest' ? { name, remote: '//127.0.0.1/guest' } : { name, remote: '//127.0.0.1/private', username: 'smbtest', password: lab.password };
+    const body =
+      share === 'guest' ? { name, remote: '//127.0.0.1/guest' } : { name, remote: '//127.0.0.1/private', username: 'smbtest', password: lab.password };
     const r = await api('POST', '/locations', body);
     expect(r.status, r.text).to.equal(201);
     return r.body.location.location_id as string;

@@ -77,7 +77,19 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
     const g = await api('POST', '/locations', { name: 'public', remote: '//127.0.0.1/guest' });
     expect(g.status, g.text).to.equal(201);
     const route = await expectedRoute();
-    expect(g.body.location).to.include({ name: 'public', type: 'smb', remote: '//127.0.0.1/guest', host: '127.0.0.1', share: 'guest', username: null, guest: true, status: 'mounted', mounted: true, mount_route: route, last_error: null });
+    expect(g.body.location).to.include({
+      name: 'public',
+      type: 'smb',
+      remote: '//127.0.0.1/guest',
+      host: '127.0.0.1',
+      share: 'guest',
+      username: null,
+      guest: true,
+      status: 'mounted',
+      mounted: true,
+      mount_route: route,
+      last_error: null,
+    });
     guestId = g.body.location.location_id;
     expect(guestId).to.match(/^l_[A-Za-z0-9]{10}$/);
 
@@ -101,10 +113,18 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
 
   it('refuses what cannot be mounted with the reason, leaving no record, mount point or secret', async () => {
     const cases: Array<[Record<string, unknown>, number, string]> = [
-      [{ name: 'x', remote: '//127.0.0.1/private', username: 'smbtest', password: 'wrong-password' }, 400, "SMB host '127.0.0.1' rejected the 'username' and 'password' (NT_STATUS_LOGON_FAILURE)"],
+      [
+        { name: 'x', remote: '//127.0.0.1/private', username: 'smbtest', password: 'wrong-password' },
+        400,
+        "SMB host '127.0.0.1' rejected the 'username' and 'password' (NT_STATUS_LOGON_FAILURE)",
+      ],
       [{ name: 'x', remote: '//127.0.0.1/nosuch' }, 404, "share 'nosuch' does not exist on SMB host '127.0.0.1' (NT_STATUS_BAD_NETWORK_NAME)"],
       [{ name: 'x', remote: '//127.0.0.2/guest' }, 502, "cannot reach SMB host '127.0.0.2' (NT_STATUS_CONNECTION_REFUSED)"],
-      [{ name: 'x', remote: '//127.0.0.1/private' }, 400, "SMB host '127.0.0.1' refused guest access to //127.0.0.1/private (NT_STATUS_ACCESS_DENIED); give 'username' and 'password'"],
+      [
+        { name: 'x', remote: '//127.0.0.1/private' },
+        400,
+        "SMB host '127.0.0.1' refused guest access to //127.0.0.1/private (NT_STATUS_ACCESS_DENIED); give 'username' and 'password'",
+      ],
       [{ name: 'x', remote: '/srv/share' }, 400, "argument 'remote' must be //<host>/<share> or <host>/<share>, not a local path"],
       [{ name: 'x', remote: '//127.0.0.1/a/b' }, 400, "argument 'remote' must be //<host>/<share> or <host>/<share> (exactly one host and one share name)"],
       [{ name: 'x', remote: '//127.0.0.1/guest', type: 'nfs' }, 400, "argument 'type' must be 'smb' (the only type mounted), not 'nfs'"],
@@ -148,7 +168,10 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
     expect(fs.existsSync(path.join(share, 'docs', 'a', 'report.txt'))).to.equal(false);
 
     // Copy from the share to a managed folder.
-    r = await api('POST', `/folders/_/entries/docs/copy`, { src_target: conn(privId, 'docs'), dst_target: { kind: 'folder', id: folderId, path: 'docs-copy' } });
+    r = await api('POST', `/folders/_/entries/docs/copy`, {
+      src_target: conn(privId, 'docs'),
+      dst_target: { kind: 'folder', id: folderId, path: 'docs-copy' },
+    });
     expect(r.status, r.text).to.equal(200);
     expect(fs.readFileSync(path.join(folderDir, 'docs-copy', 'b', 'report.txt'), 'utf8')).to.equal('quarterly');
     // (Copying onto the share has its own test below.)
@@ -187,7 +210,10 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
     fs.mkdirSync(outside);
     fs.writeFileSync(path.join(outside, 'secret.txt'), 'top secret');
     fs.symlinkSync(outside, path.join(share, 'out'));
-    r = await api('POST', `/folders/_/entries/x/copy`, { src_target: conn(privId, 'out/secret.txt'), dst_target: { kind: 'folder', id: folderId, path: 'stolen.txt' } });
+    r = await api('POST', `/folders/_/entries/x/copy`, {
+      src_target: conn(privId, 'out/secret.txt'),
+      dst_target: { kind: 'folder', id: folderId, path: 'stolen.txt' },
+    });
     expect([r.status, r.body]).to.deep.equal([404, { error: "no such file or folder 'out/secret.txt'" }]);
     expect(fs.existsSync(path.join(folderDir, 'stolen.txt'))).to.equal(false);
 
@@ -255,10 +281,14 @@ describe('locations: SMB shares on a real smbd (runtime)', function () {
 
   it('reports a share that went away as unmounted with its error, and reconnect mounts it again once it is back', async () => {
     await lab.stop();
-    const lost = await eventually(async () => {
-      const r = await api('GET', `/locations/${privId}`);
-      return r.body.location.mounted === false ? r : undefined;
-    }, 30_000, 'the lost share to be reported');
+    const lost = await eventually(
+      async () => {
+        const r = await api('GET', `/locations/${privId}`);
+        return r.body.location.mounted === false ? r : undefined;
+      },
+      30_000,
+      'the lost share to be reported',
+    );
     expect(lost.body.location.status).to.equal('unavailable');
     expect(lost.body.location.last_error).to.match(/^cannot reach SMB host '127\.0\.0\.1' \(NT_STATUS_CONNECTION_REFUSED\)/);
     expect(await mountAt(mountDir(privId))).to.equal(null);

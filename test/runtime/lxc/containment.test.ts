@@ -46,14 +46,21 @@ describe('lxc runtime: containment rules, and containers made before them', func
     expect(hs.violations).to.deep.equal([]);
     // Measured here: no AppArmor, no SELinux.
     expect(hs.lsm).to.deep.equal({
-      apparmor: false, selinux: null, confines_containers: false, profile: 'unconfined',
+      apparmor: false,
+      selinux: null,
+      confines_containers: false,
+      profile: 'unconfined',
       note: 'no security module confines containers here: unprivileged containers rely on their user namespace, dropped capabilities and seccomp; a privileged container is root on the host',
     });
   });
 
   it('a folder renamed through the folders API since create: start is 409 naming the mount and the rule; renamed back, it starts', async () => {
     const f = await env.folder('media');
-    const c = await env.req('POST', '/lxc', { name: 'media-ct', template: 'bb', mount_points: [{ host_path: f.path, container_path: '/mnt/media', read_only: true }] });
+    const c = await env.req('POST', '/lxc', {
+      name: 'media-ct',
+      template: 'bb',
+      mount_points: [{ host_path: f.path, container_path: '/mnt/media', read_only: true }],
+    });
     expect(c.status, JSON.stringify(c.body)).to.equal(201);
     const id = c.body.container.lxcid;
     expect((await env.req('PATCH', `/folders/${f.folder_id}`, { new_name: 'media2' })).status).to.equal(200);
@@ -68,14 +75,20 @@ describe('lxc runtime: containment rules, and containers made before them', func
     fs.mkdirSync(f.path);
     const again = await env.req('POST', `/lxc/${id}/start`);
     expect(again.status).to.equal(409);
-    expect(again.body).to.deep.equal({ error: `container ${id} cannot start: mount point /mnt/media: its host path ${f.path} is neither a managed folder nor inside one, nor inside a configured root: ${MOUNT_RULE}` });
+    expect(again.body).to.deep.equal({
+      error: `container ${id} cannot start: mount point /mnt/media: its host path ${f.path} is neither a managed folder nor inside one, nor inside a configured root: ${MOUNT_RULE}`,
+    });
     fs.rmdirSync(f.path);
     expect((await env.req('DELETE', `/lxc/${id}`)).status).to.equal(200);
   });
 
   it('after an upgrade: nothing deleted, each container that breaks a rule is refused at start and exec with a message naming it, and listed in host-status', async () => {
     const pool = env.pools.p1;
-    const m = await env.req('POST', '/lxc', { name: 'mounted', template: 'bb', mount_points: [{ host_path: path.join(root, 'data'), container_path: '/mnt/data', read_only: true }] });
+    const m = await env.req('POST', '/lxc', {
+      name: 'mounted',
+      template: 'bb',
+      mount_points: [{ host_path: path.join(root, 'data'), container_path: '/mnt/data', read_only: true }],
+    });
     expect(m.status, JSON.stringify(m.body)).to.equal(201);
     const mounted = m.body.container.lxcid;
     const p = await env.req('POST', '/lxc', { name: 'plain', template: 'bb' });
@@ -107,7 +120,11 @@ describe('lxc runtime: containment rules, and containers made before them', func
       { lxcid: mounted, name: 'mounted', rule: 'mount_points', container_path: '/mnt/apps', message: mountMsg },
     ]);
     const list = (await env.req('GET', '/lxc')).body.containers;
-    expect(list.map((c: { lxcid: number; state: string }) => [c.lxcid, c.state])).to.deep.equal([[priv, 'running'], [mounted, 'stopped'], [plain, 'stopped']]);
+    expect(list.map((c: { lxcid: number; state: string }) => [c.lxcid, c.state])).to.deep.equal([
+      [priv, 'running'],
+      [mounted, 'stopped'],
+      [plain, 'stopped'],
+    ]);
 
     // The privileged one outlived the daemon: no more commands in it, and it may only be stopped and deleted.
     const ex = await env.req('POST', `/lxc/${priv}/exec`, { command: 'id' });
@@ -117,10 +134,14 @@ describe('lxc runtime: containment rules, and containers made before them', func
     expect(nest.status).to.equal(200);
     const nestOn = await env.req('PATCH', `/lxc/${priv}`, { nesting: true });
     expect(nestOn.status).to.equal(403);
-    expect(nestOn.body).to.deep.equal({ error: `argument 'nesting' in privileged container ${priv}: privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host` });
+    expect(nestOn.body).to.deep.equal({
+      error: `argument 'nesting' in privileged container ${priv}: privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host`,
+    });
     const cl = await env.req('POST', '/lxc/900/clone', { source_lxcid: priv, name: 'priv-copy' });
     expect(cl.status).to.equal(403);
-    expect(cl.body).to.deep.equal({ error: `container ${priv} is privileged, and so would be its clone: privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host` });
+    expect(cl.body).to.deep.equal({
+      error: `container ${priv} is privileged, and so would be its clone: privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host`,
+    });
     const rs = await env.req('POST', `/lxc/${priv}/restart`);
     expect(rs.status).to.equal(409);
     expect(rs.body).to.deep.equal({ error: `container ${priv} cannot restart: ${PRIV(priv)}` });

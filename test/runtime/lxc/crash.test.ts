@@ -57,13 +57,22 @@ describe('lxc runtime: crash safety and restarts', function () {
     const ls = (d: string) => (fs.existsSync(d) ? fs.readdirSync(d) : []);
     for (const [id, p] of Object.entries(pools)) {
       const dirs = ls(path.join(p, '.hostd-lxc/containers')).sort();
-      expect(dirs, `containers on ${id}`).to.deep.equal(list.filter((c) => c.storage_id === id).map((c) => String(c.lxcid)).sort());
+      expect(dirs, `containers on ${id}`).to.deep.equal(
+        list
+          .filter((c) => c.storage_id === id)
+          .map((c) => String(c.lxcid))
+          .sort(),
+      );
       expect(ls(path.join(p, '.hostd-lxc/tmp')), `work dirs on ${id}`).to.deep.equal([]);
       const imgDir = path.join(p, '.hostd-lxc/images');
-      for (const i of fs.existsSync(imgDir) ? fs.readdirSync(imgDir) : []) expect(fs.existsSync(path.join(imgDir, i, 'image.json')), `image ${i}`).to.equal(true);
+      for (const i of fs.existsSync(imgDir) ? fs.readdirSync(imgDir) : [])
+        expect(fs.existsSync(path.join(imgDir, i, 'image.json')), `image ${i}`).to.equal(true);
     }
     for (const c of list) expect(fs.existsSync(c.rootfs.path), `rootfs of ${c.lxcid}`).to.equal(true);
-    const confs = fs.readdirSync(path.join(dataDir, 'lxc')).filter((n) => n.startsWith('svc-lxc-')).sort();
+    const confs = fs
+      .readdirSync(path.join(dataDir, 'lxc'))
+      .filter((n) => n.startsWith('svc-lxc-'))
+      .sort();
     expect(confs).to.deep.equal(list.map((c) => `svc-lxc-${c.lxcid}`).sort());
     return list;
   };
@@ -206,7 +215,11 @@ describe('lxc runtime: crash safety and restarts', function () {
     await eventually(() => lxcState(dataDir, auto) === 'RUNNING', 30_000, 'the autostart container to run');
     // LXC says RUNNING before the daemon's autostart has finished with the container (a stop then would be
     // refused as busy): wait until the API reports it running too.
-    await eventually(async () => (await env.req('GET', `/lxc/${auto}`)).body.container?.state === 'running', 30_000, 'the API to report the autostart container running');
+    await eventually(
+      async () => (await env.req('GET', `/lxc/${auto}`)).body.container?.state === 'running',
+      30_000,
+      'the API to report the autostart container running',
+    );
     expect(lxcState(dataDir, base)).to.equal('STOPPED');
     expect((await env.req('POST', `/lxc/${auto}/stop`)).status).to.equal(200);
     await consistent();

@@ -29,7 +29,10 @@ describe('lxc runtime: lxc.state events', function () {
 
   const states = (evs: StateEvent[]) => evs.map((e) => e.data.state);
   const lxcPath = () => path.join(dataDir, 'lxc');
-  const infoState = (id: number) => execFileSync('lxc-info', ['-P', lxcPath(), '-n', `svc-lxc-${id}`, '-s', '-H']).toString().trim();
+  const infoState = (id: number) =>
+    execFileSync('lxc-info', ['-P', lxcPath(), '-n', `svc-lxc-${id}`, '-s', '-H'])
+      .toString()
+      .trim();
 
   async function create(name: string): Promise<number> {
     const r = await env.req('POST', '/lxc', { name, template: 'bb' });
@@ -60,7 +63,7 @@ describe('lxc runtime: lxc.state events', function () {
     }
   });
 
-  it('a container stopped behind hostd\'s back (lxc-stop from outside) is STOPPED with reason init-exited, once', async () => {
+  it("a container stopped behind hostd's back (lxc-stop from outside) is STOPPED with reason init-exited, once", async () => {
     const id = await create('ev-outside');
     await call('POST', `/lxc/${id}/start`);
     const cursor = await headCursor(env.req);
@@ -75,7 +78,7 @@ describe('lxc runtime: lxc.state events', function () {
     expect(states(more)).to.deep.equal(['STOPPED', 'RUNNING']);
   });
 
-  it('a container frozen and thawed behind hostd\'s back (lxc-freeze from outside) is FROZEN, then RUNNING, with reason outside', async () => {
+  it("a container frozen and thawed behind hostd's back (lxc-freeze from outside) is FROZEN, then RUNNING, with reason outside", async () => {
     const id = await create('ev-freeze');
     await call('POST', `/lxc/${id}/start`);
     const cursor = await headCursor(env.req);

@@ -25,21 +25,38 @@ describe('lxc runtime: image catalog and downloads (simplestreams)', function ()
     const arch = streamArch(process.arch);
     const file = (sha256: string) => ({ 'root.tar.xz': { ftype: 'root.tar.xz', path: 'images/busybox/root.tar.xz', sha256, size: img.size } });
     const products = {
-      content_id: 'images', datatype: 'image-downloads', format: 'products:1.0',
+      content_id: 'images',
+      datatype: 'image-downloads',
+      format: 'products:1.0',
       products: {
         [`busybox:1.36:${arch}:default`]: {
-          aliases: 'busybox/1.36,busybox', arch, os: 'Busybox', release: '1.36', release_title: '1.36', variant: 'default',
+          aliases: 'busybox/1.36,busybox',
+          arch,
+          os: 'Busybox',
+          release: '1.36',
+          release_title: '1.36',
+          variant: 'default',
           versions: {
             '20260101_00:00': { items: file('0'.repeat(64)) },
-            '20261101_00:00': { items: { ...file(img.sha256), 'lxd.tar.xz': { ftype: 'lxd.tar.xz', path: 'images/busybox/lxd.tar.xz', sha256: '1'.repeat(64), size: 10 } } },
+            '20261101_00:00': {
+              items: { ...file(img.sha256), 'lxd.tar.xz': { ftype: 'lxd.tar.xz', path: 'images/busybox/lxd.tar.xz', sha256: '1'.repeat(64), size: 10 } },
+            },
           },
         },
         [`broken:1:${arch}:default`]: { arch, os: 'Broken', release: '1', versions: { '20261101_00:00': { items: file('f'.repeat(64)) } } },
         'other:1:s390x:default': { arch: 's390x', os: 'Other', release: '1', versions: { '1': { items: file(img.sha256) } } },
-        [`escape:1:${arch}:default`]: { arch, os: 'Escape', release: '1', versions: { '1': { items: { 'root.tar.xz': { ftype: 'root.tar.xz', path: '../../etc/passwd', sha256: img.sha256, size: img.size } } } } },
+        [`escape:1:${arch}:default`]: {
+          arch,
+          os: 'Escape',
+          release: '1',
+          versions: { '1': { items: { 'root.tar.xz': { ftype: 'root.tar.xz', path: '../../etc/passwd', sha256: img.sha256, size: img.size } } } },
+        },
       },
     };
-    const index = { format: 'index:1.0', index: { images: { datatype: 'image-downloads', format: 'products:1.0', path: 'streams/v1/images.json', products: Object.keys(products.products) } } };
+    const index = {
+      format: 'index:1.0',
+      index: { images: { datatype: 'image-downloads', format: 'products:1.0', path: 'streams/v1/images.json', products: Object.keys(products.products) } },
+    };
     server = http.createServer((req, res) => {
       requests.push(req.url ?? '');
       if (req.url === '/streams/v1/index.json') return void res.end(JSON.stringify(index));
@@ -69,8 +86,17 @@ describe('lxc runtime: image catalog and downloads (simplestreams)', function ()
     expect(r.body.images.map((i: any) => i.image_id)).to.deep.equal([`broken-1-${arch}-default`, `busybox-1.36-${arch}-default`, `escape-1-${arch}-default`]);
     const bb = r.body.images.find((i: any) => i.image_id.startsWith('busybox'));
     expect(bb).to.deep.equal({
-      image_id: `busybox-1.36-${arch}-default`, product: `busybox:1.36:${arch}:default`, os: 'Busybox', release: '1.36', arch, variant: 'default',
-      version: '20261101_00:00', aliases: ['busybox/1.36', 'busybox'], size_bytes: busyboxImage().size, sha256: busyboxImage().sha256, cached_on: [],
+      image_id: `busybox-1.36-${arch}-default`,
+      product: `busybox:1.36:${arch}:default`,
+      os: 'Busybox',
+      release: '1.36',
+      arch,
+      variant: 'default',
+      version: '20261101_00:00',
+      aliases: ['busybox/1.36', 'busybox'],
+      size_bytes: busyboxImage().size,
+      sha256: busyboxImage().sha256,
+      cached_on: [],
     });
   });
 
@@ -87,7 +113,15 @@ describe('lxc runtime: image catalog and downloads (simplestreams)', function ()
     expect(requests).to.include('/images/busybox/root.tar.xz');
     const imgs = (await env.req('GET', '/lxc/images')).body.images;
     expect(imgs).to.have.length(1);
-    expect(imgs[0]).to.include({ image_id: id, storage_id: 'cache', source: 'download', sha256: busyboxImage().sha256, os: 'Busybox', release: '1.36', version: '20261101_00:00' });
+    expect(imgs[0]).to.include({
+      image_id: id,
+      storage_id: 'cache',
+      source: 'download',
+      sha256: busyboxImage().sha256,
+      os: 'Busybox',
+      release: '1.36',
+      version: '20261101_00:00',
+    });
     const again = await env.req('POST', `/lxc/images/${id}`, {});
     expect(again.status).to.equal(409);
     expect(again.body).to.deep.equal({ error: `image '${id}' is on storage 'cache' already` });

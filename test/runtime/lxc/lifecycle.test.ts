@@ -10,9 +10,9 @@ import { cgroupDir, cleanupLxc, lxcEnv, initPid, requireLxc, type LxcEnv } from 
 import { eventually } from '../../helpers/daemon.js';
 import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
 
-
 /** The registry's rule for container names, as the 400 states it. */
-const NAME_RULE = "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
+const NAME_RULE =
+  "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
 
 describe('lxc runtime: create, lifecycle, exec, stats', function () {
   this.timeout(120_000);
@@ -54,7 +54,14 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     const r = await env.req('GET', '/lxc/images');
     expect(r.status).to.equal(200);
     expect(r.body.images).to.have.length(1);
-    expect(r.body.images[0]).to.include({ image_id: 'bb', storage_id: 'p1', source: 'import', sha256: env.image.sha256, size_bytes: env.image.size, compression: 'xz' });
+    expect(r.body.images[0]).to.include({
+      image_id: 'bb',
+      storage_id: 'p1',
+      source: 'import',
+      sha256: env.image.sha256,
+      size_bytes: env.image.size,
+      compression: 'xz',
+    });
     expect(r.body.images[0].used_by).to.deep.equal([]);
   });
 
@@ -71,9 +78,15 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
       [{ name: 'ok', ip_address: '10.0.0.2/24' }, "argument 'ip_address' needs network_type bridged"],
       [{ name: 'ok', environment: { 'BAD-KEY': 'x' } }, "argument 'environment' has a variable name that is not [A-Za-z_][A-Za-z0-9_]*"],
       [{ name: 'ok', disk_size_bytes: 1000 }, "argument 'disk_size_bytes' must be 0 or at least 33554432 (32 MiB)"],
-      [{ name: 'ok', network_type: 'bridged' }, "argument 'network_type' bridged needs network_bridge (no default bridge is configured: set lxc.default_bridge)"],
+      [
+        { name: 'ok', network_type: 'bridged' },
+        "argument 'network_type' bridged needs network_bridge (no default bridge is configured: set lxc.default_bridge)",
+      ],
       [{ name: 'ok', network_type: 'bridged', network_bridge: 'nosuchbr0' }, "argument 'network_bridge': bridge 'nosuchbr0' does not exist on this host"],
-      [{ name: 'ok', linked_clone: true }, "argument 'linked_clone' needs a ZFS pool: storage 'p1' is not on ZFS (a linked clone is a ZFS clone of the image's base dataset)"],
+      [
+        { name: 'ok', linked_clone: true },
+        "argument 'linked_clone' needs a ZFS pool: storage 'p1' is not on ZFS (a linked clone is a ZFS clone of the image's base dataset)",
+      ],
     ];
     for (const [args, error] of cases) {
       const r = await env.req('POST', '/lxc', { ...base, ...args });
@@ -112,7 +125,9 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
     expect(r.body).to.deep.equal({ server: null, images: [], reason: 'no image server is configured (set lxc.image_server to a simplestreams URL)' });
     const d = await env.req('POST', '/lxc/images/debian-12', {});
     expect(d.status).to.equal(404);
-    expect(d.body).to.deep.equal({ error: "image 'debian-12' is not in the catalog: no image server is configured (set lxc.image_server to a simplestreams URL)" });
+    expect(d.body).to.deep.equal({
+      error: "image 'debian-12' is not in the catalog: no image server is configured (set lxc.image_server to a simplestreams URL)",
+    });
   });
 
   it('404 for an unknown image, an unknown pool and an unknown container', async () => {
@@ -127,15 +142,36 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
 
   it('creates an unprivileged container with every argument, assigning an lxcid', async () => {
     const r = await env.req('POST', '/lxc', {
-      name: 'Web One', template: 'bb', cpu_cores: 1, memory_mb: 96, environment: { GREETING: 'hello world' }, autostart: false, nesting: false,
-      seed_data: 'seed-for-web-one', network_type: 'none', dns_servers: ['10.9.9.9'],
+      name: 'Web One',
+      template: 'bb',
+      cpu_cores: 1,
+      memory_mb: 96,
+      environment: { GREETING: 'hello world' },
+      autostart: false,
+      nesting: false,
+      seed_data: 'seed-for-web-one',
+      network_type: 'none',
+      dns_servers: ['10.9.9.9'],
       mount_points: [{ host_path: shared, container_path: '/mnt/shared', read_only: false }],
     });
     expect(r.status, JSON.stringify(r.body)).to.equal(201);
     const c = r.body.container;
     id = c.lxcid;
     expect(id).to.be.at.least(100);
-    expect(c).to.include({ name: 'Web One', state: 'stopped', hostname: 'web-one', template: 'bb', storage_id: 'p1', cpu_cores: 1, memory_mb: 96, disk_size_bytes: 0, privileged: false, nesting: false, autostart: false, linked_clone: false });
+    expect(c).to.include({
+      name: 'Web One',
+      state: 'stopped',
+      hostname: 'web-one',
+      template: 'bb',
+      storage_id: 'p1',
+      cpu_cores: 1,
+      memory_mb: 96,
+      disk_size_bytes: 0,
+      privileged: false,
+      nesting: false,
+      autostart: false,
+      linked_clone: false,
+    });
     expect(c.environment).to.deep.equal({ GREETING: 'hello world' });
     expect(c.idmap).to.deep.equal({ uid: 100000, gid: 100000, count: 65536 });
     expect(c.network).to.include({ type: 'none', ip_address: null });
@@ -197,7 +233,13 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   it('drops capabilities and confines system calls with seccomp', async () => {
     const st = (await exec('grep -E "^(CapBnd|Seccomp):" /proc/self/status')).stdout;
     const bnd = BigInt('0x' + /CapBnd:\s+([0-9a-f]+)/.exec(st)![1]);
-    for (const [cap, bit] of [['sys_module', 16n], ['sys_rawio', 17n], ['sys_time', 25n], ['mac_override', 32n], ['mac_admin', 33n]] as const) {
+    for (const [cap, bit] of [
+      ['sys_module', 16n],
+      ['sys_rawio', 17n],
+      ['sys_time', 25n],
+      ['mac_override', 32n],
+      ['mac_admin', 33n],
+    ] as const) {
       expect((bnd >> bit) & 1n, cap).to.equal(0n);
     }
     expect(/Seccomp:\s+(\d)/.exec(st)![1]).to.equal('2');
@@ -362,7 +404,10 @@ describe('lxc runtime: create, lifecycle, exec, stats', function () {
   it('a privileged container is refused (403) while lxc.allow_privileged is off, the default', async () => {
     const r = await env.req('POST', '/lxc', { name: 'priv', template: 'bb', privileged: true });
     expect(r.status).to.equal(403);
-    expect(r.body).to.deep.equal({ error: "argument 'privileged': privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host" });
+    expect(r.body).to.deep.equal({
+      error:
+        "argument 'privileged': privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host",
+    });
     expect((await env.req('GET', '/lxc')).body.containers.map((c: any) => c.name)).to.not.include('priv');
   });
 

@@ -32,7 +32,8 @@ describe('lxc runtime: bridged networking with static addresses', function () {
     inNs('addr', 'add', '10.77.0.1/24', 'dev', 'br0');
     inNs('link', 'set', 'br0', 'up');
     const stash = tempDir('hostd-lxc-cg-');
-    const script = 'set -e; stash="$1"; shift; mount --rbind /sys/fs/cgroup "$stash"; mount -t sysfs sysfs /sys; mount --rbind "$stash" /sys/fs/cgroup; umount -l "$stash"; exec "$@"';
+    const script =
+      'set -e; stash="$1"; shift; mount --rbind /sys/fs/cgroup "$stash"; mount -t sysfs sysfs /sys; mount --rbind "$stash" /sys/fs/cgroup; umount -l "$stash"; exec "$@"';
     env = await lxcEnv({
       wrap: ['nsenter', `--net=/run/netns/${ns}`, 'unshare', '-m', '--propagation', 'slave', 'sh', '-c', script, 'sh', stash],
       netns: ns,
@@ -54,7 +55,14 @@ describe('lxc runtime: bridged networking with static addresses', function () {
     const r1 = await env.req('POST', '/lxc', { name: 'net a', template: 'bb', ip_address: '10.77.0.2/24', gateway: '10.77.0.1', dns_servers: ['10.77.0.1'] });
     expect(r1.status, JSON.stringify(r1.body)).to.equal(201);
     a = r1.body.container.lxcid;
-    expect(r1.body.container.network).to.deep.include({ type: 'bridged', bridge: 'br0', bridge_is_default: true, ip_address: '10.77.0.2/24', gateway: '10.77.0.1', dns_servers: ['10.77.0.1'] });
+    expect(r1.body.container.network).to.deep.include({
+      type: 'bridged',
+      bridge: 'br0',
+      bridge_is_default: true,
+      ip_address: '10.77.0.2/24',
+      gateway: '10.77.0.1',
+      dns_servers: ['10.77.0.1'],
+    });
     const r2 = await env.req('POST', '/lxc', { name: 'net b', template: 'bb', network_type: 'bridged', network_bridge: 'br0', ip_address: '10.77.0.3' });
     expect(r2.status, JSON.stringify(r2.body)).to.equal(201);
     b = r2.body.container.lxcid;

@@ -111,7 +111,10 @@ describe('lxc runtime: disk limits, clones, moves, templates, images', function 
       expect(running.body).to.deep.equal({ error: `container ${src} is running; a clone needs the source stopped` });
       await ok('POST', `/lxc/${src}/stop`);
       const idTaken = await env.req('POST', `/lxc/${src}/clone`, { source_lxcid: src, name: 'copy' });
-      expect({ status: idTaken.status, body: idTaken.body }).to.deep.equal({ status: 409, body: { error: `lxcid ${src} is taken (by the source container itself); the path id names the new container` } });
+      expect({ status: idTaken.status, body: idTaken.body }).to.deep.equal({
+        status: 409,
+        body: { error: `lxcid ${src} is taken (by the source container itself); the path id names the new container` },
+      });
       const noSource = await env.req('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src + 99, name: 'copy' });
       expect(noSource.status).to.equal(404);
       const taken = await env.req('POST', `/lxc/${src + 100}/clone`, { source_lxcid: src, name: 'ORIGIN' });

@@ -29,22 +29,26 @@ import { eventually } from '../../helpers/daemon.js';
 import { proxyAvailability } from '../../helpers/proxy-node.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
 
-const freePort = () => new Promise<number>((resolve, reject) => {
-  const s = net.createServer();
-  s.once('error', reject);
-  s.listen(0, '127.0.0.1', () => {
-    const p = (s.address() as net.AddressInfo).port;
-    s.close(() => resolve(p));
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
   });
-});
 
-const get = (port: number, p: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
-  http.get({ host: '127.0.0.1', port, path: p, headers: { host: 'caddy.test', 'x-client': 'c-1', 'x-evil': '{env.HOSTD_SENTINEL}' } }, (res) => {
-    let body = '';
-    res.on('data', (c) => (body += c));
-    res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-  }).on('error', reject);
-});
+const get = (port: number, p: string) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: p, headers: { host: 'caddy.test', 'x-client': 'c-1', 'x-evil': '{env.HOSTD_SENTINEL}' } }, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on('error', reject);
+  });
 
 describe('Caddy placeholders (the real Caddy, loopback)', function () {
   this.timeout(60_000);
@@ -58,10 +62,26 @@ describe('Caddy placeholders (the real Caddy, loopback)', function () {
 
   // Header name -> value; the upstream sees `x-case-<i>`.
   const accepted = [
-    '{http.request.host}', 'for={http.request.remote.host};m={http.request.method}', '{http.request.header.X-Client}', '{http.request.header.X-Evil}', '{http.request.uri.path}',
-    '\\{env.HOSTD_SENTINEL}', 'lit \\{system.hostname\\} end', '}', 'plain',
+    '{http.request.host}',
+    'for={http.request.remote.host};m={http.request.method}',
+    '{http.request.header.X-Client}',
+    '{http.request.header.X-Evil}',
+    '{http.request.uri.path}',
+    '\\{env.HOSTD_SENTINEL}',
+    'lit \\{system.hostname\\} end',
+    '}',
+    'plain',
   ];
-  const refused = ['{env.HOSTD_SENTINEL}', 'x{env.HOME}', '{system.hostname}', '{host}', '{path}', '{file./etc/hostname}', '{x{env.HOSTD_SENTINEL}}', '{time.now.year}'];
+  const refused = [
+    '{env.HOSTD_SENTINEL}',
+    'x{env.HOME}',
+    '{system.hostname}',
+    '{host}',
+    '{path}',
+    '{file./etc/hostname}',
+    '{x{env.HOSTD_SENTINEL}}',
+    '{time.now.year}',
+  ];
 
   before(async function () {
     await requireRuntime(this, 'proxy', proxyAvailability, { need: ['caddy'] });
@@ -73,8 +93,15 @@ describe('Caddy placeholders (the real Caddy, loopback)', function () {
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
     const sock = path.join(dir, 'admin.sock');
     const boot = path.join(dir, 'boot.json');
-    fs.writeFileSync(boot, JSON.stringify({ admin: { listen: `unix/${sock}`, config: { persist: false } }, storage: { module: 'file_system', root: path.join(dir, 'storage') } }));
-    caddy = spawn('caddy', ['run', '--config', boot], { cwd: dir, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, HOSTD_SENTINEL: SENTINEL }, stdio: ['ignore', 'ignore', 'ignore'] });
+    fs.writeFileSync(
+      boot,
+      JSON.stringify({ admin: { listen: `unix/${sock}`, config: { persist: false } }, storage: { module: 'file_system', root: path.join(dir, 'storage') } }),
+    );
+    caddy = spawn('caddy', ['run', '--config', boot], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, HOSTD_SENTINEL: SENTINEL },
+      stdio: ['ignore', 'ignore', 'ignore'],
+    });
     admin = new CaddyAdmin(sock);
     await eventually(() => admin.ping(), 15_000, "Caddy's admin socket");
     caddyPort = await freePort();
@@ -91,7 +118,13 @@ describe('Caddy placeholders (the real Caddy, loopback)', function () {
               listen: [`127.0.0.1:${caddyPort}`],
               automatic_https: { disable: true },
               routes: [
-                { match: [{ path: ['/stub'] }], handle: [{ handler: 'static_response', status_code: 502, body: caddyLiteral(`hostd proxy: target 'vm:{env.HOSTD_SENTINEL}' \\{x} not found`) }], terminal: true },
+                {
+                  match: [{ path: ['/stub'] }],
+                  handle: [
+                    { handler: 'static_response', status_code: 502, body: caddyLiteral(`hostd proxy: target 'vm:{env.HOSTD_SENTINEL}' \\{x} not found`) },
+                  ],
+                  terminal: true,
+                },
                 { handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: `127.0.0.1:${up}` }], headers: { request: { set } } }] },
               ],
             },

@@ -31,18 +31,26 @@ describe('proxy crash safety (kill -9 at a step)', function () {
     await lab?.cleanup();
   });
 
-  const caddyOf = (dataDir: string) => fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-    try {
-      return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(path.join(dataDir, 'proxy/run/caddy-boot.json'));
-    } catch {
-      return false;
-    }
-  });
+  const caddyOf = (dataDir: string) =>
+    fs
+      .readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(path.join(dataDir, 'proxy/run/caddy-boot.json'));
+        } catch {
+          return false;
+        }
+      });
   const addrs = async () => (await lab.exec(lab.nodes[0].ns, ['ip', '-j', 'addr', 'show', 'dev', LAN_DEV])).stdout;
 
   it('killed after the floating address was added but before it was recorded: the address goes with hostd; the restart settles the intent, then claims it once', async () => {
     const n = lab.nodes[0];
-    d = await startDaemon({ netns: n.ns, env: { ...proxyNodeEnv(n.addr, 'px-crash'), HOSTD_TEST_PAUSE_AT: 'proxy.vip-claimed' }, configYaml: proxyYaml(n.addr) });
+    d = await startDaemon({
+      netns: n.ns,
+      env: { ...proxyNodeEnv(n.addr, 'px-crash'), HOSTD_TEST_PAUSE_AT: 'proxy.vip-claimed' },
+      configYaml: proxyYaml(n.addr),
+    });
     const token = await d.token('px', ['proxy.read', 'proxy.manage']);
     expect((await d.request('PATCH', '/api/v1/proxy', { token, body: { enabled: true } })).status).to.equal(200);
     expect((await d.request('PUT', '/api/v1/proxy/vip', { token, body: { vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24 } })).status).to.equal(200);
@@ -65,7 +73,12 @@ describe('proxy crash safety (kill -9 at a step)', function () {
     const dataDir = d!.dataDir;
     await d!.stop();
     expect(caddyOf(dataDir)).to.deep.equal([]);
-    d = await startDaemon({ dataDir, netns: n.ns, env: { ...proxyNodeEnv(n.addr, 'px-crash'), HOSTD_TEST_PAUSE_AT: 'proxy.caddy-started' }, configYaml: proxyYaml(n.addr) });
+    d = await startDaemon({
+      dataDir,
+      netns: n.ns,
+      env: { ...proxyNodeEnv(n.addr, 'px-crash'), HOSTD_TEST_PAUSE_AT: 'proxy.caddy-started' },
+      configYaml: proxyYaml(n.addr),
+    });
     await eventually(() => d!.logs.some((l) => isPauseLine(l, 'proxy.caddy-started')), 10_000, 'the pause after Caddy started');
     expect(caddyOf(dataDir).length).to.be.greaterThan(0);
     await d.kill();

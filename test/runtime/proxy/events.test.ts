@@ -63,7 +63,7 @@ describe('proxy: state events on one node (Caddy, namespaces)', function () {
     expect(more.body.events).to.deep.equal([]);
   });
 
-  it('Caddy killed behind hostd\'s back is degraded (caddy-exited), then serving again once the data plane restarts it', async () => {
+  it("Caddy killed behind hostd's back is degraded (caddy-exited), then serving again once the data plane restarts it", async () => {
     expect((await api('PATCH', '/proxy', { enabled: true })).status).to.equal(200);
     const diag = await api('GET', '/proxy/diagnostics');
     const pid = diag.body.caddy.pid as number;

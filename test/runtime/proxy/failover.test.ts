@@ -40,7 +40,8 @@ describe('proxy failover across three nodes (network namespaces)', function () {
     const upstream = await lab.startUpstream(8080);
     // One at a time: three starts at once on a loaded 2-core machine can each take longer than the helper's start bound.
     nodes = [];
-    for (const [i, n] of lab.nodes.entries()) nodes.push(await startDaemon({ netns: n.ns, env: proxyNodeEnv(n.addr, `px-node-${i + 1}`), configYaml: proxyYaml(n.addr) }));
+    for (const [i, n] of lab.nodes.entries())
+      nodes.push(await startDaemon({ netns: n.ns, env: proxyNodeEnv(n.addr, `px-node-${i + 1}`), configYaml: proxyYaml(n.addr) }));
     await pair(nodes);
     for (const [i, d] of nodes.entries()) tokens[i] = await d.token(`px-${i + 1}`, ['proxy.read', 'proxy.manage', 'system.read']);
     expect((await req(0, 'PATCH', '/proxy', { enabled: true })).status).to.equal(200);
@@ -93,7 +94,10 @@ describe('proxy failover across three nodes (network namespaces)', function () {
   }
 
   it('moves between live nodes: the client follows the floating address, never two holders', async () => {
-    for (const [from, to, caller] of [[0, 1, 0], [1, 2, 0]] as const) {
+    for (const [from, to, caller] of [
+      [0, 1, 0],
+      [1, 2, 0],
+    ] as const) {
       await client!.okAfter(Date.now());
       const t0 = Date.now();
       const [cFrom, cTo] = [await headCursor(nodes[from], tokens[from]), await headCursor(nodes[to], tokens[to])];

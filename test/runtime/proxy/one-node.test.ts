@@ -42,7 +42,20 @@ describe('proxy on one node (Caddy, namespaces)', function () {
   };
   /** curl from the client namespace to https://<name>:<port>/ resolved to `addr`. */
   const fetchVia = async (name: string, port = 443, addr = lab.nodes[0].addr, extra: string[] = []) => {
-    const r = await lab.exec(lab.client.ns, ['curl', '-sS', '--max-time', '5', '--cacert', ca(), '--resolve', `${name}:${port}:${addr}`, ...extra, '-w', '\n%{http_code}', `https://${name}:${port}/`]);
+    const r = await lab.exec(lab.client.ns, [
+      'curl',
+      '-sS',
+      '--max-time',
+      '5',
+      '--cacert',
+      ca(),
+      '--resolve',
+      `${name}:${port}:${addr}`,
+      ...extra,
+      '-w',
+      '\n%{http_code}',
+      `https://${name}:${port}/`,
+    ]);
     const i = r.stdout.lastIndexOf('\n');
     const text = r.stdout.slice(0, i);
     let json: any = null;
@@ -76,7 +89,12 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     const r = await api('GET', '/proxy/host-status');
     expect(r.status).to.equal(200);
     expect(r.body).to.include({ caddy_version: '2.6.2', holding: true, holder: d.nodeId, epoch: 0, enabled: false, serving: false, caddy_running: false });
-    expect(r.body.runtimes.map((x: any) => [x.name, x.available])).to.deep.equal([['caddy', true], ['setpriv', true], ['ip', true], ['arping', true]]);
+    expect(r.body.runtimes.map((x: any) => [x.name, x.available])).to.deep.equal([
+      ['caddy', true],
+      ['setpriv', true],
+      ['ip', true],
+      ['arping', true],
+    ]);
     expect(r.body.missing).to.deep.equal([]);
     expect(r.body.dns).to.deep.equal({ listen: `${lab.nodes[0].addr}:53`, running: false, error: null });
     // /proxy/config says the same of the holder (it said null on a node alone).
@@ -90,37 +108,77 @@ describe('proxy on one node (Caddy, namespaces)', function () {
       expect(r.body).to.include({ enabled: true, serving: true, holder: d.nodeId });
     }
     expect((await api('GET', '/proxy/host-status')).body.caddy_running).to.equal(true);
-    expectError(await api('POST', '/proxy/domains', { name: 'Bad_Name.test', cert_source: 'internal' }), 400, "argument 'name' must be a DNS name of at least 2 labels (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)");
-    expectError(await api('POST', '/proxy/domains', { name: 'single', cert_source: 'internal' }), 400, "argument 'name' must be a DNS name of at least 2 labels (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)");
-    expectError(await api('POST', '/proxy/domains', { name: 'pub.test', cert_source: 'cloudflare' }), 400,
-      "cert_source 'cloudflare': this Caddy build (2.6.2) has no module dns.providers.cloudflare; ACME DNS-01 with cloudflare needs a Caddy built with it (xcaddy build --with github.com/caddy-dns/cloudflare)");
+    expectError(
+      await api('POST', '/proxy/domains', { name: 'Bad_Name.test', cert_source: 'internal' }),
+      400,
+      "argument 'name' must be a DNS name of at least 2 labels (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)",
+    );
+    expectError(
+      await api('POST', '/proxy/domains', { name: 'single', cert_source: 'internal' }),
+      400,
+      "argument 'name' must be a DNS name of at least 2 labels (letters, digits and inner hyphens, 1-63 characters per label, 253 in all)",
+    );
+    expectError(
+      await api('POST', '/proxy/domains', { name: 'pub.test', cert_source: 'cloudflare' }),
+      400,
+      "cert_source 'cloudflare': this Caddy build (2.6.2) has no module dns.providers.cloudflare; ACME DNS-01 with cloudflare needs a Caddy built with it (xcaddy build --with github.com/caddy-dns/cloudflare)",
+    );
     const c = await api('POST', '/proxy/domains', { name: D, cert_source: 'internal' });
     expect(c.status, c.text).to.equal(201);
     expect(c.body.domain).to.deep.equal({ name: D, cert_source: 'internal', entries: [] });
     expectError(await api('POST', '/proxy/domains', { name: D, cert_source: 'internal' }), 409, `domain '${D}' already exists`);
-    expectError(await api('POST', '/proxy/domains/nowhere.test/entries', { subdomain: 'x', port: 80, host: '10.0.0.1' }), 404, "domain 'nowhere.test' not found");
+    expectError(
+      await api('POST', '/proxy/domains/nowhere.test/entries', { subdomain: 'x', port: 80, host: '10.0.0.1' }),
+      404,
+      "domain 'nowhere.test' not found",
+    );
     expectError(await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'x', port: 80 }), 400, 'host is required when no target_id is given');
-    expectError(await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'a.b', port: 80, host: '10.0.0.1' }), 400, "argument 'subdomain' must be one DNS label (letters, digits and inner hyphens, 1-63 characters)");
-    expectError(await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'x', port: 80, target_id: 'vm:999' }), 404, "target 'vm:999' not found (GET /proxy/upstreams lists the apps, VMs and containers)");
+    expectError(
+      await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'a.b', port: 80, host: '10.0.0.1' }),
+      400,
+      "argument 'subdomain' must be one DNS label (letters, digits and inner hyphens, 1-63 characters)",
+    );
+    expectError(
+      await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'x', port: 80, target_id: 'vm:999' }),
+      404,
+      "target 'vm:999' not found (GET /proxy/upstreams lists the apps, VMs and containers)",
+    );
     const badHeader = await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'x', port: 80, host: '10.0.0.1', header_up: { 'Bad Header': 'v' } });
     expect(badHeader.status).to.equal(400);
     expect(badHeader.body.error).to.include('header_up');
   });
 
   it('an entry serves https://web.<domain>/ through Caddy with header_up set and cleared', async () => {
-    const r = await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'web', host: upHost, port: upPort, header_up: { 'X-Via-Hostd': '{http.request.host}', 'User-Agent': '' } });
+    const r = await api('POST', `/proxy/domains/${D}/entries`, {
+      subdomain: 'web',
+      host: upHost,
+      port: upPort,
+      header_up: { 'X-Via-Hostd': '{http.request.host}', 'User-Agent': '' },
+    });
     expect(r.status, r.text).to.equal(201);
     expect(r.body.entry).to.deep.equal({
-      domain: D, subdomain: 'web', fqdn: `web.${D}`, listen_port: 443, port: upPort, host: upHost, target_id: null,
-      upstream_scheme: '', effective_scheme: 'http', tls_skip_verify: null, effective_tls_skip_verify: false,
+      domain: D,
+      subdomain: 'web',
+      fqdn: `web.${D}`,
+      listen_port: 443,
+      port: upPort,
+      host: upHost,
+      target_id: null,
+      upstream_scheme: '',
+      effective_scheme: 'http',
+      tls_skip_verify: null,
+      effective_tls_skip_verify: false,
       header_up: { 'X-Via-Hostd': '{http.request.host}', 'User-Agent': '' },
     });
     const got = await fetchVia(`web.${D}`);
     expect(got.status, got.stderr).to.equal(200);
     expect(got.json.headers['x-via-hostd']).to.equal(`web.${D}`);
     expect(got.json.headers).to.not.have.property('user-agent');
-    expectError(await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'web', host: upHost, port: upPort, listen_port: 0 }), 409,
-      `entry web.${D} on listen port 443 already exists; two entries may share a subdomain only on different listen ports`);
+    expectError(
+      await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'web', host: upHost, port: upPort, listen_port: 0 }),
+      409,
+      `entry web.${D} on listen port 443 already exists; two entries may share a subdomain only on different listen ports`,
+    );
     const alt = await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'web', host: upHost, port: upPort, listen_port: 8443 });
     expect(alt.status, alt.text).to.equal(201);
     expect((await fetchVia(`web.${D}`, 8443)).status).to.equal(200);
@@ -128,10 +186,19 @@ describe('proxy on one node (Caddy, namespaces)', function () {
 
   it('PATCH moves an entry between subdomains, listen ports and domains; 409 on a taken place', async () => {
     expect((await api('POST', '/proxy/domains', { name: 'other.test', cert_source: 'internal' })).status).to.equal(201);
-    expectError(await api('PATCH', `/proxy/domains/${D}/entries/web`, { port: upPort, listen_port: 8443, new_listen_port: 443 }), 409,
-      `entry web.${D} on listen port 443 already exists; two entries may share a subdomain only on different listen ports`);
+    expectError(
+      await api('PATCH', `/proxy/domains/${D}/entries/web`, { port: upPort, listen_port: 8443, new_listen_port: 443 }),
+      409,
+      `entry web.${D} on listen port 443 already exists; two entries may share a subdomain only on different listen ports`,
+    );
     expectError(await api('PATCH', `/proxy/domains/${D}/entries/nope`, { port: upPort }), 404, `entry 'nope.${D}' on listen port 443 not found`);
-    const mv = await api('PATCH', `/proxy/domains/${D}/entries/web`, { port: upPort, listen_port: 8443, new_subdomain: 'app', new_domain: 'other.test', new_listen_port: 9443 });
+    const mv = await api('PATCH', `/proxy/domains/${D}/entries/web`, {
+      port: upPort,
+      listen_port: 8443,
+      new_subdomain: 'app',
+      new_domain: 'other.test',
+      new_listen_port: 9443,
+    });
     expect(mv.status, mv.text).to.equal(200);
     expect(mv.body.entry).to.include({ domain: 'other.test', subdomain: 'app', listen_port: 9443 });
     expect((await fetchVia('app.other.test', 9443)).status).to.equal(200);
@@ -163,7 +230,11 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     // sockets listening beside the good ones (hostd restarts it on the last good one; docs/proxy.md).
     for (let round = 0; round < 3; round++) {
       const r = await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'taken', host: upHost, port: upPort, listen_port: 9099 });
-      expectError(r, 400, 'Caddy refused the configuration: loading config: loading new config: http app module: start: listening on :9099: listen tcp :9099: bind: address already in use');
+      expectError(
+        r,
+        400,
+        'Caddy refused the configuration: loading config: loading new config: http app module: start: listening on :9099: listen tcp :9099: bind: address already in use',
+      );
       expect((await api('GET', '/proxy/config')).body.version).to.equal(before);
       const listening = (await nsExec(['ss', '-Hltn', 'sport', '= :443'])).stdout.trim().split('\n');
       expect(listening, 'sockets listening on :443').to.have.length(1);
@@ -187,7 +258,11 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     expect(on.status).to.equal(200);
     expect(on.body).to.include({ http3: true });
     // Caddy starts its QUIC server just after the load returns.
-    await eventually(async () => (await fetchVia(`web.${D}`, 443, lab.nodes[0].addr, ['-D', '-', '-o', '/dev/null'])).text.toLowerCase().includes('alt-svc: h3=":443"'), 5000, 'Alt-Svc: h3');
+    await eventually(
+      async () => (await fetchVia(`web.${D}`, 443, lab.nodes[0].addr, ['-D', '-', '-o', '/dev/null'])).text.toLowerCase().includes('alt-svc: h3=":443"'),
+      5000,
+      'Alt-Svc: h3',
+    );
     expect((await nsExec(['ss', '-Hlun', 'sport', '= :443'])).stdout).to.include(':443');
     expect((await api('PATCH', '/proxy/http3', { enabled: false })).body).to.include({ http3: false });
     const head2 = await fetchVia(`web.${D}`, 443, lab.nodes[0].addr, ['-D', '-', '-o', '/dev/null']);
@@ -207,11 +282,22 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     expect(rn.body.previous_serial).to.equal(c.serial);
     expect(rn.body.cert.serial).to.not.equal(c.serial);
     // What a client is served is what GET /proxy/certs reports, and not the old one.
-    const served = async () => (await lab.exec(lab.client.ns, ['sh', '-c', `echo | openssl s_client -connect ${lab.nodes[0].addr}:443 -servername web.${D} 2>/dev/null | openssl x509 -noout -serial`])).stdout.trim();
-    await eventually(async () => {
-      const now = (await api('GET', '/proxy/certs')).body.certs.find((x: any) => x.domain === D).serial;
-      return now !== c.serial && (await served()) === `serial=${now}`;
-    }, 10_000, 'the served certificate to be the renewed one');
+    const served = async () =>
+      (
+        await lab.exec(lab.client.ns, [
+          'sh',
+          '-c',
+          `echo | openssl s_client -connect ${lab.nodes[0].addr}:443 -servername web.${D} 2>/dev/null | openssl x509 -noout -serial`,
+        ])
+      ).stdout.trim();
+    await eventually(
+      async () => {
+        const now = (await api('GET', '/proxy/certs')).body.certs.find((x: any) => x.domain === D).serial;
+        return now !== c.serial && (await served()) === `serial=${now}`;
+      },
+      10_000,
+      'the served certificate to be the renewed one',
+    );
     expectError(await api('POST', '/proxy/domains/nope.test/certs/renew'), 404, "domain 'nope.test' not found");
   });
 
@@ -219,12 +305,20 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     const put = await api('PUT', '/proxy/acme/credentials', { provider: 'cloudflare', credentials: { api_token: SECRET } });
     expect(put.status, put.text).to.equal(200);
     expect(put.body).to.deep.equal({ provider: 'cloudflare', keys: ['api_token'], stored: true, available: false });
-    expectError(await api('PUT', '/proxy/acme/credentials', { provider: 'Cloud Flare', credentials: { a: 'b' } }), 400, "provider 'Cloud Flare' must be 1-64 of [a-z0-9_]");
+    expectError(
+      await api('PUT', '/proxy/acme/credentials', { provider: 'Cloud Flare', credentials: { a: 'b' } }),
+      400,
+      "provider 'Cloud Flare' must be 1-64 of [a-z0-9_]",
+    );
     const pv = await api('GET', '/proxy/providers');
     const cf = pv.body.providers.find((p: any) => p.name === 'cloudflare');
     expect(cf).to.deep.equal({
-      name: 'cloudflare', module: 'dns.providers.cloudflare', available: false, credentials_stored: true,
-      reason: 'this Caddy build (2.6.2) has no module dns.providers.cloudflare; ACME DNS-01 with cloudflare needs a Caddy built with it (xcaddy build --with github.com/caddy-dns/cloudflare)',
+      name: 'cloudflare',
+      module: 'dns.providers.cloudflare',
+      available: false,
+      credentials_stored: true,
+      reason:
+        'this Caddy build (2.6.2) has no module dns.providers.cloudflare; ACME DNS-01 with cloudflare needs a Caddy built with it (xcaddy build --with github.com/caddy-dns/cloudflare)',
     });
     expect(pv.body.internal).to.deep.equal({ available: true, reason: null });
     expectError(await api('PUT', '/proxy/acme/config', { email: 'not-an-email' }), 400, "email 'not-an-email' is not an email address");
@@ -254,7 +348,11 @@ describe('proxy on one node (Caddy, namespaces)', function () {
     const r = await api('PUT', '/proxy/vip', { vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24 });
     expect(r.status, r.text).to.equal(200);
     expect(r.body.vip).to.deep.equal({ vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24, vip6: null, vip6_prefix: null });
-    await eventually(async () => (await api('GET', '/proxy/host-status')).body.vip.error?.includes('is still answered by'), 10_000, 'the conflict to be reported');
+    await eventually(
+      async () => (await api('GET', '/proxy/host-status')).body.vip.error?.includes('is still answered by'),
+      10_000,
+      'the conflict to be reported',
+    );
     expect((await nsExec(['ip', '-j', 'addr', 'show', 'dev', LAN_DEV])).stdout).to.not.include(`"${lab.vip}"`);
     expect((await api('GET', '/proxy/incidents')).body.incidents.map((i: any) => i.kind)).to.include('vip_conflict');
     await lab.exec(lab.client.ns, ['ip', 'addr', 'del', `${lab.vip}/24`, 'dev', LAN_DEV]);
@@ -268,11 +366,16 @@ describe('proxy on one node (Caddy, namespaces)', function () {
   it('DNS: base-domain names answer with the floating address (or the holder), other names go to the upstreams', async () => {
     const node = lab.nodes[0].addr;
     const dig = async (name: string) => (await lab.exec(lab.client.ns, ['dig', '+short', '+time=3', '+tries=1', `@${node}`, name, 'A'])).stdout.trim();
-    const digStatus = async (name: string) => /status: (\w+)/.exec((await lab.exec(lab.client.ns, ['dig', '+time=3', '+tries=1', `@${node}`, name, 'A'])).stdout)?.[1];
+    const digStatus = async (name: string) =>
+      /status: (\w+)/.exec((await lab.exec(lab.client.ns, ['dig', '+time=3', '+tries=1', `@${node}`, name, 'A'])).stdout)?.[1];
     expect(await dig(`web.${D}`)).to.equal(node);
     expect(await digStatus('elsewhere.example')).to.equal('SERVFAIL');
     await lab.helper(lab.upstream.ns, 'proxy-dns-upstream.js', lab.upstream.addr, '5353', '192.0.2.77');
-    expectError(await api('PUT', '/proxy/dns', { dns_upstreams: ['not-an-ip'] }), 400, "dns_upstreams: 'not-an-ip' is not an IP address (optionally with :port)");
+    expectError(
+      await api('PUT', '/proxy/dns', { dns_upstreams: ['not-an-ip'] }),
+      400,
+      "dns_upstreams: 'not-an-ip' is not an IP address (optionally with :port)",
+    );
     const set = await api('PUT', '/proxy/dns', { dns_upstreams: [`${lab.upstream.addr}:5353`] });
     expect(set.status, set.text).to.equal(200);
     expect(set.body.dns_upstreams).to.deep.equal([`${lab.upstream.addr}:5353`]);
@@ -287,7 +390,11 @@ describe('proxy on one node (Caddy, namespaces)', function () {
 
   it('diagnostics: Caddy state, versions, listeners, upstream reachability per entry; an upstream that fails its checks is an incident', async () => {
     expect((await api('POST', `/proxy/domains/${D}/entries`, { subdomain: 'dead', host: lab.upstream.addr, port: 9 })).status).to.equal(201);
-    await eventually(async () => (await api('GET', '/proxy/incidents')).body.incidents.some((i: any) => i.kind === 'upstream_failed' && i.summary.includes(`dead.${D}`)), 10_000, 'an upstream_failed incident');
+    await eventually(
+      async () => (await api('GET', '/proxy/incidents')).body.incidents.some((i: any) => i.kind === 'upstream_failed' && i.summary.includes(`dead.${D}`)),
+      10_000,
+      'an upstream_failed incident',
+    );
     const r = await api('GET', '/proxy/diagnostics');
     expect(r.status).to.equal(200);
     const cfg = (await api('GET', '/proxy/config')).body;

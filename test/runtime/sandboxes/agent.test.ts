@@ -42,7 +42,8 @@ describe('sandboxes runtime: exec and files (QEMU)', function () {
   });
 
   const ok = (token: string, method: string, p: string, body?: unknown, status = 200) => okAs(e, token, method, p, body, status);
-  const fails = (token: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) => failsAs(e, token, method, p, body, status, error);
+  const fails = (token: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) =>
+    failsAs(e, token, method, p, body, status, error);
   const exec = (body: Record<string, unknown>) => ok(alice, 'POST', `/sandboxes/${id}/exec`, body);
   const q = (args: Record<string, string | number | boolean>) => '?' + new URLSearchParams(Object.entries(args).map(([k, v]) => [k, String(v)])).toString();
   const files = (args: Record<string, string | number | boolean>) => `/sandboxes/${id}/files${q(args)}`;
@@ -61,15 +62,24 @@ describe('sandboxes runtime: exec and files (QEMU)', function () {
     // The user's home, or / when it has none, is where a command starts without cwd.
     expect((await exec({ command: 'pwd', user: 'nobody' })).stdout).to.equal('/\n');
 
-    expect(await exec({ command: 'true', user: 'nosuchuser' })).to.deep.include({ exit_code: 126, stdout: '', stderr: "hostd: no user 'nosuchuser' in the guest\n" });
+    expect(await exec({ command: 'true', user: 'nosuchuser' })).to.deep.include({
+      exit_code: 126,
+      stdout: '',
+      stderr: "hostd: no user 'nosuchuser' in the guest\n",
+    });
 
     // The activity row says what ran where, never the command, its input or its environment.
     const secret = `s3cret-${crypto.randomBytes(6).toString('hex')}`;
     await exec({ command: `: ${secret}-cmd; exit 5`, env: { API_KEY: secret }, stdin: `${secret}-in` });
-    const rows = (await call(e, e.token, 'GET', '/activity?limit=200')).body.events.filter((x: any) => x.target === `sandboxes/${id}` && /^Command run/.test(x.summary));
+    const rows = (await call(e, e.token, 'GET', '/activity?limit=200')).body.events.filter(
+      (x: any) => x.target === `sandboxes/${id}` && /^Command run/.test(x.summary),
+    );
     expect(rows.some((x: any) => x.summary === `Command run in sandbox ${id} 'agent-box' (exit 5)` && x.metadata.env_count === 1)).to.equal(true);
     expect(JSON.stringify(rows)).to.not.include(secret);
-    expect(await exec({ command: 'true', cwd: '/no/such/dir' })).to.deep.include({ exit_code: 126, stderr: "hostd: cannot change to directory '/no/such/dir'\n" });
+    expect(await exec({ command: 'true', cwd: '/no/such/dir' })).to.deep.include({
+      exit_code: 126,
+      stderr: "hostd: cannot change to directory '/no/such/dir'\n",
+    });
   });
 
   it('exec: a timeout kills the command and its children and says so; a flood is cut at the cap', async () => {
@@ -90,14 +100,35 @@ describe('sandboxes runtime: exec and files (QEMU)', function () {
     const r = await exec({ command: 'cat; printf "\\377\\000" >&2', stdin: bytes.toString('base64'), encoding: 'base64' });
     expect(Buffer.from(r.stdout, 'base64').equals(bytes)).to.equal(true);
     expect(Buffer.from(r.stderr, 'base64')).to.deep.equal(Buffer.from([0xff, 0x00]));
-    await fails(alice, 'POST', `/sandboxes/${id}/exec`, { command: 'cat', stdin: 'not base64!', encoding: 'base64' }, 400, "argument 'stdin' must be base64 text");
+    await fails(
+      alice,
+      'POST',
+      `/sandboxes/${id}/exec`,
+      { command: 'cat', stdin: 'not base64!', encoding: 'base64' },
+      400,
+      "argument 'stdin' must be base64 text",
+    );
   });
 
   it('exec: bad arguments are 400 before the guest is asked', async () => {
     const p = `/sandboxes/${id}/exec`;
     await fails(alice, 'POST', p, { command: '' }, 400, "argument 'command' must not be empty");
-    await fails(alice, 'POST', p, { command: 'true', user: 'root;id' }, 400, "argument 'user' must be a Linux user name (1-32 of [a-z0-9_-], a letter or _ first)");
-    await fails(alice, 'POST', p, { command: 'true', cwd: 'tmp' }, 400, "argument 'cwd' must be an absolute path in the guest (at most 4096 characters, no control characters)");
+    await fails(
+      alice,
+      'POST',
+      p,
+      { command: 'true', user: 'root;id' },
+      400,
+      "argument 'user' must be a Linux user name (1-32 of [a-z0-9_-], a letter or _ first)",
+    );
+    await fails(
+      alice,
+      'POST',
+      p,
+      { command: 'true', cwd: 'tmp' },
+      400,
+      "argument 'cwd' must be an absolute path in the guest (at most 4096 characters, no control characters)",
+    );
     const envWords = "argument 'env' must be keyed by variable names (1-256 of [A-Za-z0-9_], not starting with a digit or HOSTD_EXEC_)";
     await fails(alice, 'POST', p, { command: 'true', env: { 'A=B': 'x' } }, 400, envWords);
     await fails(alice, 'POST', p, { command: 'true', env: { HOSTD_EXEC_USER: 'root' } }, 400, envWords);
@@ -108,7 +139,11 @@ describe('sandboxes runtime: exec and files (QEMU)', function () {
   it('files: a 5 MiB file goes in and comes back in pieces of 512 KiB, byte for byte', async () => {
     const data = crypto.randomBytes(5 * 1024 * 1024 + 123);
     for (let off = 0; off < data.length; off += PIECE) {
-      const put = await ok(alice, 'PUT', `/sandboxes/${id}/files`, { path: '/srv/in/big.bin', content: data.subarray(off, off + PIECE).toString('base64'), append: off > 0 });
+      const put = await ok(alice, 'PUT', `/sandboxes/${id}/files`, {
+        path: '/srv/in/big.bin',
+        content: data.subarray(off, off + PIECE).toString('base64'),
+        append: off > 0,
+      });
       expect(put).to.deep.include({ path: '/srv/in/big.bin', type: 'file', size: Math.min(data.length, off + PIECE), mode: '0644' });
     }
     const sum = crypto.createHash('sha256').update(data).digest('hex');
@@ -137,12 +172,30 @@ describe('sandboxes runtime: exec and files (QEMU)', function () {
     expect((await ok(alice, 'PUT', `/sandboxes/${id}/files`, { path: '/srv/d/secret', content: Buffer.from('new').toString('base64') })).mode).to.equal('0600');
     const dir = await ok(alice, 'GET', files({ path: '/srv/d' }));
     expect(dir).to.deep.include({ type: 'directory', content: null, eof: null, truncated: false });
-    expect(dir.entries.map((x: any) => [x.name, x.type])).to.deep.equal([['link', 'symlink'], ['secret', 'file'], ['sub', 'directory']]);
+    expect(dir.entries.map((x: any) => [x.name, x.type])).to.deep.equal([
+      ['link', 'symlink'],
+      ['secret', 'file'],
+      ['sub', 'directory'],
+    ]);
     expect((await ok(alice, 'GET', files({ path: '/srv/d/sub' }))).entries.map((x: any) => x.name)).to.deep.equal(['a b|c']);
 
-    await fails(alice, 'PUT', `/sandboxes/${id}/files`, { path: '/srv/d', content: '' }, 409, `'/srv/d' is a directory in sandbox '${id}': only a file can be written`);
+    await fails(
+      alice,
+      'PUT',
+      `/sandboxes/${id}/files`,
+      { path: '/srv/d', content: '' },
+      409,
+      `'/srv/d' is a directory in sandbox '${id}': only a file can be written`,
+    );
     await fails(alice, 'GET', files({ path: '/dev/null' }), undefined, 409, `'/dev/null' in sandbox '${id}' is neither a regular file nor a directory`);
-    await fails(alice, 'DELETE', files({ path: '/srv/d' }), undefined, 409, `directory '/srv/d' in sandbox '${id}' is not empty: delete it with recursive: true to remove its contents too`);
+    await fails(
+      alice,
+      'DELETE',
+      files({ path: '/srv/d' }),
+      undefined,
+      409,
+      `directory '/srv/d' in sandbox '${id}' is not empty: delete it with recursive: true to remove its contents too`,
+    );
     expect(await ok(alice, 'DELETE', files({ path: '/srv/d/secret' }))).to.deep.equal({ path: '/srv/d/secret', type: 'file' });
     await fails(alice, 'GET', files({ path: '/srv/d/secret' }), undefined, 404, `file '/srv/d/secret' not found in sandbox '${id}'`);
     await fails(alice, 'DELETE', files({ path: '/srv/d/secret' }), undefined, 404, `file '/srv/d/secret' not found in sandbox '${id}'`);
@@ -151,7 +204,14 @@ describe('sandboxes runtime: exec and files (QEMU)', function () {
     expect(await ok(alice, 'DELETE', files({ path: '/srv/d', recursive: true }))).to.deep.equal({ path: '/srv/d', type: 'directory' });
     expect(await sbxSh(e, id, 'ls -A /srv | tr "\\n" " "')).to.equal('in ');
     await fails(alice, 'DELETE', files({ path: '/' }), undefined, 400, "argument 'path' must not be the root directory");
-    await fails(alice, 'GET', files({ path: 'etc/passwd' }), undefined, 400, "argument 'path' must be an absolute path in the guest (at most 4096 characters, no control characters)");
+    await fails(
+      alice,
+      'GET',
+      files({ path: 'etc/passwd' }),
+      undefined,
+      400,
+      "argument 'path' must be an absolute path in the guest (at most 4096 characters, no control characters)",
+    );
     await fails(alice, 'GET', files({ path: '/etc/passwd', length: PIECE + 1 }), undefined, 400, `argument 'length' must be <= ${PIECE}`);
   });
 
@@ -164,7 +224,14 @@ describe('sandboxes runtime: exec and files (QEMU)', function () {
     await ok(alice, 'POST', `/sandboxes/${id}/suspend`, {});
     const busy = `sandbox '${id}' is suspended: exec needs a running sandbox (POST /sandboxes/${id}/resume)`;
     await fails(alice, 'POST', `/sandboxes/${id}/exec`, { command: 'id' }, 409, busy);
-    await fails(alice, 'GET', files({ path: '/etc/hostname' }), undefined, 409, `sandbox '${id}' is suspended: reading a file needs a running sandbox (POST /sandboxes/${id}/resume)`);
+    await fails(
+      alice,
+      'GET',
+      files({ path: '/etc/hostname' }),
+      undefined,
+      409,
+      `sandbox '${id}' is suspended: reading a file needs a running sandbox (POST /sandboxes/${id}/resume)`,
+    );
     await ok(alice, 'POST', `/sandboxes/${id}/resume`, {});
     await untilRunning(e, alice, id, 300);
     expect((await exec({ command: 'hostname' })).stdout).to.equal('agent-box\n');

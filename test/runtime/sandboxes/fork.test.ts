@@ -52,18 +52,28 @@ describe('sandboxes runtime: fork (QEMU)', function () {
   });
 
   const ok = (token: string, method: string, p: string, body?: unknown, status = 200) => okAs(e, token, method, p, body, status);
-  const fails = (token: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) => failsAs(e, token, method, p, body, status, error);
+  const fails = (token: string, method: string, p: string, body: unknown, status: number, error: string | RegExp) =>
+    failsAs(e, token, method, p, body, status, error);
   /**
    * The fingerprint of the SSH host key the sandbox made after its resume
    * (newer than the hostname written at the resume, before the keys are made
    * anew in the background) once it has one (other than `not`).
    */
-  const hostKey = (id: string, not?: string) => eventually(async () => {
-    const pub = '/etc/ssh/ssh_host_ed25519_key.pub';
-    const r = await e.d.admin.request('POST', '/admin/sandboxes/exec', { id, command: `test ${pub} -nt /etc/hostname && ssh-keygen -lf ${pub} 2>/dev/null`, timeout_seconds: 60 });
-    const fp: string | undefined = r.body.exit_code === 0 ? r.body.stdout.split(' ')[1] : undefined;
-    return fp && fp !== not ? fp : undefined;
-  }, 300_000, `an SSH host key in ${id}`);
+  const hostKey = (id: string, not?: string) =>
+    eventually(
+      async () => {
+        const pub = '/etc/ssh/ssh_host_ed25519_key.pub';
+        const r = await e.d.admin.request('POST', '/admin/sandboxes/exec', {
+          id,
+          command: `test ${pub} -nt /etc/hostname && ssh-keygen -lf ${pub} 2>/dev/null`,
+          timeout_seconds: 60,
+        });
+        const fp: string | undefined = r.body.exit_code === 0 ? r.body.stdout.split(' ')[1] : undefined;
+        return fp && fp !== not ? fp : undefined;
+      },
+      300_000,
+      `an SSH host key in ${id}`,
+    );
   const warmStates = async () => (await e.d.admin.request('GET', '/admin/sandboxes/warm-states')).body.warm_states as any[];
   /** The warm states this file made (the shared daemon's own one left out). */
   const madeStates = async () => (await warmStates()).filter((w) => !sharedStates.some((x) => x.id === w.id));
@@ -72,7 +82,14 @@ describe('sandboxes runtime: fork (QEMU)', function () {
     const p = `/sandboxes/${parent.id}/fork`;
     await fails(bob, 'POST', p, { count: 1 }, 404, `sandbox '${parent.id}' not found`);
     // One live sandbox and a cap of three: three more would pass it.
-    await fails(alice, 'POST', p, { count: 3 }, 409, "token 'alice' has 1 live sandboxes; 3 more would pass the per-token limit (sandboxes.max_per_token is 3): destroy some first");
+    await fails(
+      alice,
+      'POST',
+      p,
+      { count: 3 },
+      409,
+      "token 'alice' has 1 live sandboxes; 3 more would pass the per-token limit (sandboxes.max_per_token is 3): destroy some first",
+    );
     await fails(alice, 'POST', p, { count: 0 }, 400, "argument 'count' must be >= 1");
     await fails(alice, 'POST', p, { count: 17 }, 400, "argument 'count' must be <= 16");
     expect((await ok(alice, 'GET', '/sandboxes')).sandboxes.map((s: any) => s.id)).to.deep.equal([parent.id]);

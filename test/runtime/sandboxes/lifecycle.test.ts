@@ -73,7 +73,14 @@ describe('sandboxes runtime (QEMU)', function () {
     expect(r.defaults).to.deep.equal({ cpu_cores: 1, memory_mb: 512, disk_gb: 0 });
     await fails(alice, 'POST', '/sandboxes', { image_id: 'nope' }, 404, "image 'nope' not found");
     await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', name: 'Not_A_Hostname' }, 400, "argument 'name' has an invalid form");
-    await fails(alice, 'POST', '/sandboxes', { image_id: 'deb12', resources: { memory_mb: 100 } }, 400, "argument 'resources.memory_mb' (100) is below the minimum of image 'deb12' (512)");
+    await fails(
+      alice,
+      'POST',
+      '/sandboxes',
+      { image_id: 'deb12', resources: { memory_mb: 100 } },
+      400,
+      "argument 'resources.memory_mb' (100) is below the minimum of image 'deb12' (512)",
+    );
     const readOnly = await e.d.token('reader', ['sandbox.read']);
     const denied = await call(e, readOnly, 'POST', '/sandboxes', { image_id: 'deb12' });
     expect(denied.status).to.equal(403);
@@ -115,7 +122,11 @@ describe('sandboxes runtime (QEMU)', function () {
     expect(r).to.deep.include({ already_running: false });
     expect(r.sandbox.state).to.equal('running');
     expect((await ok(alice, 'POST', `/sandboxes/${cold.id}/resume`, {})).already_running).to.equal(true);
-    await eventually(async () => (await call(e, alice, 'POST', `/sandboxes/${cold.id}/wait`, { timeout_seconds: 5 })).body.running, 60_000, 'running after resume');
+    await eventually(
+      async () => (await call(e, alice, 'POST', `/sandboxes/${cold.id}/wait`, { timeout_seconds: 5 })).body.running,
+      60_000,
+      'running after resume',
+    );
     expect(await sbxSh(e, cold.id, `kill -0 ${pid} && echo alive`)).to.equal('alive\n');
   });
 
@@ -236,10 +247,23 @@ describe('sandboxes runtime (QEMU)', function () {
   it('caps each token: live sandboxes and their memory (409 saying which); the host capacity is checked before booting', async () => {
     const carol = await e.d.token('carol', AGENT);
     const c1 = await ok(carol, 'POST', '/sandboxes', { image_id: 'blank' }, 201);
-    await fails(carol, 'POST', '/sandboxes', { image_id: 'blank', resources: { memory_mb: 1100 } }, 409,
-      "token 'carol' holds 512 MiB in live sandboxes; 1100 MiB more would pass the per-token limit of 1536 MiB (sandboxes.max_memory_mb_per_token): destroy one first");
+    await fails(
+      carol,
+      'POST',
+      '/sandboxes',
+      { image_id: 'blank', resources: { memory_mb: 1100 } },
+      409,
+      "token 'carol' holds 512 MiB in live sandboxes; 1100 MiB more would pass the per-token limit of 1536 MiB (sandboxes.max_memory_mb_per_token): destroy one first",
+    );
     const c2 = await ok(carol, 'POST', '/sandboxes', { image_id: 'blank' }, 201);
-    await fails(carol, 'POST', '/sandboxes', { image_id: 'blank' }, 409, "token 'carol' already has 2 live sandboxes, the per-token limit (sandboxes.max_per_token is 2): destroy one first");
+    await fails(
+      carol,
+      'POST',
+      '/sandboxes',
+      { image_id: 'blank' },
+      409,
+      "token 'carol' already has 2 live sandboxes, the per-token limit (sandboxes.max_per_token is 2): destroy one first",
+    );
     await ok(carol, 'DELETE', `/sandboxes/${c1.sandbox.id}`);
     const c3 = await ok(carol, 'POST', '/sandboxes', { image_id: 'blank' }, 201);
     await ok(carol, 'DELETE', `/sandboxes/${c2.sandbox.id}`);
@@ -249,7 +273,9 @@ describe('sandboxes runtime (QEMU)', function () {
     const total = Math.floor(os.totalmem() / 1024 / 1024);
     const r = await call(e, dave, 'POST', '/sandboxes', { image_id: 'blank', resources: { memory_mb: total } });
     expect(r.status, r.text).to.equal(409);
-    expect(r.body.error).to.match(/^the host cannot fit this sandbox now: it needs about \d+ MiB \(\d+ MiB of memory and \d+ MiB of QEMU overhead\) and the host has \d+ MiB free after 1024 MiB kept for itself \(sandboxes\.host_reserve_mb\)/);
+    expect(r.body.error).to.match(
+      /^the host cannot fit this sandbox now: it needs about \d+ MiB \(\d+ MiB of memory and \d+ MiB of QEMU overhead\) and the host has \d+ MiB free after 1024 MiB kept for itself \(sandboxes\.host_reserve_mb\)/,
+    );
     expect((await ok(dave, 'GET', '/sandboxes?include_destroyed=true')).sandboxes).to.deep.equal([]);
   });
 
@@ -313,7 +339,10 @@ describe('sandboxes runtime (QEMU)', function () {
   });
 
   it('killed during a destroy, before or after its VM was stopped: after a restart it is a tombstone and nothing of it remains', async () => {
-    for (const [domain, step] of [['sandboxes', 'destroy:marked'], ['vms', 'delete:stopped']] as const) {
+    for (const [domain, step] of [
+      ['sandboxes', 'destroy:marked'],
+      ['vms', 'delete:stopped'],
+    ] as const) {
       const c = await ok(alice, 'POST', '/sandboxes', { image_id: 'deb12' }, 201);
       const s = await untilRunning(e, alice, c.sandbox.id, 300);
       await restart({ HOSTD_TEST_PAUSE_AT: `${domain}.${step}` });

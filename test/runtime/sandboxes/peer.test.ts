@@ -40,10 +40,14 @@ describe('sandboxes across a peer (two daemons, QEMU)', function () {
     const peer = b.d.nodeId;
     const body = { image_id: 'blank', idempotency_key: 'peer-1', labels: { where: 'bravo' }, peer_id: peer };
     // The token directory reaches B shortly after the token is made.
-    const made = await eventually(async () => {
-      const r = await call(a, alice, 'POST', '/sandboxes', body);
-      return r.status === 201 ? r : undefined;
-    }, 30_000, 'a create forwarded to B');
+    const made = await eventually(
+      async () => {
+        const r = await call(a, alice, 'POST', '/sandboxes', body);
+        return r.status === 201 ? r : undefined;
+      },
+      30_000,
+      'a create forwarded to B',
+    );
     const id = made.body.sandbox.id;
     expect(made.body.sandbox).to.include({ owner: 'alice', state: 'booting', image_id: 'blank' });
     // A replay through the peer returns it.
@@ -60,7 +64,11 @@ describe('sandboxes across a peer (two daemons, QEMU)', function () {
     expect((await call(a, alice, 'GET', `/sandboxes/${id}`)).status).to.equal(404);
     // Another token of A: 404 through the peer, empty list, never 403.
     const msg = { error: `sandbox '${id}' not found` };
-    for (const [method, p, args] of [['GET', `/sandboxes/${id}?peer_id=${peer}`, undefined], ['POST', `/sandboxes/${id}/suspend`, { peer_id: peer }], ['DELETE', `/sandboxes/${id}?peer_id=${peer}`, undefined]] as const) {
+    for (const [method, p, args] of [
+      ['GET', `/sandboxes/${id}?peer_id=${peer}`, undefined],
+      ['POST', `/sandboxes/${id}/suspend`, { peer_id: peer }],
+      ['DELETE', `/sandboxes/${id}?peer_id=${peer}`, undefined],
+    ] as const) {
       const r = await call(a, bob, method, p, args);
       expect(r.status, `${method} ${p}: ${r.text}`).to.equal(404);
       expect(r.body).to.deep.equal(msg);
@@ -76,7 +84,12 @@ describe('sandboxes across a peer (two daemons, QEMU)', function () {
     expect((await call(b, localAlice, 'GET', `/sandboxes/${id}`)).status).to.equal(404);
     // B's operator sees both, each with its owner.
     const all = (await b.d.admin.request('GET', '/admin/sandboxes')).body.sandboxes;
-    expect(all.map((s: any) => [s.id, s.owner]).sort()).to.deep.equal([[id, 'alice'], [own.body.sandbox.id, 'bob']].sort());
+    expect(all.map((s: any) => [s.id, s.owner]).sort()).to.deep.equal(
+      [
+        [id, 'alice'],
+        [own.body.sandbox.id, 'bob'],
+      ].sort(),
+    );
     // Destroyed through the peer by their tokens: tombstones on B, nothing left running.
     const d = await call(a, alice, 'DELETE', `/sandboxes/${id}?peer_id=${peer}`);
     expect(d.status, d.text).to.equal(200);

@@ -46,7 +46,11 @@ describe('vms crash recovery (QEMU)', function () {
     await inflight;
   };
 
-  const vmDirs = () => fs.readdirSync(path.join(e.pools.p1, '.vms')).filter((n) => n.startsWith('vm-')).sort();
+  const vmDirs = () =>
+    fs
+      .readdirSync(path.join(e.pools.p1, '.vms'))
+      .filter((n) => n.startsWith('vm-'))
+      .sort();
   const warmDirs = () => (fs.existsSync(path.join(e.pools.p1, '.vms/warm')) ? fs.readdirSync(path.join(e.pools.p1, '.vms/warm')) : []);
 
   before(async function () {
@@ -92,7 +96,12 @@ describe('vms crash recovery (QEMU)', function () {
     it(`rolls back a template capture killed at ${step}`, async function () {
       await crashAt(step, () => api(e, 'POST', '/vms/110/template', { template_name: 'captured' }));
       expect((await ok(e, 'GET', '/vms/images')).images.map((i: any) => i.image_id)).to.deep.equal(['blank']);
-      expect(fs.readdirSync(path.join(e.pools.p1, '.vms/images')).filter((f) => f !== '.partial').sort()).to.deep.equal(['blank.qcow2']);
+      expect(
+        fs
+          .readdirSync(path.join(e.pools.p1, '.vms/images'))
+          .filter((f) => f !== '.partial')
+          .sort(),
+      ).to.deep.equal(['blank.qcow2']);
       expect(fs.readdirSync(path.join(e.pools.p1, '.vms/images/.partial'))).to.deep.equal([]);
     });
   }
@@ -114,7 +123,10 @@ describe('vms crash recovery (QEMU)', function () {
       // The record's active layer is the one QEMU writes; every older layer is read-only.
       expect(files.get(path.join(dir, vm.root_layers[vm.root_layers.length - 1]))).to.equal('rw');
       for (const l of vm.root_layers.slice(0, -1)) expect(files.get(path.join(dir, l))).to.equal('ro');
-      const onDisk = fs.readdirSync(dir).filter((f) => f.startsWith('root')).sort();
+      const onDisk = fs
+        .readdirSync(dir)
+        .filter((f) => f.startsWith('root'))
+        .sort();
       expect(onDisk).to.deep.equal([...vm.root_layers].sort());
       return vm;
     };
@@ -127,7 +139,14 @@ describe('vms crash recovery (QEMU)', function () {
     });
 
     it('answers 503 for exec when the guest agent is silent, and wait-ready says so', async function () {
-      await fails(e, 'POST', '/vms/120/exec', { command: 'true' }, 503, 'the guest agent of VM 120 does not answer (is qemu-guest-agent installed and running in the guest?)');
+      await fails(
+        e,
+        'POST',
+        '/vms/120/exec',
+        { command: 'true' },
+        503,
+        'the guest agent of VM 120 does not answer (is qemu-guest-agent installed and running in the guest?)',
+      );
       const w = await ok(e, 'POST', '/vms/120/wait-ready', { timeout_seconds: 2 });
       expect(w).to.include({ ready: false, timed_out: true, state: 'running', reason: 'the guest agent did not answer' });
     });

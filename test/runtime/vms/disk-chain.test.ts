@@ -67,12 +67,16 @@ describe('vms runtime: backing chains stay inside the pools (qemu-img)', functio
     fs.writeFileSync(secret, 'not a disk\n');
     const evil = path.join(root, 'images', 'evil.qcow2');
     await qcow2(evil, secret, 'raw');
-    expect(await escapes(evil, [root])).to.equal(`backing file '${secret}' of ${evil} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`);
+    expect(await escapes(evil, [root])).to.equal(
+      `backing file '${secret}' of ${evil} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`,
+    );
     const link = path.join(root, 'images', 'link.qcow2');
     fs.symlinkSync(secret, link);
     const viaLink = path.join(root, 'images', 'via-link.qcow2');
     await qcow2(viaLink, link, 'raw');
-    expect(await escapes(viaLink, [root])).to.equal(`backing file '${link}' of ${viaLink} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`);
+    expect(await escapes(viaLink, [root])).to.equal(
+      `backing file '${link}' of ${viaLink} is outside the storage pools' VM directories (hostd opens no disk elsewhere)`,
+    );
     // The top itself, unless the caller allows it (an operator's import), must be inside too.
     const imported = path.join(outside, 'import.qcow2');
     await qcow2(imported);
@@ -109,7 +113,9 @@ describe('vms runtime: backing chains stay inside the pools (qemu-img)', functio
     const secret = path.join(outside, 'host-file-2');
     fs.writeFileSync(secret, 'x');
     const json = path.join(root, 'images', 'json.qcow2');
-    await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-u', '-F', 'raw', '-b', `json:{"driver":"file","filename":"${secret}"}`, json, '64M'], { timeoutMs: 30_000 });
+    await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-u', '-F', 'raw', '-b', `json:{"driver":"file","filename":"${secret}"}`, json, '64M'], {
+      timeoutMs: 30_000,
+    });
     expect(await escapes(json, [root])).to.match(/names a backing file 'json:\{.*' that is not a plain absolute path$/);
     const nbd = path.join(root, 'images', 'nbd.qcow2');
     await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-u', '-F', 'raw', '-b', 'nbd://127.0.0.1:1/x', nbd, '64M'], { timeoutMs: 30_000 });

@@ -61,7 +61,12 @@ describe('vms runtime: exec output bounded per stream (QEMU guest agent)', funct
     const r = await exec(`while :; do echo ${marker}; done | cat`, 3);
     expect(r).to.deep.include({ exit_code: null, timed_out: true });
     expect(r.stdout.length).to.be.at.most(EXEC_STREAM_CAP_BYTES);
-    expect(r.stdout.split('\n').slice(0, -1).every((l: string) => l === marker)).to.equal(true);
+    expect(
+      r.stdout
+        .split('\n')
+        .slice(0, -1)
+        .every((l: string) => l === marker),
+    ).to.equal(true);
     expect((await sh(e, 310, `ps -eo args | grep -c "[${marker[0]}]${marker.slice(1)}" || true`)).trim()).to.equal('0');
   });
 

@@ -58,7 +58,7 @@ describe('vms runtime: a new VM generation ID at every warm-state resume (QEMU)'
     expect((await sh(e, 300, `dmesg | grep -c "${RESEED}" || true`)).trim()).to.equal('0');
   });
 
-  it('saves a warm state that records the saved VM\'s generation ID (format 2, resumable)', async () => {
+  it("saves a warm state that records the saved VM's generation ID (format 2, resumable)", async () => {
     await sh(e, 300, 'sync');
     const t = await ok(e, 'POST', '/vms/300/warm-states', { name: 'gen warm' }, 201);
     warmId = t.warm_state_id;
@@ -70,7 +70,10 @@ describe('vms runtime: a new VM generation ID at every warm-state resume (QEMU)'
     expect(qemuPids(e.root)).to.deep.equal([]);
   });
 
-  for (const [vmid, name] of [[301, 'gen-one'], [302, 'gen-two']] as const) {
+  for (const [vmid, name] of [
+    [301, 'gen-one'],
+    [302, 'gen-two'],
+  ] as const) {
     it(`resumes VM ${vmid} from it with a generation ID of its own, on which the guest kernel reseeds`, async () => {
       const r = await ok(e, 'POST', `/vms/warm-states/${warmId}`, { name, vmid });
       const id = r.vm.generation_id;

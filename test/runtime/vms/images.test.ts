@@ -26,7 +26,10 @@ class CuttingServer {
   private cutDone = false;
   readonly ranges: Array<string | undefined> = [];
 
-  constructor(private readonly data: Buffer, private readonly cutAt: number) {}
+  constructor(
+    private readonly data: Buffer,
+    private readonly cutAt: number,
+  ) {}
 
   async start(): Promise<void> {
     this.srv = http.createServer((req, res) => {
@@ -87,11 +90,23 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
     srv.files.set('/img/tiny.raw', raw);
     srv.files.set('/img/SHA256SUMS', path.join(dir, 'SHA256SUMS'));
     catalogFile = path.join(dir, 'catalog.json');
-    fs.writeFileSync(catalogFile, JSON.stringify([
-      { id: 'tiny', name: 'Tiny', url: srv.url('/img/tiny.qcow2'), checksum_url: srv.url('/img/SHA256SUMS'), min_memory_mb: 256, min_disk_gb: 1, default_user: 'tiny', labels: { os: 'none' } },
-      { id: 'tiny-raw', url: cutting.url('/img/tiny.raw'), checksum: `sha256:${await sha256(raw)}`, format: 'raw' },
-      { id: 'bad-sum', url: srv.url('/img/tiny.raw'), checksum: `sha256:${'f'.repeat(64)}` },
-    ]));
+    fs.writeFileSync(
+      catalogFile,
+      JSON.stringify([
+        {
+          id: 'tiny',
+          name: 'Tiny',
+          url: srv.url('/img/tiny.qcow2'),
+          checksum_url: srv.url('/img/SHA256SUMS'),
+          min_memory_mb: 256,
+          min_disk_gb: 1,
+          default_user: 'tiny',
+          labels: { os: 'none' },
+        },
+        { id: 'tiny-raw', url: cutting.url('/img/tiny.raw'), checksum: `sha256:${await sha256(raw)}`, format: 'raw' },
+        { id: 'bad-sum', url: srv.url('/img/tiny.raw'), checksum: `sha256:${'f'.repeat(64)}` },
+      ]),
+    );
     e = await startVmsDaemon({ extraYaml: `  catalog_file: ${catalogFile}` });
   });
 
@@ -104,12 +119,23 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
   it('lists the catalog from the configured file', async function () {
     const c = await ok(e, 'GET', '/vms/images/catalog');
     expect(c.source).to.equal(catalogFile);
-    expect(c.images.map((i: any) => [i.image_id, i.downloaded])).to.deep.equal([['tiny', false], ['tiny-raw', false], ['bad-sum', false]]);
+    expect(c.images.map((i: any) => [i.image_id, i.downloaded])).to.deep.equal([
+      ['tiny', false],
+      ['tiny-raw', false],
+      ['bad-sum', false],
+    ]);
     expect(c.images[0]).to.include({ name: 'Tiny', min_memory_mb: 256, min_disk_gb: 1, default_user: 'tiny', storage_id: null });
   });
 
   it('fetches a catalog image with hostctl, verified against the checksum list', async function () {
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'tiny' }, 404, "image 'tiny' is in the download catalog but not on this host; download it first (POST /templates with base_image_id 'tiny', or hostctl vm image fetch tiny)");
+    await fails(
+      e,
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'tiny' },
+      404,
+      "image 'tiny' is in the download catalog but not on this host; download it first (POST /templates with base_image_id 'tiny', or hostctl vm image fetch tiny)",
+    );
     const r = await hostctl(e.d.dataDir, ['vm', 'image', 'fetch', 'tiny', '--storage', 'p2']);
     expect(r.code, r.stderr).to.equal(0);
     expect(r.stdout).to.match(/verifying the sha256 checksum/);
@@ -171,8 +197,22 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
   });
 
   it('moves images between pools and deletes them, naming pool mismatches', async function () {
-    await fails(e, 'POST', '/vms/images/tiny/move', { source_storage_id: 'p1', target_storage_id: 'p2' }, 404, "image 'tiny' is not in pool 'p1' (it is in 'p2'; argument 'source_storage_id')");
-    await fails(e, 'POST', '/vms/images/tiny/move', { source_storage_id: 'p2', target_storage_id: 'p9' }, 404, "storage pool 'p9' not found (argument 'target_storage_id')");
+    await fails(
+      e,
+      'POST',
+      '/vms/images/tiny/move',
+      { source_storage_id: 'p1', target_storage_id: 'p2' },
+      404,
+      "image 'tiny' is not in pool 'p1' (it is in 'p2'; argument 'source_storage_id')",
+    );
+    await fails(
+      e,
+      'POST',
+      '/vms/images/tiny/move',
+      { source_storage_id: 'p2', target_storage_id: 'p9' },
+      404,
+      "storage pool 'p9' not found (argument 'target_storage_id')",
+    );
     await fails(e, 'POST', '/vms/images/tiny/move', { source_storage_id: 'p2', target_storage_id: 'p2' }, 400, "image 'tiny' is already in pool 'p2'");
     await fails(e, 'POST', '/vms/images/nope/move', { source_storage_id: 'p2', target_storage_id: 'p1' }, 404, "image 'nope' not found");
     const m = await ok(e, 'POST', '/vms/images/tiny/move', { source_storage_id: 'p2', target_storage_id: 'p1' });
@@ -182,7 +222,9 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
     expect(fs.existsSync(path.join(e.pools.p2, '.vms/images/tiny.qcow2'))).to.equal(false);
     // A VM made from the moved image uses the new place.
     const v = await ok(e, 'POST', '/vms', { name: 'on tiny', image_id: 'tiny', linked_clone: true }, 201);
-    const backing = JSON.parse((await run('qemu-img', ['info', '--output=json', path.join(e.pools.p1, `.vms/vm-${v.vm.vmid}/root.qcow2`)])).stdout)['backing-filename'];
+    const backing = JSON.parse((await run('qemu-img', ['info', '--output=json', path.join(e.pools.p1, `.vms/vm-${v.vm.vmid}/root.qcow2`)])).stdout)[
+      'backing-filename'
+    ];
     expect(backing).to.equal(path.join(e.pools.p1, '.vms/images/tiny.qcow2'));
     await fails(e, 'DELETE', '/vms/images/tiny', undefined, 409, `image 'tiny' cannot be deleted: linked clones VM ${v.vm.vmid} depend on it`);
     await ok(e, 'DELETE', `/vms/${v.vm.vmid}`);
@@ -200,11 +242,25 @@ describe('vms images, catalog and ISOs (QEMU tools)', function () {
     const l = (await ok(e, 'GET', '/vms/isos')).isos;
     expect(l.map((i: any) => [i.iso_id, i.storage_id, i.size_bytes])).to.deep.equal([['installer.iso', 'p1', 200_000]]);
     await fails(e, 'POST', '/vms/isos/nope.iso/move', { source_storage_id: 'p1', target_storage_id: 'p2' }, 404, "ISO 'nope.iso' not found in pool 'p1'");
-    await fails(e, 'POST', '/vms/isos/..%2Fx.iso/move', { source_storage_id: 'p1', target_storage_id: 'p2' }, 400, "argument 'iso_id' must be 1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'");
+    await fails(
+      e,
+      'POST',
+      '/vms/isos/..%2Fx.iso/move',
+      { source_storage_id: 'p1', target_storage_id: 'p2' },
+      400,
+      "argument 'iso_id' must be 1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'",
+    );
     const m = await ok(e, 'POST', '/vms/isos/installer.iso/move', { source_storage_id: 'p1', target_storage_id: 'p2' });
     await succeeded(e, m.task.task_id);
     expect((await ok(e, 'GET', '/vms/isos')).isos.map((i: any) => [i.iso_id, i.storage_id])).to.deep.equal([['installer.iso', 'p2']]);
     fs.writeFileSync(path.join(e.pools.p1, '.vms/isos/installer.iso'), 'again');
-    await fails(e, 'POST', '/vms/isos/installer.iso/move', { source_storage_id: 'p1', target_storage_id: 'p2' }, 409, "pool 'p2' already has an ISO 'installer.iso'");
+    await fails(
+      e,
+      'POST',
+      '/vms/isos/installer.iso/move',
+      { source_storage_id: 'p1', target_storage_id: 'p2' },
+      409,
+      "pool 'p2' already has an ISO 'installer.iso'",
+    );
   });
 });

@@ -10,7 +10,20 @@ import net from 'node:net';
 import path from 'node:path';
 import { expect } from 'chai';
 import { guestImage, readGuestFile } from '../../helpers/vms-guest.js';
-import { api, fails, killGuests, requireVmsRuntime, ok, qemuPids, sh, startVmsDaemon, succeeded, untilInGuest, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
+import {
+  api,
+  fails,
+  killGuests,
+  requireVmsRuntime,
+  ok,
+  qemuPids,
+  sh,
+  startVmsDaemon,
+  succeeded,
+  untilInGuest,
+  untilReady,
+  type VmsEnv,
+} from '../../helpers/vms-fixture.js';
 import { eventually, hostctl } from '../../helpers/daemon.js';
 
 const KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO5mh7T5Kx2s2n2xvq1C9r5O8kq1v9y2m3Lh0R3tE1aB alice@test';
@@ -77,31 +90,101 @@ describe('vms runtime (QEMU)', function () {
 
   it('refuses bad creates with 400/404 naming the argument or resource', async function () {
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'nope' }, 404, "image 'nope' not found");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', memory_mb: 256 }, 400, "argument 'memory_mb' (256) is below the minimum of image 'deb12' (512)");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', disk_size_gb: 1 }, 400, /^argument 'disk_size_gb' \(1\) is below the minimum of image 'deb12' \(\d+ GiB\)/);
+    await fails(
+      e,
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', memory_mb: 256 },
+      400,
+      "argument 'memory_mb' (256) is below the minimum of image 'deb12' (512)",
+    );
+    await fails(
+      e,
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', disk_size_gb: 1 },
+      400,
+      /^argument 'disk_size_gb' \(1\) is below the minimum of image 'deb12' \(\d+ GiB\)/,
+    );
     await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', storage_id: 'p9' }, 404, "storage pool 'p9' not found (argument 'storage_id')");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ssh_public_key: 'not a key' }, 400, "argument 'ssh_public_key' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', username: 'Root' }, 400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])");
-    await fails(e, 'POST', '/vms', { name: '  ', image_id: 'deb12' }, 400, "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'");
-    await fails(e, 'POST', '/vms', { name: 'x', image_id: 'deb12', ip_address: '10.1.2.3/40' }, 400, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty");
+    await fails(
+      e,
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', ssh_public_key: 'not a key' },
+      400,
+      "argument 'ssh_public_key' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)",
+    );
+    await fails(
+      e,
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', username: 'Root' },
+      400,
+      "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])",
+    );
+    await fails(
+      e,
+      'POST',
+      '/vms',
+      { name: '  ', image_id: 'deb12' },
+      400,
+      "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'",
+    );
+    await fails(
+      e,
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', ip_address: '10.1.2.3/40' },
+      400,
+      "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty",
+    );
     await fails(e, 'GET', '/vms/999', undefined, 404, 'VM 999 not found');
     expect((await ok(e, 'GET', '/vms')).vms).to.deep.equal([]);
   });
 
   it('creates a linked clone at once, with image minimums for omitted values; the image is then pinned', async function () {
-    const r = await ok(e, 'POST', '/vms', {
-      name: 'Alpha One', image_id: 'deb12', vmid: 200, username: 'alice', ssh_public_key: KEY, linked_clone: true,
-      seed_data: 'seed-of-alpha\n', dns_servers: ['10.0.2.3'],
-    }, 201);
+    const r = await ok(
+      e,
+      'POST',
+      '/vms',
+      {
+        name: 'Alpha One',
+        image_id: 'deb12',
+        vmid: 200,
+        username: 'alice',
+        ssh_public_key: KEY,
+        linked_clone: true,
+        seed_data: 'seed-of-alpha\n',
+        dns_servers: ['10.0.2.3'],
+      },
+      201,
+    );
     expect(r.task).to.equal(null);
-    expect(r.vm).to.include({ vmid: 200, name: 'Alpha One', state: 'stopped', image_id: 'deb12', linked_clone: true, cpu_cores: 1, memory_mb: 512, storage_id: 'p1' });
+    expect(r.vm).to.include({
+      vmid: 200,
+      name: 'Alpha One',
+      state: 'stopped',
+      image_id: 'deb12',
+      linked_clone: true,
+      cpu_cores: 1,
+      memory_mb: 512,
+      storage_id: 'p1',
+    });
     expect(r.vm.identity).to.deep.equal({ method: null, pending: true, skip_rekey: false, seed_written: false });
     expect(r.vm.cloud_init).to.include({ username: 'alice', ssh_public_key: KEY, password_set: false, network_type: 'user' });
     await fails(e, 'POST', '/vms', { name: 'dup', image_id: 'deb12', vmid: 200 }, 409, 'vmid 200 is taken');
     const img = (await ok(e, 'GET', '/vms/images')).images.find((i: any) => i.image_id === 'deb12');
     expect(img.linked_clones).to.deep.equal([200]);
     await fails(e, 'DELETE', '/vms/images/deb12', undefined, 409, "image 'deb12' cannot be deleted: linked clones VM 200 depend on it");
-    await fails(e, 'POST', '/vms/images/deb12/move', { source_storage_id: 'p1', target_storage_id: 'p2' }, 409, "image 'deb12' cannot be moved: linked clones VM 200 depend on it");
+    await fails(
+      e,
+      'POST',
+      '/vms/images/deb12/move',
+      { source_storage_id: 'p1', target_storage_id: 'p2' },
+      409,
+      "image 'deb12' cannot be moved: linked clones VM 200 depend on it",
+    );
     // Omitted vmid: the first free one from vmid_min (100). Without linked_clone: a full copy, as a task.
     const b = await ok(e, 'POST', '/vms', { name: 'beta', image_id: 'deb12' }, 201);
     expect(b.vm).to.include({ vmid: 100, state: 'creating', linked_clone: false, disk_size_gb: img.min_disk_gb });
@@ -129,7 +212,14 @@ describe('vms runtime (QEMU)', function () {
     expect(again.already_running).to.equal(true);
     await fails(e, 'PATCH', '/vms/200', { cpu_cores: 2 }, 409, 'VM 200 is running: stop it before changing CPU, memory or autostart');
     await fails(e, 'POST', '/vms/202/clone', { source_vmid: 200, name: 'c' }, 409, 'source VM 200 is running: clone needs a stopped VM');
-    await fails(e, 'POST', '/vms/200/template', {}, 409, "VM 200 is running: stop it before capturing a template (a running or suspended guest's disk is not consistent)");
+    await fails(
+      e,
+      'POST',
+      '/vms/200/template',
+      {},
+      409,
+      "VM 200 is running: stop it before capturing a template (a running or suspended guest's disk is not consistent)",
+    );
     await untilReady(e, 200, BOOT_S);
     const w = await ok(e, 'POST', '/vms/200/wait-ready', { timeout_seconds: 60 });
     expect(w).to.include({ vmid: 200, ready: true, timed_out: false, state: 'running', reason: null });
@@ -156,7 +246,9 @@ describe('vms runtime (QEMU)', function () {
     expect((await sh(e, 200, 'id -un alice')).trim()).to.equal('alice');
     expect(await sh(e, 200, 'cat /home/alice/.ssh/authorized_keys')).to.include(KEY);
     expect((await sh(e, 200, 'sudo -n -u alice sudo -n id -u')).trim()).to.equal('0');
-    const key = (await sh(e, 200, 'for i in $(seq 120); do [ -s /etc/ssh/ssh_host_ed25519_key.pub ] && break; sleep 1; done; cat /etc/ssh/ssh_host_ed25519_key.pub')).trim();
+    const key = (
+      await sh(e, 200, 'for i in $(seq 120); do [ -s /etc/ssh/ssh_host_ed25519_key.pub ] && break; sleep 1; done; cat /etc/ssh/ssh_host_ed25519_key.pub')
+    ).trim();
     expect(key.split(' ')[1]).to.not.equal(imageHostKey.split(' ')[1]);
     expect(await sh(e, 200, 'grep -c 10.0.2.3 /etc/resolv.conf || true')).to.not.equal('');
   });
@@ -169,20 +261,24 @@ describe('vms runtime (QEMU)', function () {
     const c = await ok(e, 'GET', '/vms/200/connection');
     expect(c).to.include({ vmid: 200, username: 'alice', host: '127.0.0.1', network_type: 'user', key_auth: true, ssh_enabled: true });
     expect(c.command).to.equal(`ssh -p ${c.port} alice@127.0.0.1`);
-    const banner = await eventually(async () => {
-      const b = await new Promise<string>((resolve) => {
-        const s = net.createConnection({ host: '127.0.0.1', port: c.port });
-        let got = '';
-        s.setTimeout(5000, () => s.destroy());
-        s.on('data', (d) => {
-          got += d.toString();
-          if (got.includes('\n')) s.destroy();
+    const banner = await eventually(
+      async () => {
+        const b = await new Promise<string>((resolve) => {
+          const s = net.createConnection({ host: '127.0.0.1', port: c.port });
+          let got = '';
+          s.setTimeout(5000, () => s.destroy());
+          s.on('data', (d) => {
+            got += d.toString();
+            if (got.includes('\n')) s.destroy();
+          });
+          s.on('close', () => resolve(got));
+          s.on('error', () => resolve(''));
         });
-        s.on('close', () => resolve(got));
-        s.on('error', () => resolve(''));
-      });
-      return b.startsWith('SSH-2.0-') ? b : undefined;
-    }, 300_000, 'the guest sshd behind the port forward');
+        return b.startsWith('SSH-2.0-') ? b : undefined;
+      },
+      300_000,
+      'the guest sshd behind the port forward',
+    );
     expect(banner).to.match(/^SSH-2\.0-OpenSSH/);
   });
 
@@ -200,7 +296,8 @@ describe('vms runtime (QEMU)', function () {
     await fails(e, 'POST', '/vms/200/disks', { size_gb: 0 }, 400, "argument 'size_gb' must be at least 1");
     const a = await ok(e, 'POST', '/vms/200/disks', { size_gb: 1 }, 201);
     expect(a).to.deep.equal({ vmid: 200, disk: { disk_id: 'd1', size_gb: 1 }, hotplugged: true });
-    const size = async () => Number((await sh(e, 200, 'for i in $(seq 60); do [ -e /sys/block/vdb ] && break; sleep 1; done; cat /sys/block/vdb/size')).trim()) * 512;
+    const size = async () =>
+      Number((await sh(e, 200, 'for i in $(seq 60); do [ -e /sys/block/vdb ] && break; sleep 1; done; cat /sys/block/vdb/size')).trim()) * 512;
     expect(await size()).to.equal(1024 ** 3);
     await fails(e, 'POST', '/vms/200/warm-states', {}, 409, 'VM 200 has additional disks (d1): warm states cover VMs with only a root disk');
     await fails(e, 'PATCH', '/vms/200/disks/d1', { size_gb: 1 }, 400, "argument 'size_gb' (1) must be larger than disk d1's current 1 GiB: disks only grow");
@@ -281,14 +378,27 @@ describe('vms runtime (QEMU)', function () {
     expect(w.deleted.id).to.equal(warmId);
     expect((await ok(e, 'GET', '/vms/warm-states')).warm_states).to.deep.equal([]);
     // VM 200 still runs on its own layers (the frozen one was shared by a hard link).
-    expect((await sh(e, 200, 'cat /root/marker'))).to.equal('after\n');
+    expect(await sh(e, 200, 'cat /root/marker')).to.equal('after\n');
   });
 
   it('updates cloud-init settings by the clear rules; the password is never shown or logged', async function () {
     const secret = 'Sup3r-Secret-pw!';
     await fails(e, 'POST', '/vms/200/cloud-init', { password: 'x', clear_password: true }, 400, "arguments 'password' and 'clear_password' cannot be combined");
-    await fails(e, 'POST', '/vms/200/cloud-init', { network_type: 'bridged' }, 400, "argument 'network_bridge' is needed for network_type 'bridged' (no default bridge is configured)");
-    const r = await ok(e, 'POST', '/vms/200/cloud-init', { password: secret, ip_address: '10.0.2.50/24', gateway: '10.0.2.2', dns_servers: [], ssh_password_auth: true });
+    await fails(
+      e,
+      'POST',
+      '/vms/200/cloud-init',
+      { network_type: 'bridged' },
+      400,
+      "argument 'network_bridge' is needed for network_type 'bridged' (no default bridge is configured)",
+    );
+    const r = await ok(e, 'POST', '/vms/200/cloud-init', {
+      password: secret,
+      ip_address: '10.0.2.50/24',
+      gateway: '10.0.2.2',
+      dns_servers: [],
+      ssh_password_auth: true,
+    });
     expect(r.applies).to.equal('next boot');
     expect(r.vm.cloud_init).to.include({ password_set: true, ip_address: '10.0.2.50/24', gateway: '10.0.2.2', ssh_password_auth: true });
     expect(r.vm.cloud_init.dns_servers).to.deep.equal([]);
@@ -305,7 +415,11 @@ describe('vms runtime (QEMU)', function () {
     expect(fs.existsSync(path.join(e.d.dataDir, 'secrets/vms-cloudinit/password-200'))).to.equal(false);
     const rows = await api(e, 'GET', '/activity?limit=200');
     expect(rows.text).to.not.include(secret);
-    expect(rows.body.events.some((x: any) => x.summary === "VM 200 'Alpha One' cloud-init settings updated: ssh_password_auth, dns_servers, ip_address, gateway, password")).to.equal(true);
+    expect(
+      rows.body.events.some(
+        (x: any) => x.summary === "VM 200 'Alpha One' cloud-init settings updated: ssh_password_auth, dns_servers, ip_address, gateway, password",
+      ),
+    ).to.equal(true);
     expect(JSON.stringify(e.d.logs)).to.not.include(secret);
   });
 
@@ -328,7 +442,14 @@ describe('vms runtime (QEMU)', function () {
   });
 
   it('clones a stopped VM (a full copy task) and captures a template from it', async function () {
-    await fails(e, 'POST', '/vms/200/clone', { source_vmid: 200, name: 'self' }, 409, 'vmid 200 is taken (by the source VM itself); the path id names the new VM');
+    await fails(
+      e,
+      'POST',
+      '/vms/200/clone',
+      { source_vmid: 200, name: 'self' },
+      409,
+      'vmid 200 is taken (by the source VM itself); the path id names the new VM',
+    );
     const c = await ok(e, 'POST', '/vms/202/clone', { source_vmid: 200, name: 'gamma' }, 200);
     expect(c.vm).to.include({ vmid: 202, state: 'creating', linked_clone: false });
     await succeeded(e, c.task.task_id);
@@ -353,10 +474,14 @@ describe('vms runtime (QEMU)', function () {
     expect((await ok(e, 'GET', '/vms/202')).vm.state).to.equal('stopped');
     fs.writeFileSync(bootId, 'boot-2\n');
     await restart();
-    const st = await eventually(async () => {
-      const v = (await ok(e, 'GET', '/vms/202')).vm;
-      return v.state === 'running' ? v : undefined;
-    }, 120_000, 'VM 202 to autostart');
+    const st = await eventually(
+      async () => {
+        const v = (await ok(e, 'GET', '/vms/202')).vm;
+        return v.state === 'running' ? v : undefined;
+      },
+      120_000,
+      'VM 202 to autostart',
+    );
     expect(st.identity.pending).to.equal(false);
     expect((await ok(e, 'GET', '/vms/200')).vm.state).to.equal('stopped');
     // The autostart's start may still hold the VM for a moment after QEMU runs.

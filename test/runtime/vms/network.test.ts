@@ -37,15 +37,25 @@ describe('vms bridged networking (QEMU)', function () {
 
   it('puts the VM on the bridge through a tap while it runs, and refuses a missing bridge', async function () {
     await ok(e, 'POST', '/vms', { name: 'bridged', image_id: 'blank', vmid: 140, linked_clone: true, memory_mb: 256 }, 201);
-    await fails(e, 'POST', '/vms/140/cloud-init', { network_type: 'bridged', network_bridge: 'lo' }, 403,
-      `bridge 'lo' is not one VMs may join (allowed: ${bridge}, hvtmissing0; the settings vms.bridge and vms.allowed_bridges list them)`);
+    await fails(
+      e,
+      'POST',
+      '/vms/140/cloud-init',
+      { network_type: 'bridged', network_bridge: 'lo' },
+      403,
+      `bridge 'lo' is not one VMs may join (allowed: ${bridge}, hvtmissing0; the settings vms.bridge and vms.allowed_bridges list them)`,
+    );
     const c = await ok(e, 'POST', '/vms/140/cloud-init', { network_type: 'bridged', network_bridge: bridge });
     expect(c.vm.network).to.include({ type: 'bridged', bridge, ssh_port: null });
     await ok(e, 'POST', '/vms/140/start', {});
-    const ports = await eventually(() => {
-      const p = fs.readdirSync(`/sys/class/net/${bridge}/brif`);
-      return p.length ? p : undefined;
-    }, 10_000, 'a tap on the bridge');
+    const ports = await eventually(
+      () => {
+        const p = fs.readdirSync(`/sys/class/net/${bridge}/brif`);
+        return p.length ? p : undefined;
+      },
+      10_000,
+      'a tap on the bridge',
+    );
     expect(ports).to.have.length(1);
     const mac = fs.readFileSync(`/sys/class/net/${ports[0]}/address`, 'utf8').trim();
     expect(mac).to.match(/^[0-9a-f:]{17}$/);

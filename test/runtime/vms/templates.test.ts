@@ -33,9 +33,20 @@ describe('vms template builds (QEMU)', function () {
     srv.files.set('/guest.qcow2', image);
     const dir = tempDir('hostd-vms-tpl-');
     const catalog = path.join(dir, 'catalog.json');
-    fs.writeFileSync(catalog, JSON.stringify([
-      { id: 'guest', name: 'Test guest', url: srv.url('/guest.qcow2'), checksum: `sha256:${await cachedSha256(image)}`, format: 'qcow2', min_memory_mb: 512, default_user: 'debian' },
-    ]));
+    fs.writeFileSync(
+      catalog,
+      JSON.stringify([
+        {
+          id: 'guest',
+          name: 'Test guest',
+          url: srv.url('/guest.qcow2'),
+          checksum: `sha256:${await cachedSha256(image)}`,
+          format: 'qcow2',
+          min_memory_mb: 512,
+          default_user: 'debian',
+        },
+      ]),
+    );
     e = await startVmsDaemon({ extraYaml: `  catalog_file: ${catalog}\n  template_build_timeout_seconds: 1500` });
   });
 
@@ -45,8 +56,22 @@ describe('vms template builds (QEMU)', function () {
   });
 
   it('refuses unknown bases and reports unknown builds', async function () {
-    await fails(e, 'POST', '/templates', { base_image_id: 'nope', name: 'x' }, 404, "image 'nope' not found (not on this host and not in the download catalog)");
-    await fails(e, 'POST', '/templates', { base_image_id: 'guest', name: '***' }, 400, "argument 'name' gives no usable image id (letters, digits, '.', '_' or '-')");
+    await fails(
+      e,
+      'POST',
+      '/templates',
+      { base_image_id: 'nope', name: 'x' },
+      404,
+      "image 'nope' not found (not on this host and not in the download catalog)",
+    );
+    await fails(
+      e,
+      'POST',
+      '/templates',
+      { base_image_id: 'guest', name: '***' },
+      400,
+      "argument 'name' gives no usable image id (letters, digits, '.', '_' or '-')",
+    );
     await fails(e, 'GET', '/templates/task_0000', undefined, 404, "template build 'task_0000' not found");
   });
 
@@ -67,7 +92,10 @@ describe('vms template builds (QEMU)', function () {
     expect(done.template.labels).to.deep.equal({ role: 'web', tier: 'base' });
     expect(done.template.source).to.deep.include({ type: 'build', base_image_id: 'guest' });
     const images = (await ok(e, 'GET', '/vms/images')).images.map((i: any) => [i.image_id, i.kind]).sort();
-    expect(images).to.deep.equal([['guest', 'image'], ['web-base', 'template']]);
+    expect(images).to.deep.equal([
+      ['guest', 'image'],
+      ['web-base', 'template'],
+    ]);
     expect(await readGuestFile(path.join(e.pools.p1, '.vms/images/web-base.qcow2'), '/etc/hostd-built')).to.equal('built by a template\n');
     const logs = await ok(e, 'GET', `/tasks/${r.task.task_id}/logs`);
     expect(logs.lines.map((l: any) => l.text).join('\n')).to.match(/downloading[\s\S]*powered off after \d+ s/);

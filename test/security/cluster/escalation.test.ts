@@ -31,7 +31,8 @@ describe('escalation: forwarded calls and the scopes they carry (two paired daem
   let bAll: string; // every scope, made on B
   let bOwnId: string;
 
-  const tokenId = async (d: TestDaemon, name: string) => (await d.admin.request('GET', '/admin/tokens')).body.tokens.find((t: any) => t.name === name).id as string;
+  const tokenId = async (d: TestDaemon, name: string) =>
+    (await d.admin.request('GET', '/admin/tokens')).body.tokens.find((t: any) => t.name === name).id as string;
   const frame = (operation: string, args: Record<string, unknown>, caller: { token_id: string; token_name: string; scopes: string[] }, origin = a.nodeId) => ({
     operation,
     args_json: JSON.stringify(args),
@@ -74,7 +75,10 @@ describe('escalation: forwarded calls and the scopes they carry (two paired daem
       const c = callFor(op, { ...minimalArgs(op), peer_id: b.nodeId });
       const r = await raw(a.url, c.method, c.path, { token: reader, body: c.body, timeoutMs: 60_000 });
       const missing = op.scopes.filter((s) => s !== 'files.read');
-      p.add(op.name, r.status === 403 && missing.every((m) => r.body?.error?.includes(`'${m}'`)) ? undefined : `expected 403 naming ${missing.join(', ')}, got ${show(r)}`);
+      p.add(
+        op.name,
+        r.status === 403 && missing.every((m) => r.body?.error?.includes(`'${m}'`)) ? undefined : `expected 403 naming ${missing.join(', ')}, got ${show(r)}`,
+      );
     });
     p.check(ops.length);
     expect(ops.length).to.be.above(100);
@@ -91,7 +95,10 @@ describe('escalation: forwarded calls and the scopes they carry (two paired daem
         // The operation the extra scope would open, with the token's own scope beside it.
         const op = operations.find((o) => o.scopes.length === 1 && o.scopes[0] === extra)!;
         const r = await rawForward(asA, frame(op.name, fwdArgs(op.name), { token_id: readerId, token_name: 'sec-reader', scopes: ['files.read', extra] }));
-        p.add(`${op.name} claiming ${extra}`, r.status === 403 && r.error.includes('exceed') && r.error.includes(extra) ? undefined : `expected 403 'exceed', got ${r.status} ${r.error}`);
+        p.add(
+          `${op.name} claiming ${extra}`,
+          r.status === 403 && r.error.includes('exceed') && r.error.includes(extra) ? undefined : `expected 403 'exceed', got ${r.status} ${r.error}`,
+        );
       }
       p.check(ALL_SCOPES.size - 1);
     } finally {
@@ -108,7 +115,12 @@ describe('escalation: forwarded calls and the scopes they carry (two paired daem
       await pool(ops, 4, async (op) => {
         const r = await rawForward(asA, frame(op.name, fwdArgs(op.name), { token_id: readerId, token_name: 'sec-reader', scopes: ['files.read'] }), 30_000);
         const missing = op.scopes.filter((s) => s !== 'files.read');
-        p.add(op.name, r.status === 403 && missing.every((m) => r.error.includes(`'${m}'`)) ? undefined : `expected 403 naming ${missing.join(', ')}, got ${r.status} ${r.error}`);
+        p.add(
+          op.name,
+          r.status === 403 && missing.every((m) => r.error.includes(`'${m}'`))
+            ? undefined
+            : `expected 403 naming ${missing.join(', ')}, got ${r.status} ${r.error}`,
+        );
       });
       p.check(ops.length);
       // A claim of fewer scopes than the token has is a narrower call, and is what the member runs with.
@@ -126,11 +138,23 @@ describe('escalation: forwarded calls and the scopes they carry (two paired daem
     const every = [...ALL_SCOPES];
     try {
       const cases: Array<[string, ReturnType<typeof frame>]> = [
-        ["B's own token, claimed by A", frame('folders_create', { storage_id: 'default', name: 'x1' }, { token_id: bOwnId, token_name: 'sec-b-all', scopes: every })],
-        ['the local administrator', frame('folders_create', { storage_id: 'default', name: 'x2' }, { token_id: 'admin', token_name: 'local-admin', scopes: every })],
-        ['a made-up token', frame('folders_create', { storage_id: 'default', name: 'x3' }, { token_id: 'tok_madeup00000000', token_name: 'ghost', scopes: every })],
+        [
+          "B's own token, claimed by A",
+          frame('folders_create', { storage_id: 'default', name: 'x1' }, { token_id: bOwnId, token_name: 'sec-b-all', scopes: every }),
+        ],
+        [
+          'the local administrator',
+          frame('folders_create', { storage_id: 'default', name: 'x2' }, { token_id: 'admin', token_name: 'local-admin', scopes: every }),
+        ],
+        [
+          'a made-up token',
+          frame('folders_create', { storage_id: 'default', name: 'x3' }, { token_id: 'tok_madeup00000000', token_name: 'ghost', scopes: every }),
+        ],
         ['an empty token id', frame('folders_create', { storage_id: 'default', name: 'x4' }, { token_id: '', token_name: '', scopes: every })],
-        ["B's node as origin", frame('folders_create', { storage_id: 'default', name: 'x5' }, { token_id: readerId, token_name: 'sec-reader', scopes: ['files.read'] }, b.nodeId)],
+        [
+          "B's node as origin",
+          frame('folders_create', { storage_id: 'default', name: 'x5' }, { token_id: readerId, token_name: 'sec-reader', scopes: ['files.read'] }, b.nodeId),
+        ],
       ];
       for (const [what, f] of cases) {
         const r = await rawForward(asA, f);

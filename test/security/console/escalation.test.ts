@@ -61,7 +61,11 @@ describe('console escalation suite', function () {
     expect(r.status).to.equal(200);
     const c = String(r.headers['set-cookie']);
     expect(c).to.match(/^hostd_console=hss_[A-Za-z0-9_-]{40,}; /);
-    expect(c).to.include('HttpOnly').and.include('SameSite=Strict').and.include('Path=/').and.match(/Max-Age=\d{4,}/);
+    expect(c)
+      .to.include('HttpOnly')
+      .and.include('SameSite=Strict')
+      .and.include('Path=/')
+      .and.match(/Max-Age=\d{4,}/);
     expect(c).not.to.include('Secure');
     secrets.push(c.split(';')[0].split('=')[1]);
   });
@@ -102,20 +106,27 @@ describe('console escalation suite', function () {
     expectError(fromDash, 403, 'dash.lab');
     expect(fromDash.headers['access-control-allow-credentials']).to.equal(undefined);
     // A cross-site form post (no custom header) cannot create anything as the administrator.
-    const form = await raw(d.url, 'POST', `${API}/folders`, { body: 'storage_id=default&name=x', headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' } });
+    const form = await raw(d.url, 'POST', `${API}/folders`, {
+      body: 'storage_id=default&name=x',
+      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' },
+    });
     expect(form.status).to.equal(403);
   });
 
   it('the event stream takes the cookie under the same rules: same origin with the console header, else 403', async () => {
     const cookie = await session();
-    const open = (headers: Record<string, string>) => new Promise<number>((resolve, reject) => {
-      const u = new URL(d.url);
-      const req = http.get({ host: u.hostname, port: u.port, path: `${API}/events/stream?types=activity`, headers: { accept: 'text/event-stream', cookie, ...headers } }, (res) => {
-        resolve(res.statusCode!);
-        res.destroy();
+    const open = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const u = new URL(d.url);
+        const req = http.get(
+          { host: u.hostname, port: u.port, path: `${API}/events/stream?types=activity`, headers: { accept: 'text/event-stream', cookie, ...headers } },
+          (res) => {
+            resolve(res.statusCode!);
+            res.destroy();
+          },
+        );
+        req.once('error', reject);
       });
-      req.once('error', reject);
-    });
     expect(await open({ 'x-hostd-console': '1' })).to.equal(200);
     expect(await open({})).to.equal(403);
     expect(await open({ 'x-hostd-console': '1', origin: 'http://evil.example' })).to.equal(403);
@@ -123,7 +134,9 @@ describe('console escalation suite', function () {
   });
 
   it('no CORS answer ever allows credentials, so no other origin can read a cookie-authenticated answer', async () => {
-    const pre = await raw(d.url, 'OPTIONS', `${API}/folders`, { headers: { origin: ALLOWED_ORIGIN, 'access-control-request-method': 'GET', 'access-control-request-headers': 'x-hostd-console' } });
+    const pre = await raw(d.url, 'OPTIONS', `${API}/folders`, {
+      headers: { origin: ALLOWED_ORIGIN, 'access-control-request-method': 'GET', 'access-control-request-headers': 'x-hostd-console' },
+    });
     expect(pre.headers['access-control-allow-credentials']).to.equal(undefined);
     expect(String(pre.headers['access-control-allow-headers'] ?? '')).not.to.include('x-hostd-console');
     const signIn = await raw(d.url, 'OPTIONS', '/console/session', { headers: { origin: ALLOWED_ORIGIN, 'access-control-request-method': 'POST' } });
@@ -166,7 +179,15 @@ describe('console escalation suite', function () {
   it('no bearer token, even holding every scope, can list, create or revoke tokens (the console has no private API)', async () => {
     const all = await d.token('console-all', [...ALL_SCOPES]);
     expectError(await raw(d.url, 'GET', `${API}/tokens`, { token: all }), 403, 'local administrator');
-    expectError(await raw(d.url, 'POST', `${API}/tokens`, { token: all, body: JSON.stringify({ name: 'x', scopes: [] }), headers: { 'content-type': 'application/json' } }), 403, 'local administrator');
+    expectError(
+      await raw(d.url, 'POST', `${API}/tokens`, {
+        token: all,
+        body: JSON.stringify({ name: 'x', scopes: [] }),
+        headers: { 'content-type': 'application/json' },
+      }),
+      403,
+      'local administrator',
+    );
     // The console header on a bearer call grants nothing: it only labels the activity row.
     expectError(await raw(d.url, 'GET', `${API}/tokens`, { token: all, headers: { 'x-hostd-console': '1' } }), 403, 'local administrator');
   });

@@ -29,7 +29,9 @@ describe('console: API text is never markup', function () {
   });
 
   const noMarkup = async (page: Page) => {
-    expect(await page.evaluate('[document.querySelectorAll("main img").length, !!document.getElementById("injected"), window.__pwned === undefined]')).to.deep.equal([0, false, true]);
+    expect(
+      await page.evaluate('[document.querySelectorAll("main img").length, !!document.getElementById("injected"), window.__pwned === undefined]'),
+    ).to.deep.equal([0, false, true]);
   };
 
   it('a folder named with HTML shows as text on Folders (list and contents) and Activity, and adds no element', async () => {

@@ -33,12 +33,13 @@ function stalledReader(d: TestDaemon, token: string): Promise<{ socket: net.Sock
       resolve({
         socket,
         // Reads all that was sent, to its end (the daemon closes a lagged stream).
-        drain: () => new Promise((res) => {
-          const chunks: Buffer[] = [];
-          socket.on('data', (c) => chunks.push(c));
-          socket.on('close', () => res(Buffer.concat(chunks).toString('utf8')));
-          socket.resume();
-        }),
+        drain: () =>
+          new Promise((res) => {
+            const chunks: Buffer[] = [];
+            socket.on('data', (c) => chunks.push(c));
+            socket.on('close', () => res(Buffer.concat(chunks).toString('utf8')));
+            socket.resume();
+          }),
       });
     });
     socket.once('error', reject);
@@ -55,7 +56,15 @@ describe('event stream containment (security)', function () {
 
   /** The events of `list` that are not a `<domain>.state` event of a domain `scope` reads. */
   const foreign = (scope: string, list: Array<{ type: string }>) => {
-    const own: Record<string, string[]> = { 'proxy.read': ['proxy.state'], 'lxc.read': ['lxc.state'], 'apps.read': ['apps.state'], 'vm.read': ['vms.state'], 'sandbox.read': ['sandboxes.state'], 'files.read': ['folders.state'], 'connections.read': ['locations.state'] };
+    const own: Record<string, string[]> = {
+      'proxy.read': ['proxy.state'],
+      'lxc.read': ['lxc.state'],
+      'apps.read': ['apps.state'],
+      'vm.read': ['vms.state'],
+      'sandbox.read': ['sandboxes.state'],
+      'files.read': ['folders.state'],
+      'connections.read': ['locations.state'],
+    };
     return list.filter((e) => !(own[scope] ?? []).includes(e.type));
   };
 
@@ -75,7 +84,11 @@ describe('event stream containment (security)', function () {
       await eventually(() => sys.events().some((e) => e.resource === 'tokens/made-later'), 30_000, 'the system reader to see the last row');
       const top = sys.events().at(-1)!.seq;
       for (const [i, s] of streams.entries()) {
-        await eventually(() => s.got.some((g) => g.event.type === 'bookmark' && g.event.seq >= top), 30_000, `a bookmark past seq ${top} for ${scoped[i].scope}`);
+        await eventually(
+          () => s.got.some((g) => g.event.type === 'bookmark' && g.event.seq >= top),
+          30_000,
+          `a bookmark past seq ${top} for ${scoped[i].scope}`,
+        );
         // Its own domain's state events (the proxy reports its state at start) and nothing else.
         expect(foreign(scoped[i].scope, s.events()), scoped[i].scope).to.deep.equal([]);
         const page = await d.request('GET', '/api/v1/events?limit=1000', { token: scoped[i].token });
@@ -95,7 +108,12 @@ describe('event stream containment (security)', function () {
     const READERS = 40;
     d = await startDaemon({
       // Unsynced writes: this measures memory, not durability, and the calls must be many.
-      env: { HOSTD_STORE_SYNC: '0', HOSTD_EVENTS_QUEUE_EVENTS: '64', HOSTD_EVENTS_QUEUE_BYTES: String(QUEUE_BYTES), HOSTD_EVENTS_MAX_STREAMS_PER_TOKEN: String(READERS) },
+      env: {
+        HOSTD_STORE_SYNC: '0',
+        HOSTD_EVENTS_QUEUE_EVENTS: '64',
+        HOSTD_EVENTS_QUEUE_BYTES: String(QUEUE_BYTES),
+        HOSTD_EVENTS_MAX_STREAMS_PER_TOKEN: String(READERS),
+      },
     });
     const token = await d.token('slow', ['system.read']);
     // Each call writes a refused-call row of about 5 KiB (a long folder id in its target and error;
@@ -103,11 +121,15 @@ describe('event stream containment (security)', function () {
     const id = 'f_' + 'x'.repeat(3600);
     const admin = d.admin;
     await admin.request('DELETE', `/api/v1/folders/${id}`);
-    const first = await eventually(async () => {
-      const page = await d.request('GET', '/api/v1/events?limit=1000&types=activity', { token });
-      expect(page.status, page.text).to.equal(200);
-      return page.body.events.findLast((ev: { resource?: string }) => ev.resource?.startsWith('folders/f_xxx'));
-    }, 30_000, 'the event of the first call');
+    const first = await eventually(
+      async () => {
+        const page = await d.request('GET', '/api/v1/events?limit=1000&types=activity', { token });
+        expect(page.status, page.text).to.equal(200);
+        return page.body.events.findLast((ev: { resource?: string }) => ev.resource?.startsWith('folders/f_xxx'));
+      },
+      30_000,
+      'the event of the first call',
+    );
     const eventBytes = JSON.stringify(first).length;
     // What an unbounded daemon would hold is what the readers were offered; this one holds per reader at most its queue and a write buffer.
     const allowed = 64 * 1024 * 1024;
@@ -123,12 +145,14 @@ describe('event stream containment (security)', function () {
     for (let i = 0; i < READERS; i++) readers.push(await stalledReader(d, token));
     const before = rss(d.proc.pid!);
     let sent = 0;
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      while (sent < CALLS) {
-        sent++;
-        await admin.request('DELETE', `/api/v1/folders/${id}`);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (sent < CALLS) {
+          sent++;
+          await admin.request('DELETE', `/api/v1/folders/${id}`);
+        }
+      }),
+    );
     const after = rss(d.proc.pid!);
     const offered = READERS * CALLS * eventBytes;
     expect(offered, 'the traffic must dwarf the bound for the check to mean anything').to.be.greaterThan(allowed * 2);

@@ -68,7 +68,16 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     raw(d.url, method, p, { token, body: body === undefined ? undefined : JSON.stringify(body), timeoutMs: 60_000 });
 
   /** Runs one attempt: exact status, the error naming `mention`, and nothing outside in the answer. */
-  async function attempt(p: Problems, what: string, method: string, url: string, body: unknown, status: number, mention?: string | RegExp, token = rw): Promise<RawReply> {
+  async function attempt(
+    p: Problems,
+    what: string,
+    method: string,
+    url: string,
+    body: unknown,
+    status: number,
+    mention?: string | RegExp,
+    token = rw,
+  ): Promise<RawReply> {
     const r = await send(method, url, body, token);
     let problem: string | undefined;
     if (r.status !== status) problem = `expected ${status}, got ${show(r)}`;
@@ -173,37 +182,141 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
       // Reads: contents, search, as sub_path and as target.path, of the link and through it.
       for (const sub of [l.name, `${l.name}/x`, inside]) {
         await attempt(p, `contents ${l.name}`, 'GET', `${API}/folders/${fid}/contents${q({ sub_path: sub })}`, undefined, 400, bad('sub_path'));
-        await attempt(p, `contents target ${l.name}`, 'GET', `${API}/folders/${fid}/contents${q({ target: { kind: 'folder', id: fid, path: sub } })}`, undefined, 400, bad('target.path'));
-        await attempt(p, `search ${l.name}`, 'GET', `${API}/folders/${fid}/search${q({ pattern: 'sentinel', sub_path: sub })}`, undefined, 400, bad('sub_path'));
-        await attempt(p, `search target ${l.name}`, 'GET', `${API}/folders/${fid}/search${q({ pattern: 'e', target: { kind: 'folder', id: fid, path: sub } })}`, undefined, 400, bad('target.path'));
+        await attempt(
+          p,
+          `contents target ${l.name}`,
+          'GET',
+          `${API}/folders/${fid}/contents${q({ target: { kind: 'folder', id: fid, path: sub } })}`,
+          undefined,
+          400,
+          bad('target.path'),
+        );
+        await attempt(
+          p,
+          `search ${l.name}`,
+          'GET',
+          `${API}/folders/${fid}/search${q({ pattern: 'sentinel', sub_path: sub })}`,
+          undefined,
+          400,
+          bad('sub_path'),
+        );
+        await attempt(
+          p,
+          `search target ${l.name}`,
+          'GET',
+          `${API}/folders/${fid}/search${q({ pattern: 'e', target: { kind: 'folder', id: fid, path: sub } })}`,
+          undefined,
+          400,
+          bad('target.path'),
+        );
         // Copying from it (into the folder) would read outside.
         await attempt(p, `copy from ${l.name}`, 'POST', `${entries(sub)}/copy`, { dst_sub_path: 'stolen' }, 400, bad('src_sub_path'));
-        await attempt(p, `copy from target ${l.name}`, 'POST', `${entries('a.txt')}/copy`, { src_target: { kind: 'folder', id: fid, path: sub }, dst_folder_id: G.folder_id, dst_sub_path: 'stolen' }, 400, bad('src_target.path'));
+        await attempt(
+          p,
+          `copy from target ${l.name}`,
+          'POST',
+          `${entries('a.txt')}/copy`,
+          { src_target: { kind: 'folder', id: fid, path: sub }, dst_folder_id: G.folder_id, dst_sub_path: 'stolen' },
+          400,
+          bad('src_target.path'),
+        );
       }
       if (!l.writable) continue;
       // Writes and deletes: only towards directories this test made.
       for (const sub of [l.name, inside]) {
         await attempt(p, `move ${l.name}`, 'PATCH', entries(sub), { dst_sub_path: 'moved-here' }, 400, bad('src_sub_path'));
         await attempt(p, `delete ${l.name}`, 'DELETE', entries(sub), undefined, 400, bad('sub_path'));
-        await attempt(p, `delete target ${l.name}`, 'DELETE', `${entries('a.txt')}${q({ target: { kind: 'folder', id: fid, path: sub } })}`, undefined, 400, bad('target.path'));
-        await attempt(p, `batch move from ${l.name}`, 'POST', `${API}/folders/${fid}/entries/batch`, { moves: [{ src_sub_path: sub, dst_sub_path: 'moved-here' }] }, 400, bad('moves[0].src_sub_path'));
+        await attempt(
+          p,
+          `delete target ${l.name}`,
+          'DELETE',
+          `${entries('a.txt')}${q({ target: { kind: 'folder', id: fid, path: sub } })}`,
+          undefined,
+          400,
+          bad('target.path'),
+        );
+        await attempt(
+          p,
+          `batch move from ${l.name}`,
+          'POST',
+          `${API}/folders/${fid}/entries/batch`,
+          { moves: [{ src_sub_path: sub, dst_sub_path: 'moved-here' }] },
+          400,
+          bad('moves[0].src_sub_path'),
+        );
       }
       if (l.dir) {
         const into = `${l.name}/planted-${l.name.replace(/\W/g, '')}`;
         await attempt(p, `move into ${l.name}`, 'PATCH', entries('a.txt'), { dst_sub_path: into }, 400, bad('dst_sub_path'));
-        await attempt(p, `move into target ${l.name}`, 'PATCH', entries('a.txt'), { dst_target: { kind: 'folder', id: fid, path: into } }, 400, bad('dst_target.path'));
+        await attempt(
+          p,
+          `move into target ${l.name}`,
+          'PATCH',
+          entries('a.txt'),
+          { dst_target: { kind: 'folder', id: fid, path: into } },
+          400,
+          bad('dst_target.path'),
+        );
         await attempt(p, `copy into ${l.name}`, 'POST', `${entries('a.txt')}/copy`, { dst_sub_path: into }, 400, bad('dst_sub_path'));
-        await attempt(p, `copy into target ${l.name}`, 'POST', `${API}/folders/${G.folder_id}/entries/x/copy`, { src_target: { kind: 'folder', id: fid, path: 'a.txt' }, dst_target: { kind: 'folder', id: fid, path: into } }, 400, bad('dst_target.path'));
-        await attempt(p, `batch move into ${l.name}`, 'POST', `${API}/folders/${fid}/entries/batch`, { moves: [{ src_sub_path: 'a.txt', dst_sub_path: into }] }, 400, bad('moves[0].dst_sub_path'));
+        await attempt(
+          p,
+          `copy into target ${l.name}`,
+          'POST',
+          `${API}/folders/${G.folder_id}/entries/x/copy`,
+          { src_target: { kind: 'folder', id: fid, path: 'a.txt' }, dst_target: { kind: 'folder', id: fid, path: into } },
+          400,
+          bad('dst_target.path'),
+        );
+        await attempt(
+          p,
+          `batch move into ${l.name}`,
+          'POST',
+          `${API}/folders/${fid}/entries/batch`,
+          { moves: [{ src_sub_path: 'a.txt', dst_sub_path: into }] },
+          400,
+          bad('moves[0].dst_sub_path'),
+        );
         await attempt(p, `subfolder in ${l.name}`, 'POST', `${API}/folders/${fid}/subfolders`, { name: 'planted', sub_path: l.name }, 400, bad('sub_path'));
-        await attempt(p, `subfolder target ${l.name}`, 'POST', `${API}/folders/${fid}/subfolders`, { name: 'planted', target: { kind: 'folder', id: fid, path: l.name } }, 400, bad('target.path'));
-        await attempt(p, `subfolders in ${l.name}`, 'POST', `${API}/folders/${fid}/subfolders/batch`, { names: ['planted1', 'planted2'], sub_path: l.name }, 400, bad('sub_path'));
+        await attempt(
+          p,
+          `subfolder target ${l.name}`,
+          'POST',
+          `${API}/folders/${fid}/subfolders`,
+          { name: 'planted', target: { kind: 'folder', id: fid, path: l.name } },
+          400,
+          bad('target.path'),
+        );
+        await attempt(
+          p,
+          `subfolders in ${l.name}`,
+          'POST',
+          `${API}/folders/${fid}/subfolders/batch`,
+          { names: ['planted1', 'planted2'], sub_path: l.name },
+          400,
+          bad('sub_path'),
+        );
       }
     }
     p.check(200);
     checkHost();
     // The folder itself is as it was: nothing moved in or out.
-    expect(fs.readdirSync(F.path).sort()).to.deep.equal(['a.txt', 'apps', 'dangling-out', 'devnull', 'docs', 'docs-link', 'etc', 'fifo', 'file-out', 'loop', 'lxc', 'out-abs', 'out-rel', 'up', 'vms']);
+    expect(fs.readdirSync(F.path).sort()).to.deep.equal([
+      'a.txt',
+      'apps',
+      'dangling-out',
+      'devnull',
+      'docs',
+      'docs-link',
+      'etc',
+      'fifo',
+      'file-out',
+      'loop',
+      'lxc',
+      'out-abs',
+      'out-rel',
+      'up',
+      'vms',
+    ]);
   });
 
   it('search from the root finds nothing behind a link and no sentinel anywhere', async () => {
@@ -240,17 +353,73 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     ];
     for (const [v, msg] of cases) {
       await attempt(p, 'contents', 'GET', `${API}/folders/${fid}/contents${q({ sub_path: v })}`, undefined, 400, msg('sub_path'));
-      await attempt(p, 'contents target', 'GET', `${API}/folders/${fid}/contents${q({ target: { kind: 'folder', id: fid, path: v } })}`, undefined, 400, msg('target.path'));
+      await attempt(
+        p,
+        'contents target',
+        'GET',
+        `${API}/folders/${fid}/contents${q({ target: { kind: 'folder', id: fid, path: v } })}`,
+        undefined,
+        400,
+        msg('target.path'),
+      );
       await attempt(p, 'search', 'GET', `${API}/folders/${fid}/search${q({ pattern: 'x', sub_path: v })}`, undefined, 400, msg('sub_path'));
       await attempt(p, 'subfolder parent', 'POST', `${API}/folders/${fid}/subfolders`, { name: 'n', sub_path: v }, 400, msg('sub_path'));
-      await attempt(p, 'subfolders parent', 'POST', `${API}/folders/${fid}/subfolders/batch`, { names: ['n'], target: { kind: 'folder', id: fid, path: v } }, 400, msg('target.path'));
+      await attempt(
+        p,
+        'subfolders parent',
+        'POST',
+        `${API}/folders/${fid}/subfolders/batch`,
+        { names: ['n'], target: { kind: 'folder', id: fid, path: v } },
+        400,
+        msg('target.path'),
+      );
       await attempt(p, 'move dst', 'PATCH', entries('a.txt'), { dst_sub_path: v }, 400, msg('dst_sub_path'));
-      await attempt(p, 'move src_target', 'PATCH', entries('a.txt'), { src_target: { kind: 'folder', id: fid, path: v }, dst_sub_path: 'z' }, 400, msg('src_target.path'));
+      await attempt(
+        p,
+        'move src_target',
+        'PATCH',
+        entries('a.txt'),
+        { src_target: { kind: 'folder', id: fid, path: v }, dst_sub_path: 'z' },
+        400,
+        msg('src_target.path'),
+      );
       await attempt(p, 'copy dst', 'POST', `${entries('a.txt')}/copy`, { dst_sub_path: v }, 400, msg('dst_sub_path'));
-      await attempt(p, 'copy dst_target', 'POST', `${entries('a.txt')}/copy`, { dst_target: { kind: 'folder', id: G.folder_id, path: v } }, 400, msg('dst_target.path'));
-      await attempt(p, 'delete target', 'DELETE', `${entries('a.txt')}${q({ target: { kind: 'folder', id: fid, path: v } })}`, undefined, 400, msg('target.path'));
-      await attempt(p, 'batch src', 'POST', `${API}/folders/${fid}/entries/batch`, { moves: [{ src_sub_path: v, dst_sub_path: 'z' }] }, 400, msg('moves[0].src_sub_path'));
-      await attempt(p, 'batch dst', 'POST', `${API}/folders/${fid}/entries/batch`, { moves: [{ src_sub_path: 'a.txt', dst_sub_path: v }] }, 400, msg('moves[0].dst_sub_path'));
+      await attempt(
+        p,
+        'copy dst_target',
+        'POST',
+        `${entries('a.txt')}/copy`,
+        { dst_target: { kind: 'folder', id: G.folder_id, path: v } },
+        400,
+        msg('dst_target.path'),
+      );
+      await attempt(
+        p,
+        'delete target',
+        'DELETE',
+        `${entries('a.txt')}${q({ target: { kind: 'folder', id: fid, path: v } })}`,
+        undefined,
+        400,
+        msg('target.path'),
+      );
+      await attempt(
+        p,
+        'batch src',
+        'POST',
+        `${API}/folders/${fid}/entries/batch`,
+        { moves: [{ src_sub_path: v, dst_sub_path: 'z' }] },
+        400,
+        msg('moves[0].src_sub_path'),
+      );
+      await attempt(
+        p,
+        'batch dst',
+        'POST',
+        `${API}/folders/${fid}/entries/batch`,
+        { moves: [{ src_sub_path: 'a.txt', dst_sub_path: v }] },
+        400,
+        msg('moves[0].dst_sub_path'),
+      );
       // The same values as the path parameter (move, copy, delete), percent-encoded per segment as clients
       // send them; an absolute one as one segment ('%2Fetc'), since an empty segment is no segment in a URL path.
       const asParam = v.startsWith('/') ? encodeURIComponent(v) : seg(v);
@@ -277,12 +446,28 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     for (const [rp, status, msg] of rawPaths) {
       await attempt(p, 'raw delete', 'DELETE', `${API}/folders/${fid}/entries/${rp}`, undefined, status, msg);
       await attempt(p, 'raw move', 'PATCH', `${API}/folders/${fid}/entries/${rp}`, { dst_sub_path: 'z' }, status, msg.replace("'sub_path'", "'src_sub_path'"));
-      await attempt(p, 'raw copy', 'POST', `${API}/folders/${fid}/entries/${rp}/copy`, { dst_sub_path: 'z' }, status, msg.replace("'sub_path'", "'src_sub_path'"));
+      await attempt(
+        p,
+        'raw copy',
+        'POST',
+        `${API}/folders/${fid}/entries/${rp}/copy`,
+        { dst_sub_path: 'z' },
+        status,
+        msg.replace("'sub_path'", "'src_sub_path'"),
+      );
     }
     // A folder id is an id, never a path.
     for (const id of ['..', '../..', `${F.name}/..`, pool, '%2e%2e']) {
       await attempt(p, 'folder id', 'GET', `${API}/folders/${encodeURIComponent(id)}/contents`, undefined, 404, `folder '${id}' not found`);
-      await attempt(p, 'target id', 'GET', `${API}/folders/${fid}/contents${q({ target: { kind: 'folder', id } })}`, undefined, 404, `folder '${id}' not found`);
+      await attempt(
+        p,
+        'target id',
+        'GET',
+        `${API}/folders/${fid}/contents${q({ target: { kind: 'folder', id } })}`,
+        undefined,
+        404,
+        `folder '${id}' not found`,
+      );
     }
     p.check(300);
     checkHost();
@@ -310,7 +495,20 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     const p = new Problems();
     // pool2 has none of them yet: a folder there of that name would become the domain's directory once it is made.
     // Also spellings a case-insensitive filesystem folds to the same name (long s, fullwidth h).
-    const reserved = ['.vms', '.VMS', '.Vms', '.vm\u017f', '.hostd-apps', '.hostd-lxc', '.hostd-anything', '.HOSTD-apps', '.Hostd-lxc', '.\uff48ostd-lxc', '.hostd-trash-x', '.hostd-copy-x'];
+    const reserved = [
+      '.vms',
+      '.VMS',
+      '.Vms',
+      '.vm\u017f',
+      '.hostd-apps',
+      '.hostd-lxc',
+      '.hostd-anything',
+      '.HOSTD-apps',
+      '.Hostd-lxc',
+      '.\uff48ostd-lxc',
+      '.hostd-trash-x',
+      '.hostd-copy-x',
+    ];
     for (const name of reserved) {
       for (const storage_id of ['p', 'p2']) {
         await attempt(p, `create ${name} in ${storage_id}`, 'POST', `${API}/folders`, { storage_id, name }, 400, "argument 'name'");
@@ -334,11 +532,27 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     const p = new Problems();
     const fid = F.folder_id;
     await attempt(p, 'copy into itself', 'POST', `${entries('docs')}/copy`, { dst_sub_path: 'docs/inner' }, 400, "cannot copy 'docs' into itself");
-    await attempt(p, 'copy into itself via link', 'POST', `${entries('docs')}/copy`, { dst_sub_path: 'docs-link/inner' }, 400, "cannot copy 'docs' into itself");
+    await attempt(
+      p,
+      'copy into itself via link',
+      'POST',
+      `${entries('docs')}/copy`,
+      { dst_sub_path: 'docs-link/inner' },
+      400,
+      "cannot copy 'docs' into itself",
+    );
     await attempt(p, 'copy link into its folder', 'POST', `${entries('docs-link')}/copy`, { dst_sub_path: 'docs/inner' }, 200);
     await attempt(p, 'move into itself', 'PATCH', entries('docs'), { dst_sub_path: 'docs/inner2' }, 400, "cannot move 'docs' into itself");
     await attempt(p, 'move into itself via link', 'PATCH', entries('docs'), { dst_sub_path: 'docs-link/inner2' }, 400, "cannot move 'docs' into itself");
-    await attempt(p, 'batch into itself', 'POST', `${API}/folders/${fid}/entries/batch`, { moves: [{ src_sub_path: 'docs', dst_sub_path: 'docs/x' }] }, 400, "cannot move 'docs' into itself");
+    await attempt(
+      p,
+      'batch into itself',
+      'POST',
+      `${API}/folders/${fid}/entries/batch`,
+      { moves: [{ src_sub_path: 'docs', dst_sub_path: 'docs/x' }] },
+      400,
+      "cannot move 'docs' into itself",
+    );
     await attempt(p, 'copy root', 'POST', `${API}/folders/${fid}/entries/%2F/copy`, { dst_folder_id: G.folder_id }, 400);
     p.check(7);
     // The link copied as a link (text unchanged): docs/inner -> docs, which stays inside.
@@ -355,19 +569,67 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     fs.writeFileSync(path.join(t, 'ok.txt'), 'ok');
     try {
       fs.symlinkSync(path.join(pool, '.hostd-apps'), path.join(t, 'sub', 'apps'));
-      await attempt(p, 'tree with link out', 'POST', `${entries('tree')}/copy`, { dst_folder_id: G.folder_id }, 400, "cannot copy 'tree': symlink 'tree/sub/apps' points outside the folder");
+      await attempt(
+        p,
+        'tree with link out',
+        'POST',
+        `${entries('tree')}/copy`,
+        { dst_folder_id: G.folder_id },
+        400,
+        "cannot copy 'tree': symlink 'tree/sub/apps' points outside the folder",
+      );
       fs.unlinkSync(path.join(t, 'sub', 'apps'));
       execFileSync('mkfifo', [path.join(t, 'sub', 'pipe')]);
-      await attempt(p, 'tree with a fifo', 'POST', `${entries('tree')}/copy`, { dst_folder_id: G.folder_id }, 400, "cannot copy 'tree': 'tree/sub/pipe' is not a file, folder or symlink");
+      await attempt(
+        p,
+        'tree with a fifo',
+        'POST',
+        `${entries('tree')}/copy`,
+        { dst_folder_id: G.folder_id },
+        400,
+        "cannot copy 'tree': 'tree/sub/pipe' is not a file, folder or symlink",
+      );
       fs.unlinkSync(path.join(t, 'sub', 'pipe'));
-      await attempt(p, 'a fifo', 'POST', `${entries('fifo')}/copy`, { dst_sub_path: 'fifo2' }, 400, "cannot copy 'fifo': 'fifo' is not a file, folder or symlink");
-      await attempt(p, 'a device', 'POST', `${entries('devnull')}/copy`, { dst_sub_path: 'dev2' }, 400, "cannot copy 'devnull': 'devnull' is not a file, folder or symlink");
+      await attempt(
+        p,
+        'a fifo',
+        'POST',
+        `${entries('fifo')}/copy`,
+        { dst_sub_path: 'fifo2' },
+        400,
+        "cannot copy 'fifo': 'fifo' is not a file, folder or symlink",
+      );
+      await attempt(
+        p,
+        'a device',
+        'POST',
+        `${entries('devnull')}/copy`,
+        { dst_sub_path: 'dev2' },
+        400,
+        "cannot copy 'devnull': 'devnull' is not a file, folder or symlink",
+      );
       // Inside the source, outside the destination once copied: a relative link two levels up, an absolute link into the source.
       fs.symlinkSync('../../a.txt', path.join(t, 'sub', 'rel'));
-      await attempt(p, 'relative link leaving the copy', 'POST', `${entries('tree/sub')}/copy`, { dst_folder_id: G.folder_id }, 400, "cannot copy 'tree/sub': symlink 'sub/rel' would point outside the destination folder");
+      await attempt(
+        p,
+        'relative link leaving the copy',
+        'POST',
+        `${entries('tree/sub')}/copy`,
+        { dst_folder_id: G.folder_id },
+        400,
+        "cannot copy 'tree/sub': symlink 'sub/rel' would point outside the destination folder",
+      );
       fs.unlinkSync(path.join(t, 'sub', 'rel'));
       fs.symlinkSync(path.join(F.path, 'a.txt'), path.join(t, 'sub', 'abs'));
-      await attempt(p, 'absolute link into the source', 'POST', `${entries('tree')}/copy`, { dst_folder_id: G.folder_id }, 400, "would point outside the destination folder");
+      await attempt(
+        p,
+        'absolute link into the source',
+        'POST',
+        `${entries('tree')}/copy`,
+        { dst_folder_id: G.folder_id },
+        400,
+        'would point outside the destination folder',
+      );
       p.check(6);
       expect(dirState(G.path), 'nothing written to the destination').to.deep.equal([]);
       expect(fs.readdirSync(F.path).filter((n) => n.startsWith('.hostd-'))).to.deep.equal([]);
@@ -413,7 +675,15 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
       await attempt(p, 'batch', 'POST', `${API}/folders/${fid}/entries/batch`, { moves: [{ src_sub_path: 'x', dst_sub_path: 'y' }], target: t }, 404, nf);
     }
     // A move never crosses from a folder to a connection.
-    await attempt(p, 'move across', 'PATCH', entries('a.txt'), { dst_target: { kind: 'connection', id: 'loc_nope', path: 'a.txt' } }, 400, "argument 'dst_target' must name the same folder or connection as the source");
+    await attempt(
+      p,
+      'move across',
+      'PATCH',
+      entries('a.txt'),
+      { dst_target: { kind: 'connection', id: 'loc_nope', path: 'a.txt' } },
+      400,
+      "argument 'dst_target' must name the same folder or connection as the source",
+    );
     p.check(37);
     expect(fs.readFileSync(path.join(F.path, 'a.txt'), 'utf8')).to.equal('a');
     checkHost();
@@ -425,11 +695,26 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     const before = dirState(F.path);
     const values = { folder_id: F.folder_id, src_folder_id: F.folder_id, src_sub_path: 'a.txt', sub_path: 'a.txt' };
     for (const op of ops) {
-      const args: Record<string, unknown> = { ...minimalArgs(op), ...(op.method === 'POST' && op.name === 'folders_create' ? { storage_id: 'p', name: 'nope' } : {}) };
+      const args: Record<string, unknown> = {
+        ...minimalArgs(op),
+        ...(op.method === 'POST' && op.name === 'folders_create' ? { storage_id: 'p', name: 'nope' } : {}),
+      };
       const c = callFor(op, args, values);
-      for (const [tok, scope] of [[ro, 'files.read'], [wo, 'files.manage']] as const) {
+      for (const [tok, scope] of [
+        [ro, 'files.read'],
+        [wo, 'files.manage'],
+      ] as const) {
         if (op.scopes.every((s) => s === scope)) continue;
-        const r = await attempt(p, `${op.name} with only ${scope}`, c.method, c.path, c.body === undefined ? undefined : JSON.parse(c.body), 403, `lacks scope '${op.scopes[0]}'`, tok);
+        const r = await attempt(
+          p,
+          `${op.name} with only ${scope}`,
+          c.method,
+          c.path,
+          c.body === undefined ? undefined : JSON.parse(c.body),
+          403,
+          `lacks scope '${op.scopes[0]}'`,
+          tok,
+        );
         void r;
       }
     }
@@ -454,7 +739,15 @@ describe('escalation: folders (files.read, files.manage) on a real daemon', func
     const reserved = "folder '.vms' has a name reserved for hostd's own directories";
     await attempt(p, 'contents', 'GET', `${API}/folders/${rec.folder_id}/contents`, undefined, 409, reserved);
     await attempt(p, 'search', 'GET', `${API}/folders/${rec.folder_id}/search?pattern=disk`, undefined, 409, reserved);
-    await attempt(p, 'target', 'GET', `${API}/folders/${F.folder_id}/contents${q({ target: { kind: 'folder', id: rec.folder_id } })}`, undefined, 409, reserved);
+    await attempt(
+      p,
+      'target',
+      'GET',
+      `${API}/folders/${F.folder_id}/contents${q({ target: { kind: 'folder', id: rec.folder_id } })}`,
+      undefined,
+      409,
+      reserved,
+    );
     await attempt(p, 'copy out', 'POST', `${API}/folders/${rec.folder_id}/entries/disk.qcow2/copy`, { dst_folder_id: F.folder_id }, 409, reserved);
     await attempt(p, 'copy in', 'POST', `${entries('a.txt')}/copy`, { dst_folder_id: rec.folder_id }, 409, reserved);
     await attempt(p, 'delete entry', 'DELETE', `${API}/folders/${rec.folder_id}/entries/disk.qcow2`, undefined, 409, reserved);

@@ -39,7 +39,9 @@ describe('escalation: what a folders token can make the daemon hold', function (
    * it stood before, at its peak: the peak is reset first (`5` into
    * clear_refs), so an earlier call's peak cannot hide this one's.
    */
-  async function growth<T>(fn: () => Promise<T>): Promise<{ value: T; grew: number; before: { rss: number; hwm: number }; after: { rss: number; hwm: number } }> {
+  async function growth<T>(
+    fn: () => Promise<T>,
+  ): Promise<{ value: T; grew: number; before: { rss: number; hwm: number }; after: { rss: number; hwm: number } }> {
     fs.writeFileSync(`/proc/${d.proc.pid}/clear_refs`, '5');
     const before = status(d.proc.pid!);
     const value = await fn();
@@ -96,7 +98,12 @@ describe('escalation: what a folders token can make the daemon hold', function (
 
   it('searches a tree 40 folders deep (250-byte names) with 50,000 folders at the bottom within a bounded memory', async () => {
     // A path string per queued folder would cost its depth (10 KB) each: 500 MB for this tree.
-    execFileSync('bash', ['-c', 'set -e; cd "$1"; n=$(printf "d%.0s" $(seq 250)); for i in $(seq 40); do mkdir "$n"; cd "$n"; done; seq -f "w%06g" 50000 | xargs mkdir', 'tree', folder.path]);
+    execFileSync('bash', [
+      '-c',
+      'set -e; cd "$1"; n=$(printf "d%.0s" $(seq 250)); for i in $(seq 40); do mkdir "$n"; cd "$n"; done; seq -f "w%06g" 50000 | xargs mkdir',
+      'tree',
+      folder.path,
+    ]);
     const m = await growth(() => get(`${API}/folders/${folder.folder_id}/search?pattern=w012345`));
     const r = m.value;
     expect(r.status, show(r)).to.equal(200);

@@ -27,7 +27,8 @@ import { Store } from '../../../daemon/store/store.js';
 
 const exec = promisify(execFile);
 /** The share, user and domain name rule as hostd states it (daemon/locations/smb/remote.ts). */
-const nameRule = (max: number) => `1-${max} characters without \\ / : * ? " < > | [ ] + ; = , % @ or control characters, not starting with '-' and without a space at either end`;
+const nameRule = (max: number) =>
+  `1-${max} characters without \\ / : * ? " < > | [ ] + ; = , % @ or control characters, not starting with '-' and without a space at either end`;
 
 /**
  * Mount points other test runs on this shared machine make meanwhile (their
@@ -36,7 +37,10 @@ const nameRule = (max: number) => `1-${max} characters without \\ / : * ? " < > 
  */
 function othersMounts(mine: string[]): string[] {
   const tmp = os.tmpdir();
-  const dirs = fs.readdirSync(tmp).map((n) => path.join(tmp, n)).filter((p) => !mine.some((m) => m === p || m.startsWith(`${p}/`) || p.startsWith(`${m}/`)));
+  const dirs = fs
+    .readdirSync(tmp)
+    .map((n) => path.join(tmp, n))
+    .filter((p) => !mine.some((m) => m === p || m.startsWith(`${p}/`) || p.startsWith(`${m}/`)));
   return [...dirs, '/run/netns'];
 }
 
@@ -102,12 +106,36 @@ describe('escalation: locations (connections.read, connections.manage) on a real
       ['a %-escape that smbnetfs would decode', { remote: '//127.0.0.1/guest%2f..%2fprivate' }, share("it holds '%'")],
       ["smbnetfs's user:password@computer path form", { remote: '//127.0.0.1/root:x@private' }, share("it holds ':'")],
       ['a leading -', { remote: '//127.0.0.1/-o' }, share("it starts with '-'")],
-      ['options in the host', { remote: '//127.0.0.1,port=139/guest' }, "argument 'remote' has an invalid host name '127.0.0.1,port=139' (a DNS or NetBIOS name, or an IPv4 address)"],
-      ['options in the user name', { remote: '//127.0.0.1/private', username: `${SMB_USER},uid=0`, password: 'x' }, `argument 'username' has an invalid user name (it holds ','; user names are ${nameRule(256)})`],
-      ['a password smuggled in the user name', { remote: '//127.0.0.1/private', username: `${SMB_USER}%${MARKER}` }, `argument 'username' has an invalid user name (it holds '%'; user names are ${nameRule(256)})`],
-      ['options in the domain', { remote: '//127.0.0.1/private', username: `WG,sec=none\\${SMB_USER}`, password: 'x' }, `argument 'username' has an invalid domain (it holds ','; domains are ${nameRule(256)})`],
-      ["a line into smbnetfs's config through the user", { remote: '//127.0.0.1/private', username: 'x"\nauth "127.0.0.1/private" "root" "', password: 'x' }, "argument 'username' must be at most 256 characters without control characters"],
-      ["a line into smbnetfs's config through the password", { remote: '//127.0.0.1/private', username: SMB_USER, password: `x"\nauth "127.0.0.1" "root" "${MARKER}` }, "argument 'password' must be at most 1024 characters without control characters"],
+      [
+        'options in the host',
+        { remote: '//127.0.0.1,port=139/guest' },
+        "argument 'remote' has an invalid host name '127.0.0.1,port=139' (a DNS or NetBIOS name, or an IPv4 address)",
+      ],
+      [
+        'options in the user name',
+        { remote: '//127.0.0.1/private', username: `${SMB_USER},uid=0`, password: 'x' },
+        `argument 'username' has an invalid user name (it holds ','; user names are ${nameRule(256)})`,
+      ],
+      [
+        'a password smuggled in the user name',
+        { remote: '//127.0.0.1/private', username: `${SMB_USER}%${MARKER}` },
+        `argument 'username' has an invalid user name (it holds '%'; user names are ${nameRule(256)})`,
+      ],
+      [
+        'options in the domain',
+        { remote: '//127.0.0.1/private', username: `WG,sec=none\\${SMB_USER}`, password: 'x' },
+        `argument 'username' has an invalid domain (it holds ','; domains are ${nameRule(256)})`,
+      ],
+      [
+        "a line into smbnetfs's config through the user",
+        { remote: '//127.0.0.1/private', username: 'x"\nauth "127.0.0.1/private" "root" "', password: 'x' },
+        "argument 'username' must be at most 256 characters without control characters",
+      ],
+      [
+        "a line into smbnetfs's config through the password",
+        { remote: '//127.0.0.1/private', username: SMB_USER, password: `x"\nauth "127.0.0.1" "root" "${MARKER}` },
+        "argument 'password' must be at most 1024 characters without control characters",
+      ],
     ];
     for (const [what, body, error] of cases) {
       it(`refuses ${what} with 400, making nothing`, async () => {
@@ -165,12 +193,19 @@ describe('escalation: locations (connections.read, connections.manage) on a real
       const probe = await call(reader, 'POST', '/locations/discover', { host: '127.0.0.1,port=139' });
       expect([probe.status, probe.body]).to.deep.equal([400, { error: "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address" }]);
       const probeUser = await call(reader, 'POST', '/locations/discover', { host: '127.0.0.1', username: `${SMB_USER},uid=0`, password: 'x' });
-      expect([probeUser.status, probeUser.body]).to.deep.equal([400, { error: `argument 'username' has an invalid user name (it holds ','; user names are ${nameRule(256)})` }]);
+      expect([probeUser.status, probeUser.body]).to.deep.equal([
+        400,
+        { error: `argument 'username' has an invalid user name (it holds ','; user names are ${nameRule(256)})` },
+      ]);
       expect((await call(admin, 'GET', `/locations/${privId}`)).body.location.status).to.equal('mounted');
     });
 
     it('connections.manage alone reads nothing', async () => {
-      for (const [m, p] of [['GET', '/locations'], ['GET', `/locations/${privId}`], ['POST', '/locations/discover']]) {
+      for (const [m, p] of [
+        ['GET', '/locations'],
+        ['GET', `/locations/${privId}`],
+        ['POST', '/locations/discover'],
+      ]) {
         const r = await call(manager, m, p, m === 'POST' ? { host: '127.0.0.1' } : undefined);
         expect(r.status, `${m} ${p}`).to.equal(403);
         expect(r.body.error).to.match(/^token 'esc-conn-manage' lacks scope 'connections\.read' needed by locations_/);
@@ -186,20 +221,37 @@ describe('escalation: locations (connections.read, connections.manage) on a real
       const store = await Store.open(path.join(dataDir, 'db'));
       try {
         await store.sub<any>('locations').put(id, {
-          location_id: id, name: 'legacy', type: 'smb', host: '127.0.0.1', share: `guest,uid=0,noperm,${MARKER}`, user: null, domain: null,
-          wanted: true, mounted: false, mount_route: 'fuse', mount_dir: path.join(mnt(), id), work_dir: path.join(dataDir, 'locations', 'work', id),
-          last_error: null, last_error_at: null, mounted_at: null, created_at: at,
+          location_id: id,
+          name: 'legacy',
+          type: 'smb',
+          host: '127.0.0.1',
+          share: `guest,uid=0,noperm,${MARKER}`,
+          user: null,
+          domain: null,
+          wanted: true,
+          mounted: false,
+          mount_route: 'fuse',
+          mount_dir: path.join(mnt(), id),
+          work_dir: path.join(dataDir, 'locations', 'work', id),
+          last_error: null,
+          last_error_at: null,
+          mounted_at: null,
+          created_at: at,
         });
       } finally {
         await store.close();
       }
       await start();
       const reason = `location 'legacy' is refused: its stored address breaks a rule added since it was created (share name 'guest,uid=0,noperm,${MARKER}' is refused (it holds ','; share names are ${nameRule(80)})); it is not mounted again, and nothing was removed: delete it and add the share again`;
-      const listed = await eventually(async () => {
-        const r = await call(reader, 'GET', '/locations');
-        const loc = r.body.locations.find((l: any) => l.location_id === id);
-        return loc?.last_error === reason ? r.body : undefined;
-      }, 60_000, 'the restore pass to mark the legacy location');
+      const listed = await eventually(
+        async () => {
+          const r = await call(reader, 'GET', '/locations');
+          const loc = r.body.locations.find((l: any) => l.location_id === id);
+          return loc?.last_error === reason ? r.body : undefined;
+        },
+        60_000,
+        'the restore pass to mark the legacy location',
+      );
       expect(listed.host.refused).to.deep.equal([{ location_id: id, name: 'legacy', reason }]);
       expect(listed.locations.find((l: any) => l.location_id === id)).to.deep.include({ status: 'unavailable', mounted: false, mount_path: null });
       const r = await call(manager, 'POST', `/locations/${id}/reconnect`);

@@ -47,7 +47,10 @@ describe('security: LXC escalation attempts, one token per scope', function () {
   /** Directories this suite made: a new mount at or below any of them is the suite's. */
   let ours: string[] = [];
 
-  const as = (token: string) => (method: string, p: string, body?: unknown): Promise<Reply> => env.req(method, p, body, token);
+  const as =
+    (token: string) =>
+    (method: string, p: string, body?: unknown): Promise<Reply> =>
+      env.req(method, p, body, token);
   const expectError = (r: Reply, status: number, error: string, what = '') => {
     expect(r.status, `${what} ${JSON.stringify(r.body)}`).to.equal(status);
     expect(r.body, what).to.deep.equal({ error });
@@ -61,7 +64,11 @@ describe('security: LXC escalation attempts, one token per scope', function () {
   /** Every config hostd rendered (an injected key would land there). */
   const configsText = () => {
     const dir = path.join(env.d.dataDir, 'lxc');
-    return fs.readdirSync(dir).filter((n) => n.startsWith('svc-lxc-')).map((n) => fs.readFileSync(path.join(dir, n, 'config'), 'utf8')).join('\n');
+    return fs
+      .readdirSync(dir)
+      .filter((n) => n.startsWith('svc-lxc-'))
+      .map((n) => fs.readFileSync(path.join(dir, n, 'config'), 'utf8'))
+      .join('\n');
   };
 
   before(async function () {
@@ -82,7 +89,11 @@ describe('security: LXC escalation attempts, one token per scope', function () {
     guard.snapshot();
     mountsBefore = hostMounts();
     agentsBefore = releaseAgents();
-    const c = await as(tok.both)('POST', '/lxc', { name: 'victim', template: 'bb', mount_points: [{ host_path: share.path, container_path: '/mnt/share', read_only: false }] });
+    const c = await as(tok.both)('POST', '/lxc', {
+      name: 'victim',
+      template: 'bb',
+      mount_points: [{ host_path: share.path, container_path: '/mnt/share', read_only: false }],
+    });
     expect(c.status, JSON.stringify(c.body)).to.equal(201);
     victim = c.body.container.lxcid;
     expect((await as(tok.both)('POST', `/lxc/${victim}/start`)).status).to.equal(200);
@@ -123,10 +134,16 @@ describe('security: LXC escalation attempts, one token per scope', function () {
 
   it('a privileged container, alone or with nesting, is 403 naming lxc.allow_privileged; PATCH has no privileged argument (400)', async () => {
     for (const token of [tok.manage, tok.both]) {
-      expectError(await as(token)('POST', '/lxc', { name: 'root-me', template: 'bb', privileged: true }), 403,
-        "argument 'privileged': privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host");
-      expectError(await as(token)('POST', '/lxc', { name: 'root-me', template: 'bb', privileged: true, nesting: true }), 403,
-        "argument 'privileged' (with nesting): privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host");
+      expectError(
+        await as(token)('POST', '/lxc', { name: 'root-me', template: 'bb', privileged: true }),
+        403,
+        "argument 'privileged': privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host",
+      );
+      expectError(
+        await as(token)('POST', '/lxc', { name: 'root-me', template: 'bb', privileged: true, nesting: true }),
+        403,
+        "argument 'privileged' (with nesting): privileged containers are turned off on this host (lxc.allow_privileged is false); a privileged container is root on the host",
+      );
     }
     expectError(await as(tok.both)('PATCH', `/lxc/${victim}`, { privileged: true }), 400, "unknown argument 'privileged'");
     const list = (await as(tok.read)('GET', '/lxc')).body.containers;
@@ -162,7 +179,11 @@ describe('security: LXC escalation attempts, one token per scope', function () {
         [path.join(env.d.dataDir, 'lxc', `svc-lxc-${victim}`), "is inside hostd's data directory"],
       ];
       for (const [host_path, why] of cases) {
-        const r = await as(tok.both)('POST', '/lxc', { name: 'mounter', template: 'bb', mount_points: [{ host_path, container_path: '/mnt/x', read_only: true }] });
+        const r = await as(tok.both)('POST', '/lxc', {
+          name: 'mounter',
+          template: 'bb',
+          mount_points: [{ host_path, container_path: '/mnt/x', read_only: true }],
+        });
         expectError(r, 400, `argument 'mount_points[0].host_path' ${why}: ${MOUNT_RULE}`, host_path);
       }
     } finally {
@@ -176,7 +197,8 @@ describe('security: LXC escalation attempts, one token per scope', function () {
     const inject = `lxc.mount.entry = / mnt/host none bind 0 0 # ${crypto.randomBytes(4).toString('hex')}`;
     const nl = `\n${inject}`;
     // The registry's shared rules (one message per rule, whatever breaks it).
-    const NAME_RULE = "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
+    const NAME_RULE =
+      "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
     const BRIDGE_RULE = "argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..'), or empty";
     const create: Array<[Record<string, unknown>, string]> = [
       [{ name: `a${nl}` }, `argument 'name' ${NAME_RULE}`],
@@ -184,13 +206,26 @@ describe('security: LXC escalation attempts, one token per scope', function () {
       [{ name: 'e', environment: { [`A${nl}`]: 'x' } }, "argument 'environment' has a variable name that is not [A-Za-z_][A-Za-z0-9_]*"],
       [{ name: 'b', network_bridge: `br0${nl}` }, "argument 'network_bridge' must be at most 15 characters"],
       [{ name: 'b', network_bridge: 'br\n0' }, BRIDGE_RULE],
-      [{ name: 'i', network_type: 'none', ip_address: `10.0.0.2/24${nl}` }, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty"],
+      [
+        { name: 'i', network_type: 'none', ip_address: `10.0.0.2/24${nl}` },
+        "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty",
+      ],
       [{ name: 'd', dns_servers: [`10.0.0.1${nl}`] }, "argument 'dns_servers[0]' must be an IPv4 or IPv6 address"],
-      [{ name: 'm', mount_points: [{ host_path: share.path, container_path: `/mnt/x${nl}`, read_only: false }] }, "argument 'mount_points[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments"],
-      [{ name: 'm', mount_points: [{ host_path: `${share.path}${nl}`, container_path: '/mnt/x', read_only: false }] }, "argument 'mount_points[0].host_path' must be an absolute host path without control characters"],
+      [
+        { name: 'm', mount_points: [{ host_path: share.path, container_path: `/mnt/x${nl}`, read_only: false }] },
+        "argument 'mount_points[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments",
+      ],
+      [
+        { name: 'm', mount_points: [{ host_path: `${share.path}${nl}`, container_path: '/mnt/x', read_only: false }] },
+        "argument 'mount_points[0].host_path' must be an absolute host path without control characters",
+      ],
     ];
     for (const [args, error] of create) expectError(await as(tok.both)('POST', '/lxc', { template: 'bb', ...args }), 400, error, JSON.stringify(args));
-    expectError(await as(tok.both)('POST', '/lxc', { name: 't', template: `bb${nl}` }), 400, "argument 'template' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'");
+    expectError(
+      await as(tok.both)('POST', '/lxc', { name: 't', template: `bb${nl}` }),
+      400,
+      "argument 'template' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'",
+    );
     const patch: Array<[Record<string, unknown>, string]> = [
       [{ new_name: `v${nl}` }, `argument 'new_name' ${NAME_RULE}, or null`],
       [{ network_bridge: `br0${nl}` }, "argument 'network_bridge' must be at most 15 characters"],
@@ -203,19 +238,35 @@ describe('security: LXC escalation attempts, one token per scope', function () {
 
   it('a folder swapped for a symlink after create: start is 409 naming the rule and the mount, nothing is mounted', async () => {
     const f = await env.folder('swap');
-    const c = await as(tok.both)('POST', '/lxc', { name: 'swapper', template: 'bb', mount_points: [{ host_path: f.path, container_path: '/mnt/swap', read_only: true }] });
+    const c = await as(tok.both)('POST', '/lxc', {
+      name: 'swapper',
+      template: 'bb',
+      mount_points: [{ host_path: f.path, container_path: '/mnt/swap', read_only: true }],
+    });
     expect(c.status, JSON.stringify(c.body)).to.equal(201);
     const id = c.body.container.lxcid;
     fs.renameSync(f.path, `${f.path}.away`);
     fs.symlinkSync(outside, f.path);
     try {
-      expectError(await as(tok.both)('POST', `/lxc/${id}/start`), 409,
-        `container ${id} cannot start: mount point /mnt/swap: its host path ${f.path} now resolves elsewhere (a component was replaced by a symlink): ${MOUNT_RULE}`);
+      expectError(
+        await as(tok.both)('POST', `/lxc/${id}/start`),
+        409,
+        `container ${id} cannot start: mount point /mnt/swap: its host path ${f.path} now resolves elsewhere (a component was replaced by a symlink): ${MOUNT_RULE}`,
+      );
       expect((await as(tok.read)('GET', `/lxc/${id}`)).body.container.state).to.equal('stopped');
-      expectError(await as(tok.both)('POST', `/lxc/${id}/restart`), 409,
-        `container ${id} cannot restart: mount point /mnt/swap: its host path ${f.path} now resolves elsewhere (a component was replaced by a symlink): ${MOUNT_RULE}`);
+      expectError(
+        await as(tok.both)('POST', `/lxc/${id}/restart`),
+        409,
+        `container ${id} cannot restart: mount point /mnt/swap: its host path ${f.path} now resolves elsewhere (a component was replaced by a symlink): ${MOUNT_RULE}`,
+      );
       const hs = (await as(tok.read)('GET', '/lxc/host-status')).body;
-      expect(hs.violations).to.deep.include({ lxcid: id, name: 'swapper', rule: 'mount_points', container_path: '/mnt/swap', message: `mount point /mnt/swap: its host path ${f.path} now resolves elsewhere (a component was replaced by a symlink): ${MOUNT_RULE}` });
+      expect(hs.violations).to.deep.include({
+        lxcid: id,
+        name: 'swapper',
+        rule: 'mount_points',
+        container_path: '/mnt/swap',
+        message: `mount point /mnt/swap: its host path ${f.path} now resolves elsewhere (a component was replaced by a symlink): ${MOUNT_RULE}`,
+      });
     } finally {
       fs.rmSync(f.path);
       fs.renameSync(`${f.path}.away`, f.path);
@@ -223,15 +274,16 @@ describe('security: LXC escalation attempts, one token per scope', function () {
     expect((await as(tok.both)('DELETE', `/lxc/${id}`)).status).to.equal(200);
   });
 
-  const coreAttack = (marker: string) => [
-    // The issue's attack: a fresh proc (its /proc/sys not covered read-only), then the host's core_pattern.
-    `mkdir -p /tmp/p; mount -t proc proc /tmp/p; echo "mount=$?"`,
-    `echo "|/tmp/evil-${marker}" > /tmp/p/sys/kernel/core_pattern; echo "fresh=$?"`,
-    `echo "|/tmp/evil-${marker}" > /proc/sys/kernel/core_pattern; echo "own=$?"`,
-    // The same from a new pid namespace (what nesting is for).
-    `unshare -p -f -m --mount-proc=/tmp/p sh -c 'echo "|/tmp/evil-${marker}" > /tmp/p/sys/kernel/core_pattern'; echo "pidns=$?"`,
-    'cat /proc/sys/kernel/core_pattern',
-  ].join('; ');
+  const coreAttack = (marker: string) =>
+    [
+      // The issue's attack: a fresh proc (its /proc/sys not covered read-only), then the host's core_pattern.
+      `mkdir -p /tmp/p; mount -t proc proc /tmp/p; echo "mount=$?"`,
+      `echo "|/tmp/evil-${marker}" > /tmp/p/sys/kernel/core_pattern; echo "fresh=$?"`,
+      `echo "|/tmp/evil-${marker}" > /proc/sys/kernel/core_pattern; echo "own=$?"`,
+      // The same from a new pid namespace (what nesting is for).
+      `unshare -p -f -m --mount-proc=/tmp/p sh -c 'echo "|/tmp/evil-${marker}" > /tmp/p/sys/kernel/core_pattern'; echo "pidns=$?"`,
+      'cat /proc/sys/kernel/core_pattern',
+    ].join('; ');
 
   it('the core_pattern attack from exec fails inside an unprivileged container, with nesting off and on', async () => {
     const n = await as(tok.both)('POST', '/lxc', { name: 'nested', template: 'bb', nesting: true });
@@ -271,14 +323,18 @@ describe('security: LXC escalation attempts, one token per scope', function () {
   it("exec reads the container's rootfs and its folder, and none of the sentinels", async () => {
     fs.writeFileSync(path.join(share.path, 'shared.txt'), 'in the folder\n');
     const sentinelFiles = guard.sentinels.map((s) => s.file);
-    const r = await execAs(tok.exec, victim, [
-      'cat /mnt/share/shared.txt',
-      ...sentinelFiles.map((f) => `cat ${f} 2>/dev/null`),
-      // Whatever the container can see, anywhere.
-      "grep -rs -l 'sentinel-' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | head -5",
-      'ls /proc/1/root/ >/dev/null 2>&1; cat /proc/1/root/etc/hostname',
-      'true',
-    ].join('; '));
+    const r = await execAs(
+      tok.exec,
+      victim,
+      [
+        'cat /mnt/share/shared.txt',
+        ...sentinelFiles.map((f) => `cat ${f} 2>/dev/null`),
+        // Whatever the container can see, anywhere.
+        "grep -rs -l 'sentinel-' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | head -5",
+        'ls /proc/1/root/ >/dev/null 2>&1; cat /proc/1/root/etc/hostname',
+        'true',
+      ].join('; '),
+    );
     expect(r.stdout).to.match(/^in the folder\n/);
     guard.assertNotLeaked(r.stdout + r.stderr, 'exec output');
   });

@@ -41,7 +41,11 @@ describe('lxc security: a mount point swapped for a symlink during a start', fun
     share = (await env.folder('share')).path;
     fs.mkdirSync(path.join(share, 'sub', 'inner'), { recursive: true });
     fs.writeFileSync(path.join(share, 'sub', 'inner', 'marker'), 'checked\n');
-    const c = await env.req('POST', '/lxc', { name: 'racer', template: 'bb', mount_points: [{ host_path: path.join(share, 'sub', 'inner'), container_path: '/mnt/in', read_only: true }] });
+    const c = await env.req('POST', '/lxc', {
+      name: 'racer',
+      template: 'bb',
+      mount_points: [{ host_path: path.join(share, 'sub', 'inner'), container_path: '/mnt/in', read_only: true }],
+    });
     expect(c.status, JSON.stringify(c.body)).to.equal(201);
     lxcid = c.body.container.lxcid;
     await env.d.stop();
@@ -62,7 +66,11 @@ describe('lxc security: a mount point swapped for a symlink during a start', fun
     if (fs.existsSync(`${sub()}.away`)) fs.renameSync(`${sub()}.away`, sub());
   };
   /** Nothing of the outside directory is mounted anywhere. */
-  const outsideMounted = () => fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(outside));
+  const outsideMounted = () =>
+    fs
+      .readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(outside));
 
   /** A daemon on the same data dir that holds a start at `step`; starts the container, swaps at the hold, releases. */
   const startSwappedAt = async (step: string) => {

@@ -40,7 +40,8 @@ const LOOPBACK_DNS = '127.0.0.1:5399';
 const CLUSTER_PORT = 7788; // proxyNodeEnv's cluster listener
 const ACME_SECRET = 'cf-token-Esc4l4te-never-shown';
 const ONLY_REQUEST = "only the request's placeholders ({http.request.*}) are allowed";
-const LOOPBACK_RULE = 'upstreams on this host are refused unless proxy.allow_loopback_upstreams is true in the config file (an app, VM or container is reached through its target_id)';
+const LOOPBACK_RULE =
+  'upstreams on this host are refused unless proxy.allow_loopback_upstreams is true in the config file (an app, VM or container is reached through its target_id)';
 const NEVER_PUBLISHED = "the proxy never publishes hostd's listeners or Caddy's admin endpoint";
 
 describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', function () {
@@ -80,7 +81,21 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
     return path.join(dir, fs.readdirSync(dir).find((f) => f.endsWith('.crt'))!);
   };
   const fetchVia = async (name: string, port = 443) => {
-    const r = await lab.exec(lab.client.ns, ['curl', '-sS', '--max-time', '5', '--cacert', ca(), '--resolve', `${name}:${port}:${lab.nodes[0].addr}`, '-H', 'X-Client: c-1', '-w', '\n%{http_code}', `https://${name}:${port}/p`]);
+    const r = await lab.exec(lab.client.ns, [
+      'curl',
+      '-sS',
+      '--max-time',
+      '5',
+      '--cacert',
+      ca(),
+      '--resolve',
+      `${name}:${port}:${lab.nodes[0].addr}`,
+      '-H',
+      'X-Client: c-1',
+      '-w',
+      '\n%{http_code}',
+      `https://${name}:${port}/p`,
+    ]);
     const i = r.stdout.lastIndexOf('\n');
     const text = r.stdout.slice(0, i);
     answers.push(text);
@@ -92,8 +107,10 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
     }
     return { code: r.code, status: Number(r.stdout.slice(i + 1)), text, json };
   };
-  const dig = async (name: string) => (await lab.exec(lab.client.ns, ['dig', '+short', '+time=3', '+tries=1', `@${lab.nodes[0].addr}`, name, 'A'])).stdout.trim();
-  const digStatus = async (name: string) => /status: (\w+)/.exec((await lab.exec(lab.client.ns, ['dig', '+time=3', '+tries=1', `@${lab.nodes[0].addr}`, name, 'A'])).stdout)?.[1];
+  const dig = async (name: string) =>
+    (await lab.exec(lab.client.ns, ['dig', '+short', '+time=3', '+tries=1', `@${lab.nodes[0].addr}`, name, 'A'])).stdout.trim();
+  const digStatus = async (name: string) =>
+    /status: (\w+)/.exec((await lab.exec(lab.client.ns, ['dig', '+time=3', '+tries=1', `@${lab.nodes[0].addr}`, name, 'A'])).stdout)?.[1];
   const serving = async () => {
     const s = (await call('GET', '/proxy/host-status', undefined, read)).body;
     return s.caddy_running && s.applied_version === s.config_version;
@@ -113,7 +130,11 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
     // no mount appears outside the places those tests use (/run/netns, their own /tmp dirs, docker's, cgroups).
     expect(readCorePattern(), 'kernel.core_pattern changed').to.equal(corePattern);
     const others = ['/run/', '/var/lib/docker/', '/sys/', '/proc/'];
-    const added = [...hostMounts()].filter((m) => !mountsBefore.has(m) && (m.startsWith(dataDir) || m.startsWith(path.dirname(sentinel.file)) || (!m.startsWith('/tmp/') && !others.some((o) => m.startsWith(o)))));
+    const added = [...hostMounts()].filter(
+      (m) =>
+        !mountsBefore.has(m) &&
+        (m.startsWith(dataDir) || m.startsWith(path.dirname(sentinel.file)) || (!m.startsWith('/tmp/') && !others.some((o) => m.startsWith(o)))),
+    );
     expect(added, 'new mounts on the host').to.deep.equal([]);
   };
 
@@ -158,7 +179,7 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
   });
 
   describe('default settings', () => {
-    it('header_up: every placeholder family but the request\'s is 400 naming it, on create and on update', async () => {
+    it("header_up: every placeholder family but the request's is 400 naming it, on create and on update", async () => {
       const fam: Array<[string, string]> = [
         ['{env.PATH}', `placeholder {env.PATH} is refused: ${ONLY_REQUEST}`],
         ['{env.HOME}', `placeholder {env.HOME} is refused: ${ONLY_REQUEST}`],
@@ -168,20 +189,46 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
         ['{vars.x}', `placeholder {vars.x} is refused: ${ONLY_REQUEST}`],
         ['{http.vars.x}', `placeholder {http.vars.x} is refused: ${ONLY_REQUEST}`],
         ['{x{env.PATH}}', 'placeholder {x{env.PATH} is refused: placeholders do not nest (write \\{ for a literal brace)'],
-        ['{host}', 'placeholder {host} is refused: it is a Caddyfile shorthand, which Caddy sends as written from its JSON configuration; use {http.request.host}'],
+        [
+          '{host}',
+          'placeholder {host} is refused: it is a Caddyfile shorthand, which Caddy sends as written from its JSON configuration; use {http.request.host}',
+        ],
         ['{http.request.body}', 'placeholder {http.request.body} is refused: it makes Caddy read the whole request body into memory'],
       ];
       for (const [v, msg] of fam) await refused('POST', `/proxy/domains/${D}/entries`, entry({ header_up: { 'X-H': v } }), 400, `header_up.X-H: ${msg}`);
       // CR/LF were refused before these rules; still are, in names and values.
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ header_up: { 'X-H': 'a\r\nX-Injected: 1' } }), 400, 'header_up.X-H: the value must not contain CR, LF or NUL');
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ header_up: { 'X-H': 'a\r\nX-Injected: 1' } }),
+        400,
+        'header_up.X-H: the value must not contain CR, LF or NUL',
+      );
       await refused('POST', `/proxy/domains/${D}/entries`, entry({ header_up: { 'X-H\r\nX-Injected': 'a' } }), 400, "argument 'header_up' has an invalid form");
-      expect((await call('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'web', header_up: { 'X-Host': '{http.request.host}', 'X-Client-Was': '{http.request.header.X-Client}', 'X-Lit': '\\{env.PATH}' } }))).status).to.equal(201);
-      await refused('PATCH', `/proxy/domains/${D}/entries/web`, { port: upPort, header_up: { 'X-H': '{env.PATH}' } }, 400, `header_up.X-H: placeholder {env.PATH} is refused: ${ONLY_REQUEST}`);
+      expect(
+        (
+          await call(
+            'POST',
+            `/proxy/domains/${D}/entries`,
+            entry({
+              subdomain: 'web',
+              header_up: { 'X-Host': '{http.request.host}', 'X-Client-Was': '{http.request.header.X-Client}', 'X-Lit': '\\{env.PATH}' },
+            }),
+          )
+        ).status,
+      ).to.equal(201);
+      await refused(
+        'PATCH',
+        `/proxy/domains/${D}/entries/web`,
+        { port: upPort, header_up: { 'X-H': '{env.PATH}' } },
+        400,
+        `header_up.X-H: placeholder {env.PATH} is refused: ${ONLY_REQUEST}`,
+      );
       const cfg = (await call('GET', '/proxy/config', undefined, read)).body;
       expect(cfg.config.domains[0].entries.map((e: any) => e.subdomain)).to.deep.equal(['web']);
     });
 
-    it('what the upstream receives holds the request\'s values only: nothing of the host', async () => {
+    it("what the upstream receives holds the request's values only: nothing of the host", async () => {
       await eventually(serving, 30_000, 'Caddy serving the entry');
       const got = await fetchVia(`web.${D}`);
       expect(got.status).to.equal(200);
@@ -190,22 +237,76 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       nothingLeaked();
     });
 
-    it('upstreams: hostd\'s own listeners and Caddy\'s admin port are 400, loopback in every form is 403 naming the setting', async () => {
+    it("upstreams: hostd's own listeners and Caddy's admin port are 400, loopback in every form is 403 naming the setting", async () => {
       const node = lab.nodes[0].addr;
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: '127.0.0.1', port: apiPort() }), 400, `upstream host '127.0.0.1' port ${apiPort()} is a listening socket of hostd on this host; ${NEVER_PUBLISHED}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: node, port: CLUSTER_PORT }), 400, `upstream host '${node}' port ${CLUSTER_PORT} is hostd's cluster listener (cluster_addr) on this host; ${NEVER_PUBLISHED}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: '::1', port: 2019 }), 400, `upstream host '::1' port 2019 is Caddy's admin endpoint (its default port) on this host; ${NEVER_PUBLISHED}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: '127.0.0.1', port: LOOPBACK_SVC }), 403, `host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`);
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: '127.0.0.1', port: apiPort() }),
+        400,
+        `upstream host '127.0.0.1' port ${apiPort()} is a listening socket of hostd on this host; ${NEVER_PUBLISHED}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: node, port: CLUSTER_PORT }),
+        400,
+        `upstream host '${node}' port ${CLUSTER_PORT} is hostd's cluster listener (cluster_addr) on this host; ${NEVER_PUBLISHED}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: '::1', port: 2019 }),
+        400,
+        `upstream host '::1' port 2019 is Caddy's admin endpoint (its default port) on this host; ${NEVER_PUBLISHED}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: '127.0.0.1', port: LOOPBACK_SVC }),
+        403,
+        `host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`,
+      );
       for (const h of ['127.0.0.2', '::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::127.0.0.1']) {
-        await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: h, port: LOOPBACK_SVC }), 403, `host '${h}' is a loopback address; ${LOOPBACK_RULE}`);
+        await refused(
+          'POST',
+          `/proxy/domains/${D}/entries`,
+          entry({ host: h, port: LOOPBACK_SVC }),
+          403,
+          `host '${h}' is a loopback address; ${LOOPBACK_RULE}`,
+        );
       }
       for (const h of ['0.0.0.0', '::']) {
-        await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: h, port: LOOPBACK_SVC }), 403, `host '${h}' is the unspecified address (it reaches this host's loopback); ${LOOPBACK_RULE}`);
+        await refused(
+          'POST',
+          `/proxy/domains/${D}/entries`,
+          entry({ host: h, port: LOOPBACK_SVC }),
+          403,
+          `host '${h}' is the unspecified address (it reaches this host's loopback); ${LOOPBACK_RULE}`,
+        );
       }
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: 'localhost', port: LOOPBACK_SVC }), 403, `host 'localhost' (127.0.0.1) is a loopback address; ${LOOPBACK_RULE}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: 'loopy.lab', port: LOOPBACK_SVC }), 403, `host 'loopy.lab' (127.0.0.7) is a loopback address; ${LOOPBACK_RULE}`);
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: 'localhost', port: LOOPBACK_SVC }),
+        403,
+        `host 'localhost' (127.0.0.1) is a loopback address; ${LOOPBACK_RULE}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: 'loopy.lab', port: LOOPBACK_SVC }),
+        403,
+        `host 'loopy.lab' (127.0.0.7) is a loopback address; ${LOOPBACK_RULE}`,
+      );
       for (const h of ['2130706433', '0x7f000001', '0177.0.0.1', '127.1']) {
-        await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: h, port: LOOPBACK_SVC }), 400, `host '${h}' is a numeric address form a resolver reads as IPv4 (write the address as a.b.c.d)`);
+        await refused(
+          'POST',
+          `/proxy/domains/${D}/entries`,
+          entry({ host: h, port: LOOPBACK_SVC }),
+          400,
+          `host '${h}' is a numeric address form a resolver reads as IPv4 (write the address as a.b.c.d)`,
+        );
       }
       for (const h of ['unix//run/hostd.sock', 'unix/', '{env.HOME}', `{file.${sentinel.file}}`]) {
         await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: h }), 400, `host '${h}' must be an IP address or a hostname`);
@@ -215,32 +316,105 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: node, port: 443 }), 400, loop);
       await refused('PATCH', `/proxy/domains/${D}/entries/web`, { port: 443, host: node }, 400, loop);
       // The DNS responder's forwarders are upstreams too (it sends a client's query bytes on as they came).
-      await refused('PUT', '/proxy/dns', { dns_upstreams: [LOOPBACK_DNS] }, 403, `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`);
-      await refused('PUT', '/proxy/dns', { dns_upstreams: [`${node}:53`] }, 400, `dns_upstreams '${node}:53': upstream host '${node}' port 53 is hostd's DNS responder (proxy.dns_listen) on this host; ${NEVER_PUBLISHED}`);
+      await refused(
+        'PUT',
+        '/proxy/dns',
+        { dns_upstreams: [LOOPBACK_DNS] },
+        403,
+        `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`,
+      );
+      await refused(
+        'PUT',
+        '/proxy/dns',
+        { dns_upstreams: [`${node}:53`] },
+        400,
+        `dns_upstreams '${node}:53': upstream host '${node}' port 53 is hostd's DNS responder (proxy.dns_listen) on this host; ${NEVER_PUBLISHED}`,
+      );
       // An update to a refused upstream is refused the same way; the entry keeps what it had.
-      await refused('PATCH', `/proxy/domains/${D}/entries/web`, { port: LOOPBACK_SVC, host: '127.0.0.1' }, 403, `host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`);
+      await refused(
+        'PATCH',
+        `/proxy/domains/${D}/entries/web`,
+        { port: LOOPBACK_SVC, host: '127.0.0.1' },
+        403,
+        `host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`,
+      );
       const cfg = (await call('GET', '/proxy/config', undefined, read)).body;
       expect(cfg.config.domains[0].entries.map((e: any) => [e.subdomain, e.host, e.port])).to.deep.equal([['web', upHost, upPort]]);
       expect(recorded(), 'requests that reached the loopback service').to.deep.equal([]);
       nothingLeaked();
     });
 
-    it('listen ports: 22 is 403 naming the setting; ports hostd or Caddy\'s admin hold are 400', async () => {
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'ssh', listen_port: 22 }), 403, 'listen_port 22 is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file');
-      await refused('PATCH', `/proxy/domains/${D}/entries/web`, { port: upPort, new_listen_port: 25 }, 403, 'listen_port 25 is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file');
+    it("listen ports: 22 is 403 naming the setting; ports hostd or Caddy's admin hold are 400", async () => {
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ subdomain: 'ssh', listen_port: 22 }),
+        403,
+        'listen_port 22 is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file',
+      );
+      await refused(
+        'PATCH',
+        `/proxy/domains/${D}/entries/web`,
+        { port: upPort, new_listen_port: 25 },
+        403,
+        'listen_port 25 is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file',
+      );
       const held = "the proxy never listens on a port hostd or Caddy's admin holds";
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'adm', listen_port: 2019 }), 400, `listen_port 2019 is held by Caddy's admin endpoint (its default port); ${held}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'api', listen_port: apiPort() }), 400, `listen_port ${apiPort()} is held by a listening socket of hostd; ${held}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'clu', listen_port: CLUSTER_PORT }), 400, `listen_port ${CLUSTER_PORT} is held by hostd's cluster listener (cluster_addr); ${held}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'dns', listen_port: 53 }), 400, `listen_port 53 is held by hostd's DNS responder (proxy.dns_listen); ${held}`);
-      for (const p of [22, 25, 2019]) expect((await lab.exec(lab.nodes[0].ns, ['ss', '-Hltn', 'sport', `= :${p}`])).stdout.trim(), `something listens on :${p}`).to.equal('');
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ subdomain: 'adm', listen_port: 2019 }),
+        400,
+        `listen_port 2019 is held by Caddy's admin endpoint (its default port); ${held}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ subdomain: 'api', listen_port: apiPort() }),
+        400,
+        `listen_port ${apiPort()} is held by a listening socket of hostd; ${held}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ subdomain: 'clu', listen_port: CLUSTER_PORT }),
+        400,
+        `listen_port ${CLUSTER_PORT} is held by hostd's cluster listener (cluster_addr); ${held}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ subdomain: 'dns', listen_port: 53 }),
+        400,
+        `listen_port 53 is held by hostd's DNS responder (proxy.dns_listen); ${held}`,
+      );
+      for (const p of [22, 25, 2019])
+        expect((await lab.exec(lab.nodes[0].ns, ['ss', '-Hltn', 'sport', `= :${p}`])).stdout.trim(), `something listens on :${p}`).to.equal('');
       nothingLeaked();
     });
 
     it('ACME: credentials with a placeholder are 400 naming the key only; a stored credential is in no answer, log line or activity row', async () => {
-      await refused('PUT', '/proxy/acme/credentials', { provider: 'cloudflare', credentials: { api_token: `{env.PATH}${ACME_SECRET}` } }, 400, "credentials: the value of api_token contains { or }, which Caddy's provider module would expand as a placeholder");
-      await refused('PUT', '/proxy/acme/config', { email: '{env.PATH}@esc.test' }, 400, "email '{env.PATH}@esc.test' must not contain { or }: Caddy would expand it as a placeholder");
-      await refused('PUT', '/proxy/acme/config', { email: 'ops@esc.test', dir_url: 'https://acme.esc.test/{env.PATH}' }, 400, "dir_url 'https://acme.esc.test/{env.PATH}' must not contain { or }: Caddy would expand it as a placeholder (percent-encode a literal brace as %7B, %7D)");
+      await refused(
+        'PUT',
+        '/proxy/acme/credentials',
+        { provider: 'cloudflare', credentials: { api_token: `{env.PATH}${ACME_SECRET}` } },
+        400,
+        "credentials: the value of api_token contains { or }, which Caddy's provider module would expand as a placeholder",
+      );
+      await refused(
+        'PUT',
+        '/proxy/acme/config',
+        { email: '{env.PATH}@esc.test' },
+        400,
+        "email '{env.PATH}@esc.test' must not contain { or }: Caddy would expand it as a placeholder",
+      );
+      await refused(
+        'PUT',
+        '/proxy/acme/config',
+        { email: 'ops@esc.test', dir_url: 'https://acme.esc.test/{env.PATH}' },
+        400,
+        "dir_url 'https://acme.esc.test/{env.PATH}' must not contain { or }: Caddy would expand it as a placeholder (percent-encode a literal brace as %7B, %7D)",
+      );
       expect((await call('PUT', '/proxy/acme/credentials', { provider: 'cloudflare', credentials: { api_token: ACME_SECRET } })).status).to.equal(200);
       for (const op of operationsOfDomain('proxy').filter((o) => o.method === 'GET')) {
         const c = callFor(op, minimalArgs(op));
@@ -272,12 +446,36 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       await eventually(serving, 30_000, 'Caddy serving after the restart');
     });
 
-    it('a loopback service and port 22 are allowed (the operator chose so); hostd\'s listeners and Caddy\'s admin port are still 400', async () => {
+    it("a loopback service and port 22 are allowed (the operator chose so); hostd's listeners and Caddy's admin port are still 400", async () => {
       const node = lab.nodes[0].addr;
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: '127.0.0.1', port: apiPort() }), 400, `upstream host '127.0.0.1' port ${apiPort()} is a listening socket of hostd on this host; ${NEVER_PUBLISHED}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: '0.0.0.0', port: CLUSTER_PORT }), 400, `upstream host '0.0.0.0' port ${CLUSTER_PORT} is hostd's cluster listener (cluster_addr) on this host; ${NEVER_PUBLISHED}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ host: node, port: 2019 }), 400, `upstream host '${node}' port 2019 is Caddy's admin endpoint (its default port) on this host; ${NEVER_PUBLISHED}`);
-      await refused('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'adm', listen_port: 2019 }), 400, "listen_port 2019 is held by Caddy's admin endpoint (its default port); the proxy never listens on a port hostd or Caddy's admin holds");
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: '127.0.0.1', port: apiPort() }),
+        400,
+        `upstream host '127.0.0.1' port ${apiPort()} is a listening socket of hostd on this host; ${NEVER_PUBLISHED}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: '0.0.0.0', port: CLUSTER_PORT }),
+        400,
+        `upstream host '0.0.0.0' port ${CLUSTER_PORT} is hostd's cluster listener (cluster_addr) on this host; ${NEVER_PUBLISHED}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ host: node, port: 2019 }),
+        400,
+        `upstream host '${node}' port 2019 is Caddy's admin endpoint (its default port) on this host; ${NEVER_PUBLISHED}`,
+      );
+      await refused(
+        'POST',
+        `/proxy/domains/${D}/entries`,
+        entry({ subdomain: 'adm', listen_port: 2019 }),
+        400,
+        "listen_port 2019 is held by Caddy's admin endpoint (its default port); the proxy never listens on a port hostd or Caddy's admin holds",
+      );
       expect((await call('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'lo', host: 'loopy.lab', port: LOOPBACK_SVC }))).status).to.equal(201);
       expect((await call('POST', `/proxy/domains/${D}/entries`, entry({ subdomain: 'ssh', listen_port: 22 }))).status).to.equal(201);
       await eventually(serving, 30_000, 'Caddy serving the new entries');
@@ -323,20 +521,50 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
       // The list is this node's view: its settings, its listeners, its addresses.
       expect(st.refused_on).to.equal(d.nodeId);
       expect(st.refused).to.deep.equal([
-        { kind: 'dns-upstream', name: LOOPBACK_DNS, rule: 'loopback-upstream', message: `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}` },
-        { kind: 'entry', name: `adm.${D}:2019`, rule: 'held-listen-port', message: "listen_port 2019 is held by Caddy's admin endpoint (its default port); the proxy never listens on a port hostd or Caddy's admin holds" },
-        { kind: 'entry', name: `clu.${D}:443`, rule: 'hostd-port', message: `upstream host '${lab.nodes[0].addr}' port ${CLUSTER_PORT} is hostd's cluster listener (cluster_addr) on this host; ${NEVER_PUBLISHED}` },
+        {
+          kind: 'dns-upstream',
+          name: LOOPBACK_DNS,
+          rule: 'loopback-upstream',
+          message: `dns_upstreams '${LOOPBACK_DNS}': host '127.0.0.1' is a loopback address; ${LOOPBACK_RULE}`,
+        },
+        {
+          kind: 'entry',
+          name: `adm.${D}:2019`,
+          rule: 'held-listen-port',
+          message: "listen_port 2019 is held by Caddy's admin endpoint (its default port); the proxy never listens on a port hostd or Caddy's admin holds",
+        },
+        {
+          kind: 'entry',
+          name: `clu.${D}:443`,
+          rule: 'hostd-port',
+          message: `upstream host '${lab.nodes[0].addr}' port ${CLUSTER_PORT} is hostd's cluster listener (cluster_addr) on this host; ${NEVER_PUBLISHED}`,
+        },
         { kind: 'entry', name: `leak.${D}:443`, rule: 'header-placeholder', message: `header_up.X-Env: placeholder {env.PATH} is refused: ${ONLY_REQUEST}` },
         { kind: 'entry', name: `lo.${D}:443`, rule: 'loopback-upstream', message: `host 'loopy.lab' (127.0.0.7) is a loopback address; ${LOOPBACK_RULE}` },
-        { kind: 'entry', name: `ssh.${D}:22`, rule: 'privileged-listen-port', message: 'listen_port 22 is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file' },
+        {
+          kind: 'entry',
+          name: `ssh.${D}:22`,
+          rule: 'privileged-listen-port',
+          message:
+            'listen_port 22 is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file',
+        },
       ]);
-      expect(d.logs.find((l) => l.msg?.startsWith('proxy: entries refused by the proxy rules'))?.refused.map((x: any) => x.rule).sort()).to.deep.equal(['header-placeholder', 'held-listen-port', 'hostd-port', 'loopback-upstream', 'privileged-listen-port']);
+      expect(
+        d.logs
+          .find((l) => l.msg?.startsWith('proxy: entries refused by the proxy rules'))
+          ?.refused.map((x: any) => x.rule)
+          .sort(),
+      ).to.deep.equal(['header-placeholder', 'held-listen-port', 'hostd-port', 'loopback-upstream', 'privileged-listen-port']);
       expect((await fetchVia(`web.${D}`)).status).to.equal(200);
       const leak = await fetchVia(`leak.${D}`);
-      expect({ status: leak.status, text: leak.text }).to.deep.equal({ status: 502, text: "hostd proxy: this entry is refused by the host's proxy rules (header-placeholder); GET /proxy/host-status says why\n" });
+      expect({ status: leak.status, text: leak.text }).to.deep.equal({
+        status: 502,
+        text: "hostd proxy: this entry is refused by the host's proxy rules (header-placeholder); GET /proxy/host-status says why\n",
+      });
       expect((await fetchVia(`lo.${D}`)).status).to.equal(502);
       expect(recorded(), 'no new request reached the loopback service').to.have.length(1);
-      for (const p of [22, 2019]) expect((await lab.exec(lab.nodes[0].ns, ['ss', '-Hltn', 'sport', `= :${p}`])).stdout.trim(), `something listens on :${p}`).to.equal('');
+      for (const p of [22, 2019])
+        expect((await lab.exec(lab.nodes[0].ns, ['ss', '-Hltn', 'sport', `= :${p}`])).stdout.trim(), `something listens on :${p}`).to.equal('');
       // The refused forwarder is not used: no forwarder is left, so a name outside the zones fails.
       expect(await digStatus('elsewhere.example')).to.equal('SERVFAIL');
       expect((await call('GET', '/proxy/config', undefined, read)).body.config.dns_upstreams).to.deep.equal([LOOPBACK_DNS]);

@@ -37,7 +37,10 @@ describe('escalation: sandbox exec, files and fork against QEMU', function () {
   let outside = '';
   let sentinel = '';
 
-  const { answers, call, refused, ok } = attempts(() => e.d, () => tokens);
+  const { answers, call, refused, ok } = attempts(
+    () => e.d,
+    () => tokens,
+  );
   const q = (args: Record<string, string | boolean>) => '?' + new URLSearchParams(Object.entries(args).map(([k, v]) => [k, String(v)])).toString();
   const lacks = (who: string, op: string) => `token '${who}' lacks scope 'sandbox.manage' needed by ${op}`;
 
@@ -71,7 +74,14 @@ describe('escalation: sandbox exec, files and fork against QEMU', function () {
     const nf = `sandbox '${id}' not found`;
     await refused('sother', 'POST', `/sandboxes/${id}/exec`, { command: `touch ${PWNED}` }, 404, nf);
     await refused('sother', 'GET', `/sandboxes/${id}/files${q({ path: '/etc/shadow' })}`, undefined, 404, nf);
-    await refused('sother', 'PUT', `/sandboxes/${id}/files`, { path: '/root/.ssh/authorized_keys', content: Buffer.from('ssh-ed25519 AAAA x').toString('base64') }, 404, nf);
+    await refused(
+      'sother',
+      'PUT',
+      `/sandboxes/${id}/files`,
+      { path: '/root/.ssh/authorized_keys', content: Buffer.from('ssh-ed25519 AAAA x').toString('base64') },
+      404,
+      nf,
+    );
     await refused('sother', 'DELETE', `/sandboxes/${id}/files${q({ path: '/etc', recursive: true })}`, undefined, 404, nf);
     await refused('sother', 'POST', `/sandboxes/${id}/fork`, { count: 1 }, 404, nf);
     // A made-up id and a path-like id are as unknown as another token's.
@@ -88,10 +98,24 @@ describe('escalation: sandbox exec, files and fork against QEMU', function () {
 
   it('arguments that would be commands or escapes are refused before any guest is asked (400)', async () => {
     const p = '/sandboxes/sbx-000000000000/exec';
-    await refused('sowner', 'POST', p, { command: 'id', user: 'x$(reboot)' }, 400, "argument 'user' must be a Linux user name (1-32 of [a-z0-9_-], a letter or _ first)");
+    await refused(
+      'sowner',
+      'POST',
+      p,
+      { command: 'id', user: 'x$(reboot)' },
+      400,
+      "argument 'user' must be a Linux user name (1-32 of [a-z0-9_-], a letter or _ first)",
+    );
     await refused('sowner', 'POST', p, { command: 'id', cwd: `../..${PWNED}` }, 400, /^argument 'cwd' must be an absolute path in the guest/);
     await refused('sowner', 'POST', p, { command: 'id', env: { [`X;touch ${PWNED}`]: '1' } }, 400, /^argument 'env' must be keyed by variable names/);
-    await refused('sowner', 'POST', p, { command: 'id', env: { LD_PRELOAD: `a\u0000${MARKER}` } }, 400, "argument 'env.LD_PRELOAD' must be text without NUL characters");
+    await refused(
+      'sowner',
+      'POST',
+      p,
+      { command: 'id', env: { LD_PRELOAD: `a\u0000${MARKER}` } },
+      400,
+      "argument 'env.LD_PRELOAD' must be text without NUL characters",
+    );
     await refused('sowner', 'POST', p, { command: 'x'.repeat(65537) }, 400, "argument 'command' must be at most 65536 characters");
     const f = '/sandboxes/sbx-000000000000/files';
     await refused('sowner', 'GET', `${f}${q({ path: `/tmp/a\n${MARKER}` })}`, undefined, 400, /^argument 'path' must be an absolute path in the guest/);
@@ -150,11 +174,15 @@ describe('escalation: sandbox exec, files and fork against QEMU', function () {
       // The command and its environment carry the marker while the command runs: the host process list must not show it.
       const running = exec({ command: `: ${MARKER}; touch "$TARGET"; sleep 8`, env: { TARGET: PWNED, SECRET_TOKEN: MARKER }, timeout_seconds: 60 });
       let seen = false;
-      await eventually(async () => {
-        const r = await apiCall(e, tokens.sowner, 'POST', `/sandboxes/${id}/exec`, { command: `ls ${PWNED} 2>/dev/null || true` });
-        seen = seen || rootProcessesWith(MARKER).length > 0;
-        return r.body.stdout === `${PWNED}\n`;
-      }, 120_000, 'the command to run in the guest');
+      await eventually(
+        async () => {
+          const r = await apiCall(e, tokens.sowner, 'POST', `/sandboxes/${id}/exec`, { command: `ls ${PWNED} 2>/dev/null || true` });
+          seen = seen || rootProcessesWith(MARKER).length > 0;
+          return r.body.stdout === `${PWNED}\n`;
+        },
+        120_000,
+        'the command to run in the guest',
+      );
       expect(rootProcessesWith(MARKER), 'host processes carrying the marker while it runs').to.deep.equal([]);
       expect(seen).to.equal(false);
       const r = await running;

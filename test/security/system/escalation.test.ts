@@ -125,7 +125,10 @@ describe('escalation: scopes across domains, the catalog, the activity log (real
       const m = await mcpCall(d, c.secret, c.op.name, toolArgs(c.op));
       const e = toolError(m.result);
       const mNamed = c.missing.every((x) => String(e.error ?? '').includes(`'${x}'`));
-      p.add(`${where} (MCP)`, m.result?.isError === true && e.status === 403 && mNamed ? undefined : `expected a 403 tool error naming ${c.missing.join(', ')}, got ${show(m.reply)}`);
+      p.add(
+        `${where} (MCP)`,
+        m.result?.isError === true && e.status === 403 && mNamed ? undefined : `expected a 403 tool error naming ${c.missing.join(', ')}, got ${show(m.reply)}`,
+      );
     });
     p.check(cases.length + cases.filter((c) => c.op.mcp).length);
     checkHost();
@@ -133,10 +136,17 @@ describe('escalation: scopes across domains, the catalog, the activity log (real
 
   it('lists over MCP exactly the tools each token may call', async () => {
     for (const [label, t] of tokens) {
-      const r = await raw(d.url, 'POST', '/mcp', { token: t.secret, headers: { accept: 'application/json, text/event-stream' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+      const r = await raw(d.url, 'POST', '/mcp', {
+        token: t.secret,
+        headers: { accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
       expect(r.status, show(r)).to.equal(200);
       const listed = r.body.result.tools.map((x: any) => x.name).sort();
-      const allowed = operations.filter((o) => o.mcp && o.scopes.every((s) => t.scopes.includes(s))).map((o) => o.name).sort();
+      const allowed = operations
+        .filter((o) => o.mcp && o.scopes.every((s) => t.scopes.includes(s)))
+        .map((o) => o.name)
+        .sort();
       expect(listed, label).to.deep.equal(allowed);
     }
   });
@@ -150,18 +160,25 @@ describe('escalation: scopes across domains, the catalog, the activity log (real
     for (const [label, t] of tokens) expect((await raw(d.url, 'GET', `${API}/catalog`, { token: t.secret })).text, label).to.equal(mine.text);
     // What it says is the registry's, nothing else.
     expect(mine.body.count).to.equal(operations.length);
-    expect(mine.body.endpoints.map((e: any) => [e.operation, e.method, e.path, e.scopes])).to.deep.equal(operations.map((o) => [o.name, o.method, `${API}${o.path}`, [...o.scopes]]));
+    expect(mine.body.endpoints.map((e: any) => [e.operation, e.method, e.path, e.scopes])).to.deep.equal(
+      operations.map((o) => [o.name, o.method, `${API}${o.path}`, [...o.scopes]]),
+    );
     expect(mine.body.endpoints.map((e: any) => e.arguments)).to.deep.equal(operations.map((o) => JSON.parse(JSON.stringify(o.schema))));
     // A daemon with other data, pools, node and tokens serves the very same text.
     const otherRoot = tempDir('hostd-sec-system-other-');
-    const other = await startDaemon({ dataDir: path.join(otherRoot, 'data'), configYaml: `storage_pools:\n  - id: q\n    path: ${path.join(otherRoot, 'q')}\n`, env: { HOSTD_NODE_NAME: 'elsewhere' } });
+    const other = await startDaemon({
+      dataDir: path.join(otherRoot, 'data'),
+      configYaml: `storage_pools:\n  - id: q\n    path: ${path.join(otherRoot, 'q')}\n`,
+      env: { HOSTD_NODE_NAME: 'elsewhere' },
+    });
     try {
       const t = await other.token('other', ['files.read']);
       expect((await raw(other.url, 'GET', `${API}/catalog`, { token: t })).text).to.equal(mine.text);
     } finally {
       await other.stop();
     }
-    for (const s of [root, d.dataDir, d.nodeId, ...[...tokens.values()].map((t) => t.secret)]) expect(mine.text.includes(s), `catalog holds ${s}`).to.equal(false);
+    for (const s of [root, d.dataDir, d.nodeId, ...[...tokens.values()].map((t) => t.secret)])
+      expect(mine.text.includes(s), `catalog holds ${s}`).to.equal(false);
     guard.assertNotLeaked(mine.text, 'the catalog');
   });
 
@@ -174,7 +191,8 @@ describe('escalation: scopes across domains, the catalog, the activity log (real
     const calls = await Promise.all(Array.from({ length: 32 }, (_, i) => mcpCall(d, reader, 'activity_list', { search: big }, i + 1)));
     const hwm = Number(/^VmHWM:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${d.proc.pid}/status`, 'utf8'))![1]) * 1024;
     expect(hwm - rss, `peak resident size grew by ${Math.round((hwm - rss) / MiB)} MiB`).to.be.below(150 * MiB);
-    for (const c of calls) expect(toolError(c.result), show(c.reply)).to.deep.equal({ error: "argument 'search' must be at most 1000 characters", status: 400 });
+    for (const c of calls)
+      expect(toolError(c.result), show(c.reply)).to.deep.equal({ error: "argument 'search' must be at most 1000 characters", status: 400 });
     const over = 'x'.repeat(1001);
     const h = await raw(d.url, 'GET', `${API}/activity?search=${over}`, { token: reader });
     expect(h.status, show(h)).to.equal(400);
@@ -191,7 +209,11 @@ class ProcessWatch {
   readonly hits: string[] = [];
   checked = 0;
 
-  constructor(private readonly rootPid: () => number | undefined, private readonly marker: string, private readonly secrets: () => Map<string, string>) {
+  constructor(
+    private readonly rootPid: () => number | undefined,
+    private readonly marker: string,
+    private readonly secrets: () => Map<string, string>,
+  ) {
     this.timer = setInterval(() => this.sweep(), 20);
   }
 
@@ -200,7 +222,10 @@ class ProcessWatch {
     const top = this.rootPid();
     if (!top) return;
     const parent = new Map<number, number>();
-    const pids = fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number);
+    const pids = fs
+      .readdirSync('/proc')
+      .filter((n) => /^\d+$/.test(n))
+      .map(Number);
     for (const pid of pids) {
       try {
         parent.set(pid, Number(/^PPid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]));
@@ -279,7 +304,11 @@ describe('escalation: secrets stay secret (real daemon, real runtimes where pres
     // The log goes to a file, which is searched as the operator's log would be.
     d = await startDaemon({ dataDir, configYaml: yaml, logToFile: true, ...(lab ? { wrap: lab.wrap } : {}) });
     if (lab) d.netns = lab.ns;
-    watch = new ProcessWatch(() => d.proc.pid, root, () => secrets);
+    watch = new ProcessWatch(
+      () => d.proc.pid,
+      root,
+      () => secrets,
+    );
     admin = await d.token('secrets-admin', [...ALL_SCOPES]);
     secrets.set('the admin token', admin);
   });
@@ -379,10 +408,21 @@ describe('escalation: secrets stay secret (real daemon, real runtimes where pres
     // (Through d.request: with an smbd lab the daemon lives in the lab's network namespace.)
     for (const op of operations.filter((o) => o.readOnly && !/wait/.test(o.name))) {
       const call = callFor(op, minimalArgs(op), ids);
-      const r = await d.request(call.method, call.path, { token: admin, ...(call.body ? { rawBody: call.body, headers: { 'content-type': 'application/json' } } : {}) });
+      const r = await d.request(call.method, call.path, {
+        token: admin,
+        ...(call.body ? { rawBody: call.body, headers: { 'content-type': 'application/json' } } : {}),
+      });
       look(`${op.name} (${r.status})`, r.text);
     }
-    for (const p of ['/system/health', '/system/allocation', '/peers', '/proxy/config', '/proxy/providers', '/proxy/diagnostics', ...locs.map((l: any) => `/locations/${l.location_id}`)]) {
+    for (const p of [
+      '/system/health',
+      '/system/allocation',
+      '/peers',
+      '/proxy/config',
+      '/proxy/providers',
+      '/proxy/diagnostics',
+      ...locs.map((l: any) => `/locations/${l.location_id}`),
+    ]) {
       const r = await api('GET', p, undefined, admin);
       look(`GET ${p} (${r.status})`, r.text);
     }
@@ -418,7 +458,13 @@ describe('escalation: secrets stay secret (real daemon, real runtimes where pres
     const log = fs.readFileSync(path.join(dataDir, 'hostd.log'), 'utf8');
     expect(log.length).to.be.above(0);
     look("the daemon's log", log);
-    const mountPoints = new Set(fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter(Boolean));
+    const mountPoints = new Set(
+      fs
+        .readFileSync('/proc/self/mountinfo', 'utf8')
+        .split('\n')
+        .map((l) => l.split(' ')[4])
+        .filter(Boolean),
+    );
     for (const [what, s] of all) for (const f of findInFiles(root, s, (p) => mountPoints.has(p))) leaks.push(`${what} in the file ${f}`);
     // Processes, watched since the daemon started.
     watch.sweep();

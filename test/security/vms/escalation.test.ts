@@ -38,7 +38,10 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
   const readCore = fs.readFileSync('/proc/sys/kernel/core_pattern', 'utf8');
 
   /** `answers`: every answer the attempts got; none may hold a sentinel's secret. */
-  const { answers, call, refused, ok } = attempts(() => e.d, () => tokens);
+  const { answers, call, refused, ok } = attempts(
+    () => e.d,
+    () => tokens,
+  );
   const lacks = (who: string, scopes: string, op: string) => `token '${who}' lacks scope ${scopes} needed by ${op}`;
 
   before(async function () {
@@ -46,9 +49,15 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
     // The host's defaults, user networking included (the fixture's other tests restrict it explicitly).
     e = await startVmsDaemon({ userNetRestrict: 'default' });
     for (const [name, scopes] of Object.entries({
-      reader: ['vm.read'], manager: ['vm.manage'], executor: ['vm.exec'], operator: ['vm.read', 'vm.manage', 'vm.exec'],
-      sreader: ['sandbox.read'], sowner: ['sandbox.read', 'sandbox.manage'], sother: ['sandbox.read', 'sandbox.manage'],
-    })) tokens[name] = await e.d.token(name, scopes);
+      reader: ['vm.read'],
+      manager: ['vm.manage'],
+      executor: ['vm.exec'],
+      operator: ['vm.read', 'vm.manage', 'vm.exec'],
+      sreader: ['sandbox.read'],
+      sowner: ['sandbox.read', 'sandbox.manage'],
+      sother: ['sandbox.read', 'sandbox.manage'],
+    }))
+      tokens[name] = await e.d.token(name, scopes);
     await importImages(e, 'deb12', false);
     await importBlank(e);
     outside = path.join(e.root, 'outside');
@@ -95,23 +104,88 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
 
   it('vm.manage: no cloud-init injection through username, ssh_public_key, dns_servers, ip_address, gateway (400)', async () => {
     const yaml = `\nruncmd: [[touch, ${PWNED}]]`;
-    await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', username: `alice${yaml}` }, 400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])");
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', username: `alice${yaml}` },
+      400,
+      "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])",
+    );
     const keyMsg = "argument 'ssh_public_key' must be one OpenSSH public key line (ssh-ed25519 AAAA... comment)";
     for (const brk of ['\n', '\r', '\u2028', '\u2029', '\u0085']) {
-      await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', ssh_public_key: `ssh-ed25519 AAAAC3Nza me${brk}runcmd: [[touch, ${PWNED}]]` }, 400, keyMsg);
+      await refused(
+        'manager',
+        'POST',
+        '/vms',
+        { name: 'x', image_id: 'deb12', ssh_public_key: `ssh-ed25519 AAAAC3Nza me${brk}runcmd: [[touch, ${PWNED}]]` },
+        400,
+        keyMsg,
+      );
     }
-    await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', dns_servers: [`1.1.1.1${yaml}`] }, 400, "argument 'dns_servers[0]' must be an IPv4 or IPv6 address");
-    await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', ip_address: `10.0.0.5/24${yaml}` }, 400, "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty");
-    await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', gateway: `$(touch ${PWNED})` }, 400, /^argument 'gateway' must be an IPv4 or IPv6 address/);
-    await refused('manager', 'POST', '/vms', { name: `x\n${MARKER}`, image_id: 'deb12' }, 400, "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'");
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', dns_servers: [`1.1.1.1${yaml}`] },
+      400,
+      "argument 'dns_servers[0]' must be an IPv4 or IPv6 address",
+    );
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', ip_address: `10.0.0.5/24${yaml}` },
+      400,
+      "argument 'ip_address' must be an IPv4 or IPv6 address with an optional /prefix (1-32 or 1-128), or empty",
+    );
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', gateway: `$(touch ${PWNED})` },
+      400,
+      /^argument 'gateway' must be an IPv4 or IPv6 address/,
+    );
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: `x\n${MARKER}`, image_id: 'deb12' },
+      400,
+      "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'",
+    );
     // The seed a stored VM gets stays what was asked: cloud-init's own loader finds no key of ours.
-    await ok('manager', 'POST', '/vms', { name: 'Inject Probe', image_id: 'deb12', vmid: 400, linked_clone: true, username: 'alice', dns_servers: ['10.0.0.53'] }, 201);
-    await refused('manager', 'POST', '/vms/400/cloud-init', { username: `bob${yaml}` }, 400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])");
-    await refused('manager', 'POST', '/vms/400/cloud-init', { dns_servers: ['10.0.0.53', `8.8.8.8${yaml}`] }, 400, /^argument 'dns_servers\[1\]' must be an IPv4 or IPv6 address/);
+    await ok(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'Inject Probe', image_id: 'deb12', vmid: 400, linked_clone: true, username: 'alice', dns_servers: ['10.0.0.53'] },
+      201,
+    );
+    await refused(
+      'manager',
+      'POST',
+      '/vms/400/cloud-init',
+      { username: `bob${yaml}` },
+      400,
+      "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])",
+    );
+    await refused(
+      'manager',
+      'POST',
+      '/vms/400/cloud-init',
+      { dns_servers: ['10.0.0.53', `8.8.8.8${yaml}`] },
+      400,
+      /^argument 'dns_servers\[1\]' must be an IPv4 or IPv6 address/,
+    );
     await ok('manager', 'POST', '/vms/400/cloud-init', { ssh_public_key: 'ssh-ed25519 AAAAC3Nza me: "x" [y] {z} #c &a *b', password: `pw${yaml}` });
     const iso = path.join(e.pools.p1, '.vms', 'vm-400', 'seed.iso');
     const ud = await run('isoinfo', ['-R', '-i', iso, '-x', '/user-data'], { timeoutMs: 30_000, install: 'the genisoimage package' });
-    const parsed = await run('python3', ['-c', 'import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))'], { input: ud.stdout, timeoutMs: 30_000 });
+    const parsed = await run('python3', ['-c', 'import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))'], {
+      input: ud.stdout,
+      timeoutMs: 30_000,
+    });
     const u = JSON.parse(parsed.stdout);
     expect(Object.keys(u).sort()).to.deep.equal(['hostname', 'manage_etc_hosts', 'package_upgrade', 'ssh_deletekeys', 'ssh_pwauth', 'users']);
     expect(u.users[0].ssh_authorized_keys).to.deep.equal(['ssh-ed25519 AAAAC3Nza me: "x" [y] {z} #c &a *b']);
@@ -121,23 +195,75 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
 
   it('vm.manage: a VM joins only the bridges the host gives VMs; bridge names are never commands (403/400)', async () => {
     const notAllowed = (b: string) => `bridge '${b}' is not one VMs may join (allowed: none; the settings vms.bridge and vms.allowed_bridges list them)`;
-    for (const b of ['lo', 'eth0', 'docker0', 'lxcbr0']) await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 403, notAllowed(b));
+    for (const b of ['lo', 'eth0', 'docker0', 'lxcbr0'])
+      await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 403, notAllowed(b));
     const bad = "argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..'), or empty, or null";
-    for (const b of ['b;reboot', "br0'$(id)'", '$(id)', '..', '.', 'br0 up', 'a/b']) await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 400, bad);
+    for (const b of ['b;reboot', "br0'$(id)'", '$(id)', '..', '.', 'br0 up', 'a/b'])
+      await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 400, bad);
     // Too long (a command that would write a file, or plain letters): the length is named, as for LXC's bridges (one wording for one rule).
-    for (const b of [`br0;touch ${PWNED}`, 'x'.repeat(16)]) await refused('manager', 'POST', '/vms/400/cloud-init', { network_type: 'bridged', network_bridge: b }, 400, "argument 'network_bridge' must be at most 15 characters");
+    for (const b of [`br0;touch ${PWNED}`, 'x'.repeat(16)])
+      await refused(
+        'manager',
+        'POST',
+        '/vms/400/cloud-init',
+        { network_type: 'bridged', network_bridge: b },
+        400,
+        "argument 'network_bridge' must be at most 15 characters",
+      );
     expect((await ok('operator', 'GET', '/vms/400')).vm.network).to.deep.include({ type: 'user', bridge: null });
     expect(fs.readdirSync(path.join(e.d.dataDir, 'vms')).filter((f) => f.startsWith('ifup-'))).to.deep.equal([]);
   });
 
   it('vm.manage: ids and pools with .. or slashes name nothing (404/400), and reach no file', async () => {
     const up = encodeURIComponent('../../../etc/passwd');
-    await refused('manager', 'POST', '/vms', { name: 'x', image_id: '../../../etc/passwd' }, 400, "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'");
-    await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', storage_id: '../p2' }, 404, "storage pool '../p2' not found (argument 'storage_id')");
-    await refused('manager', 'DELETE', `/vms/images/${up}`, undefined, 400, "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'");
-    await refused('manager', 'POST', '/vms/images/deb12/move', { source_storage_id: 'p1', target_storage_id: `../../${outside}` }, 404, `storage pool '../../${outside}' not found (argument 'target_storage_id')`);
-    await refused('manager', 'POST', `/vms/isos/${up}/move`, { source_storage_id: 'p1', target_storage_id: 'p2' }, 400, "argument 'iso_id' must be 1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'");
-    await refused('manager', 'POST', `/vms/isos/${encodeURIComponent('../x.iso')}/move`, { source_storage_id: 'p1', target_storage_id: 'p2' }, 400, "argument 'iso_id' must be 1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'");
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'x', image_id: '../../../etc/passwd' },
+      400,
+      "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'",
+    );
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', storage_id: '../p2' },
+      404,
+      "storage pool '../p2' not found (argument 'storage_id')",
+    );
+    await refused(
+      'manager',
+      'DELETE',
+      `/vms/images/${up}`,
+      undefined,
+      400,
+      "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'",
+    );
+    await refused(
+      'manager',
+      'POST',
+      '/vms/images/deb12/move',
+      { source_storage_id: 'p1', target_storage_id: `../../${outside}` },
+      404,
+      `storage pool '../../${outside}' not found (argument 'target_storage_id')`,
+    );
+    await refused(
+      'manager',
+      'POST',
+      `/vms/isos/${up}/move`,
+      { source_storage_id: 'p1', target_storage_id: 'p2' },
+      400,
+      "argument 'iso_id' must be 1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'",
+    );
+    await refused(
+      'manager',
+      'POST',
+      `/vms/isos/${encodeURIComponent('../x.iso')}/move`,
+      { source_storage_id: 'p1', target_storage_id: 'p2' },
+      400,
+      "argument 'iso_id' must be 1-128 of [A-Za-z0-9_.+-], starting with a letter or digit, without '..'",
+    );
     await refused('manager', 'POST', `/vms/warm-states/${up}`, { name: 'x' }, 404, "warm state '../../../etc/passwd' not found");
     await refused('manager', 'DELETE', `/vms/warm-states/${up}`, undefined, 404, "warm state '../../../etc/passwd' not found");
     await refused('manager', 'PATCH', `/vms/400/disks/${up}`, { size_gb: 2 }, 404, "VM 400 has no disk '../../../etc/passwd'");
@@ -147,7 +273,14 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
   it('vm.manage: huge CPU, memory and disk values are 400 (bounded by the host), never a daemon allocation', async () => {
     const big = 4294967295;
     await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', cpu_cores: big }, 400, "argument 'cpu_cores' must be at most 255");
-    await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', memory_mb: big }, 400, /^argument 'memory_mb' \(4294967295\) is more than the host's \d+ MiB$/);
+    await refused(
+      'manager',
+      'POST',
+      '/vms',
+      { name: 'x', image_id: 'deb12', memory_mb: big },
+      400,
+      /^argument 'memory_mb' \(4294967295\) is more than the host's \d+ MiB$/,
+    );
     await refused('manager', 'POST', '/vms', { name: 'x', image_id: 'deb12', disk_size_gb: big }, 400, "argument 'disk_size_gb' must be <= 65536");
     await refused('manager', 'PATCH', '/vms/400', { cpu_cores: big }, 400, "argument 'cpu_cores' must be at most 255");
     await refused('manager', 'PATCH', '/vms/400', { memory_mb: big }, 400, /^argument 'memory_mb' \(4294967295\) is more than the host's \d+ MiB$/);
@@ -197,8 +330,15 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
     // Nothing was copied out of the host file: no file hostd wrote is left but the VM of the
     // earlier tests, the two images and the sentinels, and none of those small enough to read holds it.
     const secret = guard.sentinels.find((s) => s.file === hostFile)!.secret;
-    const files = walk(e.pools.p1).concat(walk(e.pools.p2)).filter((f) => !guard.sentinels.some((s) => s.file === f));
-    expect(files.map((f) => path.relative(e.root, f)).filter((f) => !f.startsWith('pool1/.vms/vm-400/')).sort()).to.deep.equal(['pool1/.vms/images/blank.qcow2', 'pool1/.vms/images/deb12.qcow2']);
+    const files = walk(e.pools.p1)
+      .concat(walk(e.pools.p2))
+      .filter((f) => !guard.sentinels.some((s) => s.file === f));
+    expect(
+      files
+        .map((f) => path.relative(e.root, f))
+        .filter((f) => !f.startsWith('pool1/.vms/vm-400/'))
+        .sort(),
+    ).to.deep.equal(['pool1/.vms/images/blank.qcow2', 'pool1/.vms/images/deb12.qcow2']);
     for (const f of files) {
       if (f.endsWith('deb12.qcow2')) continue;
       expect(fs.readFileSync(f).includes(Buffer.from(secret)), `${f} holds the host file`).to.equal(false);
@@ -228,8 +368,22 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
     await refused('sother', 'POST', `/sandboxes/${id}/resume`, {}, 404, msg);
     await refused('sother', 'DELETE', `/sandboxes/${id}`, undefined, 404, msg);
     expect((await ok('sother', 'GET', '/sandboxes?include_destroyed=true')).sandboxes).to.deep.equal([]);
-    await refused('sother', 'POST', '/sandboxes', { image_id: '../../../etc/passwd' }, 400, "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'");
-    await refused('sother', 'POST', '/sandboxes', { image_id: 'blank', resources: { cpu_cores: 4294967295 } }, 400, "argument 'resources.cpu_cores' must be at most 255");
+    await refused(
+      'sother',
+      'POST',
+      '/sandboxes',
+      { image_id: '../../../etc/passwd' },
+      400,
+      "argument 'image_id' must be 1-64 of [A-Za-z0-9_.-], starting with a letter or digit, without '..'",
+    );
+    await refused(
+      'sother',
+      'POST',
+      '/sandboxes',
+      { image_id: 'blank', resources: { cpu_cores: 4294967295 } },
+      400,
+      "argument 'resources.cpu_cores' must be at most 255",
+    );
     await refused('sother', 'POST', '/sandboxes', { image_id: 'blank', resources: { memory_mb: 4294967295 } }, 409, /^the host cannot fit this sandbox now/);
     // Its VM is not a VM of /vms, for any VM token.
     const vmid = await eventually(async () => (await ok('sowner', 'GET', `/sandboxes/${id}`)).sandbox.vmid ?? undefined, 120_000, 'the sandbox VM');
@@ -268,7 +422,7 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
 
     const inGuest = async (command: string) => ok('executor', 'POST', '/vms/400/exec', { command, timeout_seconds: 120 });
 
-    it('is root in the guest only: the host\'s files, processes and sentinels are not there', async () => {
+    it("is root in the guest only: the host's files, processes and sentinels are not there", async () => {
       const r = await inGuest(`id -u; cat ${guard.sentinels.map((s) => s.file).join(' ')} 2>&1; touch ${PWNED}; echo ${MARKER}`);
       expect(r.exit_code).to.equal(0);
       expect(r.stdout.split('\n')[0]).to.equal('0');
@@ -276,13 +430,15 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
       expect(fs.existsSync(PWNED)).to.equal(false);
     });
 
-    it('reaches no service on the host\'s loopback (user networking is restricted by default)', async () => {
+    it("reaches no service on the host's loopback (user networking is restricted by default)", async () => {
       // 10.0.2.2 is QEMU's slirp alias of the host's 127.0.0.1.
       const r = await inGuest(`timeout 10 bash -c 'exec 3<>/dev/tcp/10.0.2.2/${port}; cat <&3' 2>&1; echo rc=$?`);
       expect(r.stdout).to.not.include('hello from the host loopback');
       expect(r.stdout).to.match(/rc=[1-9]\d*\n$/);
       const api = new URL(e.d.url).port;
-      const r2 = await inGuest(`timeout 10 bash -c 'exec 3<>/dev/tcp/10.0.2.2/${api}; printf "GET /api/v1/catalog HTTP/1.0\\r\\n\\r\\n" >&3; cat <&3' 2>&1; echo rc=$?`);
+      const r2 = await inGuest(
+        `timeout 10 bash -c 'exec 3<>/dev/tcp/10.0.2.2/${api}; printf "GET /api/v1/catalog HTTP/1.0\\r\\n\\r\\n" >&3; cat <&3' 2>&1; echo rc=$?`,
+      );
       expect(r2.stdout).to.not.match(/HTTP\/1\.[01] /);
       expect(seen).to.deep.equal([]);
     });
@@ -292,7 +448,12 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
         const st = fs.statSync(d);
         expect([st.uid, st.mode & 0o777], d).to.deep.equal([0, 0o700]);
       }
-      expect(fs.readdirSync(path.join(e.d.dataDir, 'run', 'vm-400')).filter((f) => f.endsWith('.sock')).sort()).to.deep.equal(['qga.sock', 'qmp.sock']);
+      expect(
+        fs
+          .readdirSync(path.join(e.d.dataDir, 'run', 'vm-400'))
+          .filter((f) => f.endsWith('.sock'))
+          .sort(),
+      ).to.deep.equal(['qga.sock', 'qmp.sock']);
     });
 
     it('vm.exec cannot change what the VM is: no cloud-init, start, stop or delete', async () => {

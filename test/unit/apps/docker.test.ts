@@ -41,7 +41,9 @@ describe('apps: engine output parsers', () => {
       { time: '2024-01-02T03:04:06.000000001Z', text: 'oops', stream: 'stderr' },
       { time: '2024-01-02T03:04:07.000000001Z', text: 'partial', stream: 'stdout' },
     ]);
-    expect(parseLogFrames(Buffer.from('2024-01-02T03:04:05Z tty line\r\n'), true)).to.deep.equal([{ time: '2024-01-02T03:04:05Z', text: 'tty line', stream: 'stdout' }]);
+    expect(parseLogFrames(Buffer.from('2024-01-02T03:04:05Z tty line\r\n'), true)).to.deep.equal([
+      { time: '2024-01-02T03:04:05Z', text: 'tty line', stream: 'stdout' },
+    ]);
   });
 
   it('computes stats as docker stats does (cgroup v1 and v2 shapes)', () => {
@@ -51,16 +53,36 @@ describe('apps: engine output parsers', () => {
       precpu_stats: { cpu_usage: { total_usage: 100_000_000 }, system_cpu_usage: 2_000_000_000 },
       memory_stats: { usage: 10_000, limit: 100_000, stats: { total_inactive_file: 2_000 } },
       networks: { eth0: { rx_bytes: 10, tx_bytes: 20, rx_packets: 1, tx_packets: 2 }, eth1: { rx_bytes: 1, tx_bytes: 2, rx_packets: 1, tx_packets: 1 } },
-      blkio_stats: { io_service_bytes_recursive: [{ op: 'Read', value: 4096 }, { op: 'Write', value: 8192 }, { op: 'Total', value: 12288 }] },
+      blkio_stats: {
+        io_service_bytes_recursive: [
+          { op: 'Read', value: 4096 },
+          { op: 'Write', value: 8192 },
+          { op: 'Total', value: 12288 },
+        ],
+      },
       pids_stats: { current: 3 },
     });
     expect(v1).to.deep.equal({
-      cpu_percent: 20, cpu_total_ns: 300_000_000, online_cpus: 2,
+      cpu_percent: 20,
+      cpu_total_ns: 300_000_000,
+      online_cpus: 2,
       memory: { usage_bytes: 8_000, limit_bytes: 100_000, percent: 8 },
       network: { rx_bytes: 11, tx_bytes: 22, rx_packets: 2, tx_packets: 3 },
-      block_io: { read_bytes: 4096, write_bytes: 8192 }, pids: 3, read_at: '2024-01-01T00:00:01Z',
+      block_io: { read_bytes: 4096, write_bytes: 8192 },
+      pids: 3,
+      read_at: '2024-01-01T00:00:01Z',
     });
-    const v2 = statsOf({ cpu_stats: { cpu_usage: { total_usage: 5 } }, precpu_stats: {}, memory_stats: { usage: 500, limit: 1000, stats: { inactive_file: 100 } }, blkio_stats: { io_service_bytes_recursive: [{ op: 'read', value: 1 }, { op: 'write', value: 2 }] } });
+    const v2 = statsOf({
+      cpu_stats: { cpu_usage: { total_usage: 5 } },
+      precpu_stats: {},
+      memory_stats: { usage: 500, limit: 1000, stats: { inactive_file: 100 } },
+      blkio_stats: {
+        io_service_bytes_recursive: [
+          { op: 'read', value: 1 },
+          { op: 'write', value: 2 },
+        ],
+      },
+    });
     expect(v2.memory).to.deep.equal({ usage_bytes: 400, limit_bytes: 1000, percent: 40 });
     expect(v2.block_io).to.deep.equal({ read_bytes: 1, write_bytes: 2 });
     expect(v2.cpu_percent).to.equal(0);
@@ -77,17 +99,48 @@ describe('apps: engine output parsers', () => {
   });
 
   it('maps compose load errors to 400 and other failures to 500 with compose words', () => {
-    const load = composeError(new ProgramError('x', 'docker-compose', 15, 'validating /a/compose.json: services.a.mem_limit must be a number or string\n'), 'up') as ApiError;
+    const load = composeError(
+      new ProgramError('x', 'docker-compose', 15, 'validating /a/compose.json: services.a.mem_limit must be a number or string\n'),
+      'up',
+    ) as ApiError;
     expect([load.status, load.message]).to.deep.equal([400, "compose refused the app's compose file: services.a.mem_limit must be a number or string"]);
-    const run = composeError(new ProgramError('x', 'docker-compose', 1, 'Error response from daemon: driver failed programming external connectivity\n'), 'up') as ApiError;
-    expect([run.status, run.message]).to.deep.equal([500, 'docker compose up failed: Error response from daemon: driver failed programming external connectivity']);
+    const run = composeError(
+      new ProgramError('x', 'docker-compose', 1, 'Error response from daemon: driver failed programming external connectivity\n'),
+      'up',
+    ) as ApiError;
+    expect([run.status, run.message]).to.deep.equal([
+      500,
+      'docker compose up failed: Error response from daemon: driver failed programming external connectivity',
+    ]);
   });
 
   it("maps runc's refusal of a sysctl to 400 naming it (the caller's input, not an internal error)", () => {
-    const notNs = composeError(new ProgramError('x', 'docker-compose', 1, 'Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: sysctl "kernel.core_pattern" is not in a separate kernel namespace: unknown\n'), 'up') as ApiError;
-    expect([notNs.status, notNs.message]).to.deep.equal([400, "sysctl 'kernel.core_pattern' is refused by the container runtime: it is not in a separate kernel namespace"]);
-    const global = composeError(new ProgramError('x', 'docker-compose', 1, 'Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: open /proc/sys/net/core/bpf_jit_enable: no such file or directory: unknown\n'), 'up') as ApiError;
-    expect([global.status, global.message]).to.deep.equal([400, "sysctl 'net.core.bpf_jit_enable' cannot be set in the container (no such file or directory): the engine's kernel does not namespace it, so it is the host's own setting"]);
+    const notNs = composeError(
+      new ProgramError(
+        'x',
+        'docker-compose',
+        1,
+        'Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: sysctl "kernel.core_pattern" is not in a separate kernel namespace: unknown\n',
+      ),
+      'up',
+    ) as ApiError;
+    expect([notNs.status, notNs.message]).to.deep.equal([
+      400,
+      "sysctl 'kernel.core_pattern' is refused by the container runtime: it is not in a separate kernel namespace",
+    ]);
+    const global = composeError(
+      new ProgramError(
+        'x',
+        'docker-compose',
+        1,
+        'Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: open /proc/sys/net/core/bpf_jit_enable: no such file or directory: unknown\n',
+      ),
+      'up',
+    ) as ApiError;
+    expect([global.status, global.message]).to.deep.equal([
+      400,
+      "sysctl 'net.core.bpf_jit_enable' cannot be set in the container (no such file or directory): the engine's kernel does not namespace it, so it is the host's own setting",
+    ]);
   });
 });
 
@@ -120,29 +173,87 @@ describe('apps: settings, names and paths', () => {
   it('confines folder sub-paths and container paths', async () => {
     expect(subPathSegments('a//b/./c/', 'w')).to.deep.equal(['a', 'b', 'c']);
     expect(subPathSegments(undefined, 'w')).to.deep.equal([]);
-    const sync = (fn: () => unknown) => new Promise((res, rej) => { try { res(fn()); } catch (e) { rej(e); } });
-    await rejectsApi(sync(() => subPathSegments('a/../../b', 'w')), 400, 'w must stay inside the folder');
-    await rejectsApi(sync(() => subPathSegments('a\\b', 'w')), 400, 'w must not contain backslashes');
+    const sync = (fn: () => unknown) =>
+      new Promise((res, rej) => {
+        try {
+          res(fn());
+        } catch (e) {
+          rej(e);
+        }
+      });
+    await rejectsApi(
+      sync(() => subPathSegments('a/../../b', 'w')),
+      400,
+      'w must stay inside the folder',
+    );
+    await rejectsApi(
+      sync(() => subPathSegments('a\\b', 'w')),
+      400,
+      'w must not contain backslashes',
+    );
     expect(normalContainerPath('/data//x/', 'c')).to.equal('/data/x');
-    await rejectsApi(sync(() => normalContainerPath('/', 'c')), 400, "argument 'c' must not be the container's root");
+    await rejectsApi(
+      sync(() => normalContainerPath('/', 'c')),
+      400,
+      "argument 'c' must not be the container's root",
+    );
     // The registry's rule (one for apps and LXC), as dispatch applies it to an install's assignment.
     const install = getOperation('apps_create')!;
-    const assign = (container_path: string) => sync(() => validateArgs(install, { template_id: 'custom', compose_content: 'x', folder_assignments: [{ folder_id: 'f', container_path }] }));
-    await rejectsApi(assign('/a:b'), 400, "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments");
-    await rejectsApi(assign('relative/x'), 400, "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments");
+    const assign = (container_path: string) =>
+      sync(() => validateArgs(install, { template_id: 'custom', compose_content: 'x', folder_assignments: [{ folder_id: 'f', container_path }] }));
+    await rejectsApi(
+      assign('/a:b'),
+      400,
+      "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments",
+    );
+    await rejectsApi(
+      assign('relative/x'),
+      400,
+      "argument 'folder_assignments[0].container_path' must be an absolute path inside the container, without control characters, ':', ',' or '..' segments",
+    );
     await assign('/data//x/');
   });
 
   it('parses the bundled templates and names what is wrong in a bad one', async () => {
     expect(BUNDLED.map((b) => parseTemplate(b, 'bundled').template_id)).to.deep.equal(['whoami', 'static-site', 'uptime-kuma']);
-    const sync = (fn: () => unknown) => new Promise((res, rej) => { try { res(fn()); } catch (e) { rej(e); } });
-    await rejectsApi(sync(() => parseTemplate({ id: 'custom', text: 'name: x\ncompose: "services: {}"' }, 'directory')), 400, "template 'custom': the file name must be a template id (a-z, 0-9, '-'; not 'custom')");
+    const sync = (fn: () => unknown) =>
+      new Promise((res, rej) => {
+        try {
+          res(fn());
+        } catch (e) {
+          rej(e);
+        }
+      });
+    await rejectsApi(
+      sync(() => parseTemplate({ id: 'custom', text: 'name: x\ncompose: "services: {}"' }, 'directory')),
+      400,
+      "template 'custom': the file name must be a template id (a-z, 0-9, '-'; not 'custom')",
+    );
     // A default name is what an install without `name` uses: the `name` argument's rule.
     for (const bad of ['"a/b"', '".."', '"   "']) {
-      await rejectsApi(sync(() => parseTemplate({ id: 't', text: `name: x\ndefault_name: ${bad}\ncompose: "services: {a: {image: b}}"` }, 'directory')), 400, "template 't': default_name must be 1-64 characters without control characters, '/' or '\\', not '.' or '..'");
+      await rejectsApi(
+        sync(() => parseTemplate({ id: 't', text: `name: x\ndefault_name: ${bad}\ncompose: "services: {a: {image: b}}"` }, 'directory')),
+        400,
+        "template 't': default_name must be 1-64 characters without control characters, '/' or '\\', not '.' or '..'",
+      );
     }
-    expect(parseTemplate({ id: 't', text: 'name: x\ndefault_name: " My App "\ncompose: "services: {a: {image: b}}"' }, 'directory').default_name).to.equal('My App');
-    await rejectsApi(sync(() => parseTemplate({ id: 't', text: 'name: x\nports: [{name: HOSTD_X, container_port: 1, default: 1}]\ncompose: "services: {}"' }, 'directory')), 400, "template 't' ports[0]: name must be an upper-case variable name not starting with HOSTD_");
-    await rejectsApi(sync(() => parseTemplate({ id: 't', text: 'name: x\ndata_folders: [{id: d, service: nope, container_path: /d}]\ncompose: "services: {a: {image: b}}"' }, 'directory')), 400, "template 't': data folder 'd' names unknown service 'nope'");
+    expect(parseTemplate({ id: 't', text: 'name: x\ndefault_name: " My App "\ncompose: "services: {a: {image: b}}"' }, 'directory').default_name).to.equal(
+      'My App',
+    );
+    await rejectsApi(
+      sync(() => parseTemplate({ id: 't', text: 'name: x\nports: [{name: HOSTD_X, container_port: 1, default: 1}]\ncompose: "services: {}"' }, 'directory')),
+      400,
+      "template 't' ports[0]: name must be an upper-case variable name not starting with HOSTD_",
+    );
+    await rejectsApi(
+      sync(() =>
+        parseTemplate(
+          { id: 't', text: 'name: x\ndata_folders: [{id: d, service: nope, container_path: /d}]\ncompose: "services: {a: {image: b}}"' },
+          'directory',
+        ),
+      ),
+      400,
+      "template 't': data folder 'd' names unknown service 'nope'",
+    );
   });
 });

@@ -38,9 +38,23 @@ describe('apps domain rules (fake driver)', () => {
     const records = new AppRecords(store);
     await records.load();
     c = await openApps({
-      driver, records, catalog: new TemplateCatalog(undefined), pools,
-      folders: () => ({ folder: (id) => folders.find((f) => f.folder_id === id) ?? (() => { throw notFound(`folder '${id}' not found`); })(), list: () => folders }),
-      tasks, log: pino({ level: 'silent' }), dataDir: path.join(dir, 'data'), settings: { publishAddress: '127.0.0.1' }, pause: testPause({}, 'apps', pino({ level: 'silent' })),
+      driver,
+      records,
+      catalog: new TemplateCatalog(undefined),
+      pools,
+      folders: () => ({
+        folder: (id) =>
+          folders.find((f) => f.folder_id === id) ??
+          (() => {
+            throw notFound(`folder '${id}' not found`);
+          })(),
+        list: () => folders,
+      }),
+      tasks,
+      log: pino({ level: 'silent' }),
+      dataDir: path.join(dir, 'data'),
+      settings: { publishAddress: '127.0.0.1' },
+      pause: testPause({}, 'apps', pino({ level: 'silent' })),
     });
     svc = appsHandlers(c);
   };
@@ -61,17 +75,47 @@ describe('apps domain rules (fake driver)', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const ctx = { note() {}, caller: { tokenId: 't1', tokenName: 't', scopes: ['apps.manage'], transport: 'api', origin: 'n1' }, requestId: 'r1' } satisfies CallContext;
+  const ctx = {
+    note() {},
+    caller: { tokenId: 't1', tokenName: 't', scopes: ['apps.manage'], transport: 'api', origin: 'n1' },
+    requestId: 'r1',
+  } satisfies CallContext;
 
   it('offers apps to the guests port with their published addresses, and state unknown when the engine is down', async () => {
     const res = await svc.apps_create({ template_id: 'custom', name: 'Web', compose_content: 'services:\n  web:\n    image: img:1\n' }, ctx);
     expect(res.task).to.equal(null);
     expect(driver.calls).to.deep.equal(['up hostd_web_app start']);
-    driver.list = [{
-      container_id: 'c1', name: 'hostd_web_app-web-1', image: 'img:1', state: 'running', status: 'Up', created_at: '', project: 'hostd_web_app', service: 'web',
-      app_id: 'web', generation: 1, ports: [{ host_ip: '0.0.0.0', host_port: 8080, container_port: 80, protocol: 'tcp' }, { host_ip: '::', host_port: 8080, container_port: 80, protocol: 'tcp' }, { host_ip: '10.0.0.5', host_port: 9000, container_port: 90, protocol: 'tcp' }],
-    }];
-    expect(await appGuests(c)).to.deep.equal([{ kind: 'app', id: 'web', name: 'Web', state: 'running', running: true, cpu_cores: 0, memory_mb: 0, addresses: ['127.0.0.1:8080', '[::1]:8080', '10.0.0.5:9000'] }]);
+    driver.list = [
+      {
+        container_id: 'c1',
+        name: 'hostd_web_app-web-1',
+        image: 'img:1',
+        state: 'running',
+        status: 'Up',
+        created_at: '',
+        project: 'hostd_web_app',
+        service: 'web',
+        app_id: 'web',
+        generation: 1,
+        ports: [
+          { host_ip: '0.0.0.0', host_port: 8080, container_port: 80, protocol: 'tcp' },
+          { host_ip: '::', host_port: 8080, container_port: 80, protocol: 'tcp' },
+          { host_ip: '10.0.0.5', host_port: 9000, container_port: 90, protocol: 'tcp' },
+        ],
+      },
+    ];
+    expect(await appGuests(c)).to.deep.equal([
+      {
+        kind: 'app',
+        id: 'web',
+        name: 'Web',
+        state: 'running',
+        running: true,
+        cpu_cores: 0,
+        memory_mb: 0,
+        addresses: ['127.0.0.1:8080', '[::1]:8080', '10.0.0.5:9000'],
+      },
+    ]);
     driver.reachable = false;
     expect((await appGuests(c))[0]).to.deep.include({ state: 'unknown', running: false, addresses: [] });
   });
@@ -86,7 +130,19 @@ describe('apps domain rules (fake driver)', () => {
   });
 
   it('a folder that does not exist is 404 and leaves nothing behind', async () => {
-    await rejectsApi(svc.apps_create({ template_id: 'custom', name: 'f', compose_content: 'services:\n  a:\n    image: img:1\n', folder_assignments: [{ folder_id: 'f_x', container_path: '/x' }] }, ctx), 404, "folder 'f_x' not found");
+    await rejectsApi(
+      svc.apps_create(
+        {
+          template_id: 'custom',
+          name: 'f',
+          compose_content: 'services:\n  a:\n    image: img:1\n',
+          folder_assignments: [{ folder_id: 'f_x', container_path: '/x' }],
+        },
+        ctx,
+      ),
+      404,
+      "folder 'f_x' not found",
+    );
     expect((await svc.apps_list({}, ctx)).apps).to.deep.equal([]);
     expect(fs.existsSync(path.join(dir, 'pool', '.hostd-apps', 'f'))).to.equal(false);
   });
@@ -97,13 +153,32 @@ describe('apps domain rules (fake driver)', () => {
     fs.mkdirSync(path.join(media, 'films'));
     // Through a link too: the rule judges where the sub-path really leads.
     fs.symlinkSync('.hostd-apps/other', path.join(media, 'innocent'));
-    folders = [{ folder_id: 'f_media', name: 'media', storage_id: 'p', path: media }, { folder_id: 'f_pool', name: 'whole pool', storage_id: 'p', path: path.join(dir, 'pool') }];
+    folders = [
+      { folder_id: 'f_media', name: 'media', storage_id: 'p', path: media },
+      { folder_id: 'f_pool', name: 'whole pool', storage_id: 'p', path: path.join(dir, 'pool') },
+    ];
     const content = 'services:\n  a:\n    image: img:1\n';
     const rule = 'apps may mount only managed folders, never a storage pool root or a directory hostd keeps for itself';
-    const install = (a: Record<string, unknown>) => svc.apps_create({ template_id: 'custom', name: 'm', compose_content: content, folder_assignments: [{ folder_id: 'f_media', container_path: '/m', ...a }] }, ctx);
-    await rejectsApi(install({ sub_path: '.hostd-apps/other' }), 400, `argument 'folder_assignments[0]' (folder 'f_media', sub_path '.hostd-apps/other') is inside a directory hostd keeps for itself ('.hostd-apps'): ${rule}`);
-    await rejectsApi(install({ sub_path: 'innocent' }), 400, `argument 'folder_assignments[0]' (folder 'f_media', sub_path 'innocent') is inside a directory hostd keeps for itself ('.hostd-apps'): ${rule}`);
-    await rejectsApi(install({ folder_id: 'f_pool' }), 400, `argument 'folder_assignments[0]' (folder 'f_pool') is a storage pool root or holds one (every domain keeps its files there): ${rule}`);
+    const install = (a: Record<string, unknown>) =>
+      svc.apps_create(
+        { template_id: 'custom', name: 'm', compose_content: content, folder_assignments: [{ folder_id: 'f_media', container_path: '/m', ...a }] },
+        ctx,
+      );
+    await rejectsApi(
+      install({ sub_path: '.hostd-apps/other' }),
+      400,
+      `argument 'folder_assignments[0]' (folder 'f_media', sub_path '.hostd-apps/other') is inside a directory hostd keeps for itself ('.hostd-apps'): ${rule}`,
+    );
+    await rejectsApi(
+      install({ sub_path: 'innocent' }),
+      400,
+      `argument 'folder_assignments[0]' (folder 'f_media', sub_path 'innocent') is inside a directory hostd keeps for itself ('.hostd-apps'): ${rule}`,
+    );
+    await rejectsApi(
+      install({ folder_id: 'f_pool' }),
+      400,
+      `argument 'folder_assignments[0]' (folder 'f_pool') is a storage pool root or holds one (every domain keeps its files there): ${rule}`,
+    );
     expect(driver.calls).to.deep.equal([]);
     expect((await svc.apps_list({}, ctx)).apps).to.deep.equal([]);
     // A directory of the folder is fine.
@@ -117,7 +192,21 @@ describe('apps domain rules (fake driver)', () => {
     // As an older version stored it, with its containers on the engine.
     const rec = store.sub<any>('apps');
     await rec.put('old', { ...(await rec.get('old')), project: 'hostd-old' });
-    driver.list = [{ container_id: 'c1', name: 'hostd-old-a-1', image: 'img:1', state: 'running', status: 'Up', created_at: '', project: 'hostd-old', service: 'a', app_id: 'old', generation: 1, ports: [] }];
+    driver.list = [
+      {
+        container_id: 'c1',
+        name: 'hostd-old-a-1',
+        image: 'img:1',
+        state: 'running',
+        status: 'Up',
+        created_at: '',
+        project: 'hostd-old',
+        service: 'a',
+        app_id: 'old',
+        generation: 1,
+        ports: [],
+      },
+    ];
     await open();
     driver.calls = [];
     expect((await svc.apps_actions({ app_id: 'old', action: 'restart' }, ctx)).app).to.deep.include({ project: 'hostd-old', state: 'running' });
@@ -164,9 +253,13 @@ describe('apps domain rules (fake driver)', () => {
     await rec.put('old', { ...(await rec.get('old')), compose_sha256: sha });
     await store.sub<any>('apps_content').put('old', { content, sha256: sha });
     // Opening the domain again is what an upgrade does: the start-up check finds the file.
-    await open([{ id: 'p', path: path.join(dir, 'pool') }, { id: 'q', path: path.join(dir, 'pool2') }]);
+    await open([
+      { id: 'p', path: path.join(dir, 'pool') },
+      { id: 'q', path: path.join(dir, 'pool2') },
+    ]);
     driver.calls = [];
-    const why = "compose_content: services.a.logging.driver is refused: 'syslog' sends the log outside the engine's own disk (accepted: json-file, local, none)";
+    const why =
+      "compose_content: services.a.logging.driver is refused: 'syslog' sends the log outside the engine's own disk (accepted: json-file, local, none)";
     const refused = `app 'old' is refused: its stored compose file breaks a rule added since it was installed (${why}); nothing was changed or removed: replace the file with PATCH /apps/old/compose`;
     expect((await svc.apps_list({}, ctx)).apps[0]).to.deep.include({ app_id: 'old', refused: why, compose_sha256: sha });
     await rejectsApi(svc.apps_actions({ app_id: 'old', action: 'start' }, ctx), 409, refused);

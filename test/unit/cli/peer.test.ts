@@ -16,7 +16,12 @@ describe('hostctl --peer', () => {
     // After `--` it is the guest command's word.
     expect(takePeer(['exec', '101', '--', 'tool', '--peer', 'x'])).to.equal(undefined);
     expect(takePeer(['list'])).to.equal(undefined);
-    for (const bad of [['list', '--peer'], ['list', '--peer='], ['list', '--peer', '--json'], ['exec', '1', '--peer', '--', 'ls']]) {
+    for (const bad of [
+      ['list', '--peer'],
+      ['list', '--peer='],
+      ['list', '--peer', '--json'],
+      ['exec', '1', '--peer', '--', 'ls'],
+    ]) {
       expect(takePeer(bad), bad.join(' ')).to.have.property('error').that.includes('--peer needs a member');
     }
   });

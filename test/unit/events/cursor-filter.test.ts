@@ -24,9 +24,20 @@ describe('event cursors', () => {
   });
 
   it('refuse anything this server did not issue with 400', () => {
-    const bad = ['', 'not base64!', Buffer.from('{"v":2,"m":{}}').toString('base64url'), Buffer.from('{"v":1,"m":{"n1":["e",-1]}}').toString('base64url'),
-      Buffer.from('{"v":1,"m":{"n1":["e",1.5]}}').toString('base64url'), Buffer.from('{"v":1,"m":{}}').toString('base64url'), 'a'.repeat(9000)];
-    for (const b of bad) expect(status(() => decodeCursor(b)), b.slice(0, 40)).to.equal(400);
+    const bad = [
+      '',
+      'not base64!',
+      Buffer.from('{"v":2,"m":{}}').toString('base64url'),
+      Buffer.from('{"v":1,"m":{"n1":["e",-1]}}').toString('base64url'),
+      Buffer.from('{"v":1,"m":{"n1":["e",1.5]}}').toString('base64url'),
+      Buffer.from('{"v":1,"m":{}}').toString('base64url'),
+      'a'.repeat(9000),
+    ];
+    for (const b of bad)
+      expect(
+        status(() => decodeCursor(b)),
+        b.slice(0, 40),
+      ).to.equal(400);
   });
 });
 

@@ -54,7 +54,14 @@ describe('event log', function () {
     const l = await log(store);
     const seen: number[] = [];
     l.listen((e) => seen.push(e.seq));
-    const failed = await l.join(ev(1), async () => { throw new Error('disk full'); }).then(() => null, (e: Error) => e.message);
+    const failed = await l
+      .join(ev(1), async () => {
+        throw new Error('disk full');
+      })
+      .then(
+        () => null,
+        (e: Error) => e.message,
+      );
     expect(failed).to.equal('disk full');
     await l.append(ev(2));
     expect(seen).to.deep.equal([2]);
@@ -68,7 +75,10 @@ describe('event log', function () {
     l.listen((e) => seen.push(e.seq));
     let writeFirst!: () => void;
     const firstWritten = new Promise<void>((r) => (writeFirst = r));
-    const first = l.join(ev(1), async (ops) => { await firstWritten; await store.batch(ops); });
+    const first = l.join(ev(1), async (ops) => {
+      await firstWritten;
+      await store.batch(ops);
+    });
     await l.append(ev(2));
     // 2 is in the store, but 1 could still fail: nobody sees 2 yet.
     expect(seen).to.deep.equal([]);

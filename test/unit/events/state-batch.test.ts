@@ -36,7 +36,12 @@ describe('state events in the batch of their change', function () {
     const seen: string[] = [];
     log.listen((e) => seen.push(`${e.type} ${e.resource} ${String(e.data.state)}`));
     await writeWithState(eventsPort(log), store, [{ type: 'put', sub: recs, key: 'sbx-1', value: { state: 'running' } }], {
-      domain: 'sandboxes', resource: 'sandboxes/sbx-1', state: 'running', data: { id: 'sbx-1' }, actor: 'alice', owner: 'tok_1',
+      domain: 'sandboxes',
+      resource: 'sandboxes/sbx-1',
+      state: 'running',
+      data: { id: 'sbx-1' },
+      actor: 'alice',
+      owner: 'tok_1',
     });
     expect(await recs.get('sbx-1')).to.deep.equal({ state: 'running' });
     const [e] = await log.read(0, 10);
@@ -61,7 +66,11 @@ describe('state events in the batch of their change', function () {
     expect(await recs.get('vm-1')).to.equal(undefined);
     expect(await log.read(0, 10)).to.deep.equal([]);
     // The next event is released (the failed seq is a gap, not a hole that blocks the log).
-    await writeWithState(eventsPort(log), store, [{ type: 'put', sub: recs, key: 'vm-1', value: { state: 'stopped' } }], { domain: 'vms', resource: 'vms/1', state: 'stopped' });
+    await writeWithState(eventsPort(log), store, [{ type: 'put', sub: recs, key: 'vm-1', value: { state: 'stopped' } }], {
+      domain: 'vms',
+      resource: 'vms/1',
+      state: 'stopped',
+    });
     expect((await log.read(0, 10)).map((e) => e.data.state)).to.deep.equal(['stopped']);
     expect(seen).to.have.length(1);
   });
@@ -76,7 +85,11 @@ describe('state events in the batch of their change', function () {
         void resource;
       },
     };
-    await writeWithState(port, store, [{ type: 'put', sub: recs, key: 'x', value: { state: 'running' } }], { domain: 'vms', resource: 'vms/2', state: 'running' });
+    await writeWithState(port, store, [{ type: 'put', sub: recs, key: 'x', value: { state: 'running' } }], {
+      domain: 'vms',
+      resource: 'vms/2',
+      state: 'running',
+    });
     expect(order).to.deep.equal(['event running (record {"state":"running"})']);
   });
 });

@@ -18,7 +18,14 @@ import type { Caller } from '../../../daemon/lib/caller.js';
 import { ApiError } from '../../../daemon/lib/errors.js';
 import { eventually, tempDir } from '../../helpers/daemon.js';
 
-const ev = (n: number, acl = SYSTEM_ACL): NewEvent => ({ type: 'system.test', domain: 'system', resource: `test/${n}`, actor: 'admin', summary: `event ${n}`, acl });
+const ev = (n: number, acl = SYSTEM_ACL): NewEvent => ({
+  type: 'system.test',
+  domain: 'system',
+  resource: `test/${n}`,
+  actor: 'admin',
+  summary: `event ${n}`,
+  acl,
+});
 const reader: Caller = { tokenId: 't1', tokenName: 'reader', scopes: ['system.read'], transport: 'api', origin: 'n1' };
 
 /** A sink that records what it got; `blocked` makes it report a full buffer until `release()`. */

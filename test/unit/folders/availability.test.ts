@@ -22,18 +22,22 @@ function noProcDriver(reached: string[], asked: Array<boolean | undefined>): Fil
     get: (_t, name: string) =>
       name === 'availability'
         ? async (opts?: { fresh?: boolean }) => {
-          asked.push(opts?.fresh);
-          return [missing(PROCFS, REASON)];
-        }
+            asked.push(opts?.fresh);
+            return [missing(PROCFS, REASON)];
+          }
         : async () => {
-          reached.push(name);
-          throw new Error(`driver.${name} reached`);
-        },
+            reached.push(name);
+            throw new Error(`driver.${name} reached`);
+          },
   });
 }
 
 const folder = { folder_id: 'f_1', name: 'media', storage_id: 'p', path: '/pool/media', created_at: '2026-11-25T00:00:00.000Z' };
-const records = { all: () => [folder], get: (id: string) => (id === folder.folder_id ? folder : undefined), findByName: () => undefined } as unknown as FolderRecords;
+const records = {
+  all: () => [folder],
+  get: (id: string) => (id === folder.folder_id ? folder : undefined),
+  findByName: () => undefined,
+} as unknown as FolderRecords;
 const recovery = { pending: () => [], retry: async () => ({ settled: 0, pending: [] }) } as unknown as IntentRecovery<FolderIntent>;
 
 async function status(p: Promise<unknown>): Promise<[number, string]> {

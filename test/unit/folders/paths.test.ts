@@ -23,7 +23,6 @@ function throwsApi(fn: () => unknown, status: number, message: string): void {
   expect((caught as ApiError).message).to.equal(message);
 }
 
-
 describe('folders paths: validateName', () => {
   it('accepts ordinary names, dots inside, spaces and unicode', () => {
     for (const n of ['media', '.hidden', 'a.b.c', 'with space', 'ünïcødé', '...', 'x'.repeat(255)]) {
@@ -152,7 +151,18 @@ describe('folders paths: confine (real filesystem)', () => {
 
   it('refuses symlinks pointing outside, as the target and as a path component', async () => {
     const msg = "argument 'sub_path' must stay inside the folder";
-    for (const p of ['out', 'out/secret.txt', 'out/new-file', 'rel-out', 'rel-out/secret.txt', 'a/up', 'a/up/outside', 'in/up', 'dangling-out', 'dangling-out/y']) {
+    for (const p of [
+      'out',
+      'out/secret.txt',
+      'out/new-file',
+      'rel-out',
+      'rel-out/secret.txt',
+      'a/up',
+      'a/up/outside',
+      'in/up',
+      'dangling-out',
+      'dangling-out/y',
+    ]) {
       await rejectsApi(confine(root, p), 400, msg);
     }
   });

@@ -7,7 +7,15 @@ import { classifySmbclient, parseShareList, smbError } from '../../../daemon/loc
 import { parseMountinfo } from '../../../daemon/locations/smb/mounts.js';
 import { smbnetfsConfig, smbnetfsQuote } from '../../../daemon/locations/smb/smbnetfs.js';
 import { classifyMountError, cifsCredentialsFile } from '../../../daemon/locations/smb/cifs.js';
-import { broadcastOf, encodeName, nodeStatusQuery, parseNodeStatus, responseInfo, serverOf, wildcardQuery } from '../../../daemon/locations/smb/discovery/netbios.js';
+import {
+  broadcastOf,
+  encodeName,
+  nodeStatusQuery,
+  parseNodeStatus,
+  responseInfo,
+  serverOf,
+  wildcardQuery,
+} from '../../../daemon/locations/smb/discovery/netbios.js';
 import { parseMessage, ptrQuery, smbHostsOf } from '../../../daemon/locations/smb/discovery/mdns.js';
 import { parseProbeMatches, probe } from '../../../daemon/locations/smb/discovery/wsd.js';
 import { parseSettings } from '../../../daemon/locations/settings.js';
@@ -38,7 +46,12 @@ describe('locations: remote addresses and credentials', () => {
   });
 
   it('refuses in share names what mount.cifs, smbclient or smbnetfs read as syntax', async () => {
-    const bad = (share: string, why: string) => rejectsApi((async () => parseRemote(`//127.0.0.9/${share}`))(), 400, `argument 'remote' has an invalid share name (${why}; share names are ${nameRule(80)})`);
+    const bad = (share: string, why: string) =>
+      rejectsApi(
+        (async () => parseRemote(`//127.0.0.9/${share}`))(),
+        400,
+        `argument 'remote' has an invalid share name (${why}; share names are ${nameRule(80)})`,
+      );
     // mount.cifs copies the share into the kernel's comma-separated options (unc=\\host\share,...).
     await bad('s,uid=0,password=x', "it holds ','");
     await bad('s,noperm', "it holds ','");
@@ -57,20 +70,37 @@ describe('locations: remote addresses and credentials', () => {
     // What Windows shares are called stays accepted: spaces inside, hidden shares.
     expect(parseRemote('//nas/My Files')).to.deep.equal({ host: 'nas', share: 'My Files' });
     expect(parseRemote('//nas/C$')).to.deep.equal({ host: 'nas', share: 'C$' });
-    await rejectsApi((async () => parseRemote('//127.0.0.9,ip=10.0.0.1/s'))(), 400, "argument 'remote' has an invalid host name '127.0.0.9,ip=10.0.0.1' (a DNS or NetBIOS name, or an IPv4 address)");
+    await rejectsApi(
+      (async () => parseRemote('//127.0.0.9,ip=10.0.0.1/s'))(),
+      400,
+      "argument 'remote' has an invalid host name '127.0.0.9,ip=10.0.0.1' (a DNS or NetBIOS name, or an IPv4 address)",
+    );
     await rejectsApi(schemaCheck('locations_discover', { host: 'nas,port=1' }), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
     await rejectsApi(schemaCheck('locations_discover', { host: '-nas' }), 400, "argument 'host' must be a DNS or NetBIOS host name or an IPv4 address");
   });
 
   it('refuses in user names and domains what becomes a mount option or a password', async () => {
-    const user = (u: string, why: string) => rejectsApi((async () => parseCredentials(u, 'pw'))(), 400, `argument 'username' has an invalid user name (${why}; user names are ${nameRule(256)})`);
+    const user = (u: string, why: string) =>
+      rejectsApi((async () => parseCredentials(u, 'pw'))(), 400, `argument 'username' has an invalid user name (${why}; user names are ${nameRule(256)})`);
     await user('bob,uid=0', "it holds ','");
     await user('bob%secret', "it holds '%'");
     await user('bob=x', "it holds '='");
     await user('-bob', "it starts with '-'");
-    await rejectsApi((async () => parseCredentials('CORP,sec=none\\bob', 'pw'))(), 400, `argument 'username' has an invalid domain (it holds ','; domains are ${nameRule(256)})`);
-    await rejectsApi((async () => parseCredentials('bob@corp%x', 'pw'))(), 400, `argument 'username' has an invalid domain (it holds '%'; domains are ${nameRule(256)})`);
-    await rejectsApi(schemaCheck('locations_create', { name: 'n', remote: '//nas/s', username: 'bob\nauth "x"', password: 'pw' }), 400, "argument 'username' must be at most 256 characters without control characters");
+    await rejectsApi(
+      (async () => parseCredentials('CORP,sec=none\\bob', 'pw'))(),
+      400,
+      `argument 'username' has an invalid domain (it holds ','; domains are ${nameRule(256)})`,
+    );
+    await rejectsApi(
+      (async () => parseCredentials('bob@corp%x', 'pw'))(),
+      400,
+      `argument 'username' has an invalid domain (it holds '%'; domains are ${nameRule(256)})`,
+    );
+    await rejectsApi(
+      schemaCheck('locations_create', { name: 'n', remote: '//nas/s', username: 'bob\nauth "x"', password: 'pw' }),
+      400,
+      "argument 'username' must be at most 256 characters without control characters",
+    );
     // A comma in a password is fine: mount.cifs doubles it, smbnetfs gets it quoted, smbclient on stdin.
     expect(parseCredentials('John Smith', 'a,uid=0')).to.deep.equal({ user: 'John Smith', domain: null, password: 'a,uid=0' });
   });
@@ -78,7 +108,9 @@ describe('locations: remote addresses and credentials', () => {
   it('checks a stored address against the same rule (records made before it)', () => {
     expect(remoteRuleProblem('127.0.0.1', 'guest', null, null)).to.equal(null);
     expect(remoteRuleProblem('nas', 'My Files', 'bob', 'CORP')).to.equal(null);
-    expect(remoteRuleProblem('127.0.0.9', 's,uid=0,password=x', null, null)).to.equal(`share name 's,uid=0,password=x' is refused (it holds ','; share names are ${nameRule(80)})`);
+    expect(remoteRuleProblem('127.0.0.9', 's,uid=0,password=x', null, null)).to.equal(
+      `share name 's,uid=0,password=x' is refused (it holds ','; share names are ${nameRule(80)})`,
+    );
     expect(remoteRuleProblem('127.0.0.9', 's', 'bob,uid=0', null)).to.equal(`user name 'bob,uid=0' is refused (it holds ','; user names are ${nameRule(256)})`);
     expect(remoteRuleProblem('127.0.0.9', 's', 'bob', 'C,D')).to.equal(`domain 'C,D' is refused (it holds ','; domains are ${nameRule(256)})`);
     expect(remoteRuleProblem('a,b', 's', null, null)).to.equal("host name 'a,b' is refused (a DNS or NetBIOS name, or an IPv4 address)");
@@ -92,7 +124,11 @@ describe('locations: remote addresses and credentials', () => {
     expect(parseCredentials('bob@corp.example', 'pw')).to.deep.equal({ user: 'bob', domain: 'corp.example', password: 'pw' });
     await rejectsApi((async () => parseCredentials(undefined, 'pw'))(), 400, "argument 'password' needs 'username' (omit both for guest access)");
     // The message never quotes the password.
-    await rejectsApi(schemaCheck('locations_create', { name: 'n', remote: '//nas/s', username: 'bob', password: 'line\nbreak' }), 400, "argument 'password' must be at most 1024 characters without control characters");
+    await rejectsApi(
+      schemaCheck('locations_create', { name: 'n', remote: '//nas/s', username: 'bob', password: 'line\nbreak' }),
+      400,
+      "argument 'password' must be at most 1024 characters without control characters",
+    );
   });
 
   it('quotes for smbnetfs and writes the kernel credentials file', () => {
@@ -105,10 +141,10 @@ describe('locations: remote addresses and credentials', () => {
   });
 });
 
-describe('locations: the registry\'s argument rules', () => {
+describe("locations: the registry's argument rules", () => {
   const NAME_RULE = "argument 'name' must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..'";
 
-  it('a location name follows the house\'s one name rule', async () => {
+  it("a location name follows the house's one name rule", async () => {
     const make = (name: string) => schemaCheck('locations_create', { name, remote: '//nas/s' });
     for (const bad of [' media', 'media ', 'a/b', 'a\\b', '..', 'a\u0085b']) await rejectsApi(make(bad), 400, NAME_RULE);
     await rejectsApi(make(''), 400, "argument 'name' must not be empty");
@@ -138,7 +174,10 @@ describe('locations: SMB failures', () => {
   });
 
   it('maps them to statuses naming which', () => {
-    expect(smbError({ kind: 'credentials', status: 'NT_STATUS_LOGON_FAILURE' }, 'h', 's', '')).to.include({ status: 400, message: "SMB host 'h' rejected the 'username' and 'password' (NT_STATUS_LOGON_FAILURE)" });
+    expect(smbError({ kind: 'credentials', status: 'NT_STATUS_LOGON_FAILURE' }, 'h', 's', '')).to.include({
+      status: 400,
+      message: "SMB host 'h' rejected the 'username' and 'password' (NT_STATUS_LOGON_FAILURE)",
+    });
     expect(smbError({ kind: 'no-share', status: 'NT_STATUS_BAD_NETWORK_NAME' }, 'h', 's', '').status).to.equal(404);
     expect(smbError({ kind: 'unreachable', status: null }, 'h', 's', 'timed out').status).to.equal(502);
     const r = { host: 'h', share: 's' };
@@ -230,10 +269,13 @@ describe('locations: discovery packets', () => {
 
   it('builds a WS-Discovery probe and reads ProbeMatches', () => {
     expect(probe('urn:uuid:1').toString()).to.include('<wsd:Types>wsdp:Device</wsd:Types>');
-    const xml = '<soap:Envelope><soap:Header><wsa:RelatesTo>urn:uuid:1</wsa:RelatesTo></soap:Header><soap:Body><wsd:ProbeMatches><wsd:ProbeMatch>' +
+    const xml =
+      '<soap:Envelope><soap:Header><wsa:RelatesTo>urn:uuid:1</wsa:RelatesTo></soap:Header><soap:Body><wsd:ProbeMatches><wsd:ProbeMatch>' +
       '<wsa:EndpointReference><wsa:Address>urn:uuid:abc</wsa:Address></wsa:EndpointReference><wsd:Types>wsdp:Device pub:Computer</wsd:Types>' +
       '<wsd:XAddrs>http://10.1.2.3:5357/abc</wsd:XAddrs></wsd:ProbeMatch></wsd:ProbeMatches></soap:Body></soap:Envelope>';
-    expect(parseProbeMatches(xml)).to.deep.equal([{ endpoint: 'urn:uuid:abc', types: ['wsdp:Device', 'pub:Computer'], xaddrs: ['http://10.1.2.3:5357/abc'], relatesTo: 'urn:uuid:1' }]);
+    expect(parseProbeMatches(xml)).to.deep.equal([
+      { endpoint: 'urn:uuid:abc', types: ['wsdp:Device', 'pub:Computer'], xaddrs: ['http://10.1.2.3:5357/abc'], relatesTo: 'urn:uuid:1' },
+    ]);
     expect(parseProbeMatches('<Probe/>')).to.deep.equal([]);
   });
 });

@@ -16,7 +16,10 @@ import type { RouteDriver } from '../../../daemon/locations/smb/route.js';
 import { rejectsApi } from '../../helpers/expect.js';
 
 class StandInRoute implements RouteDriver {
-  constructor(readonly route: MountRoute, public programs: Availability[]) {}
+  constructor(
+    readonly route: MountRoute,
+    public programs: Availability[],
+  ) {}
   async availability(): Promise<Availability[]> {
     return this.programs;
   }
@@ -41,7 +44,10 @@ describe('locations: the mount route (driver)', () => {
   it('takes the kernel client where the kernel has it, smbnetfs otherwise, and says why', async () => {
     const d = driver('auto');
     const s = await d.status();
-    expect(s).to.include({ mount_route: 'fuse', route_reason: 'smbnetfs over FUSE, because the kernel CIFS route is unavailable (kernel cifs: no cifs in /proc/filesystems)' });
+    expect(s).to.include({
+      mount_route: 'fuse',
+      route_reason: 'smbnetfs over FUSE, because the kernel CIFS route is unavailable (kernel cifs: no cifs in /proc/filesystems)',
+    });
     expect(s.runtimes.map((a) => a.name)).to.deep.equal(['kernel cifs', 'mount.cifs', 'smbnetfs', '/dev/fuse', 'smbclient', 'mount route']);
     expect(routeOf(await ensureAvailable(d, [MOUNT_ROUTE, SMB_CLIENT]))).to.equal('fuse');
 
@@ -54,7 +60,8 @@ describe('locations: the mount route (driver)', () => {
   it('without a route, the mount route entry is missing with why, and ensureAvailable refuses with 503', async () => {
     fuse.programs = [missing('smbnetfs', 'smbnetfs is not installed (install the smbnetfs and fuse3 packages)'), availableAs('/dev/fuse', null)];
     const d = driver('auto');
-    const why = 'neither route works: kernel CIFS (kernel cifs: no cifs in /proc/filesystems; install cifs-utils on a kernel with cifs), FUSE (smbnetfs: smbnetfs is not installed (install the smbnetfs and fuse3 packages))';
+    const why =
+      'neither route works: kernel CIFS (kernel cifs: no cifs in /proc/filesystems; install cifs-utils on a kernel with cifs), FUSE (smbnetfs: smbnetfs is not installed (install the smbnetfs and fuse3 packages))';
     expect((await d.availability()).find((a) => a.name === MOUNT_ROUTE)).to.deep.equal({ name: MOUNT_ROUTE, version: null, available: false, reason: why });
     await rejectsApi(ensureAvailable(d, [MOUNT_ROUTE, SMB_CLIENT]), 503, `mount route is not available: ${why}`);
     // A share listing needs smbclient alone.
@@ -63,6 +70,9 @@ describe('locations: the mount route (driver)', () => {
 
   it('a route pinned by locations.mount_route is taken only when it works', async () => {
     expect(await driver('fuse').status()).to.include({ mount_route: 'fuse', route_reason: 'smbnetfs over FUSE (set by locations.mount_route)' });
-    expect(await driver('cifs').status()).to.include({ mount_route: null, route_reason: 'locations.mount_route is cifs, but kernel cifs: no cifs in /proc/filesystems' });
+    expect(await driver('cifs').status()).to.include({
+      mount_route: null,
+      route_reason: 'locations.mount_route is cifs, but kernel cifs: no cifs in /proc/filesystems',
+    });
   });
 });

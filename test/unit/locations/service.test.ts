@@ -33,9 +33,22 @@ describe('locations service rules (fake driver)', () => {
     startLocations({ store, driver, secrets, log: pino({ level: 'silent' }), settings: parseSettings(undefined), dataDir: dir, env: {} });
 
   const record = (id: string, name: string): LocationRecord => ({
-    location_id: id, name, type: 'smb', host: 'nas', share: 'media', user: 'bob', domain: null, wanted: true, mounted: true, mount_route: 'fuse',
-    mount_dir: path.join(dir, 'locations', 'mnt', id), work_dir: path.join(dir, 'locations', 'work', id),
-    last_error: null, last_error_at: null, mounted_at: '2026-01-01T00:00:00.000Z', created_at: '2026-01-01T00:00:00.000Z',
+    location_id: id,
+    name,
+    type: 'smb',
+    host: 'nas',
+    share: 'media',
+    user: 'bob',
+    domain: null,
+    wanted: true,
+    mounted: true,
+    mount_route: 'fuse',
+    mount_dir: path.join(dir, 'locations', 'mnt', id),
+    work_dir: path.join(dir, 'locations', 'work', id),
+    last_error: null,
+    last_error_at: null,
+    mounted_at: '2026-01-01T00:00:00.000Z',
+    created_at: '2026-01-01T00:00:00.000Z',
   });
 
   beforeEach(async () => {
@@ -92,7 +105,7 @@ describe('locations service rules (fake driver)', () => {
     expect((await list(c)).locations.map((l) => l.name)).to.deep.equal(['other']);
   });
 
-  it('without a mount route, create answers 503 from the driver\'s availability and makes nothing', async () => {
+  it("without a mount route, create answers 503 from the driver's availability and makes nothing", async () => {
     driver.route = null;
     const c = await open();
     await rejectsApi(create(c, { name: 'media', remote: '//nas/media' }), 503, 'mount route is not available: neither route works (fake)');

@@ -33,7 +33,8 @@ describe('lxc argument rules', () => {
   const create = (args: Record<string, unknown>) => refusal('lxc_create', { name: 'box', template: 'busybox', ...args });
 
   it("names: the registry's resource-name rule with LXC's reserved prefix, for name and new_name", () => {
-    const rule = "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
+    const rule =
+      "must be a name of 1-128 characters without control characters, '/' or '\\', with no space at either end, not '.' or '..', not starting with 'svc-lxc-'";
     expect(create({ name: 'My Box 1' })).to.equal(null);
     expect(create({ name: 'x'.repeat(128) })).to.equal(null);
     expect(create({ name: 'svc-lx' })).to.equal(null);

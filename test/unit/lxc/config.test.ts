@@ -11,13 +11,38 @@ import type { ContainerRecord } from '../../../daemon/lxc/records.js';
 
 describe('lxc config rendering', () => {
   const rec: ContainerRecord = {
-    lxcid: 101, name: 'Web One', template: 'bb', template_storage_id: 'a', storage_id: 'a', rootfs_kind: 'loop', cpu_cores: 2, memory_mb: 256,
-    disk_size_bytes: 1 << 30, privileged: false, idmap: { uid: 100000, gid: 200000, count: 65536 }, nesting: false, environment: { A: 'b c' },
+    lxcid: 101,
+    name: 'Web One',
+    template: 'bb',
+    template_storage_id: 'a',
+    storage_id: 'a',
+    rootfs_kind: 'loop',
+    cpu_cores: 2,
+    memory_mb: 256,
+    disk_size_bytes: 1 << 30,
+    privileged: false,
+    idmap: { uid: 100000, gid: 200000, count: 65536 },
+    nesting: false,
+    environment: { A: 'b c' },
     network: { type: 'bridged', bridge: null, ip_address: '10.0.0.5/24', gateway: '10.0.0.1', dns_servers: [], hwaddr: '00:16:3e:00:00:01' },
-    autostart: true, mount_points: [{ host_path: '/a/My Files', container_path: '/mnt/files', read_only: true }], linked_clone: false,
-    rootfs_sync_pending: false, created_at: '', updated_at: '',
+    autostart: true,
+    mount_points: [{ host_path: '/a/My Files', container_path: '/mnt/files', read_only: true }],
+    linked_clone: false,
+    rootfs_sync_pending: false,
+    created_at: '',
+    updated_at: '',
   };
-  const input = { rec, lxcName: 'svc-lxc-101', rootfs: 'loop:/a/.hostd-lxc/containers/101/disk.img', bridge: 'br0', logFile: '/l/lxc.log', cgroupDirs: { container: 'hostd-x/ct-101', monitor: 'hostd-x/mon-101' }, host: { cgroupKeys: 'v1' as const, apparmor: false }, mountIsDir: () => true, mountSource: (i: number) => `/l/svc-lxc-101/mounts/${i}` };
+  const input = {
+    rec,
+    lxcName: 'svc-lxc-101',
+    rootfs: 'loop:/a/.hostd-lxc/containers/101/disk.img',
+    bridge: 'br0',
+    logFile: '/l/lxc.log',
+    cgroupDirs: { container: 'hostd-x/ct-101', monitor: 'hostd-x/mon-101' },
+    host: { cgroupKeys: 'v1' as const, apparmor: false },
+    mountIsDir: () => true,
+    mountSource: (i: number) => `/l/svc-lxc-101/mounts/${i}`,
+  };
 
   it('an unprivileged container: id map, capability drops, v1 limits, veth with a static address, mounts, autostart', () => {
     const text = renderConfig(input);
@@ -51,7 +76,11 @@ describe('lxc config rendering', () => {
     ]);
   });
   it('privileged, nesting, v2 keys, AppArmor, no network', () => {
-    const text = renderConfig({ ...input, rec: { ...rec, privileged: true, idmap: null, nesting: true, network: { ...rec.network, type: 'none' } }, host: { cgroupKeys: 'v2', apparmor: true } });
+    const text = renderConfig({
+      ...input,
+      rec: { ...rec, privileged: true, idmap: null, nesting: true, network: { ...rec.network, type: 'none' } },
+      host: { cgroupKeys: 'v2', apparmor: true },
+    });
     expect(text).to.not.contain('lxc.idmap');
     expect(text).to.contain('lxc.apparmor.profile = generated\nlxc.apparmor.allow_nesting = 1\n');
     expect(text).to.contain('lxc.mount.auto = proc:rw sys:rw cgroup:rw\n');
@@ -64,7 +93,15 @@ describe('lxc config rendering', () => {
     expect(text).to.contain('lxc.cap.drop = mac_admin mac_override sys_time sys_module sys_rawio\n');
     expect(text).to.contain('lxc.mount.auto = \nlxc.mount.auto = proc:rw sys:rw cgroup:rw\n');
     // Nothing that would give back what the id map takes away.
-    for (const k of ['lxc.cap.keep', 'lxc.seccomp.profile', 'cgroup-full', 'lxc.apparmor.allow_incomplete', 'lxc.mount.entry = /proc', 'lxc.mount.entry = /sys']) expect(text).to.not.contain(k);
+    for (const k of [
+      'lxc.cap.keep',
+      'lxc.seccomp.profile',
+      'cgroup-full',
+      'lxc.apparmor.allow_incomplete',
+      'lxc.mount.entry = /proc',
+      'lxc.mount.entry = /sys',
+    ])
+      expect(text).to.not.contain(k);
   });
   it('refuses to render a value with a line break (it would add a key)', () => {
     for (const r of [
@@ -72,7 +109,9 @@ describe('lxc config rendering', () => {
       { ...rec, mount_points: [{ host_path: '/a', container_path: '/mnt/x\nlxc.idmap =', read_only: true }] },
       { ...rec, network: { ...rec.network, ip_address: '10.0.0.5/24\r' } },
     ]) {
-      expect(() => renderConfig({ ...input, rec: r })).to.throw(/^container 101: the value of lxc\.[a-z0-9.]+ holds a line break or NUL; the config is not written$/);
+      expect(() => renderConfig({ ...input, rec: r })).to.throw(
+        /^container 101: the value of lxc\.[a-z0-9.]+ holds a line break or NUL; the config is not written$/,
+      );
     }
   });
   it('hostnames and mount escapes', () => {

@@ -8,7 +8,15 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { INTERNAL_PREFIX, internalDirName, isInternalName, judgeHostPath, LEGACY_INTERNAL_NAMES, realRoots, type HostPathPolicy } from '../../../daemon/lib/host-paths.js';
+import {
+  INTERNAL_PREFIX,
+  internalDirName,
+  isInternalName,
+  judgeHostPath,
+  LEGACY_INTERNAL_NAMES,
+  realRoots,
+  type HostPathPolicy,
+} from '../../../daemon/lib/host-paths.js';
 import { checkNotInternal } from '../../../daemon/folders/names.js';
 import { checkNewMounts, mountPolicy, mountViolation, violations, MOUNT_RULE } from '../../../daemon/lxc/containment.js';
 import { INTERNAL_DIR } from '../../../daemon/lxc/lxc-tools/storage.js';
@@ -25,7 +33,8 @@ const refusal = async (p: Promise<unknown>): Promise<{ status: number; message: 
 
 describe('host paths: the names hostd keeps for itself', () => {
   it('one convention covers every domain: .hostd-<anything> and the legacy .vms', () => {
-    for (const n of ['.hostd-lxc', '.hostd-apps', '.hostd-trash-f_1-ab', '.hostd-copy-12', '.hostd-sandboxes', '.vms', '.VMS', '.Hostd-x']) expect(isInternalName(n), n).to.equal(true);
+    for (const n of ['.hostd-lxc', '.hostd-apps', '.hostd-trash-f_1-ab', '.hostd-copy-12', '.hostd-sandboxes', '.vms', '.VMS', '.Hostd-x'])
+      expect(isInternalName(n), n).to.equal(true);
     for (const n of ['media', '.hostd', 'hostd-x', '.vms2', 'vms', '.hidden']) expect(isInternalName(n), n).to.equal(false);
     expect(internalDirName('lxc')).to.equal(INTERNAL_DIR);
     expect(INTERNAL_PREFIX).to.equal('.hostd-');
@@ -52,7 +61,10 @@ describe('host paths: judgeHostPath', () => {
       { path: '/srv/share', label: 'lxc.mount_roots' },
     ],
     poolRoots: ['/pools/a', '/var/lib/hostd/pools/default'],
-    private: [{ path: '/var/lib/hostd', label: 'data directory' }, { path: '/srv/lxc', label: 'LXC path (lxc.lxc_path)' }],
+    private: [
+      { path: '/var/lib/hostd', label: 'data directory' },
+      { path: '/srv/lxc', label: 'LXC path (lxc.lxc_path)' },
+    ],
   };
   const judge = (p: string) => {
     const v = judgeHostPath(p, policy);
@@ -97,7 +109,13 @@ describe('host paths: LXC mount points on a real filesystem', () => {
   let dataDir: string;
   let outside: string;
   const policyNow = () =>
-    mountPolicy({ folders: [{ folder_id: 'f1', name: 'media', storage_id: 'p', path: folder }], mountRoots: [], pools: [{ id: 'p', path: pool }], dataDir, lxcPath: path.join(dataDir, 'lxc') });
+    mountPolicy({
+      folders: [{ folder_id: 'f1', name: 'media', storage_id: 'p', path: folder }],
+      mountRoots: [],
+      pools: [{ id: 'p', path: pool }],
+      dataDir,
+      lxcPath: path.join(dataDir, 'lxc'),
+    });
 
   beforeEach(() => {
     tmp = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-lxc-paths-')));
@@ -113,7 +131,10 @@ describe('host paths: LXC mount points on a real filesystem', () => {
 
   it('stores the real path of an allowed folder and refuses every way out with 400 naming the rule', async () => {
     // `..` is resolved on the real path: through a missing component it does not exist.
-    expect(await refusal(checkNewMounts(mp(`${folder}/sub/..`), await policyNow()))).to.deep.equal({ status: 400, message: "argument 'mount_points[0].host_path' does not exist on the host" });
+    expect(await refusal(checkNewMounts(mp(`${folder}/sub/..`), await policyNow()))).to.deep.equal({
+      status: 400,
+      message: "argument 'mount_points[0].host_path' does not exist on the host",
+    });
     fs.mkdirSync(path.join(folder, 'sub'));
     expect((await checkNewMounts(mp(`${folder}/sub/..`), await policyNow()))[0].host_path).to.equal(folder);
     expect((await checkNewMounts(mp(folder), await policyNow()))[0].host_path).to.equal(folder);
@@ -131,9 +152,15 @@ describe('host paths: LXC mount points on a real filesystem', () => {
       [dataDir, "is or holds hostd's data directory"],
     ];
     for (const [p, why] of cases) {
-      expect(await refusal(checkNewMounts(mp(p), await policyNow())), p).to.deep.equal({ status: 400, message: `argument 'mount_points[0].host_path' ${why}: ${MOUNT_RULE}` });
+      expect(await refusal(checkNewMounts(mp(p), await policyNow())), p).to.deep.equal({
+        status: 400,
+        message: `argument 'mount_points[0].host_path' ${why}: ${MOUNT_RULE}`,
+      });
     }
-    expect(await refusal(checkNewMounts(mp(path.join(tmp, 'nope')), await policyNow()))).to.deep.equal({ status: 400, message: "argument 'mount_points[0].host_path' does not exist on the host" });
+    expect(await refusal(checkNewMounts(mp(path.join(tmp, 'nope')), await policyNow()))).to.deep.equal({
+      status: 400,
+      message: "argument 'mount_points[0].host_path' does not exist on the host",
+    });
   });
 
   it('a mount allowed at create breaks the rule once its folder is renamed, deleted or swapped for a symlink', async () => {
@@ -141,21 +168,33 @@ describe('host paths: LXC mount points on a real filesystem', () => {
     expect(await mountViolation(m, await policyNow())).to.equal(null);
     fs.renameSync(folder, folder + '-old');
     fs.symlinkSync('/etc', folder);
-    expect(await mountViolation(m, await policyNow())).to.equal(`mount point /mnt/x: its host path ${folder} now resolves elsewhere (a component was replaced by a symlink)`);
+    expect(await mountViolation(m, await policyNow())).to.equal(
+      `mount point /mnt/x: its host path ${folder} now resolves elsewhere (a component was replaced by a symlink)`,
+    );
     fs.rmSync(folder);
     expect(await mountViolation(m, await policyNow())).to.equal(`mount point /mnt/x: its host path ${folder} no longer exists`);
     // The folder is gone from the folders domain, its directory still there: no longer shared storage.
     fs.renameSync(folder + '-old', folder);
     const noFolders = await mountPolicy({ folders: [], mountRoots: [], pools: [{ id: 'p', path: pool }], dataDir, lxcPath: path.join(dataDir, 'lxc') });
-    expect(await mountViolation(m, noFolders)).to.equal(`mount point /mnt/x: its host path ${folder} is neither a managed folder nor inside one, nor inside a configured root`);
+    expect(await mountViolation(m, noFolders)).to.equal(
+      `mount point /mnt/x: its host path ${folder} is neither a managed folder nor inside one, nor inside a configured root`,
+    );
   });
 
   it('a record made before the rules breaks them: privileged while the setting is off, a mount into another domain', async () => {
-    const rec = { lxcid: 7, privileged: true, mount_points: [{ host_path: path.join(pool, '.hostd-apps'), container_path: '/mnt/apps', read_only: true }] } as ContainerRecord;
+    const rec = {
+      lxcid: 7,
+      privileged: true,
+      mount_points: [{ host_path: path.join(pool, '.hostd-apps'), container_path: '/mnt/apps', read_only: true }],
+    } as ContainerRecord;
     const v = await violations(rec, await policyNow(), false);
     expect(v).to.deep.equal([
       { rule: 'lxc.allow_privileged', message: 'container 7 is privileged and lxc.allow_privileged is false (a privileged container is root on the host)' },
-      { rule: 'mount_points', container_path: '/mnt/apps', message: `mount point /mnt/apps: its host path ${path.join(pool, '.hostd-apps')} is inside a directory hostd keeps for itself ('.hostd-apps'): ${MOUNT_RULE}` },
+      {
+        rule: 'mount_points',
+        container_path: '/mnt/apps',
+        message: `mount point /mnt/apps: its host path ${path.join(pool, '.hostd-apps')} is inside a directory hostd keeps for itself ('.hostd-apps'): ${MOUNT_RULE}`,
+      },
     ]);
     expect(await violations({ ...rec, mount_points: [] }, await policyNow(), true)).to.deep.equal([]);
   });

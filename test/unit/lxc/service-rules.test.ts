@@ -39,7 +39,10 @@ describe('lxc service rules (fake driver)', () => {
 
   /** The promise rejects with an ApiError of this status whose message matches. */
   async function rejectsApi(p: Promise<unknown>, status: number, message: RegExp | string): Promise<void> {
-    const err = await p.then(() => null, (e: unknown) => e);
+    const err = await p.then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err, `expected ApiError ${status}`).to.be.instanceOf(ApiError);
     expect((err as ApiError).status, (err as Error).message).to.equal(status);
     if (typeof message === 'string') expect((err as ApiError).message).to.equal(message);
@@ -47,10 +50,26 @@ describe('lxc service rules (fake driver)', () => {
   }
 
   const record = (lxcid: number, over: Partial<ContainerRecord> = {}): ContainerRecord => ({
-    lxcid, name: `ct-${lxcid}`, template: 'bb', template_storage_id: 'p', storage_id: 'p', rootfs_kind: 'dir', cpu_cores: 1, memory_mb: 64,
-    disk_size_bytes: 0, privileged: false, idmap: { uid: 100000, gid: 100000, count: 65536 }, nesting: false, environment: {},
+    lxcid,
+    name: `ct-${lxcid}`,
+    template: 'bb',
+    template_storage_id: 'p',
+    storage_id: 'p',
+    rootfs_kind: 'dir',
+    cpu_cores: 1,
+    memory_mb: 64,
+    disk_size_bytes: 0,
+    privileged: false,
+    idmap: { uid: 100000, gid: 100000, count: 65536 },
+    nesting: false,
+    environment: {},
     network: { type: 'none', bridge: null, ip_address: null, gateway: null, dns_servers: [], hwaddr: '00:16:3e:00:00:01' },
-    autostart: false, mount_points: [], linked_clone: false, rootfs_sync_pending: false, created_at: '2026-01-01T00:00:00.000Z', updated_at: '2026-01-01T00:00:00.000Z',
+    autostart: false,
+    mount_points: [],
+    linked_clone: false,
+    rootfs_sync_pending: false,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
     ...over,
   });
 
@@ -64,9 +83,21 @@ describe('lxc service rules (fake driver)', () => {
     const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
     const settings = parseSettings(undefined, { dataDir: dir, pools });
     published = [];
-    const events = { publishState: async (_d: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: { actor?: string } = {}) => void published.push({ resource, state, data, actor: opts.actor }) };
+    const events = {
+      publishState: async (_d: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: { actor?: string } = {}) =>
+        void published.push({ resource, state, data, actor: opts.actor }),
+    };
     lctx = lxcContext({
-      records, driver, settings, pools, tasks, log: pino({ level: 'silent' }), folders: () => [], dataDir: dir, env: {}, events,
+      records,
+      driver,
+      settings,
+      pools,
+      tasks,
+      log: pino({ level: 'silent' }),
+      folders: () => [],
+      dataDir: dir,
+      env: {},
+      events,
     });
     s = lxcServices(lctx);
   });
@@ -84,7 +115,14 @@ describe('lxc service rules (fake driver)', () => {
   });
 
   it('an unknown container is 404 for every change, and the runtime is not asked', async () => {
-    const calls = [() => s.lifecycle.start(7, ctx), () => s.lifecycle.stop(7, ctx), () => s.lifecycle.freeze(7, ctx), () => s.lifecycle.unfreeze(7, ctx), () => s.containers.delete(7, ctx), () => s.containers.get(7)];
+    const calls = [
+      () => s.lifecycle.start(7, ctx),
+      () => s.lifecycle.stop(7, ctx),
+      () => s.lifecycle.freeze(7, ctx),
+      () => s.lifecycle.unfreeze(7, ctx),
+      () => s.containers.delete(7, ctx),
+      () => s.containers.get(7),
+    ];
     for (const call of calls) await rejectsApi(call(), 404, /^container 7 not found$/);
     expect(driver.calls).to.deep.equal([]);
   });
@@ -96,7 +134,14 @@ describe('lxc service rules (fake driver)', () => {
   });
 
   it('a privileged container is 403 naming lxc.allow_privileged, before the image is unpacked', async () => {
-    driver.imageRefs = [{ meta: { image_id: 'bb', source: 'import', file: 'rootfs.tar.xz', compression: 'xz', size_bytes: 1, sha256: 'x', created_at: '' }, storage_id: 'p', dir: '/x', file: '/x/rootfs.tar.xz' }];
+    driver.imageRefs = [
+      {
+        meta: { image_id: 'bb', source: 'import', file: 'rootfs.tar.xz', compression: 'xz', size_bytes: 1, sha256: 'x', created_at: '' },
+        storage_id: 'p',
+        dir: '/x',
+        file: '/x/rootfs.tar.xz',
+      },
+    ];
     await rejectsApi(s.create.create({ name: 'x', template: 'bb', privileged: true }, ctx), 403, /lxc\.allow_privileged is false/);
     expect(driver.calls).to.deep.equal([]);
   });
@@ -147,7 +192,11 @@ describe('lxc service rules (fake driver)', () => {
       await lctx.states.idle();
     });
     await lctx.states.idle();
-    expect(published.map((p) => [p.state, p.data.reason])).to.deep.equal([['STOPPED', 'init-exited'], ['RUNNING', undefined], ['STOPPED', 'init-exited']]);
+    expect(published.map((p) => [p.state, p.data.reason])).to.deep.equal([
+      ['STOPPED', 'init-exited'],
+      ['RUNNING', undefined],
+      ['STOPPED', 'init-exited'],
+    ]);
     published.length = 1;
     // Transient states are never reported.
     lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STARTING' });

@@ -16,15 +16,42 @@ const err = (fn: () => unknown): string => {
 };
 
 describe('lxc settings', () => {
-  const cfg = { dataDir: '/var/lib/hostd', pools: [{ id: 'a', path: '/a' }, { id: 'b', path: '/b' }] };
+  const cfg = {
+    dataDir: '/var/lib/hostd',
+    pools: [
+      { id: 'a', path: '/a' },
+      { id: 'b', path: '/b' },
+    ],
+  };
   it('defaults', () => {
     expect(parseSettings(undefined, cfg)).to.deep.equal({
-      lxcPath: '/var/lib/hostd/lxc', imageServer: null, defaultBridge: null, defaultStorage: 'a', imageStorage: 'a', mountRoots: [], allowPrivileged: false,
-      firstLxcid: 100, stopTimeoutSeconds: 30, defaultCpuCores: 1, defaultMemoryMb: 512, idmap: null,
+      lxcPath: '/var/lib/hostd/lxc',
+      imageServer: null,
+      defaultBridge: null,
+      defaultStorage: 'a',
+      imageStorage: 'a',
+      mountRoots: [],
+      allowPrivileged: false,
+      firstLxcid: 100,
+      stopTimeoutSeconds: 30,
+      defaultCpuCores: 1,
+      defaultMemoryMb: 512,
+      idmap: null,
     });
   });
   it('reads every key', () => {
-    const s = parseSettings({ image_server: 'http://x:1/img', default_bridge: 'br0', default_storage: 'b', image_storage: 'b', mount_roots: ['/srv/m/'], first_lxcid: 200, idmap: { uid_start: 200000, gid_start: 300000 } }, cfg);
+    const s = parseSettings(
+      {
+        image_server: 'http://x:1/img',
+        default_bridge: 'br0',
+        default_storage: 'b',
+        image_storage: 'b',
+        mount_roots: ['/srv/m/'],
+        first_lxcid: 200,
+        idmap: { uid_start: 200000, gid_start: 300000 },
+      },
+      cfg,
+    );
     expect(s).to.include({ imageServer: 'http://x:1/img/', defaultBridge: 'br0', defaultStorage: 'b', imageStorage: 'b', firstLxcid: 200 });
     expect(s.mountRoots).to.deep.equal(['/srv/m']);
     expect(s.idmap).to.deep.equal({ uid: 200000, gid: 300000, count: 65536 });
@@ -39,11 +66,26 @@ describe('lxc settings', () => {
   });
   it('refuses a mount root at or above a pool root, in an internal directory, or at, above or inside the data dir or the lxc path, naming the key', () => {
     const c = { dataDir: '/var/lib/hostd', pools: [{ id: 'a', path: '/srv/pool-a' }] };
-    for (const bad of ['/srv/pool-a', '/srv', '/srv/pool-a/.hostd-lxc', '/mnt/x/.hostd-apps/y', '/var/lib/hostd', '/var/lib', '/var/lib/hostd/certs', '/opt/lxc/c1']) {
+    for (const bad of [
+      '/srv/pool-a',
+      '/srv',
+      '/srv/pool-a/.hostd-lxc',
+      '/mnt/x/.hostd-apps/y',
+      '/var/lib/hostd',
+      '/var/lib',
+      '/var/lib/hostd/certs',
+      '/opt/lxc/c1',
+    ]) {
       const msg = err(() => parseSettings({ mount_roots: [bad], lxc_path: '/opt/lxc' }, c));
-      expect(msg, bad).to.match(new RegExp(`^config lxc\\.mount_roots entry ${bad.replace(/[.]/g, '\\.')} .+; a mount root may hold only what containers may mount$`));
+      expect(msg, bad).to.match(
+        new RegExp(`^config lxc\\.mount_roots entry ${bad.replace(/[.]/g, '\\.')} .+; a mount root may hold only what containers may mount$`),
+      );
     }
     // A plain directory in a pool is no pool root: mount points below it are still judged by the rule.
-    expect(parseSettings({ mount_roots: ['/srv/media', '/mnt/x', '/srv/pool-a/media'], lxc_path: '/opt/lxc' }, c).mountRoots).to.deep.equal(['/srv/media', '/mnt/x', '/srv/pool-a/media']);
+    expect(parseSettings({ mount_roots: ['/srv/media', '/mnt/x', '/srv/pool-a/media'], lxc_path: '/opt/lxc' }, c).mountRoots).to.deep.equal([
+      '/srv/media',
+      '/mnt/x',
+      '/srv/pool-a/media',
+    ]);
   });
 });

@@ -9,8 +9,17 @@ import { parseBlkioBytes, parseIoStat } from '../../../daemon/lxc/lxc-tools/cgro
 describe('metrics: LXC block I/O from cgroup files', () => {
   it('sums the Read and Write lines of blkio.throttle.io_service_bytes over devices, ignoring Sync, Async, Discard and Total', () => {
     const text = [
-      '8:0 Read 4096', '8:0 Write 8192', '8:0 Sync 12288', '8:0 Async 0', '8:0 Discard 0', '8:0 Total 12288',
-      '7:1 Read 100', '7:1 Write 1', '7:1 Total 101', 'Total 12389', '',
+      '8:0 Read 4096',
+      '8:0 Write 8192',
+      '8:0 Sync 12288',
+      '8:0 Async 0',
+      '8:0 Discard 0',
+      '8:0 Total 12288',
+      '7:1 Read 100',
+      '7:1 Write 1',
+      '7:1 Total 101',
+      'Total 12389',
+      '',
     ].join('\n');
     expect(parseBlkioBytes(text)).to.deep.equal({ read_bytes: 4196, written_bytes: 8193 });
     expect(parseBlkioBytes('Total 0\n')).to.deep.equal({ read_bytes: 0, written_bytes: 0 });

@@ -18,18 +18,40 @@ const lease = {
   takeover: async () => lease.state(),
 };
 
-const guest = (kind: GuestInfo['kind'], id: string, name: string, state: string): GuestInfo =>
-  ({ kind, id, name, state, running: state === 'running', cpu_cores: 1, memory_mb: 64, addresses: [] });
+const guest = (kind: GuestInfo['kind'], id: string, name: string, state: string): GuestInfo => ({
+  kind,
+  id,
+  name,
+  state,
+  running: state === 'running',
+  cpu_cores: 1,
+  memory_mb: 64,
+  addresses: [],
+});
 
 const figures = (id: string, n: number): ResourceUsage => ({
-  id, cpu_seconds: n, memory_bytes: n * 1000, disk_read_bytes: n * 10, disk_written_bytes: n * 20, network_received_bytes: n * 30, network_transmitted_bytes: null,
+  id,
+  cpu_seconds: n,
+  memory_bytes: n * 1000,
+  disk_read_bytes: n * 10,
+  disk_written_bytes: n * 20,
+  network_received_bytes: n * 30,
+  network_transmitted_bytes: null,
 });
 
 function service(guests: GuestSource[], usage: UsageSource[], more: { mounts?: MountStates[]; proxy?: ProxyFigures[] } = {}): MetricsService {
   const m = new MetricsService();
   m.attach({
-    nodeId: 'n1', nodeName: 'a', version: '0', lease, peers: async () => [], domainInfo: async () => [], guests: () => guests, usage: () => usage,
-    mountStates: () => more.mounts ?? [], proxyFigures: () => more.proxy ?? [],
+    nodeId: 'n1',
+    nodeName: 'a',
+    version: '0',
+    lease,
+    peers: async () => [],
+    domainInfo: async () => [],
+    guests: () => guests,
+    usage: () => usage,
+    mountStates: () => more.mounts ?? [],
+    proxyFigures: () => more.proxy ?? [],
   });
   return m;
 }
@@ -39,14 +61,20 @@ describe('metrics: per-resource series', function () {
     { guests: async () => [guest('lxc', '7', 'web', 'running'), guest('lxc', '8', 'db', 'stopped')] },
     { guests: async () => [guest('app', 'wiki', 'wiki', 'running')] },
     { guests: async () => [guest('vm', '101', 'build', 'stopped')] },
-    { guests: async () => [guest('sandbox', 'sb_1', 'agent-a', 'ready'), guest('sandbox', 'sb_2', 'agent-b', 'ready'), guest('sandbox', 'sb_3', 'agent-c', 'booting')] },
+    {
+      guests: async () => [
+        guest('sandbox', 'sb_1', 'agent-a', 'ready'),
+        guest('sandbox', 'sb_2', 'agent-b', 'ready'),
+        guest('sandbox', 'sb_3', 'agent-c', 'booting'),
+      ],
+    },
   ];
   const usage: UsageSource[] = [
     { kind: 'lxc', usage: async () => [figures('7', 3)] },
     { kind: 'app', usage: async () => [figures('wiki', 5)] },
   ];
 
-  it('shows a kind\'s series only to a token holding its read scope', async () => {
+  it("shows a kind's series only to a token holding its read scope", async () => {
     const m = service(guests, usage);
     const only = (await m.expose('prometheus', { scopes: ['system.read'] })).text;
     expect(only).to.not.match(/^hostd_(lxc|app|vm)_/m);
@@ -101,19 +129,27 @@ describe('metrics: per-resource series', function () {
     expect(sample(next, 'hostd_metrics_reads_late_total', { source: 'app' })).to.be.at.least(1);
   });
 
-  it('a failing runtime read leaves that kind\'s figures out and the rest served', async () => {
-    const failing: UsageSource = { kind: 'lxc', usage: async () => { throw new Error('cgroup gone'); } };
+  it("a failing runtime read leaves that kind's figures out and the rest served", async () => {
+    const failing: UsageSource = {
+      kind: 'lxc',
+      usage: async () => {
+        throw new Error('cgroup gone');
+      },
+    };
     const text = (await service(guests, [failing, usage[1]]).expose('prometheus', { scopes: ['lxc.read', 'apps.read'] })).text;
     expect(sample(text, 'hostd_lxc_cpu_seconds_total', { id: '7' })).to.equal(undefined);
     expect(sample(text, 'hostd_app_cpu_seconds_total', { id: 'wiki' })).to.equal(5);
   });
 
-  it('counts locations by status; the proxy\'s configuration versions for everyone with system.read, its certificates\' expiry by domain only with proxy.read', async () => {
+  it("counts locations by status; the proxy's configuration versions for everyone with system.read, its certificates' expiry by domain only with proxy.read", async () => {
     const mounts: MountStates = { statuses: () => ['mounted', 'unavailable', 'mounted'] };
     let tell: Parameters<ProxyFigures['onApply']>[0] = () => {};
     const proxy: ProxyFigures = {
       config: () => ({ version: 7, applied_version: 6, apply_failed: true }),
-      certificates: () => [{ domain: 'home.test', not_after: '2030-01-01T00:00:00Z' }, { domain: 'lab.test', not_after: null }],
+      certificates: () => [
+        { domain: 'home.test', not_after: '2030-01-01T00:00:00Z' },
+        { domain: 'lab.test', not_after: null },
+      ],
       onApply: (watch) => (tell = watch),
     };
     const m = service(guests, usage, { mounts: [mounts], proxy: [proxy] });

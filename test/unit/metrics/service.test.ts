@@ -30,12 +30,20 @@ describe('metrics service', function () {
         throw new Error('no');
       });
       let text = '';
-      await eventually(async () => (sample((text = (await m.expose()).text), 'hostd_tasks_ended_total', { kind: 'demo.thing.make', state: 'failed' }) ?? 0) === 1, 30_000, 'the failed task counted');
+      await eventually(
+        async () => (sample((text = (await m.expose()).text), 'hostd_tasks_ended_total', { kind: 'demo.thing.make', state: 'failed' }) ?? 0) === 1,
+        30_000,
+        'the failed task counted',
+      );
       expect(sample(text, 'hostd_tasks_started_total', { kind: 'demo.thing.make' })).to.equal(2);
       expect(sample(text, 'hostd_tasks_active', { kind: 'demo.thing.make' })).to.equal(1);
       release();
       await runner.settled(a.task_id);
-      await eventually(async () => (sample((text = (await m.expose()).text), 'hostd_tasks_ended_total', { kind: 'demo.thing.make', state: 'succeeded' }) ?? 0) === 1, 30_000, 'the succeeded task counted');
+      await eventually(
+        async () => (sample((text = (await m.expose()).text), 'hostd_tasks_ended_total', { kind: 'demo.thing.make', state: 'succeeded' }) ?? 0) === 1,
+        30_000,
+        'the succeeded task counted',
+      );
       expect(sample(text, 'hostd_tasks_active', { kind: 'demo.thing.make' })).to.equal(0);
       expect(sample(text, 'hostd_task_duration_seconds_count', { kind: 'demo.thing.make' })).to.equal(2);
     } finally {
@@ -65,8 +73,18 @@ describe('metrics service', function () {
     expect((await m.expose()).text).to.not.include('hostd_forwarded_calls_total');
     const unreachable = Object.assign(new Error('member p3 cannot be reached'), { status: 502 });
     const fwd = m.observeForwarder({
-      resolve: (peerId: string) => peerId === 'self' ? 'self' as const : peerId === 'p2' ? { forward: async () => ({ ok: true }) }
-        : peerId === 'p3' ? { forward: async () => { throw unreachable; } } : undefined,
+      resolve: (peerId: string) =>
+        peerId === 'self'
+          ? ('self' as const)
+          : peerId === 'p2'
+            ? { forward: async () => ({ ok: true }) }
+            : peerId === 'p3'
+              ? {
+                  forward: async () => {
+                    throw unreachable;
+                  },
+                }
+              : undefined,
     });
     expect(fwd.resolve('self')).to.equal('self');
     expect(fwd.resolve('nobody')).to.equal(undefined);

@@ -7,7 +7,14 @@
 import { expect } from 'chai';
 import dnsPacket from 'dns-packet';
 import { buildCaddyConfig, redactCaddyConfig } from '../../../daemon/proxy/caddy/build.js';
-import { defaultProxyConfig, effectiveScheme, effectiveSkipVerify, validateProxyConfig, type ProxyConfig, type ProxyEntry } from '../../../daemon/proxy/config.js';
+import {
+  defaultProxyConfig,
+  effectiveScheme,
+  effectiveSkipVerify,
+  validateProxyConfig,
+  type ProxyConfig,
+  type ProxyEntry,
+} from '../../../daemon/proxy/config.js';
 import { dialFor, findTarget, type UpstreamTarget } from '../../../daemon/proxy/targets.js';
 import { parseProxySettings } from '../../../daemon/proxy/settings.js';
 import { DnsResponder } from '../../../daemon/proxy/dns/responder.js';
@@ -15,11 +22,24 @@ import { parseHostPort } from '../../../daemon/proxy/host-port.js';
 import { ApiError } from '../../../daemon/lib/errors.js';
 
 const entry = (over: Partial<ProxyEntry> = {}): ProxyEntry => ({
-  subdomain: 'web', listen_port: 443, port: 8080, host: '10.0.0.9', target_id: null, upstream_scheme: '', tls_skip_verify: null, header_up: {}, ...over,
+  subdomain: 'web',
+  listen_port: 443,
+  port: 8080,
+  host: '10.0.0.9',
+  target_id: null,
+  upstream_scheme: '',
+  tls_skip_verify: null,
+  header_up: {},
+  ...over,
 });
 
 const opts = (over: Partial<Parameters<typeof buildCaddyConfig>[1]> = {}) => ({
-  adminSocket: '/d/proxy/run/a.sock', storageRoot: '/d/proxy/caddy/storage', listenHost: '', upstreams: new Map(), credentials: new Map(), ...over,
+  adminSocket: '/d/proxy/run/a.sock',
+  storageRoot: '/d/proxy/caddy/storage',
+  listenHost: '',
+  upstreams: new Map(),
+  credentials: new Map(),
+  ...over,
 });
 
 describe('proxy: Caddy configuration builder', () => {
@@ -29,10 +49,17 @@ describe('proxy: Caddy configuration builder', () => {
       enabled: true,
       domains: [{ name: 'home.test', cert_source: 'internal', entries: [entry(), entry({ listen_port: 8443 }), entry({ subdomain: 'git', port: 443 })] }],
     };
-    const c = buildCaddyConfig(cfg, opts({
-      listenHost: '10.0.0.5',
-      upstreams: new Map([['web.home.test:443', { dial: '10.0.0.9:8080' }], ['web.home.test:8443', { dial: '10.0.0.9:8080' }], ['git.home.test:443', { error: 'target vm:1 has no address now (state stopped)' }]]),
-    })) as any;
+    const c = buildCaddyConfig(
+      cfg,
+      opts({
+        listenHost: '10.0.0.5',
+        upstreams: new Map([
+          ['web.home.test:443', { dial: '10.0.0.9:8080' }],
+          ['web.home.test:8443', { dial: '10.0.0.9:8080' }],
+          ['git.home.test:443', { error: 'target vm:1 has no address now (state stopped)' }],
+        ]),
+      }),
+    ) as any;
     expect(c.admin).to.deep.equal({ listen: 'unix//d/proxy/run/a.sock', config: { persist: false } });
     expect(c.storage).to.deep.equal({ module: 'file_system', root: '/d/proxy/caddy/storage' });
     expect(c.apps.pki).to.deep.equal({ certificate_authorities: { local: { install_trust: false } } });
@@ -41,37 +68,86 @@ describe('proxy: Caddy configuration builder', () => {
     expect(s.listen).to.deep.equal(['10.0.0.5:443']);
     expect(s.protocols).to.deep.equal(['h1', 'h2']);
     expect(s.automatic_https).to.deep.equal({ disable_redirects: true, skip_certificates: ['web.home.test', 'git.home.test'] });
-    expect(s.routes[0]).to.deep.equal({ match: [{ host: ['web.home.test'] }], handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: '10.0.0.9:8080' }] }], terminal: true });
-    expect(s.routes[1].handle[0]).to.deep.equal({ handler: 'static_response', status_code: 502, body: 'hostd proxy: target vm:1 has no address now (state stopped)\n' });
-    expect(c.apps.tls).to.deep.equal({ certificates: { automate: ['*.home.test'] }, automation: { policies: [{ subjects: ['*.home.test'], issuers: [{ module: 'internal', ca: 'local' }] }] } });
+    expect(s.routes[0]).to.deep.equal({
+      match: [{ host: ['web.home.test'] }],
+      handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: '10.0.0.9:8080' }] }],
+      terminal: true,
+    });
+    expect(s.routes[1].handle[0]).to.deep.equal({
+      handler: 'static_response',
+      status_code: 502,
+      body: 'hostd proxy: target vm:1 has no address now (state stopped)\n',
+    });
+    expect(c.apps.tls).to.deep.equal({
+      certificates: { automate: ['*.home.test'] },
+      automation: { policies: [{ subjects: ['*.home.test'], issuers: [{ module: 'internal', ca: 'local' }] }] },
+    });
   });
 
   it('HTTP/3 adds h3; IPv6 listen hosts are bracketed; https upstreams, skip-verify and header_up', () => {
     const cfg: ProxyConfig = {
       ...defaultProxyConfig(),
       http3: true,
-      domains: [{ name: 'h.test', cert_source: 'internal', entries: [entry({ port: 443, header_up: { 'X-A': '{http.request.remote.host}', 'X-Gone': '', 'User-Agent': '' } }), entry({ subdomain: 'v', upstream_scheme: 'https', tls_skip_verify: false })] }],
+      domains: [
+        {
+          name: 'h.test',
+          cert_source: 'internal',
+          entries: [
+            entry({ port: 443, header_up: { 'X-A': '{http.request.remote.host}', 'X-Gone': '', 'User-Agent': '' } }),
+            entry({ subdomain: 'v', upstream_scheme: 'https', tls_skip_verify: false }),
+          ],
+        },
+      ],
     };
-    const c = buildCaddyConfig(cfg, opts({ listenHost: '::1', upstreams: new Map([['web.h.test:443', { dial: '10.0.0.9:443' }], ['v.h.test:443', { dial: '10.0.0.9:8080', serverName: 'v.upstream.test' }]]) })) as any;
+    const c = buildCaddyConfig(
+      cfg,
+      opts({
+        listenHost: '::1',
+        upstreams: new Map([
+          ['web.h.test:443', { dial: '10.0.0.9:443' }],
+          ['v.h.test:443', { dial: '10.0.0.9:8080', serverName: 'v.upstream.test' }],
+        ]),
+      }),
+    ) as any;
     const s = c.apps.http.servers.p443;
     expect(s.listen).to.deep.equal(['[::1]:443']);
     expect(s.protocols).to.deep.equal(['h1', 'h2', 'h3']);
     expect(s.routes[0].handle[0].transport).to.deep.equal({ protocol: 'http', tls: { insecure_skip_verify: true } });
-    expect(s.routes[0].handle[0].headers).to.deep.equal({ request: { set: { 'X-A': ['{http.request.remote.host}'], 'User-Agent': [''] }, delete: ['X-Gone'] } });
+    expect(s.routes[0].handle[0].headers).to.deep.equal({
+      request: { set: { 'X-A': ['{http.request.remote.host}'], 'User-Agent': [''] }, delete: ['X-Gone'] },
+    });
     // A host name is dialled by the address hostd resolved and checked, and verified by its name.
     expect(s.routes[1].handle[0].transport).to.deep.equal({ protocol: 'http', tls: { server_name: 'v.upstream.test' } });
   });
 
   it('ACME DNS-01 with the provider and its credentials; redaction hides them', () => {
-    const cfg: ProxyConfig = { ...defaultProxyConfig(), acme: { email: 'a@b.test', dir_url: 'https://acme.test/dir', dns_resolvers: null }, domains: [{ name: 'p.test', cert_source: 'cloudflare', entries: [] }] };
+    const cfg: ProxyConfig = {
+      ...defaultProxyConfig(),
+      acme: { email: 'a@b.test', dir_url: 'https://acme.test/dir', dns_resolvers: null },
+      domains: [{ name: 'p.test', cert_source: 'cloudflare', entries: [] }],
+    };
     const c = buildCaddyConfig(cfg, opts({ credentials: new Map([['cloudflare', { api_token: 's3cret' }]]) })) as any;
     expect(c.apps.tls.automation.policies[0]).to.deep.equal({
       subjects: ['*.p.test'],
-      issuers: [{ module: 'acme', email: 'a@b.test', ca: 'https://acme.test/dir', challenges: { http: { disabled: true }, 'tls-alpn': { disabled: true }, dns: { provider: { api_token: 's3cret', name: 'cloudflare' }, resolvers: ['1.1.1.1', '8.8.8.8'] } } }],
+      issuers: [
+        {
+          module: 'acme',
+          email: 'a@b.test',
+          ca: 'https://acme.test/dir',
+          challenges: {
+            http: { disabled: true },
+            'tls-alpn': { disabled: true },
+            dns: { provider: { api_token: 's3cret', name: 'cloudflare' }, resolvers: ['1.1.1.1', '8.8.8.8'] },
+          },
+        },
+      ],
     });
     expect(c.apps.http).to.equal(undefined);
     expect(JSON.stringify(redactCaddyConfig(c))).to.not.include('s3cret');
-    expect((redactCaddyConfig(c) as any).apps.tls.automation.policies[0].issuers[0].challenges.dns.provider).to.deep.equal({ api_token: '[redacted]', name: 'cloudflare' });
+    expect((redactCaddyConfig(c) as any).apps.tls.automation.policies[0].issuers[0].challenges.dns.provider).to.deep.equal({
+      api_token: '[redacted]',
+      name: 'cloudflare',
+    });
     // A domain whose provider the build lacks is left out (and reported by the service).
     const skipped = buildCaddyConfig(cfg, opts({ skipDomains: new Set(['p.test']) })) as any;
     expect(skipped.apps.tls).to.equal(undefined);
@@ -108,8 +184,21 @@ describe('proxy: Caddy configuration builder', () => {
 });
 
 describe('proxy: targets', () => {
-  const t = (kind: UpstreamTarget['kind'], id: string, addresses: string[]): UpstreamTarget => ({ target_id: `${kind}:${id}`, kind, id, name: id, state: 'running', running: true, addresses });
-  const all = [t('vm', '101', ['fe80::1', '192.168.1.5']), t('lxc', '101', ['10.0.3.7']), t('app', 'wiki', ['127.0.0.1:8081', '127.0.0.1:8082']), t('lxc', '7', [])];
+  const t = (kind: UpstreamTarget['kind'], id: string, addresses: string[]): UpstreamTarget => ({
+    target_id: `${kind}:${id}`,
+    kind,
+    id,
+    name: id,
+    state: 'running',
+    running: true,
+    addresses,
+  });
+  const all = [
+    t('vm', '101', ['fe80::1', '192.168.1.5']),
+    t('lxc', '101', ['10.0.3.7']),
+    t('app', 'wiki', ['127.0.0.1:8081', '127.0.0.1:8082']),
+    t('lxc', '7', []),
+  ];
 
   it('resolves kind:id, a unique bare id; 400 when ambiguous, 404 when unknown', () => {
     expect(findTarget(all, 'lxc:101').kind).to.equal('lxc');
@@ -132,10 +221,22 @@ describe('proxy: targets', () => {
 describe('proxy: settings and DNS responder', () => {
   it('settings: defaults and errors naming the key', () => {
     expect(parseProxySettings(undefined)).to.deep.equal({
-      listenHost: '', dnsListen: null, address: null, caddyBinary: 'caddy', upstreamCheckMs: 10000, autoTakeover: true, takeoverGraceMs: 0, tickMs: 250, handoffMs: 3000,
-      allowLoopbackUpstreams: false, allowPrivilegedListenPorts: false,
+      listenHost: '',
+      dnsListen: null,
+      address: null,
+      caddyBinary: 'caddy',
+      upstreamCheckMs: 10000,
+      autoTakeover: true,
+      takeoverGraceMs: 0,
+      tickMs: 250,
+      handoffMs: 3000,
+      allowLoopbackUpstreams: false,
+      allowPrivilegedListenPorts: false,
     });
-    expect(parseProxySettings({ allow_loopback_upstreams: true, allow_privileged_listen_ports: true })).to.include({ allowLoopbackUpstreams: true, allowPrivilegedListenPorts: true });
+    expect(parseProxySettings({ allow_loopback_upstreams: true, allow_privileged_listen_ports: true })).to.include({
+      allowLoopbackUpstreams: true,
+      allowPrivilegedListenPorts: true,
+    });
     expect(() => parseProxySettings({ allow_loopback_upstreams: 'yes' })).to.throw('proxy.allow_loopback_upstreams must be a boolean');
     expect(parseProxySettings({ dns_listen: '[::1]:5353' }).dnsListen).to.deep.equal({ host: '::1', port: 5353 });
     expect(() => parseProxySettings({ listen_host: 'eth0' })).to.throw("proxy.listen_host must be an IP address or empty, got 'eth0'");
@@ -152,8 +253,12 @@ describe('proxy: settings and DNS responder', () => {
   });
 
   it('answers zone names authoritatively; SERVFAIL when a forward has no upstream', async () => {
-    const r = new DnsResponder({ host: '127.0.0.1', port: 0 }, { zone: (n) => ({ inZone: n.endsWith('home.test'), a: ['10.0.0.50'], aaaa: ['fd00::50'] }), upstreams: () => [] });
-    const q = (name: string, type: 'A' | 'AAAA' | 'MX') => dnsPacket.encode({ type: 'query', id: 7, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type, name }] });
+    const r = new DnsResponder(
+      { host: '127.0.0.1', port: 0 },
+      { zone: (n) => ({ inZone: n.endsWith('home.test'), a: ['10.0.0.50'], aaaa: ['fd00::50'] }), upstreams: () => [] },
+    );
+    const q = (name: string, type: 'A' | 'AAAA' | 'MX') =>
+      dnsPacket.encode({ type: 'query', id: 7, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type, name }] });
     const a = dnsPacket.decode((await r.answer(q('Web.Home.Test', 'A')))!);
     expect(a.flag_aa).to.equal(true);
     expect(a.id).to.equal(7);

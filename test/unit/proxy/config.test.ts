@@ -5,13 +5,7 @@
  */
 import { expect } from 'chai';
 import { ApiError, notFound } from '../../../daemon/lib/errors.js';
-import {
-  defaultProxyConfig,
-  proxyConfigView,
-  validateProxyConfig,
-  type ProxyConfig,
-  type ProxyConfigSnapshot,
-} from '../../../daemon/proxy/config.js';
+import { defaultProxyConfig, proxyConfigView, validateProxyConfig, type ProxyConfig, type ProxyConfigSnapshot } from '../../../daemon/proxy/config.js';
 import { LeaseNet } from '../../helpers/lease-net.js';
 
 async function rejection(p: Promise<unknown>): Promise<ApiError> {
@@ -24,10 +18,12 @@ async function rejection(p: Promise<unknown>): Promise<ApiError> {
   throw new Error('expected a rejection');
 }
 
-const addDomain = (name: string, cert_source = 'internal') => (c: ProxyConfig): ProxyConfig => ({
-  ...c,
-  domains: [...c.domains, { name, cert_source, entries: [] }],
-});
+const addDomain =
+  (name: string, cert_source = 'internal') =>
+  (c: ProxyConfig): ProxyConfig => ({
+    ...c,
+    domains: [...c.domains, { name, cert_source, entries: [] }],
+  });
 
 function versions(net: LeaseNet): Record<string, number> {
   const out: Record<string, number> = {};
@@ -73,7 +69,11 @@ describe('replicated proxy configuration', function () {
     const snap = net.config('n1').get();
     snap.config.domains.push({ name: 'x', cert_source: 'internal', entries: [] });
     expect(net.config('n1').get().config.domains).to.deep.equal([]);
-    const e = await rejection(net.config('n1').update(() => { throw notFound("no domain 'y'"); }));
+    const e = await rejection(
+      net.config('n1').update(() => {
+        throw notFound("no domain 'y'");
+      }),
+    );
     expect(e.status).to.equal(404);
     expect(versions(net)).to.deep.equal({ n1: 0, n2: 0 });
   });
@@ -84,7 +84,11 @@ describe('replicated proxy configuration', function () {
     const cfg = (n: string) => addDomain(n)(defaultProxyConfig());
     expect(await c.handle({ type: 'push', from: 'n1', version: 3, origin: 'n1', config: cfg('a') })).to.include({ adopted: true, version: 3 });
     // older or same: not adopted, and the reply carries the newer copy back
-    const older = (await c.handle({ type: 'push', from: 'n3', version: 2, origin: 'n3', config: cfg('b') })) as { adopted: boolean; version: number; config: ProxyConfig };
+    const older = (await c.handle({ type: 'push', from: 'n3', version: 2, origin: 'n3', config: cfg('b') })) as {
+      adopted: boolean;
+      version: number;
+      config: ProxyConfig;
+    };
     expect(older.adopted).to.equal(false);
     expect(older.version).to.equal(3);
     expect(older.config.domains[0]!.name).to.equal('a');
@@ -161,9 +165,21 @@ describe('replicated proxy configuration', function () {
       { type: 'push', from: 'n2', version: 0, origin: 'n2', config: good },
       { type: 'push', from: 'n2', version: 1, origin: '', config: good },
       { type: 'push', from: 'n2', version: 1, origin: 'n2', config: { ...good, enabled: 'yes' } },
-      { type: 'push', from: 'n2', version: 1, origin: 'n2', config: { ...good, acme: { email: 'a@b', dir_url: '', dns_resolvers: null, credentials: { token: 'x' } } } },
+      {
+        type: 'push',
+        from: 'n2',
+        version: 1,
+        origin: 'n2',
+        config: { ...good, acme: { email: 'a@b', dir_url: '', dns_resolvers: null, credentials: { token: 'x' } } },
+      },
       { type: 'push', from: 'n2', version: 1, origin: 'n2', config: { ...good, cloudflare_api_token: 'x' } },
-      { type: 'push', from: 'n2', version: 1, origin: 'n2', config: { ...good, vip: { vip: '10.0.0.5', vip_iface: 'eth0', vip_prefix: 40, vip6: null, vip6_prefix: null } } },
+      {
+        type: 'push',
+        from: 'n2',
+        version: 1,
+        origin: 'n2',
+        config: { ...good, vip: { vip: '10.0.0.5', vip_iface: 'eth0', vip_prefix: 40, vip6: null, vip6_prefix: null } },
+      },
       { type: 'fetch', from: 'n2' },
     ];
     for (const m of bad) expect((await rejection(c.handle(m))).status, JSON.stringify(m)).to.equal(400);
@@ -176,7 +192,24 @@ describe('replicated proxy configuration', function () {
     const full: ProxyConfig = {
       enabled: true,
       http3: false,
-      domains: [{ name: 'home.example', cert_source: 'cloudflare', entries: [{ subdomain: 'git', port: 3000, host: '10.0.0.9', target_id: null, listen_port: 443, upstream_scheme: '', tls_skip_verify: null, header_up: { 'X-Real-IP': '{remote_host}' } }] }],
+      domains: [
+        {
+          name: 'home.example',
+          cert_source: 'cloudflare',
+          entries: [
+            {
+              subdomain: 'git',
+              port: 3000,
+              host: '10.0.0.9',
+              target_id: null,
+              listen_port: 443,
+              upstream_scheme: '',
+              tls_skip_verify: null,
+              header_up: { 'X-Real-IP': '{remote_host}' },
+            },
+          ],
+        },
+      ],
       acme: { email: 'ops@home.example', dir_url: '', dns_resolvers: ['1.1.1.1'] },
       vip: { vip: '10.0.0.5', vip_iface: 'eth0', vip_prefix: 24, vip6: null, vip6_prefix: null },
       dns_upstreams: ['9.9.9.9'],
@@ -192,7 +225,11 @@ describe('replicated proxy configuration', function () {
     await net.bootstrap('n1');
     await net.config('n2').update((c) => ({ ...c, enabled: true }));
     expect(proxyConfigView(net.lease('n1'), net.config('n1'), 'n1')).to.deep.equal({
-      holder: 'n1', epoch: 1, holding_here: true, version: 1, config: { ...defaultProxyConfig(), enabled: true },
+      holder: 'n1',
+      epoch: 1,
+      holding_here: true,
+      version: 1,
+      config: { ...defaultProxyConfig(), enabled: true },
     });
     await net.lease('n3').move('n2');
     const v = proxyConfigView(net.lease('n2'), net.config('n2'), 'n2');

@@ -59,10 +59,15 @@ describe('sandboxes agent operations: arguments and guest scripts', () => {
   it('checks file arguments: guest paths, base64 content within 512 KiB, modes, lengths', () => {
     const id = 'sbx-000000000000';
     expect(problem('sandboxes_files_put', { id, path: '/etc/x', content: 'aGk=', mode: '0755', append: true })).to.equal(null);
-    expect(problem('sandboxes_files_put', { id, path: '/etc/x', content: 'not base64!' })?.[1]).to.equal("argument 'content' must be base64 text of at most 524288 bytes");
+    expect(problem('sandboxes_files_put', { id, path: '/etc/x', content: 'not base64!' })?.[1]).to.equal(
+      "argument 'content' must be base64 text of at most 524288 bytes",
+    );
     expect(problem('sandboxes_files_put', { id, path: '/etc/x', content: 'A'.repeat(699052) })).to.equal(null);
     expect(problem('sandboxes_files_put', { id, path: '/etc/x', content: 'A'.repeat(699056) })?.[0]).to.equal(400);
-    expect(problem('sandboxes_files_put', { id, path: '/etc/x', content: '', mode: '999' })).to.deep.equal([400, "argument 'mode' must be octal permission bits such as '0644'"]);
+    expect(problem('sandboxes_files_put', { id, path: '/etc/x', content: '', mode: '999' })).to.deep.equal([
+      400,
+      "argument 'mode' must be octal permission bits such as '0644'",
+    ]);
     expect(problem('sandboxes_files_get', { id, path: '/x', length: 512 * 1024 })).to.equal(null);
     expect(problem('sandboxes_files_get', { id, path: '/x', length: 512 * 1024 + 1 })).to.deep.equal([400, "argument 'length' must be <= 524288"]);
     expect(problem('sandboxes_files_delete', { id, path: 'x' })?.[0]).to.equal(400);
@@ -75,7 +80,10 @@ describe('sandboxes agent operations: arguments and guest scripts', () => {
     expect(env[0]).to.match(/^PATH=/);
     const r = await run('/bin/sh', ['-c', EXEC_PRELUDE], {
       // qemu-ga's `env` replaces the environment, as cleanEnv does.
-      env: Object.fromEntries(env.map((x) => [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)])), cleanEnv: true, timeoutMs: 30_000, okCodes: ANY_EXIT,
+      env: Object.fromEntries(env.map((x) => [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)])),
+      cleanEnv: true,
+      timeoutMs: 30_000,
+      okCodes: ANY_EXIT,
     });
     expect(r.code).to.equal(7);
     expect(r.stdout).to.equal(`'; touch pwned; '|${dir}\n`);
@@ -99,7 +107,10 @@ describe('sandboxes agent operations: arguments and guest scripts', () => {
     fs.symlinkSync('/etc/hostname', path.join(odd, 'link'));
     const ls = await sh(LIST_SCRIPT, [odd, '1048577']);
     expect(ls.code, ls.stderr).to.equal(0);
-    expect(parseListing(ls.stdout).map((x) => [x.name, x.type])).to.deep.equal([['link', 'symlink'], ['new.txt', 'file']]);
+    expect(parseListing(ls.stdout).map((x) => [x.name, x.type])).to.deep.equal([
+      ['link', 'symlink'],
+      ['new.txt', 'file'],
+    ]);
     expect((await sh(LIST_SCRIPT, [odd, '10'])).stdout.length, 'the listing is cut in the guest').to.equal(10);
     expect((await sh(REMOVE_SCRIPT, [odd, '0'])).code, 'a full directory needs recursive').to.equal(50);
     expect((await sh(REMOVE_SCRIPT, [path.join(odd, 'link'), '0'])).stdout).to.equal('symlink\n');

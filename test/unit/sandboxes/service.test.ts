@@ -21,7 +21,13 @@ import { eventually } from '../../helpers/daemon.js';
 import { rejectsApi } from '../../helpers/expect.js';
 import { FakeDriver, fakeVmService } from '../../helpers/vms-fake-driver.js';
 
-const caller = (id: string, name = id): Caller => ({ tokenId: id, tokenName: name, scopes: ['sandbox.read', 'sandbox.manage'], transport: 'api', origin: 'n1' });
+const caller = (id: string, name = id): Caller => ({
+  tokenId: id,
+  tokenName: name,
+  scopes: ['sandbox.read', 'sandbox.manage'],
+  transport: 'api',
+  origin: 'n1',
+});
 
 describe('sandboxes service rules (VM service on a fake driver)', () => {
   let dir: string;
@@ -36,16 +42,26 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
   const open = async (settings: Record<string, unknown> = {}) => {
     vms = await fakeVmService(dir, store, tasks, drv, { min_cpu_cores: 1, min_memory_mb: 256, min_disk_gb: 0 });
     svc = new SandboxService({
-      records: new SandboxRecords(store), vms, tasks, secrets: vms.e.secrets, log: pino({ level: 'silent' }), env: {},
+      records: new SandboxRecords(store),
+      vms,
+      tasks,
+      secrets: vms.e.secrets,
+      log: pino({ level: 'silent' }),
+      env: {},
       settings: parseSandboxSettings({ default_memory_mb: 512, warm_scan_seconds: 0, ...settings }),
     });
     return svc;
   };
 
-  const running = (id: string, who = alice) => eventually(async () => {
-    const w = await svc.wait(id, 0, who);
-    return w.running ? w.sandbox : undefined;
-  }, 10_000, `sandbox ${id} running`);
+  const running = (id: string, who = alice) =>
+    eventually(
+      async () => {
+        const w = await svc.wait(id, 0, who);
+        return w.running ? w.sandbox : undefined;
+      },
+      10_000,
+      `sandbox ${id} running`,
+    );
 
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-sbx-unit-'));
@@ -65,7 +81,9 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
   it('names: given ones are DNS labels; friendly ones are two words, never a taken one', () => {
     expect(checkSandboxName('build-7')).to.equal('build-7');
     for (const bad of ['-x', 'x-', 'Upper', 'a_b', 'a'.repeat(64), '']) {
-      expect(() => checkSandboxName(bad), bad).to.throw("argument 'name' must be 1-63 of [a-z0-9-], starting and ending with a letter or digit (it is the guest's hostname)");
+      expect(() => checkSandboxName(bad), bad).to.throw(
+        "argument 'name' must be 1-63 of [a-z0-9-], starting and ending with a letter or digit (it is the guest's hostname)",
+      );
     }
     const seen = new Set<string>();
     for (let i = 0; i < 200; i++) {
@@ -91,12 +109,20 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     // Its VM is not one of /vms.
     expect(await vms.list()).to.deep.equal([]);
     await rejectsApi(svc.create({ image_id: 'nope' }, alice), 404, "image 'nope' not found");
-    await rejectsApi(svc.create({ image_id: 'base', resources: { memory_mb: 128 } }, alice), 400, "argument 'resources.memory_mb' (128) is below the minimum of image 'base' (256)");
-    await rejectsApi(svc.create({ image_id: 'base', resources: { disk_gb: 2 } }, alice), 400, "argument 'resources.disk_gb' (2) is below the minimum of image 'base' (3 GiB; disks cannot shrink)");
+    await rejectsApi(
+      svc.create({ image_id: 'base', resources: { memory_mb: 128 } }, alice),
+      400,
+      "argument 'resources.memory_mb' (128) is below the minimum of image 'base' (256)",
+    );
+    await rejectsApi(
+      svc.create({ image_id: 'base', resources: { disk_gb: 2 } }, alice),
+      400,
+      "argument 'resources.disk_gb' (2) is below the minimum of image 'base' (3 GiB; disks cannot shrink)",
+    );
     await rejectsApi(svc.create({ image_id: 'base', name: sandbox.name }, bob), 409, `a sandbox named '${sandbox.name}' already exists on this host`);
   });
 
-  it("belongs to the token id that made it: another token (or a re-created one of the same name) gets 404 and an empty list", async () => {
+  it('belongs to the token id that made it: another token (or a re-created one of the same name) gets 404 and an empty list', async () => {
     const { sandbox } = await svc.create({ image_id: 'base' }, alice);
     const again = { caller: caller('tok_a2', 'alice'), note() {} };
     for (const who of [bob, again]) {
@@ -190,7 +216,10 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     expect((await vms.get(w.vmid!, { owner: 'sandbox' })).warm_state_id).to.equal(ws);
     const cold = (await svc.create({ image_id: 'base', resources: { memory_mb: 1024 } }, alice)).sandbox;
     const c = await running(cold.id);
-    expect(c.start).to.include({ method: 'cold', reason: "no warm state of image 'base' has 1 CPU, 1024 MiB and at least 3 GiB of disk (there are: 1 CPU/512 MiB/3 GiB)" });
+    expect(c.start).to.include({
+      method: 'cold',
+      reason: "no warm state of image 'base' has 1 CPU, 1024 MiB and at least 3 GiB of disk (there are: 1 CPU/512 MiB/3 GiB)",
+    });
     // A warm state in use cannot go.
     await rejectsApi(svc.deleteWarm(ws), 409, `warm state '${ws}' is the base of VMs ${w.vmid}: delete them first`);
   });
@@ -199,10 +228,17 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     await svc.close();
     await open({ max_per_token: 2, max_memory_mb_per_token: 1536 });
     const a = (await svc.create({ image_id: 'base' }, alice)).sandbox;
-    await rejectsApi(svc.create({ image_id: 'base', resources: { memory_mb: 1100 } }, alice), 409,
-      "token 'alice' holds 512 MiB in live sandboxes; 1100 MiB more would pass the per-token limit of 1536 MiB (sandboxes.max_memory_mb_per_token): destroy one first");
+    await rejectsApi(
+      svc.create({ image_id: 'base', resources: { memory_mb: 1100 } }, alice),
+      409,
+      "token 'alice' holds 512 MiB in live sandboxes; 1100 MiB more would pass the per-token limit of 1536 MiB (sandboxes.max_memory_mb_per_token): destroy one first",
+    );
     await svc.create({ image_id: 'base' }, alice);
-    await rejectsApi(svc.create({ image_id: 'base' }, alice), 409, "token 'alice' already has 2 live sandboxes, the per-token limit (sandboxes.max_per_token is 2): destroy one first");
+    await rejectsApi(
+      svc.create({ image_id: 'base' }, alice),
+      409,
+      "token 'alice' already has 2 live sandboxes, the per-token limit (sandboxes.max_per_token is 2): destroy one first",
+    );
     // Another token has its own allowance; a destroyed sandbox frees one.
     await svc.create({ image_id: 'base' }, bob);
     await running(a.id);
@@ -218,7 +254,9 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
       caught = err;
     }
     expect(caught?.status).to.equal(409);
-    expect(caught.message).to.match(/^the host cannot fit this sandbox now: it needs about \d+ MiB \(\d+ MiB of memory and \d+ MiB of QEMU overhead\) and the host has \d+ MiB free after 1024 MiB kept for itself \(sandboxes\.host_reserve_mb\)/);
+    expect(caught.message).to.match(
+      /^the host cannot fit this sandbox now: it needs about \d+ MiB \(\d+ MiB of memory and \d+ MiB of QEMU overhead\) and the host has \d+ MiB free after 1024 MiB kept for itself \(sandboxes\.host_reserve_mb\)/,
+    );
     expect((await svc.list({ include_destroyed: true }, { caller: caller('tok_c') })).sandboxes).to.deep.equal([]);
     expect((await svc.list({ include_destroyed: true }, bob)).sandboxes.length).to.equal(before);
   });
@@ -228,10 +266,14 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
       throw new Error('no space left on device');
     };
     const { sandbox } = await svc.create({ image_id: 'base', seed_data: 'S' }, alice);
-    const f = await eventually(async () => {
-      const s = (await svc.get(sandbox.id, alice)).sandbox;
-      return s.state === 'booting' ? undefined : s;
-    }, 10_000, 'the boot to end');
+    const f = await eventually(
+      async () => {
+        const s = (await svc.get(sandbox.id, alice)).sandbox;
+        return s.state === 'booting' ? undefined : s;
+      },
+      10_000,
+      'the boot to end',
+    );
     expect(f).to.include({ state: 'failed', error: 'boot failed: no space left on device', vmid: null });
     expect(await vms.listOwned('sandbox')).to.deep.equal([]);
     expect(await vms.e.secrets.list('sandboxes-seed')).to.deep.equal([]);
@@ -248,15 +290,35 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     const recs = new SandboxRecords(store);
     const t = new Date().toISOString();
     await recs.boxes.put('sbx-00000000000b', {
-      id: 'sbx-00000000000b', name: 'left-booting', token_id: 'tok_a', token_name: 'alice', image_id: 'base', cpu_cores: 1, memory_mb: 512, disk_gb: 3,
-      labels: {}, autostart: false, phase: 'booting', vmid: null, start: { method: null, warm_state_id: null, reason: null, ms: null, attempts: 1 }, error: null,
-      idempotency: null, created_at: t, running_at: null, updated_at: t, destroyed_at: null, destroyed_by: null,
+      id: 'sbx-00000000000b',
+      name: 'left-booting',
+      token_id: 'tok_a',
+      token_name: 'alice',
+      image_id: 'base',
+      cpu_cores: 1,
+      memory_mb: 512,
+      disk_gb: 3,
+      labels: {},
+      autostart: false,
+      phase: 'booting',
+      vmid: null,
+      start: { method: null, warm_state_id: null, reason: null, ms: null, attempts: 1 },
+      error: null,
+      idempotency: null,
+      created_at: t,
+      running_at: null,
+      updated_at: t,
+      destroyed_at: null,
+      destroyed_by: null,
     });
     // A destroy that died after marking the sandbox.
     const doomed = (await svc.create({ image_id: 'base' }, alice)).sandbox;
     const dvm = (await running(doomed.id)).vmid!;
     const r = (await recs.get(doomed.id))!;
-    await recs.write([recs.intentPut(SandboxRecords.intentKey('destroy'), { op: 'destroy', id: doomed.id, by: 'alice', at: t }), recs.put({ ...r, phase: 'destroying' })]);
+    await recs.write([
+      recs.intentPut(SandboxRecords.intentKey('destroy'), { op: 'destroy', id: doomed.id, by: 'alice', at: t }),
+      recs.put({ ...r, phase: 'destroying' }),
+    ]);
     // A VM labelled for a sandbox that does not exist, and a warm build VM whose task died.
     const orphan = await vms.create({ name: 'orphan', image_id: 'base' }, noNotes, { owner: 'sandbox', labels: { sandbox_id: 'sbx-0000000000ff' } });
     const build = await vms.create({ name: 'warm-base', image_id: 'base' }, noNotes, { owner: 'sandbox', labels: { sandbox_warm_build: 'base' } });
@@ -312,7 +374,11 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     expect(img.warm_states.map((w) => [w.warm_state_id, w.resumable])).to.deep.equal([[ws, false]]);
     const sb = (await svc.create({ image_id: 'base' }, alice)).sandbox;
     const c = await running(sb.id);
-    expect(c.start).to.include({ method: 'cold', warm_state_id: null, reason: `image 'base' has only warm states saved before VMs had a generation ID device (${ws}), which are not resumed (hostctl sandbox warm base saves a new one)` });
+    expect(c.start).to.include({
+      method: 'cold',
+      warm_state_id: null,
+      reason: `image 'base' has only warm states saved before VMs had a generation ID device (${ws}), which are not resumed (hostctl sandbox warm base saves a new one)`,
+    });
     await svc.destroy(sb.id, alice);
     const base = (await vms.records.image('base'))!;
     await vms.records.images.put('base', { ...base, labels: { warm: 'true' } });
@@ -329,12 +395,19 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     await open({ max_per_token: 3 });
     const p = await running((await svc.create({ image_id: 'base', labels: { job: '1' } }, alice)).sandbox.id);
     await rejectsApi(svc.fork(p.id, { count: 1 }, bob), 404, `sandbox '${p.id}' not found`);
-    await rejectsApi(svc.fork(p.id, { count: 3 }, alice), 409, "token 'alice' has 1 live sandboxes; 3 more would pass the per-token limit (sandboxes.max_per_token is 3): destroy some first");
+    await rejectsApi(
+      svc.fork(p.id, { count: 3 }, alice),
+      409,
+      "token 'alice' has 1 live sandboxes; 3 more would pass the per-token limit (sandboxes.max_per_token is 3): destroy some first",
+    );
     expect((await svc.list({}, alice)).sandboxes.map((s) => s.id)).to.deep.equal([p.id]);
     expect(await vms.warmStates({ owner: 'sandbox' })).to.deep.equal([]);
     const f = await svc.fork(p.id, { count: 2, labels: { role: 'copy' }, idempotency_key: 'k' }, alice);
     expect(f).to.include({ parent_id: p.id, replayed: false });
-    expect(f.sandboxes.map((s) => [s.state, s.owner, s.labels])).to.deep.equal([['booting', 'alice', { job: '1', role: 'copy' }], ['booting', 'alice', { job: '1', role: 'copy' }]]);
+    expect(f.sandboxes.map((s) => [s.state, s.owner, s.labels])).to.deep.equal([
+      ['booting', 'alice', { job: '1', role: 'copy' }],
+      ['booting', 'alice', { job: '1', role: 'copy' }],
+    ]);
     const again = await svc.fork(p.id, { count: 2, idempotency_key: 'k' }, alice);
     expect(again).to.include({ replayed: true });
     expect(again.sandboxes.map((s) => s.id)).to.deep.equal(f.sandboxes.map((s) => s.id));
@@ -369,19 +442,41 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     const t = new Date().toISOString();
     // Killed between writing the copies and saving the parent.
     await recs.boxes.put('sbx-00000000000c', {
-      id: 'sbx-00000000000c', name: 'unsaved-copy', token_id: 'tok_a', token_name: 'alice', image_id: 'base', cpu_cores: 1, memory_mb: 512, disk_gb: 3,
-      labels: {}, autostart: false, phase: 'booting', vmid: null, start: { method: 'warm', warm_state_id: null, reason: null, ms: null, attempts: 0 }, error: null,
-      idempotency: null, created_at: t, running_at: null, updated_at: t, destroyed_at: null, destroyed_by: null, fork: { parent: p.id, warm_state_id: null },
+      id: 'sbx-00000000000c',
+      name: 'unsaved-copy',
+      token_id: 'tok_a',
+      token_name: 'alice',
+      image_id: 'base',
+      cpu_cores: 1,
+      memory_mb: 512,
+      disk_gb: 3,
+      labels: {},
+      autostart: false,
+      phase: 'booting',
+      vmid: null,
+      start: { method: 'warm', warm_state_id: null, reason: null, ms: null, attempts: 0 },
+      error: null,
+      idempotency: null,
+      created_at: t,
+      running_at: null,
+      updated_at: t,
+      destroyed_at: null,
+      destroyed_by: null,
+      fork: { parent: p.id, warm_state_id: null },
     });
     // Killed between saving the parent and recording the save.
     const saved = await vms.saveWarmState(p.vmid!, `sandbox fork of ${p.id}`, noNotes, { owner: 'sandbox', wait: true });
     await svc.close();
     await open();
     await svc.recover();
-    const lost = await eventually(async () => {
-      const s = (await svc.get('sbx-00000000000c', alice)).sandbox;
-      return s.state === 'failed' ? s : undefined;
-    }, 10_000, 'the unsaved copy failed');
+    const lost = await eventually(
+      async () => {
+        const s = (await svc.get('sbx-00000000000c', alice)).sandbox;
+        return s.state === 'failed' ? s : undefined;
+      },
+      10_000,
+      'the unsaved copy failed',
+    );
     expect(lost.error).to.equal(`boot failed: hostd stopped before the memory and disk of sandbox '${p.id}' were saved`);
     expect((await vms.warmStates({ owner: 'sandbox' })).map((w) => w.id)).to.not.include(saved.warm_state_id);
     expect((await svc.get(p.id, alice)).sandbox.state).to.equal('running');

@@ -86,7 +86,7 @@ class LocalAgent {
   };
 }
 
-describe('vms exec: the guest-side wrapper (this host\'s /bin/sh)', () => {
+describe("vms exec: the guest-side wrapper (this host's /bin/sh)", () => {
   it('passes each stream up to cap + 1 bytes, drops the rest in the guest, and keeps the exit status', () => {
     const r = runHere(boundedExecArgs('head -c 5000000 /dev/zero; head -c 3000000 /dev/zero >&2; exit 7', MiB));
     expect(r.status).to.equal(7);
@@ -115,7 +115,11 @@ describe('vms exec: the guest-side wrapper (this host\'s /bin/sh)', () => {
     try {
       // The launcher becomes the session leader when it execs setsid: wait for that, not for a time.
       const session = () => fs.readFileSync(`/proc/${c.pid}/stat`, 'utf8').split(') ')[1].split(' ')[3];
-      await eventually(() => session() === String(c.pid) && runningExactly(['sh', '-c', `sleep 300; : ${marker}`]), 10_000, 'the wrapper to lead its own session and the command to run');
+      await eventually(
+        () => session() === String(c.pid) && runningExactly(['sh', '-c', `sleep 300; : ${marker}`]),
+        10_000,
+        'the wrapper to lead its own session and the command to run',
+      );
       expect(runHere(killArgs(c.pid!)).status).to.equal(0);
       await eventually(() => !running(marker), 10_000, 'every process of the command to end');
     } finally {
@@ -156,7 +160,12 @@ describe('vms exec: guestExec over an agent that collects the whole output', () 
     expect(r).to.deep.include({ exit_code: null, timed_out: true });
     expect(r.stdout.length).to.be.at.most(EXEC_STREAM_CAP_BYTES);
     // Whole lines of the marker, the last perhaps cut by the cap.
-    expect(r.stdout.split('\n').slice(0, -1).every((l) => l === marker)).to.equal(true);
+    expect(
+      r.stdout
+        .split('\n')
+        .slice(0, -1)
+        .every((l) => l === marker),
+    ).to.equal(true);
     await eventually(() => !running(marker), 10_000, 'the flooding command to end');
   });
 
@@ -191,7 +200,8 @@ describe('vms exec: the guest agent client bounds what a guest may send', () => 
         while ((i = buf.indexOf('\n')) >= 0) {
           const msg = JSON.parse(buf.slice(0, i));
           buf = buf.slice(i + 1);
-          if (msg.execute === 'guest-sync-delimited') c.write(Buffer.concat([Buffer.from([0xff]), Buffer.from(JSON.stringify({ return: msg.arguments.id }) + '\n')]));
+          if (msg.execute === 'guest-sync-delimited')
+            c.write(Buffer.concat([Buffer.from([0xff]), Buffer.from(JSON.stringify({ return: msg.arguments.id }) + '\n')]));
           else {
             // One JSON reply of the chosen size, sent in 64 KiB writes as a socket would deliver it.
             const pad = 'A'.repeat(Math.max(0, replyBytes - 16));
@@ -213,7 +223,7 @@ describe('vms exec: the guest agent client bounds what a guest may send', () => 
   it('reads a reply within the bound (an exec reply of two cut streams fits)', async () => {
     const a = await GuestAgent.open(sock, 5000);
     try {
-      replyBytes = Math.ceil(((2 * (EXEC_STREAM_CAP_BYTES + 1)) * 4) / 3) + 4096;
+      replyBytes = Math.ceil((2 * (EXEC_STREAM_CAP_BYTES + 1) * 4) / 3) + 4096;
       const r = await a.call<string>('guest-exec-status', { pid: 1 }, 30_000);
       expect(r.length).to.be.greaterThan(2 * EXEC_STREAM_CAP_BYTES);
     } finally {
@@ -232,7 +242,9 @@ describe('vms exec: the guest agent client bounds what a guest may send', () => 
         err = e as Error;
       }
       expect(err?.name).to.equal('AgentError');
-      expect(err?.message).to.equal(`guest agent reply: the guest agent sent more than ${AGENT_REPLY_MAX_BYTES} bytes without hostd reading them; the connection was closed`);
+      expect(err?.message).to.equal(
+        `guest agent reply: the guest agent sent more than ${AGENT_REPLY_MAX_BYTES} bytes without hostd reading them; the connection was closed`,
+      );
       await eventually(() => conns[0].destroyed || conns[0].readableEnded, 10_000, 'the agent connection to close');
     } finally {
       a.close();

@@ -46,7 +46,14 @@ describe('vms: QEMU command line', () => {
   });
 
   it('puts every PCI device at a fixed slot, additional disks at their own', () => {
-    const a = machineArgs(spec({ disks: [{ id: 'd1', file: '/p/disk-d1.qcow2', slot: 8 }, { id: 'd3', file: '/p/disk-d3.qcow2', slot: 10 }] }));
+    const a = machineArgs(
+      spec({
+        disks: [
+          { id: 'd1', file: '/p/disk-d1.qcow2', slot: 8 },
+          { id: 'd3', file: '/p/disk-d3.qcow2', slot: 10 },
+        ],
+      }),
+    );
     const devices = valueAfter(a, '-device');
     expect(devices).to.include('virtio-blk-pci,drive=root,id=dev-root,bus=pci.0,addr=0x4,bootindex=1');
     expect(devices).to.include('virtio-blk-pci,drive=disk-d1,id=dev-disk-d1,bus=pci.0,addr=0x8');
@@ -115,7 +122,9 @@ describe('vms: cloud-init seed', () => {
     const f = renderSeed({ settings: settings(), instanceId: 'i-1', hostname: 'web', mac: '52:54:00:00:00:01', passwordHash: null });
     expect(f['user-data'].startsWith('#cloud-config\n')).to.equal(true);
     const u = YAML.parse(f['user-data']);
-    expect(u.users).to.deep.equal([{ name: 'alice', shell: '/bin/bash', sudo: 'ALL=(ALL) NOPASSWD:ALL', lock_passwd: true, ssh_authorized_keys: ['ssh-ed25519 AAAAC3Nza alice@x'] }]);
+    expect(u.users).to.deep.equal([
+      { name: 'alice', shell: '/bin/bash', sudo: 'ALL=(ALL) NOPASSWD:ALL', lock_passwd: true, ssh_authorized_keys: ['ssh-ed25519 AAAAC3Nza alice@x'] },
+    ]);
     expect(u.ssh_deletekeys).to.equal(false);
     expect(u.ssh_pwauth).to.equal(false);
     expect(u.hostname).to.equal('web');
@@ -126,7 +135,10 @@ describe('vms: cloud-init seed', () => {
   it('carries a password only as a hash, a static address with gateway and DNS, and package upgrade', () => {
     const f = renderSeed({
       settings: settings({ ip_address: '10.0.0.5/24', gateway: '10.0.0.1', dns_servers: ['1.1.1.1'], package_upgrade: true, ssh_password_auth: true }),
-      instanceId: 'i', hostname: 'h', mac: '52:54:00:00:00:09', passwordHash: '$6$salt$hash',
+      instanceId: 'i',
+      hostname: 'h',
+      mac: '52:54:00:00:00:09',
+      passwordHash: '$6$salt$hash',
     });
     const u = YAML.parse(f['user-data']);
     expect(u.users[0].passwd).to.equal('$6$salt$hash');
@@ -134,15 +146,27 @@ describe('vms: cloud-init seed', () => {
     expect(u.package_upgrade).to.equal(true);
     expect(u.ssh_pwauth).to.equal(true);
     expect(YAML.parse(f['network-config']!).ethernets.nic0).to.deep.equal({
-      match: { macaddress: '52:54:00:00:00:09' }, addresses: ['10.0.0.5/24'], routes: [{ to: '0.0.0.0/0', via: '10.0.0.1' }], nameservers: { addresses: ['1.1.1.1'] },
+      match: { macaddress: '52:54:00:00:00:09' },
+      addresses: ['10.0.0.5/24'],
+      routes: [{ to: '0.0.0.0/0', via: '10.0.0.1' }],
+      nameservers: { addresses: ['1.1.1.1'] },
     });
   });
 
   it('disables SSH when asked, has no network config without a NIC, and can carry the seed file', () => {
-    const f = renderSeed({ settings: settings({ ssh_enabled: false, network_type: 'none' }), instanceId: 'i', hostname: 'h', mac: null, passwordHash: null, seedFallback: 'S' });
+    const f = renderSeed({
+      settings: settings({ ssh_enabled: false, network_type: 'none' }),
+      instanceId: 'i',
+      hostname: 'h',
+      mac: null,
+      passwordHash: null,
+      seedFallback: 'S',
+    });
     const u = YAML.parse(f['user-data']);
     expect(u.runcmd).to.deep.equal([['systemctl', 'disable', '--now', 'ssh']]);
-    expect(u.write_files).to.deep.equal([{ path: '/etc/svc/seed', encoding: 'b64', content: Buffer.from('S').toString('base64'), permissions: '0600', owner: 'root:root' }]);
+    expect(u.write_files).to.deep.equal([
+      { path: '/etc/svc/seed', encoding: 'b64', content: Buffer.from('S').toString('base64'), permissions: '0600', owner: 'root:root' },
+    ]);
     expect(f['network-config']).to.equal(undefined);
   });
 });
@@ -156,7 +180,7 @@ function pyYaml(text: string): unknown {
 
 const havePyYaml = spawnSync('python3', ['-c', 'import yaml'], { encoding: 'utf8' }).status === 0;
 
-describe('vms: cloud-init seed under cloud-init\'s own YAML loader', () => {
+describe("vms: cloud-init seed under cloud-init's own YAML loader", () => {
   before(function () {
     requireOrSkip(this, 'vms', havePyYaml ? null : "python3 with the yaml module (cloud-init's loader, Debian python3-yaml) is not installed");
   });
@@ -176,9 +200,16 @@ describe('vms: cloud-init seed under cloud-init\'s own YAML loader', () => {
   });
 
   it('refuses SSH keys whose comment holds a YAML 1.1 line break, and reads every accepted value back as given', () => {
-    for (const b of ['\u2028', '\u2029', '\u0085', '\t', '\u001b']) expect(() => checkSshKey(`ssh-ed25519 AAAAC3Nza me${b}runcmd: [[id]]`)).to.throw(/must be one OpenSSH public key line/);
+    for (const b of ['\u2028', '\u2029', '\u0085', '\t', '\u001b'])
+      expect(() => checkSshKey(`ssh-ed25519 AAAAC3Nza me${b}runcmd: [[id]]`)).to.throw(/must be one OpenSSH public key line/);
     const key = checkSshKey('ssh-ed25519 AAAAC3Nza me: "quoted" #not-a-comment [x] {y} & *z');
-    const f = renderSeed({ settings: settings({ ssh_public_key: key, dns_servers: ['10.0.0.53'] }), instanceId: 'i-"x"', hostname: 'h', mac: '52:54:00:00:00:01', passwordHash: '$6$a$b' });
+    const f = renderSeed({
+      settings: settings({ ssh_public_key: key, dns_servers: ['10.0.0.53'] }),
+      instanceId: 'i-"x"',
+      hostname: 'h',
+      mac: '52:54:00:00:00:01',
+      passwordHash: '$6$a$b',
+    });
     const u = pyYaml(f['user-data']) as Record<string, any>;
     expect(u.users[0].ssh_authorized_keys).to.deep.equal([key]);
     expect(u.users[0].passwd).to.equal('$6$a$b');
@@ -201,8 +232,15 @@ function mbrDisk(parts: Array<[number, number, number]>): Buffer {
 
 describe('vms: partition tables and ext superblocks', () => {
   it('reads MBR partitions, skipping empty and extended entries', () => {
-    const b = mbrDisk([[0x83, 2048, 4096], [0x05, 8192, 100], [0x82, 10000, 50]]);
-    expect(parsePartitions(b)).to.deep.equal([{ offset: 2048 * 512, size: 4096 * 512 }, { offset: 10000 * 512, size: 50 * 512 }]);
+    const b = mbrDisk([
+      [0x83, 2048, 4096],
+      [0x05, 8192, 100],
+      [0x82, 10000, 50],
+    ]);
+    expect(parsePartitions(b)).to.deep.equal([
+      { offset: 2048 * 512, size: 4096 * 512 },
+      { offset: 10000 * 512, size: 50 * 512 },
+    ]);
   });
 
   it('reads GPT partitions behind a protective MBR', () => {
@@ -239,11 +277,28 @@ describe('vms: partition tables and ext superblocks', () => {
 
 describe('vms: qemu-img output', () => {
   it('parses info with a backing file, and a backing chain', () => {
-    const one = { filename: '/a/clone.qcow2', format: 'qcow2', 'virtual-size': 4294967296, 'actual-size': 200704, 'backing-filename': '/a/base.qcow2', 'full-backing-filename': '/a/base.qcow2', 'format-specific': { type: 'qcow2', data: { corrupt: false } } };
-    expect(parseImageInfo(JSON.stringify(one))).to.deep.equal({ format: 'qcow2', virtualSize: 4294967296, actualSize: 200704, backingFile: '/a/base.qcow2', corrupt: false });
+    const one = {
+      filename: '/a/clone.qcow2',
+      format: 'qcow2',
+      'virtual-size': 4294967296,
+      'actual-size': 200704,
+      'backing-filename': '/a/base.qcow2',
+      'full-backing-filename': '/a/base.qcow2',
+      'format-specific': { type: 'qcow2', data: { corrupt: false } },
+    };
+    expect(parseImageInfo(JSON.stringify(one))).to.deep.equal({
+      format: 'qcow2',
+      virtualSize: 4294967296,
+      actualSize: 200704,
+      backingFile: '/a/base.qcow2',
+      corrupt: false,
+    });
     const base = { filename: '/a/base.qcow2', format: 'raw', 'virtual-size': 1024, 'actual-size': 4096 };
     const chain = parseBackingChain(JSON.stringify([one, base]));
-    expect(chain.map((c) => [c.format, c.backingFile])).to.deep.equal([['qcow2', '/a/base.qcow2'], ['raw', null]]);
+    expect(chain.map((c) => [c.format, c.backingFile])).to.deep.equal([
+      ['qcow2', '/a/base.qcow2'],
+      ['raw', null],
+    ]);
     expect(() => parseImageInfo('{"format":"qcow2"}')).to.throw(/virtual-size/);
   });
 });
@@ -288,7 +343,10 @@ describe('vms: catalog', () => {
 });
 
 describe('vms: settings and argument checks', () => {
-  const pools = [{ id: 'p1', path: '/p1' }, { id: 'p2', path: '/p2' }];
+  const pools = [
+    { id: 'p1', path: '/p1' },
+    { id: 'p2', path: '/p2' },
+  ];
 
   it('restricts user networking unless turned off, and lets VMs join only the configured bridges', () => {
     expect(parseVmSettings(undefined, pools).userNetRestrict).to.equal(true);
@@ -327,7 +385,10 @@ describe('vms: settings and argument checks', () => {
     expect(create({ ip_address: '10.0.0.3/33' })).to.deep.equal([400, cidrWords]);
     expect(create({ dns_servers: ['1.1.1.1', 'dns.example'] })).to.deep.equal([400, "argument 'dns_servers[1]' must be an IPv4 or IPv6 address"]);
     expect(create({ ip_address: '10.0.0.5/24', gateway: '10.0.0.1', dns_servers: ['1.1.1.1'] })).to.equal(null);
-    expect(status(() => checkUsername('Bob'))).to.deep.equal([400, "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])"]);
+    expect(status(() => checkUsername('Bob'))).to.deep.equal([
+      400,
+      "argument 'username' must be a Linux user name (lowercase letter or _, then up to 31 of [a-z0-9_-])",
+    ]);
     expect(status(() => checkUsername('root'))?.[0]).to.equal(400);
     expect(checkSshKey(' ssh-ed25519 AAAAC3NzaC1 me@host \n')).to.equal('ssh-ed25519 AAAAC3NzaC1 me@host');
     expect(status(() => checkSshKey('ssh-ed25519 AAAA\nssh-rsa BBBB'))?.[0]).to.equal(400);

@@ -38,8 +38,16 @@ describe('vms service rules (fake driver)', () => {
     const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true, cpu_cores: 0 }, noNotes);
     expect(vm).to.include({ vmid: 100, cpu_cores: 2, memory_mb: 768, disk_size_gb: 5, state: 'stopped' });
     expect(vm.cloud_init.username).to.equal('debian');
-    await rejectsApi(svc.create({ name: 'b', image_id: 'base', cpu_cores: 1 }, noNotes), 400, "argument 'cpu_cores' (1) is below the minimum of image 'base' (2)");
-    await rejectsApi(svc.create({ name: 'b', image_id: 'base', disk_size_gb: 4 }, noNotes), 400, "argument 'disk_size_gb' (4) is below the minimum of image 'base' (5 GiB)");
+    await rejectsApi(
+      svc.create({ name: 'b', image_id: 'base', cpu_cores: 1 }, noNotes),
+      400,
+      "argument 'cpu_cores' (1) is below the minimum of image 'base' (2)",
+    );
+    await rejectsApi(
+      svc.create({ name: 'b', image_id: 'base', disk_size_gb: 4 }, noNotes),
+      400,
+      "argument 'disk_size_gb' (4) is below the minimum of image 'base' (5 GiB)",
+    );
     await rejectsApi(svc.create({ name: 'b', image_id: 'base', vmid: 100 }, noNotes), 409, 'vmid 100 is taken');
     const next = await svc.create({ name: 'c', image_id: 'base', linked_clone: true }, noNotes);
     expect(next.vm.vmid).to.equal(101);
@@ -55,10 +63,12 @@ describe('vms service rules (fake driver)', () => {
       await new Promise((r) => setTimeout(r, 25));
       return all;
     };
-    const made = await Promise.all(Array.from({ length: 8 }, async (_, i) => {
-      await new Promise((r) => setTimeout(r, i * 5));
-      return svc.create({ name: `c${i}`, image_id: 'base', linked_clone: true }, noNotes);
-    }));
+    const made = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        await new Promise((r) => setTimeout(r, i * 5));
+        return svc.create({ name: `c${i}`, image_id: 'base', linked_clone: true }, noNotes);
+      }),
+    );
     const ids = made.map((m) => m.vm.vmid);
     expect(new Set(ids).size).to.equal(8);
     for (const id of ids) expect((await svc.start(id, noNotes)).vm.state).to.equal('running');
@@ -90,8 +100,15 @@ describe('vms service rules (fake driver)', () => {
   });
 
   it('keeps cloud-init values unless given, clears on empty, never returns the password', async () => {
-    const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true, ip_address: '10.0.0.9', gateway: '10.0.0.1', dns_servers: ['1.1.1.1'] }, noNotes);
-    await rejectsApi(svc.cloudInit(vm.vmid, { password: 'p', clear_password: true }, noNotes), 400, "arguments 'password' and 'clear_password' cannot be combined");
+    const { vm } = await svc.create(
+      { name: 'a', image_id: 'base', linked_clone: true, ip_address: '10.0.0.9', gateway: '10.0.0.1', dns_servers: ['1.1.1.1'] },
+      noNotes,
+    );
+    await rejectsApi(
+      svc.cloudInit(vm.vmid, { password: 'p', clear_password: true }, noNotes),
+      400,
+      "arguments 'password' and 'clear_password' cannot be combined",
+    );
     const r = await svc.cloudInit(vm.vmid, { password: 'hunter2', dns_servers: null, ip_address: null }, noNotes);
     expect(r.vm.cloud_init).to.include({ ip_address: '10.0.0.9/24', gateway: '10.0.0.1', password_set: true });
     expect(r.vm.cloud_init.dns_servers).to.deep.equal(['1.1.1.1']);
@@ -129,7 +146,11 @@ describe('vms service rules (fake driver)', () => {
     expect((await svc.get(vm.vmid)).root_layers).to.have.length(2);
     const r = await svc.restoreWarmState(saved.warm_state_id, { name: 'r' }, noNotes);
     expect(r.vm).to.include({ state: 'running', warm_state_id: saved.warm_state_id });
-    await rejectsApi(svc.deleteWarmState(saved.warm_state_id, noNotes), 409, `warm state '${saved.warm_state_id}' is the base of VMs ${r.vm.vmid}: delete them first`);
+    await rejectsApi(
+      svc.deleteWarmState(saved.warm_state_id, noNotes),
+      409,
+      `warm state '${saved.warm_state_id}' is the base of VMs ${r.vm.vmid}: delete them first`,
+    );
     expect(await svc.imageDependents('base')).to.deep.equal({ vms: [vm.vmid, r.vm.vmid], warm_states: [saved.warm_state_id] });
     await svc.remove(r.vm.vmid, noNotes);
     await svc.deleteWarmState(saved.warm_state_id, noNotes);
@@ -152,14 +173,19 @@ describe('vms service rules (fake driver)', () => {
     const r2 = await svc.restoreWarmState(saved.warm_state_id, { name: 'r2' }, noNotes);
     for (const r of [r1, r2]) {
       expect(r.vm.generation_id).to.match(UUID);
-      expect(spec(r.vm.vmid)).to.deep.include({ generationId: r.vm.generation_id, incoming: path.join(dir, `pool/.vms/warm/${saved.warm_state_id}/memory.state`) });
+      expect(spec(r.vm.vmid)).to.deep.include({
+        generationId: r.vm.generation_id,
+        incoming: path.join(dir, `pool/.vms/warm/${saved.warm_state_id}/memory.state`),
+      });
     }
     expect(new Set([vm.generation_id, r1.vm.generation_id, r2.vm.generation_id]).size).to.equal(3);
     // A clone (a new VM of a copied disk) is another machine too.
     await svc.stop(vm.vmid, noNotes);
     const c = await svc.clone(300, vm.vmid, 'c', noNotes);
     await tasks.settled(c.task.task_id);
-    expect((await svc.get(300)).generation_id).to.match(UUID).and.not.equal(vm.generation_id);
+    expect((await svc.get(300)).generation_id)
+      .to.match(UUID)
+      .and.not.equal(vm.generation_id);
   });
 
   it('refuses (409, saying what to do) a warm state saved before the device existed, keeps it, and lists it in host-status', async () => {
@@ -190,9 +216,14 @@ describe('vms service rules (fake driver)', () => {
     const rec = (await svc.records.vm(vm.vmid))!;
     delete rec.vmgenid;
     await svc.records.vms.put(String(vm.vmid).padStart(10, '0'), rec);
-    await rejectsApi(svc.saveWarmState(vm.vmid, 'w', { note() {} }), 409,
-      `VM ${vm.vmid} runs on a machine without a VM generation ID device (started before hostd added one): VMs resumed from its warm state could not be told to renew their randomness; stop and start it, then save the warm state`);
-    expect((await svc.hostStatus()).refused.map((r) => [r.kind, r.id, r.rule, r.refuses])).to.deep.equal([['vm', String(vm.vmid), 'vmgenid', 'warm-state save']]);
+    await rejectsApi(
+      svc.saveWarmState(vm.vmid, 'w', { note() {} }),
+      409,
+      `VM ${vm.vmid} runs on a machine without a VM generation ID device (started before hostd added one): VMs resumed from its warm state could not be told to renew their randomness; stop and start it, then save the warm state`,
+    );
+    expect((await svc.hostStatus()).refused.map((r) => [r.kind, r.id, r.rule, r.refuses])).to.deep.equal([
+      ['vm', String(vm.vmid), 'vmgenid', 'warm-state save'],
+    ]);
     await svc.suspend(vm.vmid, noNotes);
     await svc.resume(vm.vmid, noNotes);
     expect(spec(vm.vmid).generationId, 'the resume keeps the device set the memory was saved with').to.equal(null);
@@ -211,8 +242,9 @@ describe('vms service rules (fake driver)', () => {
     const why = "bridge 'docker0' is not one VMs may join (allowed: none; the settings vms.bridge and vms.allowed_bridges list them)";
     await rejectsApi(svc.cloudInit(vm.vmid, { network_type: 'bridged', network_bridge: 'docker0' }, noNotes), 403, why);
     // A malformed name is the registry's rule, refused before the service runs.
-    expect(() => validateArgs(getOperation('vms_cloud_init_update')!, { id: vm.vmid, network_type: 'bridged', network_bridge: '..' }))
-      .to.throw("argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..'), or empty, or null");
+    expect(() => validateArgs(getOperation('vms_cloud_init_update')!, { id: vm.vmid, network_type: 'bridged', network_bridge: '..' })).to.throw(
+      "argument 'network_bridge' must be an interface name (1-15 of [A-Za-z0-9_.-], not '.' or '..'), or empty, or null",
+    );
     expect((await svc.get(vm.vmid)).network.type).to.equal('user');
     // A VM put on that bridge before the rule: refused at its start, listed, nothing deleted.
     const rec = (await svc.records.vm(vm.vmid))!;
@@ -220,14 +252,19 @@ describe('vms service rules (fake driver)', () => {
     await svc.records.vms.put(String(vm.vmid).padStart(10, '0'), rec);
     await rejectsApi(svc.start(vm.vmid, noNotes), 403, `VM ${vm.vmid}: ${why}`);
     expect(drv.machines.size).to.equal(0);
-    expect((await svc.hostStatus()).refused).to.deep.equal([{ kind: 'vm', id: String(vm.vmid), rule: 'vms.allowed_bridges', refuses: 'start', message: `VM ${vm.vmid}: ${why}` }]);
+    expect((await svc.hostStatus()).refused).to.deep.equal([
+      { kind: 'vm', id: String(vm.vmid), rule: 'vms.allowed_bridges', refuses: 'start', message: `VM ${vm.vmid}: ${why}` },
+    ]);
     await svc.cloudInit(vm.vmid, { network_type: 'none' }, noNotes);
     expect((await svc.start(vm.vmid, noNotes)).vm.state).to.equal('running');
   });
 
-  it('refuses a gateway outside the static address\'s subnet, at create and at a cloud-init change of either', async () => {
-    await rejectsApi(svc.create({ name: 'g', image_id: 'base', linked_clone: true, ip_address: '10.0.0.5/24', gateway: '10.0.1.1' }, noNotes), 400,
-      "argument 'gateway' is outside 10.0.0.5/24");
+  it("refuses a gateway outside the static address's subnet, at create and at a cloud-init change of either", async () => {
+    await rejectsApi(
+      svc.create({ name: 'g', image_id: 'base', linked_clone: true, ip_address: '10.0.0.5/24', gateway: '10.0.1.1' }, noNotes),
+      400,
+      "argument 'gateway' is outside 10.0.0.5/24",
+    );
     const { vm } = await svc.create({ name: 'g', image_id: 'base', linked_clone: true, ip_address: '10.0.0.5', gateway: '10.0.0.1' }, noNotes);
     expect(vm.cloud_init).to.include({ ip_address: '10.0.0.5/24', gateway: '10.0.0.1' });
     await rejectsApi(svc.cloudInit(vm.vmid, { ip_address: '192.168.1.5/24' }, noNotes), 400, "argument 'gateway' is outside 192.168.1.5/24");

@@ -70,8 +70,7 @@ function openSocket(iface: Iface, onMessage: (msg: Buffer, from: dgram.RemoteInf
   });
 }
 
-const send = (s: dgram.Socket, buf: Buffer, port: number, addr: string) =>
-  new Promise<void>((resolve) => s.send(buf, port, addr, () => resolve()));
+const send = (s: dgram.Socket, buf: Buffer, port: number, addr: string) => new Promise<void>((resolve) => s.send(buf, port, addr, () => resolve()));
 
 export class NetworkDiscovery {
   constructor(private readonly interfaces: () => Iface[] = localInterfaces) {}

@@ -76,7 +76,10 @@ export function parseMessage(buf: Buffer): DnsRecord[] {
 }
 
 /** The SMB hosts a response names: instance name, host name, port, IPv4 addresses. */
-export function smbHostsOf(records: DnsRecord[], service = SMB_SERVICE): Array<{ instance: string; host: string | null; port: number | null; addresses: string[] }> {
+export function smbHostsOf(
+  records: DnsRecord[],
+  service = SMB_SERVICE,
+): Array<{ instance: string; host: string | null; port: number | null; addresses: string[] }> {
   const lc = (s: string) => s.toLowerCase().replace(/\.$/, '');
   const instances = records.filter((r) => r.type === 12 && lc(r.name) === lc(service)).map((r) => r.data);
   return instances.map((inst) => {

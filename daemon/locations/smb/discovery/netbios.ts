@@ -79,7 +79,10 @@ export function parseNodeStatus(buf: Buffer): NodeName[] {
   off += 1;
   const names: NodeName[] = [];
   for (let i = 0; i < count && off + 18 <= buf.length; i++, off += 18) {
-    const name = buf.subarray(off, off + 15).toString('latin1').replace(/[\s\0]+$/, '');
+    const name = buf
+      .subarray(off, off + 15)
+      .toString('latin1')
+      .replace(/[\s\0]+$/, '');
     const suffix = buf[off + 15];
     const flags = buf.readUInt16BE(off + 16);
     names.push({ name, suffix, group: (flags & 0x8000) !== 0 });

@@ -232,6 +232,10 @@ export function eventsUpgrade(
     } catch (err) {
       return refuse(err);
     }
+    const caller = admitted.caller;
+    /** The request line of the upgrade: 101 once the socket is up, or the refusal's status. */
+    const logUpgrade = (status: number) =>
+      deps.requestLog.write({ req_id: id, method: req.method, path, status, op: 'events_stream', actor: caller.tokenName, ms: performance.now() - started });
     const open = opener(deps, admitted, header(req, 'last-event-id'), id);
     if (open) {
       // The members' refusals come before the handshake: the stream is opened first, its messages held until the socket is up
@@ -260,15 +264,7 @@ export function eventsUpgrade(
             for (const [t, m] of early.splice(0)) sink.send(t, m);
             release();
             if (ended) sink.end();
-            deps.requestLog.write({
-              req_id: id,
-              method: req.method,
-              path,
-              status: 101,
-              op: 'events_stream',
-              actor: admitted.caller.tokenName,
-              ms: performance.now() - started,
-            });
+            logUpgrade(101);
             w.on('close', close);
             w.on('error', close);
           });
@@ -289,26 +285,10 @@ export function eventsUpgrade(
         const e = errorBody(err);
         ws.send(JSON.stringify({ type: 'error', status: e.status, error: e.body.error }));
         ws.close(e.status === 429 ? 1013 : 1008, e.body.error.slice(0, 120));
-        deps.requestLog.write({
-          req_id: id,
-          method: req.method,
-          path,
-          status: e.status,
-          op: 'events_stream',
-          actor: admitted.caller.tokenName,
-          ms: performance.now() - started,
-        });
+        logUpgrade(e.status);
         return;
       }
-      deps.requestLog.write({
-        req_id: id,
-        method: req.method,
-        path,
-        status: 101,
-        op: 'events_stream',
-        actor: admitted.caller.tokenName,
-        ms: performance.now() - started,
-      });
+      logUpgrade(101);
       ws.on('close', () => sub?.close());
       ws.on('error', () => sub?.close());
     });

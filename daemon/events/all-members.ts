@@ -243,41 +243,20 @@ class AllMembersStream {
 
   /** A message of this stream about a member (members.down / members.up), sent whatever the filters. */
   private notice(part: Part, type: 'members.down' | 'members.up', summary: string): void {
+    this.sendOwn(part, { type, domain: 'members', resource: `peers/${part.id}`, actor: 'runtime', summary, data: { peer_id: part.id, stream: true } });
+  }
+
+  /** A message this stream makes itself (not a member's event): at `part`'s position, under the combined cursor. */
+  private sendOwn(part: Part, m: Pick<PublicEvent, 'type' | 'domain' | 'resource' | 'actor' | 'summary' | 'data'>): void {
     const cursor = combined(this.parts);
-    const msg: PublicEvent = {
-      cursor,
-      seq: part.pos?.seq ?? 0,
-      node_id: part.id,
-      time: new Date().toISOString(),
-      type,
-      domain: 'members',
-      resource: `peers/${part.id}`,
-      actor: 'runtime',
-      summary,
-      data: { peer_id: part.id, stream: true },
-    };
+    const msg: PublicEvent = { cursor, seq: part.pos?.seq ?? 0, node_id: part.id, time: new Date().toISOString(), ...m };
     this.out.send(JSON.stringify(msg), cursor);
   }
 
   /** Ends the stream: with a last control message (reset, lagged, closed) carrying the combined cursor, or none. */
   private finish(type: 'reset' | 'lagged' | 'closed' | undefined, part: Part, summary: string): void {
     if (this.finished) return;
-    if (type) {
-      const cursor = combined(this.parts);
-      const msg: PublicEvent = {
-        cursor,
-        seq: part.pos?.seq ?? 0,
-        node_id: part.id,
-        time: new Date().toISOString(),
-        type,
-        domain: 'events',
-        resource: '',
-        actor: '',
-        summary,
-        data: {},
-      };
-      this.out.send(JSON.stringify(msg), cursor);
-    }
+    if (type) this.sendOwn(part, { type, domain: 'events', resource: '', actor: '', summary, data: {} });
     this.close();
     this.out.end();
   }

@@ -7,7 +7,9 @@
  * table or a line), and, as every command, `--peer NODE` (hostctl.ts).
  */
 import { parseArgs } from 'node:util';
-import { callOperation } from './call.js';
+import { callOperation, parseKeyValues } from './call.js';
+import { getOperation } from '../../api/registry/index.js';
+import { watchTask } from './watch.js';
 import { errorOut, table } from './output.js';
 import { groupUsage, type Command } from './groups.js';
 
@@ -39,12 +41,33 @@ export interface ExecVerb {
   id: string;
 }
 
-export type Verb = ListVerb | ActionVerb | ExecVerb;
+/**
+ * A create: `key=value` words checked against the operation's request schema
+ * (as `hostctl call`), the new resource's id alone on stdout (so that a script
+ * can take it: `CT=$(hostctl lxc create name=web template=busybox)`), and the
+ * create's task followed to its end on stderr unless `--no-wait`.
+ */
+export interface CreateVerb {
+  kind: 'create';
+  op: string;
+  /** The key of the answer holding the new resource, and its id's key in it. */
+  resource: string;
+  idKey: string;
+}
+
+export type Verb = ListVerb | ActionVerb | ExecVerb | CreateVerb;
 
 /** The usage text of a group's everyday verbs. */
 export function verbsUsage(group: string, verbs: Readonly<Record<string, Verb>>): string {
   const lines = Object.entries(verbs).map(([name, v]) => {
-    const what = v.kind === 'list' ? `${name} [--json]` : v.kind === 'exec' ? `${name} ID [--timeout S] [--json] -- COMMAND...` : `${name} ID [--json]`;
+    const what =
+      v.kind === 'list'
+        ? `${name} [--json]`
+        : v.kind === 'exec'
+          ? `${name} ID [--timeout S] [--json] -- COMMAND...`
+          : v.kind === 'create'
+            ? `${name} KEY=VALUE... [--no-wait] [--json]`
+            : `${name} ID [--json]`;
     const op = v.kind === 'action' ? v.ops.join(' then ') : v.op;
     return `  ${`${group} ${what}`.padEnd(58)}${op}`;
   });
@@ -61,7 +84,7 @@ const str = (v: unknown): string => (v === null || v === undefined || v === '' ?
 export async function runVerb(group: string, name: string, verb: Verb, argv: string[], client: Parameters<Command>[1]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { json: { type: 'boolean' }, timeout: { type: 'string' } },
+    options: { json: { type: 'boolean' }, timeout: { type: 'string' }, 'no-wait': { type: 'boolean' } },
     allowPositionals: true,
     strict: true,
   });
@@ -87,6 +110,8 @@ export async function runVerb(group: string, name: string, verb: Verb, argv: str
     );
     return 0;
   }
+  if (verb.kind !== 'create' && values['no-wait']) return usage('takes no --no-wait');
+  if (verb.kind === 'create') return create(verb, positionals, Boolean(values.json), Boolean(values['no-wait']), client, usage);
   const [id, ...rest] = positionals;
   if (!id) return usage('needs an ID');
   const idArg = /^\d+$/.test(id) && verb.id === 'id' ? Number(id) : id;
@@ -115,6 +140,31 @@ export async function runVerb(group: string, name: string, verb: Verb, argv: str
   if (values.json) process.stdout.write(JSON.stringify(last!.body, null, 2) + '\n');
   else process.stdout.write(`${verb.done} ${id}${last!.body?.task_id ? ` (task ${last!.body.task_id})` : ''}\n`);
   return 0;
+}
+
+async function create(
+  verb: CreateVerb,
+  words: string[],
+  json: boolean,
+  noWait: boolean,
+  client: Parameters<Command>[1],
+  usage: (msg: string) => number,
+): Promise<number> {
+  const op = getOperation(verb.op)!;
+  let args: Row;
+  try {
+    args = parseKeyValues(op, words);
+  } catch (err) {
+    return usage((err as Error).message);
+  }
+  const r = await callOperation(client, verb.op, args);
+  if (r.status >= 400) return errorOut(r);
+  const id = r.body?.[verb.resource]?.[verb.idKey];
+  const taskId: string | undefined = r.body?.task?.task_id;
+  // The task's lines go to stderr: stdout carries only the id (or the answer with --json).
+  const code = taskId && !noWait ? await watchTask(client, taskId, { out: process.stderr }) : 0;
+  process.stdout.write(json ? JSON.stringify(r.body, null, 2) + '\n' : `${str(id)}\n`);
+  return code;
 }
 
 /**

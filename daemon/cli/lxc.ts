@@ -49,7 +49,7 @@ export const lxcCommand: Command = async (argv, client) => {
   return watchTask(client, taskId);
 };
 
-/** `hostctl lxc list|start|stop|restart|exec`: one operation each (everyday.ts). */
+/** `hostctl lxc list|create|delete|start|stop|restart|exec`: one operation each (everyday.ts). */
 const LXC_VERBS: Record<string, Verb> = {
   list: {
     kind: 'list',
@@ -64,6 +64,8 @@ const LXC_VERBS: Record<string, Verb> = {
       ['TEMPLATE', (c) => c.template],
     ],
   },
+  create: { kind: 'create', op: 'lxc_create', resource: 'container', idKey: 'lxcid' },
+  delete: { kind: 'action', ops: ['lxc_delete'], id: 'id', done: 'deleted' },
   start: { kind: 'action', ops: ['lxc_start'], id: 'id', done: 'started' },
   stop: { kind: 'action', ops: ['lxc_stop'], id: 'id', done: 'stopped' },
   restart: { kind: 'action', ops: ['lxc_restart'], id: 'id', done: 'restarted' },

@@ -117,7 +117,7 @@ export const vmCommand: Command = async (argv, client) => {
   }
 };
 
-/** `hostctl vm list|start|stop|restart|suspend|resume|exec`: one operation each (everyday.ts). */
+/** `hostctl vm list|create|delete|start|stop|restart|suspend|resume|exec`: one operation each (everyday.ts). */
 const VM_VERBS: Record<string, Verb> = {
   list: {
     kind: 'list',
@@ -133,6 +133,8 @@ const VM_VERBS: Record<string, Verb> = {
       ['IMAGE', (v) => v.image_id],
     ],
   },
+  create: { kind: 'create', op: 'vms_create', resource: 'vm', idKey: 'vmid' },
+  delete: { kind: 'action', ops: ['vms_delete'], id: 'id', done: 'deleted' },
   start: { kind: 'action', ops: ['vms_start'], id: 'id', done: 'started' },
   stop: { kind: 'action', ops: ['vms_stop'], id: 'id', done: 'stopped' },
   restart: { kind: 'action', ops: ['vms_stop', 'vms_start'], id: 'id', done: 'restarted' },

@@ -69,8 +69,6 @@ export const proxyDomain = defineDomain({
     const screening = new Screening(ctx, providers);
     const incidents = new Incidents(ctx, providers);
     const caddy = new CaddyPlane(ctx, screening, providers);
-    // The shared CA root takes a second or two to make the first time: start it now, in the background.
-    void caddy.caRoot().catch((err) => log.warn({ err }, 'proxy: the internal CA root could not be made yet'));
     const vip = new VipPlane(ctx, caddy, incidents);
     let plane: DataPlane | null = null;
     const dns = new DnsPlane(ctx, screening, () => plane?.peers() ?? []);

@@ -11,12 +11,14 @@
  *                                  (expected rising up to the cores, then flat)
  *
  * and the ratios of each step to N = 1 (`..._ratio_n<N>`). Everything is made
- * in the daemon's own temp data dir and removed with it.
+ * in the daemon's own temp data dir and removed with it. Then the cluster
+ * curve (2, 4 and 8 daemons: scale-cluster.ts).
  */
 import fs from 'node:fs';
 import http from 'node:http';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { pct, latencies, print, settle } from './lib.js';
+import { clusterCurve } from './scale-cluster.js';
 
 const STEPS = [1, 10, 100, 1000];
 
@@ -113,4 +115,5 @@ export async function scaleBench(): Promise<void> {
   } finally {
     await d.stop();
   }
+  await clusterCurve();
 }

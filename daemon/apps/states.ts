@@ -105,6 +105,7 @@ export class AppStates implements AppsStates {
       return;
     }
     await this.events.publishState('apps', `apps/${appId}`, state, data, { actor, summary: `app ${r.name} is ${state}` });
+    await this.c.pause('state.written');
     await this.c.records.states.put(appId, state);
   }
 

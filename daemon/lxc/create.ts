@@ -134,6 +134,7 @@ export class Create {
             target: `lxc/${lxcid}`,
             metadata: { lxcid, template: a.template, storage_id: pool.id, privileged },
           });
+          await c.pause('create.committed');
           await c.states.changed(lxcid, 'created', actorOf(ctx));
           return { container: c.view(rec, 'stopped') };
         });
@@ -196,6 +197,7 @@ export class Create {
             target: `lxc/${lxcid}`,
             metadata: { source_lxcid: src.lxcid, lxcid },
           });
+          await c.pause('clone.committed');
           await c.states.changed(lxcid, 'created', actorOf(ctx));
           return { container: c.view(rec, 'stopped') };
         } finally {

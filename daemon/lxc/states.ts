@@ -124,6 +124,7 @@ export class StateReports implements LxcStates {
   ): Promise<void> {
     if (!always && (await this.last(lxcid)) === state) return;
     await this.events.publishState('lxc', `lxc/${lxcid}`, state, data, { actor: opts.actor, summary: opts.summary ?? `container ${lxcid} is ${state}` });
+    await this.ctx.pause('state.written');
     const after = AFTER[state];
     if (after) await this.ctx.records.meta.put(metaKey(lxcid), after);
     else await this.ctx.records.meta.del(metaKey(lxcid));

@@ -63,6 +63,7 @@ export class StateReports {
         const mark = s.data.reason === undefined ? { state: s.state } : { state: s.state, reason: s.data.reason };
         await this.ctx.records.state.put(KEY, mark);
         this.last = mark;
+        await this.ctx.pause('state.marked');
         const why = s.data.reason ? ` (${s.data.reason})` : '';
         await this.events.publishState('proxy', 'proxy', s.state, s.data, { actor, summary: `proxy on ${this.ctx.node.name} is ${s.state}${why}` });
       })

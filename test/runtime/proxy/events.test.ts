@@ -102,7 +102,8 @@ describe('proxy: state events on one node (Caddy, namespaces)', function () {
   });
 
   it("killed right after an enable's report was stored: `serving` is in the log once after the restart", async () => {
-    // Disabled here (the last test): the enable below is a change.
+    // Disabled first, so that the enable below is a change.
+    expect((await api('PATCH', '/proxy', { enabled: false })).status).to.equal(200);
     const c0 = await headCursor(d!, token);
     await d!.stop();
     await start({}, { HOSTD_TEST_PAUSE_AT: 'proxy.state.marked' });

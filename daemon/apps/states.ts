@@ -96,7 +96,15 @@ export class AppStates implements AppsStates {
     const r = this.c.records.after(appId, ops);
     if (!r) {
       if (last === undefined) return alone();
-      await this.write(ops, { type: 'del', sub: this.c.records.states, key: appId }, appId, 'uninstalled', unlessBusy ? data : {}, actor, `app ${appId} is uninstalled`);
+      await this.write(
+        ops,
+        { type: 'del', sub: this.c.records.states, key: appId },
+        appId,
+        'uninstalled',
+        unlessBusy ? data : {},
+        actor,
+        `app ${appId} is uninstalled`,
+      );
       return;
     }
     let cs;
@@ -125,7 +133,15 @@ export class AppStates implements AppsStates {
   }
 
   /** The change's ops, the stored state (`mark`) and the event: one synced batch. */
-  private async write(ops: BatchOp[], mark: BatchOp, appId: string, state: string, data: Record<string, unknown>, actor: string, summary: string): Promise<void> {
+  private async write(
+    ops: BatchOp[],
+    mark: BatchOp,
+    appId: string,
+    state: string,
+    data: Record<string, unknown>,
+    actor: string,
+    summary: string,
+  ): Promise<void> {
     await writeWithState(this.events, this.c.records.store, [...ops, mark], { domain: 'apps', resource: `apps/${appId}`, state, data, actor, summary });
     this.c.records.mirror(ops);
     await this.c.pause('state.written');

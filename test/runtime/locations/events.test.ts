@@ -128,7 +128,7 @@ describe('locations: state events on a real smbd (runtime)', function () {
     await until(id, c1, ['disconnected'], 'only the disconnect after a quiet restart');
   });
 
-  it("killed after a disconnect was stored and before its event: `disconnected` is reported once at the next start", async () => {
+  it('killed after a disconnect was stored and before its event: `disconnected` is reported once at the next start', async () => {
     const id = await connect('evcrash', 'guest');
     const c0 = await headCursor(d!, tok);
     await d!.stop();

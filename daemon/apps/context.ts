@@ -17,6 +17,7 @@ import { ensureAvailable } from '../lib/availability.js';
 import type { NoteSink } from '../lib/caller.js';
 import { conflict, notFound } from '../lib/errors.js';
 import { KeyedLock, lockLabels, type Release } from '../lib/lock.js';
+import type { JournalOp } from '../lib/journal.js';
 import type { IntentRecovery } from '../lib/recovery.js';
 import type { Tasks } from '../lib/tasks.js';
 import type { PauseHook } from '../lib/test-pause.js';
@@ -172,6 +173,8 @@ export class AppsContext {
 export interface AppsStates {
   /** Reads the app's state now and reports it when it differs from the last reported. */
   refresh(appId: string, actor: string, data?: Record<string, unknown>): Promise<void>;
+  /** Writes a call's commit of the app's record with the event of the state it leaves, in one batch. */
+  commit(appId: string, actor: string, ops: JournalOp[]): Promise<void>;
   /** `release`, then a report of the state the app is left in. */
   releasing(appId: string, actor: string, release: Release): Release;
   /** The engine watch saw something of a container. */

@@ -111,7 +111,8 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
       await up(c, record);
       await c.pause('install.after-up');
       installed = { ...record, status: 'installed' as const, updated_at: new Date().toISOString() };
-      await c.records.commit(appId, [c.records.putRecord(installed)]);
+      await c.states.commit(appId, actorOf(ctx), c.records.commitOps(appId, [c.records.putRecord(installed)]));
+      await c.pause('install.committed');
     }
   } catch (err) {
     await undoInstall(c, record).catch((e) => c.log.error({ err: e, app_id: appId }, 'apps: install rollback failed; the next start settles it'));

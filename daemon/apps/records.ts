@@ -71,7 +71,7 @@ export class AppRecords {
   readonly states: Sub<string>;
   private readonly cache = new Map<string, AppRecord>();
 
-  constructor(private readonly store: Store) {
+  constructor(readonly store: Store) {
     this.apps = store.sub<AppRecord>('apps');
     this.content = store.sub<AppContent>('apps_content');
     this.docs = store.sub<DocsRecord>('apps_docs');
@@ -136,7 +136,20 @@ export class AppRecords {
     await this.begin(key, intent, ops);
   }
 
-  private mirror(ops: JournalOp[]): void {
+  /** The app's record as `ops` leave it (the one stored when they do not touch it). */
+  after(appId: string, ops: JournalOp[]): AppRecord | undefined {
+    const mine = ops.filter((o) => o.sub === this.apps && o.key === appId).at(-1);
+    if (!mine) return this.get(appId);
+    return mine.type === 'put' ? (mine.value as AppRecord) : undefined;
+  }
+
+  /** The ops of a commit: the outcome and the intent's drop (what `commit` writes). */
+  commitOps(key: string, ops: JournalOp[]): JournalOp[] {
+    return [...ops, { type: 'del', sub: this.intents, key }];
+  }
+
+  /** Mirrors record writes made in another batch (a state event's, states.ts) in memory. */
+  mirror(ops: JournalOp[]): void {
     for (const o of ops) {
       if (o.sub !== this.apps) continue;
       if (o.type === 'put') this.cache.set(o.key, o.value as AppRecord);

@@ -9,11 +9,16 @@
  * Every report reads the state as it is now (after the change is stored),
  * one app at a time (`chain`): a late reading never overwrites a newer one.
  * The engine watch reports only what no call is making (a signal for an
- * app whose lock is held is the call's to report, when it ends). Events
- * are written before the stored state: a crash between repeats one at the
- * next open, never loses it.
+ * app whose lock is held is the call's to report, when it ends).
+ *
+ * An event and the stored state go in one synced batch (`writeWithState`),
+ * and so does the record's commit of a call that installs or uninstalls an
+ * app without a task (`commit`): a crash leaves all of them or none.
  */
 import type { EventsPort } from '../domain.js';
+import { writeWithState } from '../events/state.js';
+import type { JournalOp } from '../lib/journal.js';
+import type { BatchOp } from '../store/store.js';
 import type { Release } from '../lib/lock.js';
 import { AppsContext, appKey, type AppsContextDeps, type AppsStates } from './context.js';
 import type { ContainerSignal } from './driver.js';
@@ -33,6 +38,14 @@ export class AppStates implements AppsStates {
   /** Reports the app's state if it changed (resolves once the event is stored). */
   refresh(appId: string, actor: string, data: Record<string, unknown> = {}): Promise<void> {
     return this.serial(appId, () => this.report(appId, actor, data, false));
+  }
+
+  /**
+   * Writes `ops` (a call's commit, which puts or forgets the app's record)
+   * with the event of the state they leave the app in, in one batch.
+   */
+  commit(appId: string, actor: string, ops: JournalOp[]): Promise<void> {
+    return this.serial(appId, () => this.report(appId, actor, {}, false, false, undefined, ops as BatchOp[]));
   }
 
   /** A lock release that reports the app's state once the lock is free (a task's end: moving, updating, installing settle). */
@@ -64,7 +77,10 @@ export class AppStates implements AppsStates {
     }
   }
 
-  /** `signalled`: the container an engine event named, whose state is read live (the engine's list may not show the event yet). */
+  /**
+   * `signalled`: the container an engine event named, whose state is read live (the engine's list may not show the event yet).
+   * `ops`: a call's commit, written with the event (or alone when the state did not change); the record read is the one they leave.
+   */
   private async report(
     appId: string,
     actor: string,
@@ -72,14 +88,23 @@ export class AppStates implements AppsStates {
     unlessBusy: boolean,
     quietFirst = false,
     signalled?: string,
+    ops: BatchOp[] = [],
   ): Promise<void> {
     if (unlessBusy && this.c.lock.busy(appKey(appId))) return;
+    const alone = () => (ops.length ? this.c.records.write(ops) : Promise.resolve());
     const last = (await this.c.records.states.get(appId)) ?? undefined;
-    const r = this.c.records.get(appId);
+    const r = this.c.records.after(appId, ops);
     if (!r) {
-      if (last === undefined) return;
-      await this.events.publishState('apps', `apps/${appId}`, 'uninstalled', unlessBusy ? data : {}, { actor, summary: `app ${appId} is uninstalled` });
-      await this.c.records.states.del(appId);
+      if (last === undefined) return alone();
+      await this.write(
+        ops,
+        { type: 'del', sub: this.c.records.states, key: appId },
+        appId,
+        'uninstalled',
+        unlessBusy ? data : {},
+        actor,
+        `app ${appId} is uninstalled`,
+      );
       return;
     }
     let cs;
@@ -91,21 +116,35 @@ export class AppStates implements AppsStates {
       }
     } catch {
       // The engine does not answer: nothing is known (the watch reopens and checks again).
-      return;
+      return alone();
     }
     const state = stateOf(
       this.c,
       r,
       cs.filter((x) => x.project === r.project),
     );
-    if (state === 'unknown' || state === last) return;
+    if (state === 'unknown' || state === last) return alone();
     if (last === undefined && quietFirst) {
       // An app from before state events: remember where it stands, report nothing.
       await this.c.records.states.put(appId, state);
       return;
     }
-    await this.events.publishState('apps', `apps/${appId}`, state, data, { actor, summary: `app ${r.name} is ${state}` });
-    await this.c.records.states.put(appId, state);
+    await this.write(ops, { type: 'put', sub: this.c.records.states, key: appId, value: state }, appId, state, data, actor, `app ${r.name} is ${state}`);
+  }
+
+  /** The change's ops, the stored state (`mark`) and the event: one synced batch. */
+  private async write(
+    ops: BatchOp[],
+    mark: BatchOp,
+    appId: string,
+    state: string,
+    data: Record<string, unknown>,
+    actor: string,
+    summary: string,
+  ): Promise<void> {
+    await writeWithState(this.events, this.c.records.store, [...ops, mark], { domain: 'apps', resource: `apps/${appId}`, state, data, actor, summary });
+    this.c.records.mirror(ops);
+    await this.c.pause('state.written');
   }
 
   private serial(appId: string, fn: () => Promise<void>): Promise<void> {

@@ -19,9 +19,8 @@ export async function uninstallApp(c: AppsContext, args: ArgsOf<'apps_delete'>, 
       await c.records.begin(r.app_id, { op: 'delete', app_id: r.app_id, record: r });
       await c.pause('delete.after-intent');
       await removeEverything(c, r);
-      await c.records.commit(r.app_id, c.records.forget(r.app_id));
+      await c.states.commit(r.app_id, actorOf(ctx), c.records.commitOps(r.app_id, c.records.forget(r.app_id)));
       const kept = [...new Set(r.folder_assignments.map((a) => a.folder_id))];
-      await c.states.refresh(r.app_id, actorOf(ctx));
       ctx.note({ summary: `Uninstalled app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, data_dir: r.data_dir, folders_kept: kept } });
       return { app_id: r.app_id, deleted: true as const, data_dir: r.data_dir, folders_kept: kept };
     },

@@ -24,11 +24,13 @@ export async function disconnect(c: LocationsContext, id: string, ctx: CallSink 
     'disconnect',
     reported(c, id, ctx, async (rec) => {
       if (!rec.wanted && !rec.mounted && !(await c.driver.mounted(rec.mount_dir))) return rec; // already disconnected
-      return sync(c, rec, false, async () => {
+      const out = await sync(c, rec, false, async () => {
         await unmount(c, rec);
         await c.pause('disconnect.unmounted');
         return { ...rec, wanted: false, mounted: false, last_error: null, last_error_at: null, mounted_at: null };
       });
+      await c.pause('disconnect.committed');
+      return out;
     }),
   );
   ctx.note({ summary: `Disconnected location ${out.name}`, target: out.name, metadata: { location_id: id } });

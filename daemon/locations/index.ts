@@ -69,8 +69,8 @@ export async function startLocations(d: StartDeps): Promise<LocationsContext> {
     events: d.events ?? noEvents,
   });
   await loadRecords(c);
-  // What the store says is what was last reported: a change settled or found at start differs from it once.
-  baseline(c);
+  // What was last reported (stored with its event): a change stored without its event, settled or found at start differs from it once.
+  await baseline(c);
   await recovery.run();
   await tidyAfterRestart(c);
   await reportAll(c);

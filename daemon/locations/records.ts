@@ -43,19 +43,32 @@ export interface LocationRecord {
  */
 export type Intent = { op: 'create'; rec: LocationRecord } | { op: 'delete'; rec: LocationRecord } | { op: 'sync'; id: string; wanted: boolean };
 
+/** The state last reported per location, written in its event's batch (state-events.ts). */
+export interface ReportedMark {
+  state: string;
+  name: string;
+}
+
 export class LocationRecords {
   readonly records: Sub<LocationRecord>;
   readonly intents: Sub<Intent>;
   readonly journal: IntentJournal<Intent>;
+  /** Keyed by location id, plus `MARKS_SINCE` once the marks were first taken. */
+  readonly reported: Sub<ReportedMark | true>;
 
   constructor(readonly store: Store) {
     this.records = store.sub<LocationRecord>('locations');
     this.intents = store.sub<Intent>('location_intents');
+    this.reported = store.sub<ReportedMark | true>('locations_state_events');
     this.journal = new IntentJournal<Intent>(store, this.intents);
   }
 
   all(): Promise<LocationRecord[]> {
     return this.records.values().all();
+  }
+
+  markOp(id: string, mark: ReportedMark | null) {
+    return mark ? { type: 'put' as const, sub: this.reported, key: id, value: mark } : { type: 'del' as const, sub: this.reported, key: id };
   }
 
   put(rec: LocationRecord) {

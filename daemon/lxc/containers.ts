@@ -141,7 +141,7 @@ export class Containers {
       if (st !== 'stopped') throw conflict(`container ${lxcid} is ${st}; stop it first`);
       const p = this.ctx.paths(rec);
       const confDir = this.ctx.driver.tools.confDir(lxcNameOf(lxcid));
-      await this.ctx.records.journal.run(
+      await this.ctx.records.journalVia(this.ctx.states.committing(lxcid, 'deleted', actorOf(ctx))).run(
         `delete:${lxcid}`,
         { op: 'delete', lxcid, dir: p.dir, confDir, zfs_dataset: rec.zfs_dataset },
         async () => {
@@ -150,7 +150,6 @@ export class Containers {
         { commit: () => this.ctx.records.delOps(lxcid) },
       );
       ctx.note({ summary: `Deleted container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
-      await this.ctx.states.changed(lxcid, 'deleted', actorOf(ctx));
       return { deleted: true as const, lxcid, name: rec.name };
     });
   }

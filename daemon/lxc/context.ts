@@ -13,7 +13,7 @@ import type { PoolConfig } from '../config.js';
 import type { EventsPort, FolderRef } from '../domain.js';
 import { ensureAvailable } from '../lib/availability.js';
 import { conflict, notFound } from '../lib/errors.js';
-import type { JournalOp } from '../lib/journal.js';
+import type { JournalDb, JournalOp } from '../lib/journal.js';
 import { KeyedLock, lockLabels } from '../lib/lock.js';
 import type { Tasks } from '../lib/tasks.js';
 import { testPause, type PauseHook } from '../lib/test-pause.js';
@@ -254,6 +254,8 @@ export type ReportedState = 'STOPPED' | 'RUNNING' | 'FROZEN' | 'created' | 'dele
 export interface LxcStates {
   /** A call changed the container (under its lock): report it. */
   changed(lxcid: number, state: ReportedState, actor: string, summary?: string): Promise<void>;
+  /** Where a journal commits a create or delete: the record's ops with their event, in one batch. */
+  committing(lxcid: number, state: 'created' | 'deleted', actor: string): JournalDb;
   /** The runtime watch saw something of a container. */
   observe(s: StateSignal): void;
   /** Compares every container with the runtime and reports what differs. */

@@ -116,7 +116,7 @@ export class Create {
           const p = c.driver.storage.containerPaths(pool.path, lxcid);
           const confDir = c.driver.tools.confDir(lxcNameOf(lxcid));
           if (linked) rec.zfs_dataset = `${await c.driver.zfs.datasetOf(pool.path)}/hostd-lxc/containers/${lxcid}`;
-          await c.records.journal.run(
+          await c.records.journalVia(c.states.committing(lxcid, 'created', actorOf(ctx))).run(
             `create:${lxcid}`,
             { op: 'create', lxcid, dir: p.dir, confDir, zfs_dataset: rec.zfs_dataset },
             async () => {
@@ -134,7 +134,7 @@ export class Create {
             target: `lxc/${lxcid}`,
             metadata: { lxcid, template: a.template, storage_id: pool.id, privileged },
           });
-          await c.states.changed(lxcid, 'created', actorOf(ctx));
+          await c.pause('create.committed');
           return { container: c.view(rec, 'stopped') };
         });
       } finally {
@@ -176,7 +176,7 @@ export class Create {
             rootfs_sync_pending: true,
           };
           const confDir = c.driver.tools.confDir(lxcNameOf(lxcid));
-          await c.records.journal.run(
+          await c.records.journalVia(c.states.committing(lxcid, 'created', actorOf(ctx))).run(
             `create:${lxcid}`,
             { op: 'create', lxcid, dir: np.dir, confDir },
             async () => {
@@ -196,7 +196,7 @@ export class Create {
             target: `lxc/${lxcid}`,
             metadata: { source_lxcid: src.lxcid, lxcid },
           });
-          await c.states.changed(lxcid, 'created', actorOf(ctx));
+          await c.pause('clone.committed');
           return { container: c.view(rec, 'stopped') };
         } finally {
           this.reserved.delete(lxcid);

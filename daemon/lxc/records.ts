@@ -4,7 +4,7 @@
  * little state (the boot id of the last start).
  */
 import type { DocsRecord } from '../lib/docs.js';
-import { IntentJournal } from '../lib/journal.js';
+import { IntentJournal, type JournalDb } from '../lib/journal.js';
 import type { Store, Sub } from '../store/store.js';
 
 export type { NetworkType, NetworkSettings, MountPoint, RootfsKind, ContainerRecord } from './model.js';
@@ -42,6 +42,11 @@ export class LxcRecords {
 
   async get(lxcid: number): Promise<ContainerRecord | undefined> {
     return (await this.containers.get(ctKey(lxcid))) ?? undefined;
+  }
+
+  /** The same journal, its commits written by `db` (a state report joins them: states.ts `committing`). */
+  journalVia(db: JournalDb): IntentJournal<Intent> {
+    return new IntentJournal<Intent>(db, this.intents);
   }
 
   putOp(rec: ContainerRecord) {

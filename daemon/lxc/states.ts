@@ -10,10 +10,15 @@
  * is held is left to the call, and a check whose container a call changed
  * meanwhile is dropped (`generation`), so a stale reading never follows
  * the call's event. Reports of one container are serialised (`chain`).
- * Events are written before the stored state: a crash between repeats one
- * at the next open, never loses it.
+ *
+ * An event, the stored state it leaves and, for a create, clone or delete,
+ * the record's commit go in one synced batch (`writeWithState`): a crash
+ * leaves all of them or none, so a change is never lost nor reported twice.
  */
 import type { EventsPort } from '../domain.js';
+import { writeWithState } from '../events/state.js';
+import type { JournalDb } from '../lib/journal.js';
+import type { BatchOp } from '../store/store.js';
 import type { LxcState, StateSignal } from './driver.js';
 import { LxcContext, type LxcDeps, type LxcStates, type ReportedState } from './context.js';
 import { ctKey } from './records.js';
@@ -46,6 +51,21 @@ export class StateReports implements LxcStates {
     this.generation.set(lxcid, (this.generation.get(lxcid) ?? 0) + 1);
     await this.serial(lxcid, () => this.publish(lxcid, state, {}, { actor, summary }, state === 'created' || state === 'deleted'));
     if (state === 'deleted') this.generation.delete(lxcid);
+  }
+
+  /**
+   * Where a call's journal commits a change of the record (create, clone:
+   * `created`; delete: `deleted`): its ops are written with the event and
+   * the stored state in one batch.
+   */
+  committing(lxcid: number, state: 'created' | 'deleted', actor: string): JournalDb {
+    return {
+      batch: async (ops) => {
+        this.generation.set(lxcid, (this.generation.get(lxcid) ?? 0) + 1);
+        await this.serial(lxcid, () => this.publish(lxcid, state, {}, { actor }, true, ops as BatchOp[]));
+        if (state === 'deleted') this.generation.delete(lxcid);
+      },
+    };
   }
 
   /** The runtime said something happened to `lxcName`: report what the container is now, unless a call is at work. */
@@ -100,7 +120,7 @@ export class StateReports implements LxcStates {
       if (!now || (this.generation.get(lxcid) ?? 0) !== gen) return;
       const last = await this.last(lxcid);
       if (last === undefined && why === 'open') {
-        // A container from before state events: remember where it stands, report nothing.
+        // A container from before state events (one created since has its stored state from its create's batch): remember where it stands, report nothing.
         await this.ctx.records.meta.put(metaKey(lxcid), now);
         return;
       }
@@ -121,12 +141,22 @@ export class StateReports implements LxcStates {
     data: Record<string, unknown>,
     opts: { actor: string; summary?: string },
     always: boolean,
+    ops: BatchOp[] = [],
   ): Promise<void> {
     if (!always && (await this.last(lxcid)) === state) return;
-    await this.events.publishState('lxc', `lxc/${lxcid}`, state, data, { actor: opts.actor, summary: opts.summary ?? `container ${lxcid} is ${state}` });
     const after = AFTER[state];
-    if (after) await this.ctx.records.meta.put(metaKey(lxcid), after);
-    else await this.ctx.records.meta.del(metaKey(lxcid));
+    const mark: BatchOp = after
+      ? { type: 'put', sub: this.ctx.records.meta, key: metaKey(lxcid), value: after }
+      : { type: 'del', sub: this.ctx.records.meta, key: metaKey(lxcid) };
+    await writeWithState(this.events, this.ctx.records.store, [...ops, mark], {
+      domain: 'lxc',
+      resource: `lxc/${lxcid}`,
+      state,
+      data,
+      actor: opts.actor,
+      summary: opts.summary ?? `container ${lxcid} is ${state}`,
+    });
+    await this.ctx.pause('state.written');
   }
 
   /** Resolves once every report under way is written (close waits for it: the store closes after). */

@@ -5,12 +5,16 @@
  * a listener or configuration was refused), reported by the data plane after
  * each reconcile and at once when Caddy exits on its own.
  *
- * The last state reported is stored (`proxy-state` key `reported`): a start
- * compares the first reconcile's state with it, so a change that happened
- * while the daemon was down (Caddy removed, the lease moved) is reported
- * once, and a restart that changed nothing reports nothing.
+ * The last state reported is stored (`proxy-state` key `reported`) in the
+ * event's own batch (`writeWithState`): a start compares the first
+ * reconcile's state with it, so a change that happened while the daemon was
+ * down (Caddy removed, the lease moved) is reported once, a restart that
+ * changed nothing reports nothing, and a crash never leaves the mark without
+ * its event (which would lose the event) nor the event without its mark
+ * (which would repeat it).
  */
 import type { EventsPort } from '../domain.js';
+import { writeWithState } from '../events/state.js';
 import { OPERATOR } from '../lib/operator.js';
 import { SerialQueue } from '../lib/serial.js';
 import type { ProxyContext } from './context.js';
@@ -53,18 +57,25 @@ export class StateReports {
   }
 
   /**
-   * Reports `s` when it differs from the last state reported: the mark is
-   * stored first, then the event written. One at a time, in call order.
+   * Reports `s` when it differs from the last state reported: the mark and
+   * the event in one batch. One at a time, in call order.
    */
   report(s: ProxyState, actor: string = OPERATOR): Promise<void> {
     return this.queue
       .run(async () => {
         if (same(this.last, s)) return;
         const mark = s.data.reason === undefined ? { state: s.state } : { state: s.state, reason: s.data.reason };
-        await this.ctx.records.state.put(KEY, mark);
-        this.last = mark;
         const why = s.data.reason ? ` (${s.data.reason})` : '';
-        await this.events.publishState('proxy', 'proxy', s.state, s.data, { actor, summary: `proxy on ${this.ctx.node.name} is ${s.state}${why}` });
+        await writeWithState(this.events, this.ctx.records.store, [{ type: 'put', sub: this.ctx.records.state, key: KEY, value: mark }], {
+          domain: 'proxy',
+          resource: 'proxy',
+          state: s.state,
+          data: s.data,
+          actor,
+          summary: `proxy on ${this.ctx.node.name} is ${s.state}${why}`,
+        });
+        this.last = mark;
+        await this.ctx.pause('state.marked');
       })
       .catch((err) => this.ctx.log.warn({ err, state: s.state }, 'proxy: state event not written'));
   }

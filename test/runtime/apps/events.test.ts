@@ -3,15 +3,18 @@
  * makes once, by the caller, and `uninstalled`; an app container killed
  * behind hostd's back (as a user's `docker kill` would) reported by the
  * driver's engine event watch as `partial`, then `stopped`, naming the
- * container and its exit code; and a change while the daemon was down
- * reported once at the next open.
+ * container and its exit code; a change while the daemon was down
+ * reported once at the next open; and hostd killed (SIGKILL) right after a
+ * change was stored: its event is in the log once after the restart (it is
+ * written in the change's batch), neither lost nor repeated.
  */
 import { expect } from 'chai';
 import { appsRuntime, missingRuntime, stopEngines } from '../../helpers/apps-engine.js';
 import { APP_SCOPES, labDaemon, startLab, type AppsLab } from '../../helpers/apps-lab.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
 import { COMPOSE } from '../../../daemon/apps/driver.js';
-import { tempDir, type TestDaemon } from '../../helpers/daemon.js';
+import { eventually, tempDir, type TestDaemon } from '../../helpers/daemon.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { headCursor, stateEventsNow, stateEventsUntil, type StateEvent } from '../../helpers/state-events.js';
 
 const API = '/api/v1';
@@ -113,6 +116,42 @@ describe('apps on a real Docker engine: apps.state events', function () {
     const after = await headCursor(req);
     await restartDaemon();
     expect(await stateEventsNow(req, 'apps', `apps/${app.app_id}`, after)).to.deep.equal([]);
+    expect((await req('DELETE', `/apps/${app.app_id}`)).status).to.equal(200);
+  });
+
+  /** Restarts on the same data dir with a daemon that stops for good at `apps.<step>`. */
+  async function bootPaused(step: string): Promise<void> {
+    await d.stop();
+    d = await labDaemon(lab, { dataDir, env: { HOSTD_TEST_PAUSE_AT: `apps.${step}` } });
+    tok = await d.token(`apps-ev-${Date.now()}`, APP_SCOPES);
+  }
+  async function killAndRestart(step: string): Promise<void> {
+    await eventually(() => d.logs.find((l) => isPauseLine(l, `apps.${step}`)), 60_000, `the pause at ${step}`);
+    await d.kill();
+    d = await labDaemon(lab, { dataDir });
+    tok = await d.token(`apps-ev-${Date.now()}`, APP_SCOPES);
+  }
+  const appNamed = async (name: string) => ((await req('GET', '/apps')).body.apps as Array<{ app_id: string; name: string }>).find((a) => a.name === name);
+
+  it("killed right after an install's commit: `running` is in the log once after the restart", async () => {
+    const cursor = await headCursor(req);
+    await bootPaused('install.committed');
+    void req('POST', '/apps', { template_id: 'custom', name: 'ev-crash-install', compose_content: twoSleepers() }).catch(() => undefined);
+    await killAndRestart('install.committed');
+    const app = await appNamed('ev-crash-install');
+    expect(app, 'the install was committed').to.not.equal(undefined);
+    // Open has reported what it found before the daemon answers.
+    expect(states(await stateEventsNow(req, 'apps', `apps/${app!.app_id}`, cursor))).to.deep.equal(['running']);
+    expect((await req('DELETE', `/apps/${app!.app_id}`)).status).to.equal(200);
+  });
+
+  it("killed right after a stop's report was written: `stopped` is in the log once after the restart", async () => {
+    const app = await install('ev-crash-stop');
+    const cursor = await headCursor(req);
+    await bootPaused('state.written');
+    void req('POST', `/apps/${app.app_id}/actions`, { action: 'stop' }).catch(() => undefined);
+    await killAndRestart('state.written');
+    expect(states(await stateEventsNow(req, 'apps', `apps/${app.app_id}`, cursor))).to.deep.equal(['stopped']);
     expect((await req('DELETE', `/apps/${app.app_id}`)).status).to.equal(200);
   });
 });

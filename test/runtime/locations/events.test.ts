@@ -2,15 +2,19 @@
  * `locations.state` events against a real smbd: each requested change once,
  * named by its caller; a share that goes away and comes back with nobody
  * asking (the mount monitor sees it); and at start, what changed while
- * hostd was down, reported once. Read through `events_list` from a cursor
- * taken before each action. Lab as in lifecycle.test.ts.
+ * hostd was down, reported once; and hostd killed (SIGKILL) right after a
+ * change was stored and before its event: reported once at the next start
+ * (the mark of what was reported is stored with each event, not taken from
+ * the records). Read through `events_list` from a cursor taken before each
+ * action. Lab as in lifecycle.test.ts.
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { eventually, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { missingForLocations, stopAndRemoveDataDir, SmbLab } from '../../helpers/locations-smb.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
 import { headCursor, stateEventsUntil, states, type StateEvent } from '../../helpers/state-events.js';
@@ -29,8 +33,8 @@ describe('locations: state events on a real smbd (runtime)', function () {
   let tokName: string;
   let serial = 0;
 
-  const start = async () => {
-    d = await startDaemon({ dataDir, wrap: lab.wrap, netns: lab.ns, configYaml: 'locations:\n  check_interval_seconds: 2\n' });
+  const start = async (env: Record<string, string> = {}) => {
+    d = await startDaemon({ dataDir, wrap: lab.wrap, netns: lab.ns, env, configYaml: 'locations:\n  check_interval_seconds: 2\n' });
     tokName = `loc-ev-${++serial}`;
     tok = await d.token(tokName, ['connections.read', 'connections.manage']);
   };
@@ -122,5 +126,21 @@ describe('locations: state events on a real smbd (runtime)', function () {
     await start();
     expect((await api('POST', `/locations/${id}/disconnect`)).status).to.equal(200);
     await until(id, c1, ['disconnected'], 'only the disconnect after a quiet restart');
+  });
+
+  it('killed after a disconnect was stored and before its event: `disconnected` is reported once at the next start', async () => {
+    const id = await connect('evcrash', 'guest');
+    const c0 = await headCursor(d!, tok);
+    await d!.stop();
+    await start({ HOSTD_TEST_PAUSE_AT: 'locations.disconnect.committed' });
+    void api('POST', `/locations/${id}/disconnect`).catch(() => undefined);
+    await eventually(() => d!.logs.find((l) => isPauseLine(l, 'locations.disconnect.committed')), 60_000, 'the pause after the disconnect was stored');
+    await d!.kill();
+    await start();
+    const r = await until(id, c0, ['disconnected'], 'the disconnect reported at start');
+    expect(r.events[0].data).to.deep.equal({ state: 'disconnected', name: 'evcrash' });
+    const more = await d!.request('GET', `/api/v1/events?types=locations.&resource=locations/${id}&cursor=${r.cursor}&timeout_seconds=2`, { token: tok });
+    expect(more.body.events).to.deep.equal([]);
+    expect((await api('DELETE', `/locations/${id}`)).status).to.equal(200);
   });
 });

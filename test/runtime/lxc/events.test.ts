@@ -3,14 +3,17 @@
  * (created, RUNNING, FROZEN, STOPPED, deleted) once, by the caller; a
  * container stopped behind hostd's back (lxc-stop from outside, its init
  * killed) reported by the driver's lxc-monitor watch as STOPPED with
- * reason init-exited; and a change while the daemon was down reported once
- * at the next open.
+ * reason init-exited; a change while the daemon was down reported once
+ * at the next open; and hostd killed (SIGKILL) right after a change was
+ * stored: its event is in the log once after the restart (it is written in
+ * the change's batch), neither lost nor repeated.
  */
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { cleanupLxc, initPid, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
 import { eventually, tempDir } from '../../helpers/daemon.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { headCursor, stateEventsNow, stateEventsUntil, type StateEvent } from '../../helpers/state-events.js';
 
 describe('lxc runtime: lxc.state events', function () {
@@ -121,5 +124,37 @@ describe('lxc runtime: lxc.state events', function () {
     env = await lxcEnv({ dataDir, poolDirs: pools, imageId: null });
     // Open has reported what it found before the daemon answers: nothing new by then.
     expect(await stateEventsNow(env.req, 'lxc', `lxc/${id}`, after)).to.deep.equal([]);
+  });
+
+  /** A daemon on the same data dir that stops for good at `step` (`lxc.<step>`). */
+  async function bootPaused(step: string): Promise<void> {
+    await env.d.stop();
+    env = await lxcEnv({ dataDir, poolDirs: pools, imageId: null, env: { HOSTD_TEST_PAUSE_AT: `lxc.${step}` } });
+  }
+  async function killAndRestart(step: string): Promise<void> {
+    await eventually(() => env.d.logs.find((l) => isPauseLine(l, `lxc.${step}`)), 120_000, `the pause at ${step}`);
+    await env.d.kill();
+    env = await lxcEnv({ dataDir, poolDirs: pools, imageId: null });
+  }
+
+  it("killed right after a create's commit: `created` is in the log once after the restart", async () => {
+    const cursor = await headCursor(env.req);
+    await bootPaused('create.committed');
+    void env.req('POST', '/lxc', { name: 'ev-crash-create', template: 'bb', lxcid: 610 }).catch(() => undefined);
+    await killAndRestart('create.committed');
+    expect((await env.req('GET', '/lxc/610')).status, 'the create was committed').to.equal(200);
+    // Open has reported what it found before the daemon answers.
+    expect(states(await stateEventsNow(env.req, 'lxc', 'lxc/610', cursor))).to.deep.equal(['created']);
+  });
+
+  it("killed right after a start's report was written: RUNNING is in the log once after the restart", async () => {
+    const id = await create('ev-crash-start');
+    const cursor = await headCursor(env.req);
+    await bootPaused('state.written');
+    void env.req('POST', `/lxc/${id}/start`).catch(() => undefined);
+    await killAndRestart('state.written');
+    expect(infoState(id)).to.equal('RUNNING');
+    expect(states(await stateEventsNow(env.req, 'lxc', `lxc/${id}`, cursor))).to.deep.equal(['RUNNING']);
+    await call('POST', `/lxc/${id}/stop`);
   });
 });

@@ -4,10 +4,14 @@
  * caller; Caddy killed behind hostd's back (`degraded`, then `serving` once
  * the data plane has restarted it); and at start, a change made while hostd
  * was down (Caddy gone from the host) reported once, a quiet restart not at
- * all. Read through `events_list` from a cursor taken before each action.
+ * all; and hostd killed (SIGKILL) right after a report was stored: its
+ * event is in the log once after the restart (the mark and the event are
+ * one batch). Read through `events_list` from a cursor taken before each
+ * action.
  */
 import { expect } from 'chai';
-import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { eventually, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { ProxyLab } from '../../helpers/proxy-lab.js';
 import { labMissing, proxyAvailability, proxyNodeEnv, proxyYaml } from '../../helpers/proxy-node.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
@@ -21,9 +25,9 @@ describe('proxy: state events on one node (Caddy, namespaces)', function () {
   let tokName: string;
   let dataDir: string | undefined;
 
-  const start = async (extra: Record<string, string> = {}) => {
+  const start = async (extra: Record<string, string> = {}, env: Record<string, string> = {}) => {
     const n = lab.nodes[0];
-    d = await startDaemon({ dataDir, netns: n.ns, env: proxyNodeEnv(n.addr, 'px-ev'), configYaml: proxyYaml(n.addr, extra) });
+    d = await startDaemon({ dataDir, netns: n.ns, env: { ...proxyNodeEnv(n.addr, 'px-ev'), ...env }, configYaml: proxyYaml(n.addr, extra) });
     dataDir = d.dataDir;
     tokName = `px-ev-${Date.now()}`;
     token = await d.token(tokName, ['proxy.read', 'proxy.manage']);
@@ -95,5 +99,21 @@ describe('proxy: state events on one node (Caddy, namespaces)', function () {
     expect((await api('PATCH', '/proxy', { enabled: false })).status).to.equal(200);
     r = await until(r.cursor, ['stopped'], 'only the disable after a quiet restart');
     expect(r.events[0].data.reason).to.equal('disabled');
+  });
+
+  it("killed right after an enable's report was stored: `serving` is in the log once after the restart", async () => {
+    // Disabled first, so that the enable below is a change.
+    expect((await api('PATCH', '/proxy', { enabled: false })).status).to.equal(200);
+    const c0 = await headCursor(d!, token);
+    await d!.stop();
+    await start({}, { HOSTD_TEST_PAUSE_AT: 'proxy.state.marked' });
+    void api('PATCH', '/proxy', { enabled: true }).catch(() => undefined);
+    await eventually(() => d!.logs.find((l) => isPauseLine(l, 'proxy.state.marked')), 60_000, 'the pause after the report');
+    await d!.kill();
+    await start();
+    // The restart's first reconcile finds it serving again: nothing new to report.
+    const r = await until(c0, ['serving'], 'serving once');
+    const more = await api('GET', `/events?types=proxy.&cursor=${r.cursor}&timeout_seconds=2`);
+    expect(more.body.events).to.deep.equal([]);
   });
 });

@@ -22,6 +22,7 @@ import { qemuDriver } from './qemu/index.js';
 import { VmRecords, type VmIntent } from './records.js';
 import { parseVmSettings } from './settings.js';
 import { VmService } from './service.js';
+import { onWarmResume } from './warm-states.js';
 import { ImageService, type ImportInput } from './images.js';
 import { TemplateBuilder } from './templates.js';
 import { vmHandlers } from './handlers.js';
@@ -130,7 +131,10 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
           vms.close();
           open = null;
         },
-        provides: { guests: { guests: () => vms.guests() } },
+        provides: {
+          guests: { guests: () => vms.guests() },
+          warmResumes: { onResume: (watch) => onWarmResume(vms, watch) },
+        },
         admin: commands,
       };
     },

@@ -45,7 +45,8 @@ export function sumBlockStats(list: BlockStat[]): { read: number; written: numbe
 /** The host name of a tap netdev in HMP `info network` (QEMU names the tap when the netdev gives none); null without a tap. */
 export function tapOfNetworkInfo(info: string): string | null {
   const m = /\btype=tap,ifname=([A-Za-z0-9_.-]{1,15})[,\s]/.exec(`${info}\n`);
-  return m ? m[1] : null;
+  // The name goes into a /sys path: never one that climbs out of /sys/class/net.
+  return m && m[1] !== '.' && m[1] !== '..' ? m[1] : null;
 }
 
 async function tapCounters(ifname: string): Promise<{ rx: number; tx: number } | null> {

@@ -199,6 +199,23 @@ export interface ProxyFigures {
   onApply(watch: (result: 'loaded' | 'refused' | 'failed', seconds: number) => void): void;
 }
 
+/*
+ * Durations the metrics observe as each one ends (a scrape would miss the
+ * ones between two scrapes): the domain calls each watcher once the start
+ * or resume is stored; a watcher that throws never fails it.
+ */
+/** Sandbox starts (the sandboxes domain). */
+export interface SandboxStarts {
+  /** Calls `watch` after each sandbox's first start: `warm` (a resumed warm state) or `cold` (a boot), and the seconds from its create call to running. */
+  onStart(watch: (method: 'warm' | 'cold', seconds: number) => void): void;
+}
+
+/** VM resumes from a warm state (the vms domain). */
+export interface WarmResumes {
+  /** Calls `watch` after each VM resumed from a warm state with the seconds the resume took (linked clone, seed, QEMU loading the memory). */
+  onResume(watch: (seconds: number) => void): void;
+}
+
 /** Every port by name; a domain provides some in `DomainModule.provides`. */
 export interface PortTypes {
   folders: FoldersPort;
@@ -207,6 +224,8 @@ export interface PortTypes {
   usage: UsageSource;
   mountStates: MountStates;
   proxyFigures: ProxyFigures;
+  sandboxStarts: SandboxStarts;
+  warmResumes: WarmResumes;
 }
 
 export interface Ports {

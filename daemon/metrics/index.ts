@@ -26,6 +26,8 @@ export const metricsDomain = (svc: MetricsService, version: string) =>
         usage: () => deps.ports.all('usage'),
         mountStates: () => deps.ports.all('mountStates'),
         proxyFigures: () => deps.ports.all('proxyFigures'),
+        sandboxStarts: () => deps.ports.all('sandboxStarts'),
+        warmResumes: () => deps.ports.all('warmResumes'),
       });
       let listener: MetricsListener | null;
       try {

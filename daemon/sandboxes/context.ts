@@ -36,6 +36,8 @@ export interface SandboxEnv {
   pause?: PauseHook;
   /** Where `sandboxes.state` events go (state-events.ts); none in tests that build the service by hand. */
   events?: EventsPort;
+  /** Hears each sandbox's first start once it is stored (the `sandboxStarts` port, index.ts). */
+  onStarted?(method: 'warm' | 'cold', ms: number): void;
 }
 
 export type { SandboxState } from './records.js';
@@ -446,16 +448,31 @@ export class SandboxContext {
   }
 
   async markReady(id: string, vmid: number, restart: boolean): Promise<void> {
+    let first: SandboxRecord['start'] | null = null;
     await this.update(id, (r) => {
       if (r.phase !== 'booting') return false;
       r.phase = 'ready';
       r.vmid = vmid;
       r.error = null;
       const t = Date.now();
-      if (!restart) r.start.ms = t - Date.parse(r.created_at);
+      if (!restart) {
+        r.start.ms = t - Date.parse(r.created_at);
+        first = r.start;
+      }
       r.running_at = new Date(t).toISOString();
     });
+    const s = first as SandboxRecord['start'] | null;
+    if (s?.method && s.ms !== null) this.heardStart(s.method, s.ms);
     await this.e.secrets.delete(SEED_NS, id).catch(() => undefined);
+  }
+
+  /** A first start is stored: its method and time to whoever watches (the metrics); a watcher's failure is not the start's. */
+  private heardStart(method: 'warm' | 'cold', ms: number): void {
+    try {
+      this.e.onStarted?.(method, ms);
+    } catch (err) {
+      this.e.log.error({ err }, 'sandboxes: a start watcher failed');
+    }
   }
 
   /**

@@ -27,6 +27,7 @@ export function sandboxesDomain(vms: VmsDomain) {
       const log = deps.log.child({ domain: 'sandboxes' });
       const vmService = vms.service();
       const records = new SandboxRecords(deps.store);
+      const startWatchers: Array<(method: 'warm' | 'cold', seconds: number) => void> = [];
       const svc = new SandboxService({
         records,
         vms: vmService,
@@ -37,6 +38,9 @@ export function sandboxesDomain(vms: VmsDomain) {
         env: deps.env,
         pause: testPause(deps.env, 'sandboxes', log),
         events: deps.events,
+        onStarted: (method, ms) => {
+          for (const watch of startWatchers) watch(method, ms / 1000);
+        },
       });
       // No call is served while a destroy a crash interrupted is still open (IntentRecovery, in recover()).
       const r = await svc.recover();
@@ -87,7 +91,10 @@ export function sandboxesDomain(vms: VmsDomain) {
           warm.stop();
           await svc.close();
         },
-        provides: { guests: { guests: () => svc.guests() } },
+        provides: {
+          guests: { guests: () => svc.guests() },
+          sandboxStarts: { onStart: (watch) => void startWatchers.push(watch) },
+        },
         admin,
       };
     },

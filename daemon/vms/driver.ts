@@ -92,6 +92,34 @@ export type MachineStatus =
   /** `status` is QEMU's run state: running, paused, postmigrate, inmigrate, shutdown, ... or `unknown` when QMP does not answer. */
   | { running: true; pid: number; status: string };
 
+/**
+ * What a running machine has used since its process started, for the
+ * metrics' per-VM series (read when scraped, never on another call's path).
+ * null: the runtime does not give that figure here.
+ */
+export interface MachineUsage {
+  /** CPU time of the QEMU process (utime + stime): the guest's vCPUs and QEMU's own device emulation. */
+  cpuSeconds: number;
+  /**
+   * Resident memory of the QEMU process: the guest RAM it has touched, plus
+   * QEMU's own (under TCG, its translation cache). Not the balloon's figure:
+   * the machines have no balloon device, and a guest's own word on its
+   * free memory is not the host's cost.
+   */
+  memoryBytes: number;
+  /** Bytes the guest read from and wrote to its block devices (QMP `query-blockstats`, summed over its disks and the seed CD-ROM). */
+  diskReadBytes: number | null;
+  diskWrittenBytes: number | null;
+  /**
+   * Bytes the guest's network card received and sent: on a tap (bridged),
+   * the host end's counters turned round (what the tap sends, the guest
+   * receives); null on user-mode NAT, whose QEMU keeps no byte counters it
+   * reports, and without a network.
+   */
+  networkReceivedBytes: number | null;
+  networkTransmittedBytes: number | null;
+}
+
 // ---------------------------------------------------------------- the guest agent
 
 /** The agent answered with an error. */
@@ -271,6 +299,11 @@ export interface VmDriver extends RuntimeDriver {
   attachDisk(m: MachineRef, d: DiskSpec): Promise<void>;
   detachDisk(m: MachineRef, id: string, timeoutMs?: number): Promise<void>;
   growDisk(m: MachineRef, id: string, sizeBytes: number): Promise<void>;
+  /**
+   * The machine's figures (MachineUsage), or null when it does not run. On
+   * the kept QMP connection; absent in a driver made for tests of service rules.
+   */
+  usage?(m: MachineRef): Promise<MachineUsage | null>;
 
   // ---- the guest agent
   ping(m: MachineRef, timeoutMs?: number): Promise<boolean>;

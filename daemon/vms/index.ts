@@ -13,7 +13,7 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { opsOf } from '../../api/registry/index.js';
-import { defineDomain, type AdminCommand, type DomainDef } from '../domain.js';
+import { defineDomain, type AdminCommand, type DomainDef, type ResourceUsage } from '../domain.js';
 import { unavailable } from '../lib/errors.js';
 import { adminArgs } from '../lib/admin-args.js';
 import { OPERATOR } from '../lib/operator.js';
@@ -22,6 +22,8 @@ import { qemuDriver } from './qemu/index.js';
 import { VmRecords, type VmIntent } from './records.js';
 import { parseVmSettings } from './settings.js';
 import { VmService } from './service.js';
+import { TEMPLATE_BUILD_OWNER } from './context.js';
+import { onWarmResume } from './warm-states.js';
 import { ImageService, type ImportInput } from './images.js';
 import { TemplateBuilder } from './templates.js';
 import { vmHandlers } from './handlers.js';
@@ -40,6 +42,35 @@ function runBaseFor(dataDir: string): string {
 }
 
 const VM_OPS = opsOf('vms', 'templates');
+
+/**
+ * The usage port (metrics, read when scraped): the figures of each running
+ * VM the guests port lists (VMs of /vms and template builds). VMs another
+ * domain owns (sandboxes) are left out: that domain counts them as
+ * aggregates and never shows one by id.
+ */
+async function vmUsage(vms: VmService): Promise<ResourceUsage[]> {
+  const read = vms.driver.usage?.bind(vms.driver);
+  if (!read) return [];
+  const out: ResourceUsage[] = [];
+  for (const rec of await vms.records.allVms()) {
+    const owner = rec.owner ?? null;
+    if ((owner !== null && owner !== TEMPLATE_BUILD_OWNER) || rec.state === 'creating') continue;
+    // One VM whose QEMU does not answer leaves out its own figures, not the others'.
+    const u = await read(vms.ref(rec.vmid)).catch(() => null);
+    if (!u) continue;
+    out.push({
+      id: String(rec.vmid),
+      cpu_seconds: u.cpuSeconds,
+      memory_bytes: u.memoryBytes,
+      disk_read_bytes: u.diskReadBytes,
+      disk_written_bytes: u.diskWrittenBytes,
+      network_received_bytes: u.networkReceivedBytes,
+      network_transmitted_bytes: u.networkTransmittedBytes,
+    });
+  }
+  return out;
+}
 
 /** One instance of the VM domain, and what other domains reach of it once it is open. */
 export type VmsDomain = DomainDef<(typeof VM_OPS)[number]> & {
@@ -130,7 +161,11 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
           vms.close();
           open = null;
         },
-        provides: { guests: { guests: () => vms.guests() } },
+        provides: {
+          guests: { guests: () => vms.guests() },
+          usage: { kind: 'vm', usage: () => vmUsage(vms) },
+          warmResumes: { onResume: (watch) => onWarmResume(vms, watch) },
+        },
         admin: commands,
       };
     },

@@ -43,6 +43,7 @@ export function qemuDriver(opts: { diskRoots: string[] }): VmDriver & { files: G
     attachDisk: (r, d) => m.attachDisk(r, d),
     detachDisk: (r, id, t) => m.detachDisk(r, id, t),
     growDisk: (r, id, size) => m.growDisk(r, id, size),
+    usage: (r) => m.usage(r),
     // ---- the guest agent
     ping: (r, t) => m.ping(r, t),
     agent: (r, c, a, t) => m.agent(r, c, a, t),

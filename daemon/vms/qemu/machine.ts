@@ -13,7 +13,8 @@ import { AgentTimeout, GuestAgent, type GuestInterface } from './agent.js';
 import { guestExec, type GuestExecOptions } from './exec.js';
 import { GuestFiles, SCRIPT_TIMEOUT_MS } from './files.js';
 import { machineArgs, runFiles, shellSafePath, type DiskSpec, type MachineSpec } from './args.js';
-import type { MachineEvent, MachineRef, MachineStatus } from '../driver.js';
+import { machineUsage } from './usage.js';
+import type { MachineEvent, MachineRef, MachineStatus, MachineUsage } from '../driver.js';
 
 export type { MachineRef, MachineStatus };
 
@@ -361,6 +362,17 @@ export class Machines {
     }
     const nodes = await qmp.execute<Array<{ 'node-name': string }>>('query-named-block-nodes', { flat: true });
     if (nodes.some((n) => n['node-name'] === `disk-${id}`)) await qmp.execute('blockdev-del', { 'node-name': `disk-${id}` });
+  }
+
+  /**
+   * The machine's figures for the metrics (usage.ts), or null when it does
+   * not run. A QEMU that does not answer fails the read within seconds (the
+   * QMP timeouts); the scrape itself waits less (daemon/metrics/bounded-read.ts).
+   */
+  async usage(ref: MachineRef): Promise<MachineUsage | null> {
+    const pid = await pidOf(ref);
+    if (!pid) return null;
+    return machineUsage(pid, await this.qmp(ref));
   }
 
   async growDisk(ref: MachineRef, id: string, sizeBytes: number): Promise<void> {

@@ -48,6 +48,9 @@ describe('metrics: the token-less listener', function () {
       expect(sample(text, 'hostd_cluster_members', { state: 'reachable' })).to.equal(1);
       expect(text).to.include('# TYPE hostd_runtime_available gauge');
       expect(text).to.include('# TYPE hostd_process_resident_memory_bytes gauge');
+      // Sandbox start times are aggregates (a method, never an id): there, both methods from the start.
+      expect(sample(text, 'hostd_sandbox_start_seconds_count', { method: 'warm' })).to.equal(0);
+      expect(sample(text, 'hostd_sandbox_start_seconds_count', { method: 'cold' })).to.equal(0);
       expect(text).to.not.match(/^hostd_(vm|lxc|app)_/m);
       expect(text).to.not.match(/# TYPE hostd_(vm|lxc|app)_/);
       const om = await fetch(`http://${addr}/metrics`, { headers: { accept: 'application/openmetrics-text;version=1.0.0' } });

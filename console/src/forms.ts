@@ -56,7 +56,8 @@ function field(id: string, name: string, s: Schema, required: boolean, choices?:
   const help = s.description ? h('small', { id: `${id}-help`, class: 'muted' }, s.description) : null;
   const common = { id, name, required, 'aria-describedby': help ? `${id}-help` : null };
   const label = h('label', { for: id }, name);
-  const wrap = (control: HTMLElement, note?: string): Child => h('div', { class: 'field' }, label, control, note ? h('small', { class: 'muted' }, note) : null, help);
+  const wrap = (control: HTMLElement, note?: string): Child =>
+    h('div', { class: 'field' }, label, control, note ? h('small', { class: 'muted' }, note) : null, help);
   const type = s.type as string | undefined;
   const options = choices ?? (s.enum as string[] | undefined) ?? (type === 'boolean' ? ['true', 'false'] : undefined);
   if (options) {

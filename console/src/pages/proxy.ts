@@ -36,7 +36,9 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
     const made = await Promise.all([
       createForm(who, { operation: 'proxy_domains_create', title: 'New base domain', submit: 'Add domain', done }, (c) => closers.push(c)),
       domains.length
-        ? createForm(who, { operation: 'proxy_entries_create', title: 'New entry', submit: 'Add entry', choices: { domain: domains }, done }, (c) => closers.push(c))
+        ? createForm(who, { operation: 'proxy_entries_create', title: 'New entry', submit: 'Add entry', choices: { domain: domains }, done }, (c) =>
+            closers.push(c),
+          )
         : null,
     ]);
     mount(forms, made);

@@ -43,7 +43,11 @@ const trackers = new Map<string, Promise<Tracker>>();
 
 /** Closes every tasks stream and forgets what it saw (a sign-out, or a new sign-in: another caller may see other tasks). */
 export function forgetTasks(): void {
-  for (const t of trackers.values()) void t.then((x) => x.close(), () => undefined);
+  for (const t of trackers.values())
+    void t.then(
+      (x) => x.close(),
+      () => undefined,
+    );
   trackers.clear();
 }
 
@@ -73,7 +77,12 @@ function tracker(): Promise<Tracker> {
   let t = trackers.get(key);
   if (t) return t;
   t = (async () => {
-    const tr: Tracker = { tasks: new Map(), listeners: new Set(), status: h('p', { class: 'muted', role: 'status' }, 'Connecting to the event stream…'), close: () => {} };
+    const tr: Tracker = {
+      tasks: new Map(),
+      listeners: new Set(),
+      status: h('p', { class: 'muted', role: 'status' }, 'Connecting to the event stream…'),
+      close: () => {},
+    };
     tr.close = await openThenRead(
       'types=tasks.',
       (e) => {
@@ -121,7 +130,10 @@ export async function tasksPage(root: Element): Promise<() => void> {
     const active = all.filter((t) => ACTIVE.has(t.state)).sort((a, b) => b.created_at.localeCompare(a.created_at));
     const done = all.filter((t) => !ACTIVE.has(t.state)).sort((a, b) => (b.finished_at ?? '').localeCompare(a.finished_at ?? ''));
     mount(body, active.length ? active.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No task is queued or running.')));
-    mount(doneBody, done.length ? done.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No task has ended since the Tasks page was first opened.')));
+    mount(
+      doneBody,
+      done.length ? done.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No task has ended since the Tasks page was first opened.')),
+    );
   };
   const headOf = (t: Task) => [
     h('strong', { 'data-testid': 'followed-state' }, t.state),
@@ -189,7 +201,11 @@ export async function tasksPage(root: Element): Promise<() => void> {
     h('h3', {}, 'Queued and running'),
     table('Queued and running tasks', body),
     h('h3', {}, 'Recently finished'),
-    h('p', { class: 'muted' }, `Tasks this console saw end since the Tasks page was first opened after sign-in (the latest ${RECENT}); a reload or sign-out forgets them.`),
+    h(
+      'p',
+      { class: 'muted' },
+      `Tasks this console saw end since the Tasks page was first opened after sign-in (the latest ${RECENT}); a reload or sign-out forgets them.`,
+    ),
     table('Recently finished tasks', doneBody),
     detail,
   );

@@ -74,9 +74,13 @@ describe('console VM and sandbox create forms with real QEMU in Chromium', funct
     await screenshot(page, 'sandboxes-create');
     const del = await api(e!, 'DELETE', `/sandboxes/${sbx.id}`);
     expect(del.status, del.text).to.be.within(200, 202);
-    await eventually(async () => {
-      const s = (await api(e!, 'GET', `/sandboxes/${sbx.id}`)).body?.sandbox;
-      return (!s || s.state === 'destroyed') && qemuPids(e!.root).length === 0;
-    }, 180_000, 'the sandbox destroyed and its guest ended');
+    await eventually(
+      async () => {
+        const s = (await api(e!, 'GET', `/sandboxes/${sbx.id}`)).body?.sandbox;
+        return (!s || s.state === 'destroyed') && qemuPids(e!.root).length === 0;
+      },
+      180_000,
+      'the sandbox destroyed and its guest ended',
+    );
   });
 });

@@ -58,7 +58,11 @@ describe('console create forms in Chromium', function () {
     const entry = await openForm(page, 'New entry');
     const catalog = (await d.admin.request('GET', `${API}/catalog`)).body.endpoints.find((e: any) => e.operation === 'proxy_entries_create');
     const labels = await entry.locator('label').allTextContents();
-    expect([...labels].sort()).to.deep.equal(Object.keys(catalog.arguments.properties).filter((n) => n !== 'peer_id').sort());
+    expect([...labels].sort()).to.deep.equal(
+      Object.keys(catalog.arguments.properties)
+        .filter((n) => n !== 'peer_id')
+        .sort(),
+    );
     await entry.getByLabel('domain', { exact: true }).selectOption(domain);
     await entry.getByLabel('subdomain', { exact: true }).fill('web');
     await entry.getByLabel('port', { exact: true }).fill('8080');

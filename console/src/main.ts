@@ -12,7 +12,7 @@ import { activityPage } from './pages/activity';
 import { appsPage, locationsPage, lxcPage, sandboxesPage, vmsPage } from './pages/domains';
 import { foldersPage } from './pages/folders';
 import { proxyPage } from './pages/proxy';
-import { tasksPage } from './pages/tasks';
+import { forgetTasks, tasksPage } from './pages/tasks';
 import { can } from './session';
 import type { Who } from './session';
 
@@ -149,6 +149,8 @@ async function show(who: Who, id: PageId): Promise<void> {
 }
 
 async function start(): Promise<void> {
+  // A new sign-in may be another caller: the tasks the last one saw are not shown to it.
+  forgetTasks();
   const who = (await api('GET', '/whoami')) as Who;
   members = can(who, 'system.read') ? ((await api('GET', '/peers').catch(() => ({ peers: [] }))).peers as Member[]) : [];
   await show(who, current);

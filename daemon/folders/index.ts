@@ -12,6 +12,7 @@ import { testPause } from '../lib/test-pause.js';
 import { FoldersContext, type FoldersDeps } from './context.js';
 import { folderRef, folderRefs } from './folders.js';
 import { LocalFiles } from './fs/index.js';
+import { reportChanges } from './events.js';
 import { folderHandlers } from './handlers.js';
 import { FolderRecords, type FolderIntent } from './records.js';
 import { describe, reconcile, settle } from './recovery.js';
@@ -67,7 +68,7 @@ export const foldersDomain = defineDomain({
       log,
     });
     return {
-      handlers: folderHandlers(c),
+      handlers: folderHandlers(c, (op, result, ctx) => reportChanges(deps.events, log, op, result, ctx)),
       info: async () => ({ name: 'folders', built: true, runtimes: await driver.availability() }),
       close: async () => {},
       provides: {

@@ -108,3 +108,11 @@ export async function openPage(page: import('playwright-core').Page, nav: string
     .first()
     .waitFor();
 }
+
+/** Opens the create form `title` (a closed disclosure until asked for) and answers it. */
+export async function openForm(page: import('playwright-core').Page, title: string): Promise<import('playwright-core').Locator> {
+  await page.locator('summary', { hasText: title }).click();
+  const form = page.getByRole('form', { name: title });
+  await form.waitFor();
+  return form;
+}

@@ -43,6 +43,7 @@ const vms: ResourceSpec<Item> = {
       run: (v) => del(`/vms/${seg(v.vmid)}`),
     },
   ],
+  create: [{ operation: 'vms_create', title: 'New VM', submit: 'Create VM' }],
   empty: 'No VMs on this member.',
 };
 
@@ -74,6 +75,7 @@ const lxc: ResourceSpec<Item> = {
       run: (c) => del(`/lxc/${seg(c.lxcid)}`),
     },
   ],
+  create: [{ operation: 'lxc_create', title: 'New container', submit: 'Create container' }],
   empty: 'No containers on this member.',
 };
 
@@ -103,6 +105,7 @@ const apps: ResourceSpec<Item> = {
       run: (a) => del(`/apps/${seg(a.app_id)}`),
     },
   ],
+  create: [{ operation: 'apps_create', title: 'New app', submit: 'Install app' }],
   empty: 'No apps on this member.',
 };
 
@@ -132,6 +135,7 @@ const sandboxes = (who: Who): ResourceSpec<Item> => ({
       run: (s) => del(`/sandboxes/${seg(s.id)}`),
     },
   ],
+  create: [{ operation: 'sandboxes_create', title: 'New sandbox', submit: 'Create sandbox' }],
   empty: 'No sandboxes.',
 });
 
@@ -158,6 +162,7 @@ const locations: ResourceSpec<Item> = {
       run: (l) => del(`/locations/${seg(l.location_id)}`),
     },
   ],
+  create: [{ operation: 'locations_create', title: 'New location', submit: 'Connect location' }],
   empty: 'No connected locations on this member.',
 };
 

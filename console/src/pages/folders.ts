@@ -1,10 +1,11 @@
 /**
  * Folders: the managed folders of the chosen member (create, rename, delete
  * after a confirmation) and a browser of one folder's contents (open a
- * subfolder, make one, copy or delete an entry). Folder changes have no
- * state event: the page re-reads on the domain's activity rows.
+ * subfolder, make one, copy or delete an entry). Live from `folders.state`
+ * events (read with files.read): the list on any folder's change, the open
+ * contents on their folder's.
  */
-import { askValue, confirmAction, h, mount, when } from '../dom';
+import { askValue, coalesce, confirmAction, h, mount, when } from '../dom';
 import { memberApi, seg } from '../api';
 import { can, type Who } from '../session';
 import { resourcePage } from './resources';
@@ -16,7 +17,12 @@ export async function foldersPage(root: Element, who: Who): Promise<() => void> 
   const manage = can(who, 'files.manage');
   const browser = h('section', { 'aria-label': 'Folder contents' });
 
+  /** The folder and subfolder the contents view shows (re-read when that folder's events arrive). */
+  let shown: { f: Folder; sub: string } | null = null;
+  const soon = coalesce(() => void (shown && browse(shown.f, shown.sub)));
+
   const browse = async (f: Folder, sub: string): Promise<void> => {
+    shown = { f, sub };
     const error = h('p', { class: 'error', role: 'alert' });
     const again = () => browse(f, sub);
     let out: { entries: Entry[]; truncated: boolean };
@@ -135,7 +141,8 @@ export async function foldersPage(root: Element, who: Who): Promise<() => void> 
       ['Path', (f) => h('code', {}, f.path)],
       ['Created', (f) => when(f.created_at)],
     ],
-    events: 'types=activity,tasks.ended',
+    // folders.* reaches files.read; activity rows (system.read) also name the folder operations.
+    events: 'types=folders.,activity,tasks.ended',
     prefix: 'folders/',
     actions: [
       { label: 'Open', scope: 'files.read', run: (f) => browse(f, '') },
@@ -178,6 +185,17 @@ export async function foldersPage(root: Element, who: Who): Promise<() => void> 
         h('div', {}, h('label', { for: 'folder-pool' }, 'Pool'), pool),
         h('div', {}, h('button', { type: 'submit', class: 'primary' }, 'Create folder')),
       );
+    },
+    also: (e) => {
+      // The open folder's own events: its contents changed (re-read where the page stands), it was renamed or deleted.
+      if (!shown || e.type !== 'folders.state' || e.resource !== `folders/${shown.f.folder_id}`) return;
+      if (e.data.state === 'deleted') {
+        shown = null;
+        mount(browser);
+      } else {
+        if (typeof e.data.name === 'string') shown.f = { ...shown.f, name: e.data.name };
+        soon();
+      }
     },
     after: browser,
   });

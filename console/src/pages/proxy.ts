@@ -10,6 +10,7 @@ import { coalesce, confirmAction, h, mount, when, type Child } from '../dom';
 import { api, memberApi, seg } from '../api';
 import { openThenRead } from '../stream';
 import { can, type Who } from '../session';
+import { createForm } from '../forms';
 
 interface Peer {
   peer_id: string;
@@ -24,6 +25,24 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
   const live = h('p', { class: 'muted', role: 'status' }, 'Connecting to the event stream…');
   const holderBox = h('section', { class: 'card', 'aria-labelledby': 'holder-h' });
   const rest = h('div');
+  const forms = h('div', { class: 'forms' });
+  const closers: Array<() => void> = [];
+  /** The base domains the entry form offers; the forms are built again only when they change. */
+  let formDomains: string | null = null;
+  const buildForms = async (domains: string[]) => {
+    if (formDomains === domains.join('\n')) return;
+    formDomains = domains.join('\n');
+    const done = () => soon();
+    const made = await Promise.all([
+      createForm(who, { operation: 'proxy_domains_create', title: 'New base domain', submit: 'Add domain', done }, (c) => closers.push(c)),
+      domains.length
+        ? createForm(who, { operation: 'proxy_entries_create', title: 'New entry', submit: 'Add entry', choices: { domain: domains }, done }, (c) =>
+            closers.push(c),
+          )
+        : null,
+    ]);
+    mount(forms, made);
+  };
   let peers: Peer[] = [];
   let holder: string | null = null;
   let lastCfg: { epoch: number; config: { enabled: boolean } } | null = null;
@@ -183,6 +202,7 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
     holder = cfg.holder;
     lastCfg = cfg;
     showHolder(cfg);
+    await buildForms(cfg.config.domains.map((d: { name: string }) => d.name));
     mount(
       rest,
       ...(await Promise.all([
@@ -227,8 +247,8 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
   };
   const soon = coalesce(() => void load().catch((err) => (error.textContent = (err as Error).message)));
 
-  mount(root, h('h2', {}, 'Proxy'), live, error, holderBox, rest);
-  return openThenRead(
+  mount(root, h('h2', {}, 'Proxy'), live, error, holderBox, forms, rest);
+  const close = await openThenRead(
     'types=proxy.,members.,activity',
     (e) => {
       if (e.type === 'proxy.holder') {
@@ -245,4 +265,8 @@ export async function proxyPage(root: Element, who: Who): Promise<() => void> {
     },
     "Live: the holder and the proxy's state change as they happen.",
   );
+  return () => {
+    close();
+    for (const c of closers.splice(0)) c();
+  };
 }

@@ -10,6 +10,7 @@
 import { confirmAction, coalesce, h, mount, remount, type Child } from '../dom';
 import { openThenRead, type StreamEvent } from '../stream';
 import { can, type Who } from '../session';
+import { createForm, type CreateForm } from '../forms';
 
 export interface Action<T> {
   /** The button's text; its accessible name is `<label> <item name>`. */
@@ -39,6 +40,10 @@ export interface ResourceSpec<T> {
   extra?: (who: Who, refresh: () => Promise<void>, report: (err: unknown) => void) => Child;
   /** A block below the list (a folder's contents). */
   after?: Child;
+  /** Create forms above the list, each built from its operation's catalog entry (shown only with its scopes). */
+  create?: CreateForm[];
+  /** Told of every event the page receives, after the list's own handling (a folder's open contents). */
+  also?: (e: StreamEvent) => void;
 }
 
 /** A state as text with a class for colour: the word itself carries the meaning. */
@@ -124,6 +129,8 @@ export async function resourcePage<T>(root: Element, who: Who, spec: ResourceSpe
     }));
   const soon = coalesce(() => void refresh());
 
+  const closers: Array<() => void> = [];
+  const forms = h('div', { class: 'forms' });
   mount(
     root,
     h('h2', {}, spec.title),
@@ -131,6 +138,7 @@ export async function resourcePage<T>(root: Element, who: Who, spec: ResourceSpe
     live,
     error,
     spec.extra?.(who, refresh, report),
+    forms,
     h(
       'table',
       {},
@@ -149,10 +157,17 @@ export async function resourcePage<T>(root: Element, who: Who, spec: ResourceSpe
     spec.after,
   );
 
-  return openThenRead(
+  try {
+    for (const f of spec.create ?? []) forms.append((await createForm(who, { ...f, done: () => void refresh() }, (c) => closers.push(c))) ?? '');
+  } catch (err) {
+    report(err);
+  }
+
+  const close = await openThenRead(
     spec.events,
     (e) => {
       if (concerns(e, spec.prefix)) soon();
+      spec.also?.(e);
     },
     live,
     async () => {
@@ -160,4 +175,8 @@ export async function resourcePage<T>(root: Element, who: Who, spec: ResourceSpe
     },
     'Live: changes appear as they happen.',
   );
+  return () => {
+    close();
+    for (const c of closers.splice(0)) c();
+  };
 }

@@ -1,12 +1,16 @@
 /**
  * Tasks: the queued and running tasks of the chosen member, and each task
- * started, progressing and ending while the page is open, all from the event
- * stream (`tasks.*`); no polling. Following one task shows its log: the
- * lines written so far (GET /tasks/{id}/logs), then every new line as its
- * `tasks.log` event arrives, and its end.
+ * started, progressing and ending, all from the event stream (`tasks.*`); no
+ * polling. GET /tasks lists active tasks only, so the finished ones shown are
+ * those the console saw end: the first visit of the page (per member) opens
+ * a tasks stream that stays open until sign-out, while other pages are
+ * shown too, and keeps the latest RECENT finished tasks in the tab's memory.
+ * Following one task shows its log: the lines written so far
+ * (GET /tasks/{id}/logs), then every new line as its `tasks.log` event
+ * arrives, and its end.
  */
 import { h, mount, when } from '../dom';
-import { memberApi, seg } from '../api';
+import { currentMember, memberApi, seg } from '../api';
 import { openThenRead, type StreamEvent } from '../stream';
 
 interface Task {
@@ -21,16 +25,94 @@ interface Task {
   error: string | null;
 }
 
+/** How many finished tasks the page keeps (per member); older ones drop off. */
+export const RECENT = 50;
+const ACTIVE = new Set(['queued', 'running']);
+
+/** The tasks seen on one member and the stream that keeps them current; pages come and go, it stays. */
+interface Tracker {
+  tasks: Map<string, Task>;
+  /** The open Tasks page, told of each event after the tasks are updated. */
+  listeners: Set<(e: StreamEvent) => void>;
+  /** The stream's state in words ("Live: …", or why it stopped); moved into the page shown. */
+  status: HTMLElement;
+  close: () => void;
+}
+/** Per member ('' is the host serving the console). */
+const trackers = new Map<string, Promise<Tracker>>();
+
+/** Closes every tasks stream and forgets what it saw (a sign-out, or a new sign-in: another caller may see other tasks). */
+export function forgetTasks(): void {
+  for (const t of trackers.values())
+    void t.then(
+      (x) => x.close(),
+      () => undefined,
+    );
+  trackers.clear();
+}
+
+function apply(tasks: Map<string, Task>, e: StreamEvent): void {
+  const d = e.data as Record<string, any>;
+  const id = String(d.task_id);
+  const known = tasks.get(id);
+  tasks.set(id, {
+    task_id: id,
+    kind: String(d.kind),
+    title: known?.title ?? (e.type === 'tasks.created' ? e.summary.replace(/^task \S+ created: /, '') : String(d.kind)),
+    owner: known?.owner ?? e.actor,
+    created_at: known?.created_at ?? e.time,
+    state: String(d.state),
+    progress: Number(d.progress ?? 0),
+    finished_at: (d.finished_at as string) ?? null,
+    error: (d.error as string) ?? null,
+  });
+  // Only the latest RECENT finished tasks are kept; the active ones all are.
+  const done = [...tasks.values()].filter((t) => !ACTIVE.has(t.state)).sort((x, y) => (y.finished_at ?? '').localeCompare(x.finished_at ?? ''));
+  for (const old of done.slice(RECENT)) tasks.delete(old.task_id);
+}
+
+/** The tracker of the chosen member, opened at its first use: the stream first, then GET /tasks, as every live page. */
+function tracker(): Promise<Tracker> {
+  const key = currentMember() ?? '';
+  let t = trackers.get(key);
+  if (t) return t;
+  t = (async () => {
+    const tr: Tracker = {
+      tasks: new Map(),
+      listeners: new Set(),
+      status: h('p', { class: 'muted', role: 'status' }, 'Connecting to the event stream…'),
+      close: () => {},
+    };
+    tr.close = await openThenRead(
+      'types=tasks.',
+      (e) => {
+        if (!e.type.startsWith('tasks.')) return;
+        apply(tr.tasks, e);
+        for (const l of tr.listeners) l(e);
+      },
+      tr.status,
+      async () => {
+        for (const x of (await memberApi('GET', '/tasks')).tasks as Task[]) if (!tr.tasks.has(x.task_id)) tr.tasks.set(x.task_id, x);
+      },
+      'Live: tasks appear, progress and end as they happen.',
+    );
+    return tr;
+  })();
+  trackers.set(key, t);
+  t.catch(() => trackers.delete(key));
+  return t;
+}
+
 const progressOf = (t: { state: string; progress: number }) => h('progress', { max: 100, value: t.progress, 'aria-label': `${t.progress}% done` });
 
 export async function tasksPage(root: Element): Promise<() => void> {
-  const tasks = new Map<string, Task>();
+  const tr = await tracker();
+  const tasks = tr.tasks;
   const body = h('tbody');
+  const doneBody = h('tbody');
   const detail = h('section', { 'aria-label': 'Task log' });
-  const live = h('p', { class: 'muted', role: 'status' }, 'Connecting to the event stream…');
   /** The task whose log is shown, and the last line shown (lines arrive in order; a line is shown once). */
   let followed: { id: string; lastLine: number; log: HTMLElement; head: HTMLElement } | null = null;
-
   const row = (t: Task) =>
     h(
       'tr',
@@ -40,15 +122,19 @@ export async function tasksPage(root: Element): Promise<() => void> {
       h('td', {}, progressOf(t), ` ${t.progress}%`),
       h('td', {}, t.owner),
       h('td', {}, when(t.created_at)),
+      h('td', {}, t.finished_at ? when(t.finished_at) : ''),
       h('td', {}, h('button', { type: 'button', 'aria-label': `Follow ${t.title}`, onclick: () => void follow(t.task_id) }, 'Follow')),
     );
-  const render = () =>
+  const render = () => {
+    const all = [...tasks.values()];
+    const active = all.filter((t) => ACTIVE.has(t.state)).sort((a, b) => b.created_at.localeCompare(a.created_at));
+    const done = all.filter((t) => !ACTIVE.has(t.state)).sort((a, b) => (b.finished_at ?? '').localeCompare(a.finished_at ?? ''));
+    mount(body, active.length ? active.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No task is queued or running.')));
     mount(
-      body,
-      tasks.size
-        ? [...tasks.values()].sort((a, b) => b.created_at.localeCompare(a.created_at)).map(row)
-        : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No task is queued or running.')),
+      doneBody,
+      done.length ? done.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No task has ended since the Tasks page was first opened.')),
     );
+  };
   const headOf = (t: Task) => [
     h('strong', { 'data-testid': 'followed-state' }, t.state),
     ` ${t.progress}% `,
@@ -85,57 +171,45 @@ export async function tasksPage(root: Element): Promise<() => void> {
   };
 
   const onEvent = (e: StreamEvent) => {
-    if (!e.type.startsWith('tasks.')) return;
-    const d = e.data as Record<string, any>;
-    const id = String(d.task_id);
-    const known = tasks.get(id);
-    const t: Task = {
-      task_id: id,
-      kind: String(d.kind),
-      title: known?.title ?? (e.type === 'tasks.created' ? e.summary.replace(/^task \S+ created: /, '') : String(d.kind)),
-      owner: known?.owner ?? e.actor,
-      created_at: known?.created_at ?? e.time,
-      state: String(d.state),
-      progress: Number(d.progress ?? 0),
-      finished_at: (d.finished_at as string) ?? null,
-      error: (d.error as string) ?? null,
-    };
-    tasks.set(id, t);
     render();
-    if (followed?.id === id) {
+    const t = tasks.get(String(e.data.task_id));
+    if (t && followed?.id === t.task_id) {
       mount(followed.head, h('span', {}, t.title, ': '), headOf(t));
-      if (e.type === 'tasks.log') addLine(Number(d.line), String(d.text));
+      if (e.type === 'tasks.log') addLine(Number(e.data.line), String(e.data.text));
     }
   };
 
-  mount(
-    root,
-    h('h2', {}, 'Tasks'),
-    live,
+  const table = (label: string, rows: HTMLElement) =>
     h(
       'table',
-      {},
+      { 'aria-label': label },
       h(
         'thead',
         {},
         h(
           'tr',
           {},
-          ['Task', 'State', 'Progress', 'Started by', 'Created', 'Log'].map((t) => h('th', {}, t)),
+          ['Task', 'State', 'Progress', 'Started by', 'Created', 'Ended', 'Log'].map((t) => h('th', {}, t)),
         ),
       ),
-      body,
+      rows,
+    );
+  mount(
+    root,
+    h('h2', {}, 'Tasks'),
+    tr.status,
+    h('h3', {}, 'Queued and running'),
+    table('Queued and running tasks', body),
+    h('h3', {}, 'Recently finished'),
+    h(
+      'p',
+      { class: 'muted' },
+      `Tasks this console saw end since the Tasks page was first opened after sign-in (the latest ${RECENT}); a reload or sign-out forgets them.`,
     ),
+    table('Recently finished tasks', doneBody),
     detail,
   );
-  return openThenRead(
-    'types=tasks.',
-    onEvent,
-    live,
-    async () => {
-      for (const t of (await memberApi('GET', '/tasks')).tasks as Task[]) if (!tasks.has(t.task_id)) tasks.set(t.task_id, t);
-      render();
-    },
-    'Live: tasks appear, progress and end as they happen.',
-  );
+  tr.listeners.add(onEvent);
+  render();
+  return () => tr.listeners.delete(onEvent);
 }

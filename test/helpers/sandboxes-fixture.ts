@@ -149,12 +149,14 @@ export interface SharedSandboxes {
 
 /** The cap the fork file's refusals name (three live sandboxes a token). */
 export const SHARED_CAPS = '  max_per_token: 3';
+/** One fork copy resuming at a time whatever the host's cores (the fork file counts the guests). */
+export const SHARED_FORK_RESUMES = '  fork_resume_concurrency: 1';
 
 let shared: Promise<SharedSandboxes> | undefined;
 
 function prepareShared(): Promise<SharedSandboxes> {
   shared ??= (async () => {
-    const e = await startSandboxDaemon({ sandboxes: SHARED_CAPS });
+    const e = await startSandboxDaemon({ sandboxes: [SHARED_CAPS, SHARED_FORK_RESUMES].join('\n') });
     shareDaemon(e.d);
     await importImages(e);
     const warmId = await warmDone(e, await startWarm(e));

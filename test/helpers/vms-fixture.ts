@@ -149,8 +149,13 @@ export async function pausedAt(e: VmsEnv, step: string, ms = 120_000): Promise<v
 
 /** QEMU processes started from this data dir (any hostd incarnation). */
 export function qemuPids(root: string): number[] {
+  return qemuGuests(root).map((g) => g.pid);
+}
+
+/** The live QEMU processes of this data dir with the VM each runs (`vm-<vmid>`, its run directory). */
+export function qemuGuests(root: string): Array<{ vm: string; pid: number }> {
   const runDir = path.join(root, 'data', 'run');
-  const out: number[] = [];
+  const out: Array<{ vm: string; pid: number }> = [];
   let names: string[] = [];
   try {
     names = fs.readdirSync(runDir);
@@ -162,12 +167,41 @@ export function qemuPids(root: string): number[] {
       const pid = Number(fs.readFileSync(path.join(runDir, n, 'qemu.pid'), 'utf8').trim());
       const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
       const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (cmd.includes(`process=hostd-${n}`) && cmd.includes(runDir) && !/\) Z /.test(stat)) out.push(pid);
+      if (cmd.includes(`process=hostd-${n}`) && cmd.includes(runDir) && !/\) Z /.test(stat)) out.push({ vm: n, pid });
     } catch {
       /* gone */
     }
   }
   return out;
+}
+
+/**
+ * Counts the data dir's QEMU processes over and over until stopped: the
+ * most that ran at once (with which VMs) and when each VM's QEMU was first
+ * seen. A count, never a time limit: the poll only sets how finely it looks.
+ */
+export function sampleGuests(root: string): { stop(): Promise<{ max: number; maxVms: string[]; firstSeen: Map<string, number> }> } {
+  let stopped = false;
+  let max = 0;
+  let maxVms: string[] = [];
+  const firstSeen = new Map<string, number>();
+  const loop = (async () => {
+    while (!stopped) {
+      const g = qemuGuests(root);
+      // Read after the look, so that a first sighting is never earlier than the QEMU it saw started.
+      const now = Date.now();
+      if (g.length > max) [max, maxVms] = [g.length, g.map((x) => x.vm).sort()];
+      for (const x of g) if (!firstSeen.has(x.vm)) firstSeen.set(x.vm, now);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return { max, maxVms, firstSeen };
+    },
+  };
 }
 
 /** Kills every QEMU of the test's data dir and waits for them to end. */

@@ -253,13 +253,11 @@ export async function sh(e: VmsEnv, vmid: number, command: string, timeout = 120
   return r.stdout;
 }
 
-/** A loopback HTTP server for catalog downloads: files by path, Range support, and a switch to cut a response short. */
+/** A loopback HTTP server for catalog downloads: files by path, Range support. */
 export class FileServer {
   private srv!: http.Server;
   port = 0;
   readonly files = new Map<string, string>();
-  /** Bytes after which the next response of this path is cut (once). */
-  cutAfter = new Map<string, number>();
   readonly requests: Array<{ path: string; range: string | undefined }> = [];
 
   async start(): Promise<void> {
@@ -282,14 +280,6 @@ export class FileServer {
         }
         res.writeHead(206, { 'content-length': size - start, 'content-range': `bytes ${start}-${size - 1}/${size}` });
       } else res.writeHead(200, { 'content-length': size });
-      const cut = this.cutAfter.get(p);
-      if (cut !== undefined) {
-        this.cutAfter.delete(p);
-        const s = fs.createReadStream(file, { start, end: start + cut - 1 });
-        s.pipe(res, { end: false });
-        s.on('end', () => setTimeout(() => res.destroy(), 50));
-        return;
-      }
       fs.createReadStream(file, { start }).pipe(res);
     });
     await new Promise<void>((r) => this.srv.listen(0, '127.0.0.1', () => r()));

@@ -177,21 +177,23 @@ export function qemuGuests(root: string): Array<{ vm: string; pid: number }> {
 
 /**
  * Counts the data dir's QEMU processes over and over until stopped: the
- * most that ran at once (with which VMs) and when each VM's QEMU was first
- * seen. A count, never a time limit: the poll only sets how finely it looks.
+ * most that ran at once (with which VMs) and when each VM's latest QEMU
+ * process was first seen. A count, never a time limit: the poll only sets
+ * how finely it looks.
  */
 export function sampleGuests(root: string): { stop(): Promise<{ max: number; maxVms: string[]; firstSeen: Map<string, number> }> } {
   let stopped = false;
   let max = 0;
   let maxVms: string[] = [];
-  const firstSeen = new Map<string, number>();
+  // By VM, the latest QEMU process of it: a vmid freed by a deletion is given to the next VM made.
+  const latest = new Map<string, { pid: number; at: number }>();
   const loop = (async () => {
     while (!stopped) {
       const g = qemuGuests(root);
       // Read after the look, so that a first sighting is never earlier than the QEMU it saw started.
       const now = Date.now();
       if (g.length > max) [max, maxVms] = [g.length, g.map((x) => x.vm).sort()];
-      for (const x of g) if (!firstSeen.has(x.vm)) firstSeen.set(x.vm, now);
+      for (const x of g) if (latest.get(x.vm)?.pid !== x.pid) latest.set(x.vm, { pid: x.pid, at: now });
       await new Promise((r) => setTimeout(r, 20));
     }
   })();
@@ -199,7 +201,7 @@ export function sampleGuests(root: string): { stop(): Promise<{ max: number; max
     async stop() {
       stopped = true;
       await loop;
-      return { max, maxVms, firstSeen };
+      return { max, maxVms, firstSeen: new Map([...latest].map(([vm, x]) => [vm, x.at])) };
     },
   };
 }

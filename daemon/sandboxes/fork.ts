@@ -9,6 +9,10 @@
  * warm restore). A copy that cannot resume fails with its reason; the others
  * go on. The saved state goes when no live sandbox rests on it
  * (context.releaseForkState; recovery at start for a crash in between).
+ *
+ * Copies resume at most `sandboxes.fork_resume_concurrency` at once across
+ * all forks (the parent runs on meanwhile): a later copy waits `booting`
+ * until an earlier one's resume has ended, running or failed.
  */
 import crypto from 'node:crypto';
 import { badRequest, conflict, unavailable } from '../lib/errors.js';
@@ -28,10 +32,35 @@ export interface ForkArgs {
 const FORK_IDEM = 'fork:';
 
 export class SandboxFork {
+  /** Copies whose resume waits for a slot, in the order their forks answered. */
+  private readonly waiting: string[] = [];
+  private resuming = 0;
+
   constructor(
     private readonly c: SandboxContext,
     private readonly admission: SandboxAdmission,
   ) {}
+
+  /** Queues the copies' resumes; each starts when a slot is free. */
+  private resumeBounded(ids: string[]): void {
+    this.waiting.push(...ids);
+    this.nextResumes();
+  }
+
+  private nextResumes(): void {
+    while (this.resuming < this.c.e.settings.forkResumeConcurrency && this.waiting.length) {
+      const id = this.waiting.shift()!;
+      this.c.startBoot(id);
+      const boot = this.c.boots.get(id);
+      // Not started (the domain is shutting down): it takes no slot.
+      if (!boot) continue;
+      this.resuming++;
+      void boot.done.finally(() => {
+        this.resuming--;
+        this.nextResumes();
+      });
+    }
+  }
 
   private async replay(ctx: Ctx, key: string | undefined): Promise<{ parent_id: string; sandboxes: SandboxView[]; replayed: true; save_ms: null } | null> {
     if (key === undefined) return null;
@@ -120,7 +149,7 @@ export class SandboxFork {
       await this.c.step('fork:saved');
       const ready = admitted.map((r) => ({ ...r, fork: { parent: id, warm_state_id: wsId }, updated_at: now() }));
       await this.c.records.write(ready.map((r) => this.c.records.put(r)));
-      for (const r of ready) this.c.startBoot(r.id);
+      this.resumeBounded(ready.map((r) => r.id));
       ctx.note({
         summary: `Sandbox ${id} '${parent.name}' forked into ${ready.map((r) => `${r.id} '${r.name}'`).join(', ')} (saved in ${saveMs} ms)`,
         target: `sandboxes/${id}`,

@@ -1,3 +1,5 @@
+import os from 'node:os';
+
 /**
  * The `sandboxes:` section of the config file, validated. Every key is optional.
  *
@@ -14,6 +16,8 @@
  *     warm_scan_seconds: 300          # how often to look for such images without one (0: never)
  *     wait_poll_seconds: 5            # POST /sandboxes/{id}/wait wakes on the sandbox's changes and state
  *                                     #   events; this is how often it looks again without one (a safety net)
+ *     fork_resume_concurrency: N      # fork copies that resume at once, across all forks (the others wait
+ *                                     #   `booting`); default half the host's CPU cores, at least 1
  */
 export interface SandboxSettings {
   defaultCpuCores: number;
@@ -27,6 +31,7 @@ export interface SandboxSettings {
   warmLabel: string;
   warmScanMs: number;
   waitPollMs: number;
+  forkResumeConcurrency: number;
 }
 
 const KEYS = [
@@ -41,7 +46,15 @@ const KEYS = [
   'warm_label',
   'warm_scan_seconds',
   'wait_poll_seconds',
+  'fork_resume_concurrency',
 ];
+
+/**
+ * A resume loads the whole saved memory and, under TCG, runs the guest on a
+ * host core from its first instruction: more resumes at once than half the
+ * cores starve the parent (which runs on) and every other guest of the host.
+ */
+export const defaultForkResumeConcurrency = (cpus = os.availableParallelism()): number => Math.max(1, Math.floor(cpus / 2));
 
 export function parseSandboxSettings(raw: unknown): SandboxSettings {
   const s = (raw ?? {}) as Record<string, unknown>;
@@ -67,5 +80,6 @@ export function parseSandboxSettings(raw: unknown): SandboxSettings {
     warmLabel: label,
     warmScanMs: int('warm_scan_seconds', 300, 0, 86400) * 1000,
     waitPollMs: int('wait_poll_seconds', 5, 1, 86400) * 1000,
+    forkResumeConcurrency: int('fork_resume_concurrency', defaultForkResumeConcurrency(), 1, 16),
   };
 }

@@ -149,12 +149,20 @@ export interface SharedSandboxes {
 
 /** The cap the fork file's refusals name (three live sandboxes a token). */
 export const SHARED_CAPS = '  max_per_token: 3';
+/** One fork copy resuming at a time whatever the host's cores (the fork file counts the guests). */
+export const SHARED_FORK_RESUMES = '  fork_resume_concurrency: 1';
+/**
+ * The warm build's bound for the boot and for cloud-init (each): on a 2-core
+ * machine shared with other guests, the default 600 s has run out before
+ * cloud-init finished, failing every file that leases the daemon.
+ */
+const SHARED_BOOT_TIMEOUT = '  boot_timeout_seconds: 1800';
 
 let shared: Promise<SharedSandboxes> | undefined;
 
 function prepareShared(): Promise<SharedSandboxes> {
   shared ??= (async () => {
-    const e = await startSandboxDaemon({ sandboxes: SHARED_CAPS });
+    const e = await startSandboxDaemon({ sandboxes: [SHARED_CAPS, SHARED_FORK_RESUMES, SHARED_BOOT_TIMEOUT].join('\n') });
     shareDaemon(e.d);
     await importImages(e);
     const warmId = await warmDone(e, await startWarm(e));

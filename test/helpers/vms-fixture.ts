@@ -149,8 +149,13 @@ export async function pausedAt(e: VmsEnv, step: string, ms = 120_000): Promise<v
 
 /** QEMU processes started from this data dir (any hostd incarnation). */
 export function qemuPids(root: string): number[] {
+  return qemuGuests(root).map((g) => g.pid);
+}
+
+/** The live QEMU processes of this data dir with the VM each runs (`vm-<vmid>`, its run directory). */
+export function qemuGuests(root: string): Array<{ vm: string; pid: number }> {
   const runDir = path.join(root, 'data', 'run');
-  const out: number[] = [];
+  const out: Array<{ vm: string; pid: number }> = [];
   let names: string[] = [];
   try {
     names = fs.readdirSync(runDir);
@@ -162,12 +167,43 @@ export function qemuPids(root: string): number[] {
       const pid = Number(fs.readFileSync(path.join(runDir, n, 'qemu.pid'), 'utf8').trim());
       const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
       const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (cmd.includes(`process=hostd-${n}`) && cmd.includes(runDir) && !/\) Z /.test(stat)) out.push(pid);
+      if (cmd.includes(`process=hostd-${n}`) && cmd.includes(runDir) && !/\) Z /.test(stat)) out.push({ vm: n, pid });
     } catch {
       /* gone */
     }
   }
   return out;
+}
+
+/**
+ * Counts the data dir's QEMU processes over and over until stopped: the
+ * most that ran at once (with which VMs) and when each VM's latest QEMU
+ * process was first seen. A count, never a time limit: the poll only sets
+ * how finely it looks.
+ */
+export function sampleGuests(root: string): { stop(): Promise<{ max: number; maxVms: string[]; firstSeen: Map<string, number> }> } {
+  let stopped = false;
+  let max = 0;
+  let maxVms: string[] = [];
+  // By VM, the latest QEMU process of it: a vmid freed by a deletion is given to the next VM made.
+  const latest = new Map<string, { pid: number; at: number }>();
+  const loop = (async () => {
+    while (!stopped) {
+      const g = qemuGuests(root);
+      // Read after the look, so that a first sighting is never earlier than the QEMU it saw started.
+      const now = Date.now();
+      if (g.length > max) [max, maxVms] = [g.length, g.map((x) => x.vm).sort()];
+      for (const x of g) if (latest.get(x.vm)?.pid !== x.pid) latest.set(x.vm, { pid: x.pid, at: now });
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return { max, maxVms, firstSeen: new Map([...latest].map(([vm, x]) => [vm, x.at])) };
+    },
+  };
 }
 
 /** Kills every QEMU of the test's data dir and waits for them to end. */
@@ -219,13 +255,11 @@ export async function sh(e: VmsEnv, vmid: number, command: string, timeout = 120
   return r.stdout;
 }
 
-/** A loopback HTTP server for catalog downloads: files by path, Range support, and a switch to cut a response short. */
+/** A loopback HTTP server for catalog downloads: files by path, Range support. */
 export class FileServer {
   private srv!: http.Server;
   port = 0;
   readonly files = new Map<string, string>();
-  /** Bytes after which the next response of this path is cut (once). */
-  cutAfter = new Map<string, number>();
   readonly requests: Array<{ path: string; range: string | undefined }> = [];
 
   async start(): Promise<void> {
@@ -248,14 +282,6 @@ export class FileServer {
         }
         res.writeHead(206, { 'content-length': size - start, 'content-range': `bytes ${start}-${size - 1}/${size}` });
       } else res.writeHead(200, { 'content-length': size });
-      const cut = this.cutAfter.get(p);
-      if (cut !== undefined) {
-        this.cutAfter.delete(p);
-        const s = fs.createReadStream(file, { start, end: start + cut - 1 });
-        s.pipe(res, { end: false });
-        s.on('end', () => setTimeout(() => res.destroy(), 50));
-        return;
-      }
       fs.createReadStream(file, { start }).pipe(res);
     });
     await new Promise<void>((r) => this.srv.listen(0, '127.0.0.1', () => r()));

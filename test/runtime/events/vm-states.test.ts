@@ -4,17 +4,22 @@
  * (QEMU killed with SIGKILL, a guest that powers itself off) are found by the
  * VM driver's watch and reported with `actor: 'runtime'` and a reason. A
  * sandbox's events reach only its owner token; its VM has no `vms.state`
- * event. wait-ready wakes on the state event. One guest at a time.
+ * event. wait-ready wakes on the state event. One guest at a time. The
+ * guests that run the test guest resume a shared warm state (the VM one of
+ * test/helpers/vms-shared.ts, the sandbox one of sandboxes-fixture.ts):
+ * these events are not about how a guest started.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'chai';
-import { api, killGuests, ok, qemuPids, requireVmsRuntime, startVmsDaemon, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
-import { importImages, SANDBOX_YAML, untilRunning } from '../../helpers/sandboxes-fixture.js';
+import { api, killGuests, ok, qemuPids, requireVmsRuntime, startVmsDaemon, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { importBlank, leaseSharedSandboxes, SANDBOX_YAML, untilRunning, type SandboxLease } from '../../helpers/sandboxes-fixture.js';
+import { leaseSharedVms, type VmsLease } from '../../helpers/vms-shared.js';
 import { headCursor, stateEventsNow, stateEventsUntil, states } from '../../helpers/state-events.js';
 import { eventually } from '../../helpers/daemon.js';
 
 const BOOT_S = 900;
+const SANDBOX_SCOPES = ['vm.read', 'sandbox.read', 'sandbox.manage'];
 // The waits' safety-net polls an hour apart: a wait that answers has been woken by a state event.
 const YAML = ['  wait_poll_seconds: 3600', SANDBOX_YAML('  wait_poll_seconds: 3600')].join('\n');
 
@@ -28,18 +33,20 @@ function pidOfVm(e: VmsEnv, vmid: number): number {
 describe('vms.state and sandboxes.state (QEMU)', function () {
   this.timeout(30 * 60_000);
   let e: VmsEnv;
-  let other: string;
-  const req = (token?: string) => (method: string, p: string) => api(e, method, p, undefined, token ?? e.token);
+  let vmsLease: VmsLease | undefined;
+  let sbxLease: SandboxLease | undefined;
+  const req = (token?: string, on?: VmsEnv) => (method: string, p: string) => api(on ?? e, method, p, undefined, token ?? (on ?? e).token);
 
   before(async function () {
     await requireVmsRuntime(this);
     e = await startVmsDaemon({ extraYaml: YAML });
-    await importImages(e);
-    other = await e.d.token('events-other', ['vm.read', 'sandbox.read', 'sandbox.manage']);
+    await importBlank(e);
   });
 
   after(async function () {
     if (e) await killGuests(e.root);
+    await vmsLease?.release();
+    await sbxLease?.release();
   });
 
   it('reports start, suspend, resume, stop and delete named by the caller, and a QEMU killed with SIGKILL as crashed', async function () {
@@ -79,8 +86,8 @@ describe('vms.state and sandboxes.state (QEMU)', function () {
     expect(await stateEventsNow(req(), 'vms', 'vms/301', c2)).to.have.length(5);
   });
 
-  it('reports a guest that powers itself off (poweroff inside the guest) as stopped with reason guest-shutdown', async function () {
-    const r = await ok(e, 'POST', '/vms', { name: 'guest-ev', image_id: 'deb12', vmid: 302, linked_clone: true }, 201);
+  it('wakes a wait-ready on a stopped VM with the running event of its start', async function () {
+    const r = await ok(e, 'POST', '/vms', { name: 'wake-ev', image_id: 'blank', vmid: 302, linked_clone: true, memory_mb: 512 }, 201);
     expect(r.vm.state).to.equal('stopped');
     // wait-ready on the stopped VM, then the start: the running event wakes the wait (its poll is an hour
     // away), which then asks the agent; without the wake it would answer at its timeout, still `stopped`.
@@ -88,30 +95,40 @@ describe('vms.state and sandboxes.state (QEMU)', function () {
     await ok(e, 'POST', '/vms/302/start');
     const w = await waiting;
     expect(w.state, JSON.stringify(w)).to.equal('running');
-    await untilReady(e, 302, BOOT_S);
-    const cursor = await headCursor(req());
-    // The exec's answer may never come (the guest goes down under it): not awaited for its result.
-    void api(e, 'POST', '/vms/302/exec', { command: 'sleep 1; poweroff', timeout_seconds: 30 }).catch(() => undefined);
-    const evs = await stateEventsUntil(req(), 'vms', 'vms/302', cursor, (x) => x.length >= 1, BOOT_S * 1000);
-    expect(evs.map((x) => [x.data.state, x.actor, x.data.reason])).to.deep.equal([['stopped', 'runtime', 'guest-shutdown']]);
-    await eventually(async () => qemuPids(e.root).length === 0, 60_000, "the guest's QEMU ended");
-    expect((await ok(e, 'GET', '/vms/302')).vm.state).to.equal('stopped');
     await ok(e, 'DELETE', '/vms/302');
+    await eventually(async () => qemuPids(e.root).length === 0, 60_000, "the blank guest's QEMU ended");
+  });
+
+  it('reports a guest that powers itself off (poweroff inside the guest) as stopped with reason guest-shutdown', async function () {
+    vmsLease = await leaseSharedVms();
+    const v = vmsLease.e;
+    await vmsLease.resume(320, 'guest-ev');
+    const cursor = await headCursor(req(undefined, v));
+    // The exec's answer may never come (the guest goes down under it): not awaited for its result.
+    void api(v, 'POST', '/vms/320/exec', { command: 'sleep 1; poweroff', timeout_seconds: 30 }).catch(() => undefined);
+    const evs = await stateEventsUntil(req(undefined, v), 'vms', 'vms/320', cursor, (x) => x.length >= 1, BOOT_S * 1000);
+    expect(evs.map((x) => [x.data.state, x.actor, x.data.reason])).to.deep.equal([['stopped', 'runtime', 'guest-shutdown']]);
+    await eventually(async () => qemuPids(v.root).length === 0, 60_000, "the guest's QEMU ended");
+    expect((await ok(v, 'GET', '/vms/320')).vm.state).to.equal('stopped');
+    await ok(v, 'DELETE', '/vms/320');
   });
 
   it("reports a sandbox's changes to its owner only, its VM crashing included, and no vms.state for its VM", async function () {
-    const cursor = await headCursor(req());
-    const created = await api(e, 'POST', '/sandboxes', { image_id: 'deb12' });
+    sbxLease = await leaseSharedSandboxes({ 'events-owner': SANDBOX_SCOPES, 'events-other': SANDBOX_SCOPES });
+    const s = sbxLease.e;
+    const [owner, other] = [sbxLease.tokens['events-owner'], sbxLease.tokens['events-other']];
+    const cursor = await headCursor(req(owner, s));
+    const created = await api(s, 'POST', '/sandboxes', { image_id: 'deb12' }, owner);
     expect(created.status, created.text).to.equal(201);
     const id = created.body.sandbox.id as string;
-    const sbx = await untilRunning(e, e.token, id, BOOT_S);
-    let evs = await stateEventsUntil(req(), 'sandboxes', `sandboxes/${id}`, cursor, (x) => states(x).includes('running'));
+    const sbx = await untilRunning(s, owner, id, BOOT_S);
+    let evs = await stateEventsUntil(req(owner, s), 'sandboxes', `sandboxes/${id}`, cursor, (x) => states(x).includes('running'));
     expect(states(evs)).to.deep.equal(['booting', 'running']);
 
-    process.kill(pidOfVm(e, sbx.vmid), 'SIGKILL');
-    evs = await stateEventsUntil(req(), 'sandboxes', `sandboxes/${id}`, cursor, (x) => states(x).includes('stopped'));
+    process.kill(pidOfVm(s, sbx.vmid), 'SIGKILL');
+    evs = await stateEventsUntil(req(owner, s), 'sandboxes', `sandboxes/${id}`, cursor, (x) => states(x).includes('stopped'));
     const trail = JSON.stringify(
-      e.d.logs
+      s.d.logs
         .filter((l: { msg?: string }) => /state reported|watch/.test(l.msg ?? ''))
         .map((l: Record<string, unknown>) => [l.msg, l.vmid ?? l.id, l.state, l.actor, l.reason]),
     );
@@ -120,15 +137,15 @@ describe('vms.state and sandboxes.state (QEMU)', function () {
       trail,
     ).to.deep.equal([['stopped', 'runtime', 'crashed']]);
 
-    const del = await api(e, 'DELETE', `/sandboxes/${id}`);
+    const del = await api(s, 'DELETE', `/sandboxes/${id}`, undefined, owner);
     expect(del.status, del.text).to.equal(200);
-    evs = await stateEventsUntil(req(), 'sandboxes', `sandboxes/${id}`, cursor, (x) => states(x).includes('destroyed'));
+    evs = await stateEventsUntil(req(owner, s), 'sandboxes', `sandboxes/${id}`, cursor, (x) => states(x).includes('destroyed'));
     expect(states(evs)).to.deep.equal(['booting', 'running', 'stopped', 'destroying', 'destroyed']);
 
     // Another token that may read sandboxes and VMs sees none of it.
-    expect(await stateEventsNow(req(other), 'sandboxes', `sandboxes/${id}`, cursor)).to.deep.equal([]);
-    expect(await stateEventsNow(req(), 'vms', `vms/${sbx.vmid}`, cursor)).to.deep.equal([]);
-    expect(await stateEventsNow(req(other), 'vms', `vms/${sbx.vmid}`, cursor)).to.deep.equal([]);
+    expect(await stateEventsNow(req(other, s), 'sandboxes', `sandboxes/${id}`, cursor)).to.deep.equal([]);
+    expect(await stateEventsNow(req(owner, s), 'vms', `vms/${sbx.vmid}`, cursor)).to.deep.equal([]);
+    expect(await stateEventsNow(req(other, s), 'vms', `vms/${sbx.vmid}`, cursor)).to.deep.equal([]);
   });
 
   it('reports once, at the next start, a VM whose QEMU ended while hostd was down; a quiet restart reports nothing', async function () {

@@ -8,12 +8,13 @@
  * and goes with the last copy. The parent itself resumes the shared daemon's
  * warm state (test/helpers/sandboxes-fixture.ts): a fork is about the
  * parent's saved state, not how the parent started. The parent is destroyed
- * as soon as the fork answered, so that at most two guests run at once (the
- * copies rest on the saved state, not on it). The after hook destroys the
- * file's sandboxes and revokes its tokens.
+ * as soon as the fork answered, and the copies resume one at a time
+ * (sandboxes.fork_resume_concurrency 1 on the shared daemon), so that at
+ * most two guests run at once: the QEMU processes are counted while the fork
+ * runs. The after hook destroys the file's sandboxes and revokes its tokens.
  */
 import { expect } from 'chai';
-import { qemuPids, requireVmsRuntime, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { qemuPids, requireVmsRuntime, sampleGuests, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { eventually } from '../../helpers/daemon.js';
 import { failsAs, leaseSharedSandboxes, okAs, sbxSh, untilRunning, vmDirs, type SandboxLease } from '../../helpers/sandboxes-fixture.js';
 
@@ -96,25 +97,40 @@ describe('sandboxes runtime: fork (QEMU)', function () {
     expect(await warmStates()).to.deep.equal(sharedStates);
   });
 
-  it('forks 2: answers at once with both booting, the parent running on; a replay returns the same two', async () => {
+  it('forks 2: answers at once with both booting, the parent running on; a replay returns the same two; the copies resume one at a time', async () => {
     await ok(alice, 'PUT', `/sandboxes/${parent.id}/files`, { path: '/srv/shared.txt', content: Buffer.from('from the parent\n').toString('base64') });
     parentMachineId = (await sbxSh(e, parent.id, 'cat /etc/machine-id')).trim();
     // A resume makes new SSH host keys, in the background.
     parentHostKey = await hostKey(parent.id);
     parentReseeds = Number((await sbxSh(e, parent.id, RESEEDS)).trim());
-    const f = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, labels: { role: 'copy' }, idempotency_key: 'fork-1' }, 201);
-    expect(f).to.include({ parent_id: parent.id, replayed: false });
-    expect(f.save_ms).to.be.a('number');
-    forks = f.sandboxes;
-    expect(forks.map((s: any) => s.state)).to.deep.equal(['booting', 'booting']);
-    expect(forks[0].name).to.not.equal(forks[1].name);
-    for (const s of forks) expect(s).to.deep.include({ owner: 'alice', image_id: 'deb12', labels: { job: '7', role: 'copy' }, resources: parent.resources });
-    expect((await ok(alice, 'GET', `/sandboxes/${parent.id}`)).sandbox.state).to.equal('running');
-    // The copies rest on the saved state, not on the parent: it goes now (two guests at most).
-    await ok(alice, 'DELETE', `/sandboxes/${parent.id}`);
-    const again = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, idempotency_key: 'fork-1' }, 201);
-    expect(again).to.include({ replayed: true, parent_id: parent.id });
-    expect(again.sandboxes.map((s: any) => s.id)).to.deep.equal(forks.map((s: any) => s.id));
+    expect(qemuPids(e.root), 'the parent alone runs before the fork').to.have.length(1);
+    const guests = sampleGuests(e.root);
+    let seen;
+    let first: any;
+    let second: any;
+    try {
+      const f = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, labels: { role: 'copy' }, idempotency_key: 'fork-1' }, 201);
+      expect(f).to.include({ parent_id: parent.id, replayed: false });
+      expect(f.save_ms).to.be.a('number');
+      forks = f.sandboxes;
+      expect(forks.map((s: any) => s.state)).to.deep.equal(['booting', 'booting']);
+      expect(forks[0].name).to.not.equal(forks[1].name);
+      for (const s of forks) expect(s).to.deep.include({ owner: 'alice', image_id: 'deb12', labels: { job: '7', role: 'copy' }, resources: parent.resources });
+      expect((await ok(alice, 'GET', `/sandboxes/${parent.id}`)).sandbox.state).to.equal('running');
+      // The copies rest on the saved state, not on the parent: it goes now (two guests at most).
+      await ok(alice, 'DELETE', `/sandboxes/${parent.id}`);
+      const again = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, idempotency_key: 'fork-1' }, 201);
+      expect(again).to.include({ replayed: true, parent_id: parent.id });
+      expect(again.sandboxes.map((s: any) => s.id)).to.deep.equal(forks.map((s: any) => s.id));
+      // Both end running; the second copy's QEMU started only once the first one ran (one resume slot).
+      [first, second] = [await untilRunning(e, alice, forks[0].id, 600), await untilRunning(e, alice, forks[1].id, 600)];
+    } finally {
+      seen = await guests.stop();
+    }
+    expect(seen.max, `QEMU processes at once (${seen.maxVms.join(', ')})`).to.be.at.most(2);
+    const secondSeen = seen.firstSeen.get(`vm-${second.vmid}`);
+    expect(secondSeen, `the second copy's QEMU (VM ${second.vmid}) was seen`).to.be.a('number');
+    expect(secondSeen!, "the second copy's QEMU started after the first copy ran").to.be.at.least(Date.parse(first.running_at));
   });
 
   it("each copy runs with its own identity and the parent's files, then they diverge", async () => {

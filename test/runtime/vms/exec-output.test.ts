@@ -2,32 +2,32 @@
  * POST /vms/{id}/exec through the real qemu-guest-agent of the test guest:
  * each stream is cut at the shared cap (1 MiB) in the guest, `truncated` says
  * so, the exit status is the command's own, and a timeout ends the command's
- * whole process group while it floods (docs/vms.md, "Exec output").
+ * whole process group while it floods (docs/vms.md, "Exec output"). The
+ * guest resumes the shared warm state (test/helpers/vms-shared.ts): exec is
+ * not about how the guest started.
  */
 import crypto from 'node:crypto';
 import { expect } from 'chai';
 import { EXEC_STREAM_CAP_BYTES } from '../../../daemon/lib/exec-output.js';
-import { api, killGuests, requireVmsRuntime, ok, sh, startVmsDaemon, untilReady, type VmsEnv } from '../../helpers/vms-fixture.js';
-import { importImages } from '../../helpers/sandboxes-fixture.js';
+import { api, requireVmsRuntime, ok, sh, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { leaseSharedVms, type VmsLease } from '../../helpers/vms-shared.js';
 
-const BOOT_S = 900;
 const MiB = 1024 * 1024;
 
 describe('vms runtime: exec output bounded per stream (QEMU guest agent)', function () {
   this.timeout(30 * 60_000);
   let e: VmsEnv;
+  let lease: VmsLease | undefined;
 
   before(async function () {
     await requireVmsRuntime(this);
-    e = await startVmsDaemon();
-    await importImages(e, 'deb12', false);
-    await ok(e, 'POST', '/vms', { name: 'exec', image_id: 'deb12', vmid: 310, linked_clone: true }, 201);
-    await ok(e, 'POST', '/vms/310/start', {});
-    await untilReady(e, 310, BOOT_S);
+    lease = await leaseSharedVms();
+    e = lease.e;
+    await lease.resume(310, 'exec');
   });
 
   after(async function () {
-    if (e) await killGuests(e.root);
+    await lease?.release();
   });
 
   const exec = (command: string, timeout = 600) => ok(e, 'POST', '/vms/310/exec', { command, timeout_seconds: timeout });

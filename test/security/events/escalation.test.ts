@@ -17,6 +17,9 @@ import { SseClient } from '../../integration/events/stream-client.js';
 const STREAM = '/api/v1/events/stream';
 const READ_SCOPES = ['vm.read', 'lxc.read', 'apps.read', 'files.read', 'connections.read', 'proxy.read', 'sandbox.read'];
 
+/** The end of a chunked HTTP/1.1 body: the last chunk, empty, and no trailers. */
+const LAST_CHUNK = '\r\n0\r\n\r\n';
+
 /** Resident memory of a process, in bytes. */
 function rss(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -32,12 +35,23 @@ function stalledReader(d: TestDaemon, token: string): Promise<{ socket: net.Sock
       socket.pause();
       resolve({
         socket,
-        // Reads all that was sent, to its end (the daemon closes a lagged stream).
+        // Reads all that was sent, to the end of the response (the daemon ends a lagged stream): its last,
+        // empty chunk. The connection itself stays open for the next request (HTTP keep-alive) until the
+        // server's idle timeout, a minute later, so its close is no sign of the stream's end.
         drain: () =>
           new Promise((res) => {
             const chunks: Buffer[] = [];
-            socket.on('data', (c) => chunks.push(c));
-            socket.on('close', () => res(Buffer.concat(chunks).toString('utf8')));
+            let tail = '';
+            const done = () => {
+              res(Buffer.concat(chunks).toString('utf8'));
+              socket.destroy();
+            };
+            socket.on('data', (c) => {
+              chunks.push(c);
+              tail = (tail + c.toString('latin1')).slice(-LAST_CHUNK.length);
+              if (tail === LAST_CHUNK) done();
+            });
+            socket.on('close', done);
             socket.resume();
           }),
       });

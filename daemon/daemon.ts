@@ -30,7 +30,6 @@ import type { Caller } from './lib/caller.js';
 import { operations, ALL_SCOPES } from '../api/registry/index.js';
 import { Dispatch } from '../api/dispatch.js';
 import { Router } from '../api/router.js';
-import { precompile } from '../api/validate.js';
 import { openApiDocument } from '../api/catalog.js';
 import { createHttpApp, createApiServer, bearerAuthenticator, requestId } from '../api/http/server.js';
 import { eventsUpgrade } from '../api/http/events.js';
@@ -164,7 +163,6 @@ export async function startDaemon(config: Config, log: Logger, requestLog: Reque
   // The API's and MCP's calls are counted; the admin socket's are the operator's, logged but not counted.
   const apiRequestLog = metrics.observeRequests(requestLog);
   const handlers = domains.handlers;
-  precompile(operations);
   // Forwarded calls are counted by peer (hostd_forwarded_calls_total); the event stream's peer lookup is not a call.
   dispatch = new Dispatch({ handlers, activity, forwarder: metrics.observeForwarder(cluster.forwarder), log });
   cluster.setDispatch(dispatch);

@@ -33,7 +33,8 @@ import {
   withPrefix,
 } from '../../api/registry/schema.js';
 import type { JsonSchema, Operation } from '../../api/registry/types.js';
-import { validateArgs } from '../../api/validate.js';
+import { precompile, validateArgs } from '../../api/validate.js';
+import { operations } from '../../api/registry/index.js';
 import { ApiError } from '../../daemon/lib/errors.js';
 import { sampleValue } from '../helpers/conformance.js';
 
@@ -101,6 +102,10 @@ const ADDRESSES = [
 ];
 
 describe('argument rules (api/registry/schema.ts)', () => {
+  it("every operation's argument schema compiles (the daemon compiles each on its first call, not at start)", () => {
+    expect(() => precompile(operations)).to.not.throw();
+  });
+
   describe('addresses', () => {
     it('ipv4 and ipv6 accept exactly what Node accepts, minus zone ids (and so do the patterns alone)', () => {
       for (const a of ADDRESSES) {

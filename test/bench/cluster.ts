@@ -21,7 +21,7 @@ import { pair } from '../cluster/util.js';
 import { load, median, p50Of, print, settle, type LoadResult } from './lib.js';
 
 /** One keep-alive GET through node:http, body drained; rejects on a non-2xx. */
-function getter(base: string, token: string): (path: string) => Promise<void> {
+export function getter(base: string, token: string): (path: string) => Promise<void> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const u = new URL(base);
   return (path) =>

@@ -12,44 +12,14 @@
  * the latency of one call, not the machine's throughput shared by members.
  */
 import fs from 'node:fs';
-import http from 'node:http';
-import { joinToken } from '../cluster/util.js';
-import { eventually, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { allReachable, joinTo } from '../cluster/util.js';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { getter } from './cluster.js';
 import { latencies, median, pct, print, settle } from './lib.js';
 
 const SIZES = [2, 4, 8];
 
-function getter(base: string, token: string): (path: string) => Promise<void> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const u = new URL(base);
-  return (path) =>
-    new Promise((resolve, reject) => {
-      const req = http.request({ host: u.hostname, port: u.port, path, agent, headers: { authorization: `Bearer ${token}` } }, (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`${path}: ${res.statusCode}`))));
-      });
-      req.on('error', reject);
-      req.end();
-    });
-}
-
 const rssMb = (pid: number | undefined): number => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
-
-/** Joins `n` to the cluster `first` made, and waits until every member sees every other one. */
-async function join(first: TestDaemon, n: TestDaemon, all: TestDaemon[]): Promise<void> {
-  const j = await n.admin.request('POST', '/admin/cluster/join', { address: first.clusterAddr, token: await joinToken(first) });
-  if (j.status !== 200) throw new Error(`join: ${j.status} ${JSON.stringify(j.body)}`);
-  for (const m of all) {
-    await eventually(
-      async () => {
-        const s = await m.admin.request('GET', '/admin/cluster/status');
-        return s.body.members?.length === all.length && s.body.members.every((x: { reachable: boolean }) => x.reachable);
-      },
-      120_000,
-      `every member reachable from ${m.nodeId}`,
-    );
-  }
-}
 
 export async function clusterCurve(): Promise<void> {
   const max = Number(process.env.BENCH_CLUSTER_MAX ?? 8);
@@ -68,7 +38,8 @@ export async function clusterCurve(): Promise<void> {
       while (nodes.length < size) {
         const n = await start(nodes.length);
         nodes.push(n);
-        await join(a, n, nodes);
+        await joinTo(a, n);
+        await allReachable(nodes, 120_000);
       }
       await settle(nodes.map((n) => n.proc.pid));
       // Warm every path (JIT, each member's connection) before timing.

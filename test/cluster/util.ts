@@ -30,18 +30,25 @@ export async function pair(nodes: TestDaemon[]): Promise<void> {
   const [first, ...rest] = nodes;
   const r = await first.admin.request('POST', '/admin/cluster/init', {});
   if (r.status !== 201) throw new Error(`init: ${r.status} ${JSON.stringify(r.body)}`);
-  for (const n of rest) {
-    const j = await n.admin.request('POST', '/admin/cluster/join', { address: first.clusterAddr, token: await joinToken(first) });
-    if (j.status !== 200) throw new Error(`join: ${j.status} ${JSON.stringify(j.body)}`);
-  }
-  // Every node sees every other one reachable.
+  for (const n of rest) await joinTo(first, n);
+  await allReachable(nodes);
+}
+
+/** `n` joins the cluster `first` belongs to. */
+export async function joinTo(first: TestDaemon, n: TestDaemon): Promise<void> {
+  const j = await n.admin.request('POST', '/admin/cluster/join', { address: first.clusterAddr, token: await joinToken(first) });
+  if (j.status !== 200) throw new Error(`join: ${j.status} ${JSON.stringify(j.body)}`);
+}
+
+/** Waits until every node sees every other one reachable. */
+export async function allReachable(nodes: TestDaemon[], ms = 60_000): Promise<void> {
   for (const n of nodes) {
     await eventually(
       async () => {
         const s = await n.admin.request('GET', '/admin/cluster/status');
         return s.body.members?.length === nodes.length && s.body.members.every((m: any) => m.reachable);
       },
-      60_000,
+      ms,
       `every member reachable from ${n.nodeId}`,
     );
   }

@@ -54,6 +54,8 @@ export interface VmEnv {
   pause?: PauseHook;
   /** Where `vms.state` events go (state-events.ts); none in tests that build the service by hand. */
   events?: EventsPort;
+  /** Hears each resume from a warm state once it is stored, with its milliseconds (the `warmResumes` port, index.ts). */
+  onWarmResume?(ms: number): void;
 }
 
 export type { VmState } from './records.js';

@@ -23,7 +23,6 @@ import { VmRecords, type VmIntent } from './records.js';
 import { parseVmSettings } from './settings.js';
 import { VmService } from './service.js';
 import { TEMPLATE_BUILD_OWNER } from './context.js';
-import { onWarmResume } from './warm-states.js';
 import { ImageService, type ImportInput } from './images.js';
 import { TemplateBuilder } from './templates.js';
 import { vmHandlers } from './handlers.js';
@@ -93,6 +92,7 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
       const qemu = opts.makeDriver ? null : qemuDriver({ diskRoots });
       const driver = qemu ?? opts.makeDriver!();
       const log = deps.log.child({ domain: 'vms' });
+      const resumeWatchers: Array<(seconds: number) => void> = [];
       const vms = new VmService({
         records,
         driver,
@@ -107,6 +107,9 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
         env: deps.env,
         pause: testPause(deps.env, 'vms', log),
         events: deps.events,
+        onWarmResume: (ms) => {
+          for (const watch of resumeWatchers) watch(ms / 1000);
+        },
       });
       const images = new ImageService(vms);
       const templates = new TemplateBuilder(vms, images);
@@ -164,7 +167,7 @@ export function vmsDomain(opts: { makeDriver?: () => VmDriver } = {}): VmsDomain
         provides: {
           guests: { guests: () => vms.guests() },
           usage: { kind: 'vm', usage: () => vmUsage(vms) },
-          warmResumes: { onResume: (watch) => onWarmResume(vms, watch) },
+          warmResumes: { onResume: (watch) => void resumeWatchers.push(watch) },
         },
         admin: commands,
       };

@@ -10,17 +10,6 @@ import { VmRecords, vmKey, WARM_FORMAT, type VmRecord, type WarmStateRecord } fr
 import { hostnameOf, newUuid, now, randomHex, sleep, vmDir, warmDir } from './common.js';
 import { agentFailure, type OwnerOpts, SEED_MAX, type VmContext, warmRefusal } from './context.js';
 
-/**
- * Who hears each resume from a warm state (the `warmResumes` port,
- * index.ts), per VM service: kept beside the service rather than in one
- * module-wide list, so that two daemons in one process hear only their own.
- */
-const resumeWatchers = new WeakMap<VmContext, Array<(seconds: number) => void>>();
-
-export function onWarmResume(c: VmContext, watch: (seconds: number) => void): void {
-  resumeWatchers.set(c, [...(resumeWatchers.get(c) ?? []), watch]);
-}
-
 export class VmWarmStates {
   constructor(private readonly c: VmContext) {}
 
@@ -275,12 +264,10 @@ export class VmWarmStates {
 
   /** The resume is stored: its time to whoever watches (the metrics); a watcher's failure is not the resume's. */
   private heardResume(ms: number): void {
-    for (const watch of resumeWatchers.get(this.c) ?? []) {
-      try {
-        watch(ms / 1000);
-      } catch (err) {
-        this.c.e.log.error({ err }, 'vms: a warm-resume watcher failed');
-      }
+    try {
+      this.c.e.onWarmResume?.(ms);
+    } catch (err) {
+      this.c.e.log.error({ err }, 'vms: a warm-resume watcher failed');
     }
   }
 

@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import { ROOT } from './daemon.js';
+import { expect } from 'chai';
+import { hostctl, ROOT } from './daemon.js';
 
 export const CHROMIUM = process.env.HOSTD_TEST_CHROMIUM ?? '/usr/bin/chromium';
 
@@ -79,6 +80,13 @@ export class ConsolePages {
     await p.goto(signInUrl);
     await p.getByRole('heading', { name: 'Overview' }).waitFor();
     return p;
+  }
+
+  /** Signs in as the local administrator of the daemon in `dataDir` (the link `hostctl console` prints). */
+  async adminOf(dataDir: string): Promise<import('playwright-core').Page> {
+    const r = await hostctl(dataDir, ['console']);
+    expect(r.code, r.stderr).to.equal(0);
+    return this.admin(r.stdout.trim());
   }
 
   /** Signs in at `url` by pasting `token`, and waits for the overview. */

@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
-import { hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { pair } from '../../cluster/util.js';
 import { API } from '../../helpers/conformance.js';
 import { ConsolePages, browserMissing, launchBrowser, openPage, screenshot } from '../../helpers/browser.js';
@@ -73,9 +73,7 @@ describe('console across two members in Chromium', function () {
   });
 
   it("the administrator session choosing bravo sees the API's refusal (no administrator claim crosses the mesh)", async () => {
-    const r = await hostctl(a!.dataDir, ['console']);
-    expect(r.code, r.stderr).to.equal(0);
-    const page = await pages!.admin(r.stdout.trim());
+    const page = await pages!.adminOf(a!.dataDir);
     const refusal = await a!.admin.request('GET', `${API}/folders?peer_id=${b!.nodeId}`);
     expect(refusal.status).to.equal(403);
     await page.getByLabel('Member', { exact: true }).selectOption({ label: 'bravo' });

@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
-import { hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { API, raw } from '../../helpers/conformance.js';
 import { ConsolePages, browserMissing, launchBrowser, openPage, screenshot } from '../../helpers/browser.js';
 import { requireOrSkip } from '../../helpers/runtime-gate.js';
@@ -28,11 +28,7 @@ describe('console domain pages in Chromium', function () {
     await pages?.close();
   });
 
-  const admin = async (): Promise<Page> => {
-    const r = await hostctl(d.dataDir, ['console']);
-    expect(r.code, r.stderr).to.equal(0);
-    return pages!.admin(r.stdout.trim());
-  };
+  const admin = (): Promise<Page> => pages!.adminOf(d.dataDir);
   const folderNames = async (): Promise<string[]> => (await d.admin.request('GET', `${API}/folders`)).body.folders.map((f: any) => f.name);
   const row = (page: Page, name: string) => page.getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) });
 

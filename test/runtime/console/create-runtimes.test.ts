@@ -9,7 +9,8 @@
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
 import { hostctl, type TestDaemon } from '../../helpers/daemon.js';
-import { API, cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
+import { API } from '../../helpers/lxc-env.js';
+import { lxcConsole } from '../../helpers/console-lxc.js';
 import { appsRuntime, missingRuntime, stopEngines } from '../../helpers/apps-engine.js';
 import { APP_SCOPES, labDaemon, startLab, type AppsLab } from '../../helpers/apps-lab.js';
 import { COMPOSE } from '../../../daemon/apps/driver.js';
@@ -17,31 +18,13 @@ import { ConsolePages, browserMissing, launchBrowser, openForm, openPage, screen
 import { requireOrSkip, requireRuntime } from '../../helpers/runtime-gate.js';
 
 const row = (page: Page, name: string) => page.getByRole('row').filter({ has: page.getByRole('cell', { name, exact: true }) });
-const adminPage = async (pages: ConsolePages, d: TestDaemon): Promise<Page> => {
-  const r = await hostctl(d.dataDir, ['console']);
-  expect(r.code, r.stderr).to.equal(0);
-  return pages.admin(r.stdout.trim());
-};
 
 describe('console create forms with real LXC in Chromium', function () {
   this.timeout(300_000);
-  let env: LxcEnv;
-  let pages: ConsolePages | undefined;
-
-  before(async function () {
-    requireOrSkip(this, 'console', browserMissing() ?? null);
-    await requireLxc(this);
-    env = await lxcEnv();
-    pages = new ConsolePages(await launchBrowser());
-  });
-
-  after(async () => {
-    await pages?.close();
-    await cleanupLxc();
-  });
+  const ui = lxcConsole();
 
   it('New container: made from the busybox image through the form, shown in the list, the same container the API lists', async () => {
-    const page = await adminPage(pages!, env.d);
+    const page = await ui.pages.adminOf(ui.env.d.dataDir);
     await openPage(page, 'LXC', 'LXC containers');
     const name = `form-${process.pid}`;
     const form = await openForm(page, 'New container');
@@ -52,23 +35,23 @@ describe('console create forms with real LXC in Chromium', function () {
     await row(page, name).or(refusal).first().waitFor({ timeout: 120_000 });
     expect(await refusal.count(), (await refusal.allTextContents()).join()).to.equal(0);
     await row(page, name).getByTestId('state').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
-    const made = (await env.req('GET', '/lxc')).body.containers.find((c: any) => c.name === name);
+    const made = (await ui.env.req('GET', '/lxc')).body.containers.find((c: any) => c.name === name);
     expect(made, 'the API lists it').to.not.equal(undefined);
     await screenshot(page, 'lxc-create');
-    const del = await env.req('DELETE', `/lxc/${made.lxcid}`);
+    const del = await ui.env.req('DELETE', `/lxc/${made.lxcid}`);
     expect(del.status, del.text).to.equal(200);
   });
 
   it('Tasks: a task that ended while another page was shown is listed under Recently finished when the page opens again', async () => {
-    const page = await adminPage(pages!, env.d);
+    const page = await ui.pages.adminOf(ui.env.d.dataDir);
     await openPage(page, 'Tasks', 'Tasks');
     const finished = page.getByRole('table', { name: 'Recently finished tasks' });
     await openPage(page, 'LXC', 'LXC containers');
     const id = `recent-${process.pid}`;
-    const r = await hostctl(env.d.dataDir, ['lxc', 'image', 'import', env.image.rootfs, '--id', id]);
+    const r = await hostctl(ui.env.d.dataDir, ['lxc', 'image', 'import', ui.env.image.rootfs, '--id', id]);
     expect(r.code, r.stderr).to.equal(0);
     // Ended: GET /tasks no longer lists it (it lists queued and running tasks only).
-    expect((await env.req('GET', '/tasks')).body.tasks.map((t: any) => t.title)).to.not.include(`Import LXC image ${id} to p1`);
+    expect((await ui.env.req('GET', '/tasks')).body.tasks.map((t: any) => t.title)).to.not.include(`Import LXC image ${id} to p1`);
 
     await openPage(page, 'Tasks', 'Tasks');
     const done = finished.getByRole('row').filter({ hasText: `Import LXC image ${id}` });
@@ -101,7 +84,7 @@ describe('console create forms with a real Docker engine in Chromium', function 
 
   it('New app: a compose app of the cached image installed through the form, running in the list', async () => {
     const tok = await d!.token('console-apps', APP_SCOPES);
-    const page = await adminPage(pages!, d!);
+    const page = await pages!.adminOf(d!.dataDir);
     await openPage(page, 'Apps', 'Apps');
     const name = `formapp${process.pid}`;
     const form = await openForm(page, 'New app');

@@ -7,7 +7,7 @@
  */
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
-import { eventually, hostctl } from '../../helpers/daemon.js';
+import { eventually } from '../../helpers/daemon.js';
 import { api, killGuests, qemuPids, requireVmsRuntime, startVmsDaemon, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { SANDBOX_YAML, importBlank } from '../../helpers/sandboxes-fixture.js';
 import { ConsolePages, browserMissing, launchBrowser, openForm, openPage, screenshot } from '../../helpers/browser.js';
@@ -36,9 +36,7 @@ describe('console VM and sandbox create forms with real QEMU in Chromium', funct
   });
 
   it('New VM: the form makes a VM from an image and follows its create task to its end; the test deletes it', async () => {
-    const r = await hostctl(e!.d.dataDir, ['console']);
-    expect(r.code, r.stderr).to.equal(0);
-    const page = await pages!.admin(r.stdout.trim());
+    const page = await pages!.adminOf(e!.d.dataDir);
     await openPage(page, 'VMs', 'Virtual machines');
     const name = `form-vm-${process.pid}`;
     const form = await openForm(page, 'New VM');

@@ -9,7 +9,7 @@
  */
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
-import { hostctl, startDaemon, type TestDaemon } from '../../helpers/daemon.js';
+import { startDaemon, type TestDaemon } from '../../helpers/daemon.js';
 import { API } from '../../helpers/conformance.js';
 import { ConsolePages, browserMissing, launchBrowser, openForm, openPage, screenshot } from '../../helpers/browser.js';
 import { requireOrSkip } from '../../helpers/runtime-gate.js';
@@ -35,11 +35,7 @@ describe('console create forms in Chromium', function () {
       if (String(dom.name).startsWith(tag)) await d.admin.request('DELETE', `${API}/proxy/domains/${encodeURIComponent(dom.name)}`);
   });
 
-  const admin = async (): Promise<Page> => {
-    const r = await hostctl(d.dataDir, ['console']);
-    expect(r.code, r.stderr).to.equal(0);
-    return pages!.admin(r.stdout.trim());
-  };
+  const admin = (): Promise<Page> => pages!.adminOf(d.dataDir);
   const domains = async (): Promise<any[]> => (await d.admin.request('GET', `${API}/proxy/config`)).body.config.domains;
 
   it('Proxy: a base domain, then an entry of it, made with the forms; each form holds exactly the arguments the catalog lists', async () => {

@@ -9,40 +9,22 @@
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
 import { hostctl } from '../../helpers/daemon.js';
-import { API, cleanupLxc, lxcEnv, requireLxc, type LxcEnv } from '../../helpers/lxc-env.js';
-import { ConsolePages, browserMissing, launchBrowser, openPage, screenshot } from '../../helpers/browser.js';
-import { requireOrSkip } from '../../helpers/runtime-gate.js';
+import { API } from '../../helpers/lxc-env.js';
+import { lxcConsole } from '../../helpers/console-lxc.js';
+import { openPage, screenshot } from '../../helpers/browser.js';
 
 describe('console with real LXC in Chromium', function () {
   this.timeout(300_000);
-  let env: LxcEnv;
-  let pages: ConsolePages | undefined;
-
-  before(async function () {
-    requireOrSkip(this, 'console', browserMissing() ?? null);
-    await requireLxc(this);
-    env = await lxcEnv();
-    pages = new ConsolePages(await launchBrowser());
-  });
-
-  after(async () => {
-    await pages?.close();
-    await cleanupLxc();
-  });
-
-  const admin = async (): Promise<Page> => {
-    const r = await hostctl(env.d.dataDir, ['console']);
-    expect(r.code, r.stderr).to.equal(0);
-    return pages!.admin(r.stdout.trim());
-  };
+  const ui = lxcConsole();
+  const admin = (): Promise<Page> => ui.pages.adminOf(ui.env.d.dataDir);
 
   it('watch a task: an image import appears, progresses and ends on the Tasks page from the event stream; following it shows its log once, in order', async () => {
     const page = await admin();
     await openPage(page, 'Tasks', 'Tasks');
-    const seen = pages!.requests.get(page)!;
+    const seen = ui.pages.requests.get(page)!;
     const from = seen.length;
     const id = `watch-${process.pid}`;
-    const imported = hostctl(env.d.dataDir, ['lxc', 'image', 'import', env.image.rootfs, '--id', id]);
+    const imported = hostctl(ui.env.d.dataDir, ['lxc', 'image', 'import', ui.env.image.rootfs, '--id', id]);
     const row = page.getByRole('row').filter({ hasText: `Import LXC image ${id}` });
     await row.waitFor({ timeout: 60_000 });
     // Followed as soon as it shows: its lines come from the log read, the stream, or both, and each is shown once.
@@ -53,10 +35,10 @@ describe('console with real LXC in Chromium', function () {
     expect(await row.getByRole('cell').nth(2).textContent()).to.include('100%');
     await page.getByTestId('followed-state').filter({ hasText: 'succeeded' }).waitFor({ timeout: 60_000 });
 
-    const task = (await env.req('GET', '/tasks')).body.tasks.find((t: any) => t.title === `Import LXC image ${id} to p1`);
+    const task = (await ui.env.req('GET', '/tasks')).body.tasks.find((t: any) => t.title === `Import LXC image ${id} to p1`);
     expect(task, 'an ended task is no longer in GET /tasks').to.equal(undefined);
     const lines = await page.getByRole('list', { name: 'Log lines' }).getByRole('listitem').allTextContents();
-    expect(lines[0]).to.equal(`copying ${env.image.rootfs}`);
+    expect(lines[0]).to.equal(`copying ${ui.env.image.rootfs}`);
     expect(lines.some((l) => /bytes, SHA-256 [0-9a-f]{64}$/.test(l))).to.equal(true);
     expect(new Set(lines).size, 'each line once').to.equal(lines.length);
     await screenshot(page, 'tasks');
@@ -70,7 +52,7 @@ describe('console with real LXC in Chromium', function () {
 
   it('LXC: Start from the page, a stop made elsewhere shown without a reload, Delete after a confirmation', async () => {
     const name = `con-${process.pid}`;
-    const made = await env.req('POST', '/lxc', { name, template: 'bb' });
+    const made = await ui.env.req('POST', '/lxc', { name, template: 'bb' });
     expect(made.status, made.text).to.equal(201);
     const id = made.body.container.lxcid;
     const page = await admin();
@@ -80,24 +62,24 @@ describe('console with real LXC in Chromium', function () {
 
     await page.getByRole('button', { name: `Start ${name}` }).click();
     await row.getByTestId('state').filter({ hasText: 'running' }).waitFor({ timeout: 60_000 });
-    expect((await env.req('GET', `/lxc/${id}`)).body.container.state).to.equal('running');
-    const started = (await env.d.admin.request('GET', `${API}/activity?limit=50`)).body.events.find(
+    expect((await ui.env.req('GET', `/lxc/${id}`)).body.container.state).to.equal('running');
+    const started = (await ui.env.d.admin.request('GET', `${API}/activity?limit=50`)).body.events.find(
       (e: any) => e.metadata.operation === 'lxc_start' && e.metadata.client === 'console',
     );
     expect(started, "the start was an API call marked as the console's").to.not.equal(undefined);
     await screenshot(page, 'lxc');
 
-    const stop = await env.req('POST', `/lxc/${id}/stop`);
+    const stop = await ui.env.req('POST', `/lxc/${id}/stop`);
     expect(stop.status, stop.text).to.equal(200);
     await row.getByTestId('state').filter({ hasText: 'stopped' }).waitFor({ timeout: 60_000 });
     await page.getByRole('button', { name: `Start ${name}` }).waitFor();
 
     await page.getByRole('button', { name: `Delete ${name}` }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
-    expect((await env.req('GET', `/lxc/${id}`)).status).to.equal(200);
+    expect((await ui.env.req('GET', `/lxc/${id}`)).status).to.equal(200);
     await page.getByRole('button', { name: `Delete ${name}` }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
     await row.waitFor({ state: 'detached', timeout: 60_000 });
-    expect((await env.req('GET', `/lxc/${id}`)).status).to.equal(404);
+    expect((await ui.env.req('GET', `/lxc/${id}`)).status).to.equal(404);
   });
 });

@@ -28,9 +28,9 @@ export async function appAction(c: AppsContext, args: ArgsOf<'apps_actions'>, ct
       const after: AppRecord = { ...r, desired_state: action === 'stop' ? 'stopped' : 'running', updated_at: new Date().toISOString() };
       await c.records.begin(r.app_id, { op: 'action', app_id: r.app_id, action, after });
       await runAction(c, action, after);
-      await c.records.commit(r.app_id, [c.records.putRecord(after)]);
+      // The desired state and the state the action left (`stopped`, `running`...) in one batch.
+      await c.states.commit(r.app_id, actorOf(ctx), c.records.commitOps(r.app_id, [c.records.putRecord(after)]));
       ctx.note({ summary: `${action[0].toUpperCase()}${action.slice(1)} app ${r.name}`, target: `apps/${r.app_id}`, metadata: { app_id: r.app_id, action } });
-      await c.states.refresh(r.app_id, actorOf(ctx));
       return { app: await viewOf(c, after), action };
     },
   );

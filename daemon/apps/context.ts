@@ -173,8 +173,11 @@ export class AppsContext {
 export interface AppsStates {
   /** Reads the app's state now and reports it when it differs from the last reported. */
   refresh(appId: string, actor: string, data?: Record<string, unknown>): Promise<void>;
-  /** Writes a call's commit of the app's record with the event of the state it leaves, in one batch. */
-  commit(appId: string, actor: string, ops: JournalOp[]): Promise<void>;
+  /**
+   * Writes a call's commit of the app's record with the event of the state it leaves, in one batch.
+   * `settling`: the state once the call lets go of the app (a task's last commit, made while it holds the lock).
+   */
+  commit(appId: string, actor: string, ops: JournalOp[], settling?: boolean): Promise<void>;
   /** `release`, then a report of the state the app is left in. */
   releasing(appId: string, actor: string, release: Release): Release;
   /** The engine watch saw something of a container. */

@@ -115,7 +115,7 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
       await c.pause('install.committed');
     }
   } catch (err) {
-    await undoInstall(c, record).catch((e) => c.log.error({ err: e, app_id: appId }, 'apps: install rollback failed; the next start settles it'));
+    await undoInstall(c, record, actorOf(ctx)).catch((e) => c.log.error({ err: e, app_id: appId }, 'apps: install rollback failed; the next start settles it'));
     release();
     throw err;
   }
@@ -145,12 +145,16 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
         await apply(c, def, t.signal);
         await c.pause('install.after-up');
         const done = { ...c.records.get(appId)!, status: 'installed' as const, task_id: null, updated_at: new Date().toISOString() };
-        await c.records.commit(appId, [c.records.putRecord(done)]);
+        // The record and the state it settles in (`running`...) in one batch, before the lock is let go.
+        await c.states.commit(appId, actorOf(ctx), c.records.commitOps(appId, [c.records.putRecord(done)]), true);
+        await c.pause('install.committed');
         t.log('installed');
         return { app_id: appId };
       } catch (err) {
         t.log('install failed; removing what it made');
-        await undoInstall(c, record).catch((e) => c.log.error({ err: e, app_id: appId }, 'apps: install rollback failed; the next start settles it'));
+        await undoInstall(c, record, actorOf(ctx)).catch((e) =>
+          c.log.error({ err: e, app_id: appId }, 'apps: install rollback failed; the next start settles it'),
+        );
         throw new Error(`install of app '${appId}' rolled back: ${(err as Error).message}`);
       }
     },
@@ -166,10 +170,10 @@ export async function installApp(c: AppsContext, args: ArgsOf<'apps_create'>, ct
   return { app: view(c, withTask, []), task };
 }
 
-/** Removes everything an install made and forgets it (record, content, intent). */
-async function undoInstall(c: AppsContext, r: AppRecord): Promise<void> {
+/** Removes everything an install made and forgets it (record, content, intent), with its `uninstalled` event when one was reported. */
+async function undoInstall(c: AppsContext, r: AppRecord, actor: string): Promise<void> {
   await removeEverything(c, r);
-  await c.records.commit(r.app_id, c.records.forget(r.app_id));
+  await c.states.commit(r.app_id, actor, c.records.commitOps(r.app_id, c.records.forget(r.app_id)), true);
 }
 
 /** The app id made from the name: the slug, or with `-2`, `-3` ... when taken (409 when the caller named it). */

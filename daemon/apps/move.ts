@@ -39,7 +39,7 @@ export async function moveApp(c: AppsContext, args: ArgsOf<'apps_move'>, ctx: Ca
     c.tasks,
     release,
     { kind: 'apps.app.move', title: `Move app ${r.name} from pool ${r.storage_id} to ${pool.id}`, owner: actorOf(ctx), resource: `apps/${r.app_id}` },
-    (t) => runMove(c, r.app_id, pool, target, t),
+    (t) => runMove(c, r.app_id, pool, target, t, actorOf(ctx)),
   );
   await c.states.refresh(r.app_id, actorOf(ctx));
   ctx.note({
@@ -50,7 +50,9 @@ export async function moveApp(c: AppsContext, args: ArgsOf<'apps_move'>, ctx: Ca
   return { app: await viewOf(c, r), task };
 }
 
-async function runMove(c: AppsContext, appId: string, pool: PoolConfig, target: string, t: TaskHandle): Promise<unknown> {
+/** Each commit of the move's outcome carries the state the app settles in (`states.commit`, settling): one batch. */
+async function runMove(c: AppsContext, appId: string, pool: PoolConfig, target: string, t: TaskHandle, actor: string): Promise<unknown> {
+  const commit = (rec: AppRecord) => c.states.commit(appId, actor, c.records.commitOps(appId, [c.records.putRecord(rec)]), true);
   const before = c.record(appId);
   const content = await c.records.contentOf(appId);
   const after: AppRecord = {
@@ -89,7 +91,8 @@ async function runMove(c: AppsContext, appId: string, pool: PoolConfig, target: 
     t.log(wasRunning ? 'starting the app from its new place' : 'creating the containers (the app stays stopped)');
     await apply(c, { record: after, content }, t.signal);
     await fs.rm(before.data_dir, { recursive: true, force: true });
-    await c.records.commit(appId, [c.records.putRecord(after)]);
+    await commit(after);
+    await c.pause('move.committed');
     t.log('moved');
     return { app_id: appId, storage_id: pool.id, data_dir: target, files: v.files, bytes: v.bytes };
   } catch (err) {
@@ -99,11 +102,11 @@ async function runMove(c: AppsContext, appId: string, pool: PoolConfig, target: 
       await fs.rm(target, { recursive: true, force: true }).catch(() => undefined);
       const back = { ...before, task_id: null };
       await apply(c, { record: back, content }).catch((e) => c.log.error({ err: e, app_id: appId }, 'apps: restarting the app after a failed move failed'));
-      await c.records.commit(appId, [c.records.putRecord(back)]);
+      await commit(back);
     } else {
       // The data is in its new place and the record says so: keep that, and let a later start bring the containers up.
       await fs.rm(before.data_dir, { recursive: true, force: true }).catch(() => undefined);
-      await c.records.commit(appId, [c.records.putRecord(after)]);
+      await commit(after);
     }
     throw err;
   }

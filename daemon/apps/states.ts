@@ -12,8 +12,9 @@
  * app whose lock is held is the call's to report, when it ends).
  *
  * An event and the stored state go in one synced batch (`writeWithState`),
- * and so does the record's commit of a call that installs or uninstalls an
- * app without a task (`commit`): a crash leaves all of them or none.
+ * and so does the record's commit of a call (`commit`): an install, an
+ * uninstall, an action, and the last commit of an install, move or update
+ * whether it runs as a task or not. A crash leaves all of them or none.
  */
 import type { EventsPort } from '../domain.js';
 import { writeWithState } from '../events/state.js';
@@ -43,9 +44,12 @@ export class AppStates implements AppsStates {
   /**
    * Writes `ops` (a call's commit, which puts or forgets the app's record)
    * with the event of the state they leave the app in, in one batch.
+   * `settling`: the state read ignores what holds the app's lock (a task's
+   * commit: `moving` and `updating` end when it lets go, and its event is
+   * already written then).
    */
-  commit(appId: string, actor: string, ops: JournalOp[]): Promise<void> {
-    return this.serial(appId, () => this.report(appId, actor, {}, false, false, undefined, ops as BatchOp[]));
+  commit(appId: string, actor: string, ops: JournalOp[], settling = false): Promise<void> {
+    return this.serial(appId, () => this.report(appId, actor, {}, false, false, undefined, ops as BatchOp[], settling));
   }
 
   /** A lock release that reports the app's state once the lock is free (a task's end: moving, updating, installing settle). */
@@ -89,6 +93,7 @@ export class AppStates implements AppsStates {
     quietFirst = false,
     signalled?: string,
     ops: BatchOp[] = [],
+    settling = false,
   ): Promise<void> {
     if (unlessBusy && this.c.lock.busy(appKey(appId))) return;
     const alone = () => (ops.length ? this.c.records.write(ops) : Promise.resolve());
@@ -122,6 +127,7 @@ export class AppStates implements AppsStates {
       this.c,
       r,
       cs.filter((x) => x.project === r.project),
+      settling,
     );
     if (state === 'unknown' || state === last) return alone();
     if (last === undefined && quietFirst) {

@@ -73,7 +73,7 @@ async function update(
     pulls = await imagesToPull(c, rendered.app, c.contentLabel(after.record));
     if (pulls.length) await checkWithCompose(c, after.record, rendered);
     if (!pulls.length) {
-      await commitUpdate(c, what, before, after, rendered);
+      await commitUpdate(c, what, before, after, rendered, actorOf(ctx));
       release();
       await c.states.refresh(r.app_id, actorOf(ctx));
       return { app: await viewOf(c, after.record), task: null };
@@ -94,7 +94,7 @@ async function update(
     async (t) => {
       await pullAll(c, pulls, t, 0, 90);
       t.log('applying the new definition');
-      await commitUpdate(c, what, before, after, await render(c, after), t.signal);
+      await commitUpdate(c, what, before, after, await render(c, after), actorOf(ctx), t.signal);
       return { app_id: r.app_id, generation: after.record.generation };
     },
   );
@@ -108,6 +108,7 @@ async function commitUpdate(
   before: Definition,
   after: Definition,
   rendered: Rendering,
+  actor: string,
   signal?: AbortSignal,
 ): Promise<void> {
   const appId = after.record.app_id;
@@ -126,5 +127,7 @@ async function commitUpdate(
     }
     throw err;
   }
-  await c.records.commit(appId, [c.records.putRecord(after.record), c.records.putContent(appId, after.content)]);
+  // The new definition and the state it leaves the app in (`updating` ends with the call): one batch.
+  await c.states.commit(appId, actor, c.records.commitOps(appId, [c.records.putRecord(after.record), c.records.putContent(appId, after.content)]), true);
+  await c.pause('update.committed');
 }

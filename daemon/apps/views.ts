@@ -19,9 +19,13 @@ const BUSY_STATE = new Map<string, AppState>([
   ['folders update', 'updating'],
 ]);
 
-export function stateOf(c: AppsContext, r: AppRecord, mine: ContainerSummary[] | null): AppState {
+/**
+ * `settling`: the state the app settles in once the call holding its lock
+ * lets go (what that call's commit reports, written before the release).
+ */
+export function stateOf(c: AppsContext, r: AppRecord, mine: ContainerSummary[] | null, settling = false): AppState {
   if (r.status === 'installing') return 'installing';
-  const busy = c.lock.busy(appKey(r.app_id));
+  const busy = !settling && c.lock.busy(appKey(r.app_id));
   const held = busy && BUSY_STATE.get(busy);
   if (held) return held;
   if (!mine) return 'unknown';

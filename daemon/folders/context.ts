@@ -16,16 +16,22 @@
 import type { Target } from '../../api/registry/schema.js';
 import type { PoolConfig } from '../config.js';
 import { ensureAvailable } from '../lib/availability.js';
+import type { NoteSink } from '../lib/caller.js';
 import { ApiError, badRequest, conflict, errnoCode as code, internal, notFound } from '../lib/errors.js';
 import { isInternalName } from '../lib/host-paths.js';
 import { KeyedLock, lockLabels } from '../lib/lock.js';
 import type { IntentRecovery } from '../lib/recovery.js';
+import type { IntentJournal } from '../lib/journal.js';
 import type { PauseHook } from '../lib/test-pause.js';
 import { FsProblem, PROCFS, type FilesDriver, type Look } from './driver.js';
 import { baseName, joinRel, parentRel, relStrictlyInside, showRel, splitSubPath, validateNewEntry } from './names.js';
-import type { Folder, FolderIntent, FolderRecords, PlaceRef } from './records.js';
+import { committing, NO_EVENTS, type FolderEvents } from './events.js';
+import type { Folder, FolderIntent, FolderRecords, FolderReport, PlaceRef } from './records.js';
 
 export type TargetKind = Target['kind'];
+
+/** What a change gets of its call: the activity note's sink, and who made it (its event's actor; none: the operator). */
+export type Call = NoteSink & { caller?: { tokenName: string } };
 
 export interface FoldersDeps {
   records: FolderRecords;
@@ -37,6 +43,8 @@ export interface FoldersDeps {
   pause: PauseHook;
   /** Start-up recovery of the domain's intents (run by open() before any call). */
   recovery: IntentRecovery<FolderIntent>;
+  /** Where `folders.state` events go, with the store their batches are written to (none: not reported, as in unit tests). */
+  events?: FolderEvents;
   /** Search result cap (default 1000). */
   searchLimit?: number;
   /** Entries in one contents answer (default 10,000). */
@@ -142,6 +150,7 @@ export class FoldersContext {
   readonly recovery: IntentRecovery<FolderIntent>;
   readonly searchLimit: number;
   readonly listLimit: number;
+  readonly events: FolderEvents;
   /** Keys: `records` (names in the pools), `folder:<id>` and `connection:<id>` (one change at a time in a place). */
   readonly lock = new KeyedLock(
     lockLabels({
@@ -157,6 +166,7 @@ export class FoldersContext {
     this.pools = deps.pools;
     this.pause = deps.pause;
     this.recovery = deps.recovery;
+    this.events = deps.events ?? { port: NO_EVENTS, store: deps.records.store };
     this.searchLimit = deps.searchLimit ?? DEFAULT_SEARCH_LIMIT;
     this.listLimit = deps.listLimit ?? DEFAULT_LIST_LIMIT;
     this.resolveConnection =
@@ -164,6 +174,11 @@ export class FoldersContext {
       (async (id: string) => {
         throw notFound(`location '${id}' not found`);
       });
+  }
+
+  /** The intent journal of a change whose commit writes the event `report` (none: no event owed). */
+  journal(report: FolderReport | undefined): IntentJournal<FolderIntent> {
+    return this.records.journalVia(committing(this.events, report));
   }
 
   /** Before any call touches the filesystem: 503 naming procfs when it is not there. */

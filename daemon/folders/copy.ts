@@ -7,15 +7,17 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
-import { noNotes, type NoteSink } from '../lib/caller.js';
+import { noNotes } from '../lib/caller.js';
 import { badRequest } from '../lib/errors.js';
-import { COPY_PREFIX, type FoldersContext, type Seen } from './context.js';
+import { actorOf } from '../lib/operator.js';
+import { COPY_PREFIX, type Call, type FoldersContext, type Seen } from './context.js';
 import type { EntryInfo } from './driver.js';
+import { contentsReport } from './events.js';
 import { joinRel, parentRel } from './names.js';
 import type { EntryIntent } from './records.js';
 import { entryOf, label, ref } from './views.js';
 
-export async function copyEntry(c: FoldersContext, req: ArgsOf<'folders_entries_copy'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_entries_copy'>> {
+export async function copyEntry(c: FoldersContext, req: ArgsOf<'folders_entries_copy'>, ctx: Call = noNotes): Promise<ResultOf<'folders_entries_copy'>> {
   const srcSel = c.selector(req.src_target, req.src_folder_id, 'src_folder_id');
   const dstSel = req.dst_target
     ? c.selector(req.dst_target, undefined, 'dst_folder_id')
@@ -36,8 +38,10 @@ export async function copyEntry(c: FoldersContext, req: ArgsOf<'folders_entries_
     const parent = parentRel(dst.look.real);
     const temp = `${COPY_PREFIX}${crypto.randomBytes(6).toString('hex')}`;
     const atTemp: Seen = { ...dst, look: { ...dst.look, real: joinRel(parent, temp) } };
-    const intent: EntryIntent = { op: 'copy', place: c.placeRef(dstPlace), parent, temp };
-    const copied = await c.records.journal.run(
+    // The destination changes (the source stays as it was): its folder's event is owed.
+    const report = contentsReport(dstPlace, dst.rel, 'folders_entries_copy', actorOf(ctx));
+    const intent: EntryIntent = { op: 'copy', place: c.placeRef(dstPlace), parent, temp, dest: dst.look.real, report };
+    const copied = await c.journal(report).run(
       c.records.entryKey(),
       intent,
       async () => {

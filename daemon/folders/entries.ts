@@ -7,15 +7,17 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
-import { noNotes, type NoteSink } from '../lib/caller.js';
+import { noNotes } from '../lib/caller.js';
 import { badRequest, errnoCode as code, notFound } from '../lib/errors.js';
-import { everyOne, TRASH_PREFIX, type FoldersContext, type Place, type Seen } from './context.js';
+import { actorOf } from '../lib/operator.js';
+import { everyOne, TRASH_PREFIX, type Call, type FoldersContext, type Place, type Seen } from './context.js';
 import type { EntryInfo } from './driver.js';
+import { contentsReport } from './events.js';
 import { joinRel, parentRel, relStrictlyInside, validateNewEntry } from './names.js';
-import type { EntryIntent } from './records.js';
+import type { EntryIntent, FolderReport } from './records.js';
 import { entryOf, label, ref } from './views.js';
 
-export async function moveEntry(c: FoldersContext, req: ArgsOf<'folders_entries_move'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_entries_move'>> {
+export async function moveEntry(c: FoldersContext, req: ArgsOf<'folders_entries_move'>, ctx: Call = noNotes): Promise<ResultOf<'folders_entries_move'>> {
   const sel = c.selector(req.src_target, req.folder_id, 'folder_id');
   if (req.dst_target && (req.dst_target.kind !== sel.kind || req.dst_target.id !== sel.id)) {
     throw badRequest(`argument 'dst_target' must name the same folder or connection as the source`);
@@ -25,9 +27,23 @@ export async function moveEntry(c: FoldersContext, req: ArgsOf<'folders_entries_
   return c.lock.run([sel.key], async () => {
     const place = await sel.resolve();
     const { src, dst } = await c.transferEnds('move', place, c.pathArg(req.src_target, 'src_target', req.src_sub_path, 'src_sub_path'), place, dstPath);
+    const report = contentsReport(place, src.rel, 'folders_entries_move', actorOf(ctx));
+    const rename = () => c.fs.rename(place.root, src.look.real, dst.look.real);
     let moved: EntryInfo;
     try {
-      moved = await c.fs.rename(place.root, src.look.real, dst.look.real);
+      // One rename, journaled for the event it owes (committed with the intent's drop; recovery reports a rename made).
+      moved = report
+        ? await c.journal(report).run(
+            c.records.entryKey(),
+            { op: 'move', place: c.placeRef(place), from: src.look.real, to: dst.look.real, report },
+            async () => {
+              const out = await rename();
+              await c.pause('move.renamed');
+              return out;
+            },
+            { commit: () => [] },
+          )
+        : await rename();
     } catch (err) {
       // The kernel refuses a folder into itself (changed since the check).
       if (code(err) === 'EINVAL') throw badRequest(`cannot move '${src.rel}' into itself`);
@@ -38,11 +54,7 @@ export async function moveEntry(c: FoldersContext, req: ArgsOf<'folders_entries_
   });
 }
 
-export async function deleteEntry(
-  c: FoldersContext,
-  req: ArgsOf<'folders_entries_delete'>,
-  ctx: NoteSink = noNotes,
-): Promise<ResultOf<'folders_entries_delete'>> {
+export async function deleteEntry(c: FoldersContext, req: ArgsOf<'folders_entries_delete'>, ctx: Call = noNotes): Promise<ResultOf<'folders_entries_delete'>> {
   const sel = c.selector(req.target, req.folder_id, 'folder_id');
   return c.lock.run([sel.key], async () => {
     const place = await sel.resolve();
@@ -50,9 +62,16 @@ export async function deleteEntry(
     c.refuseRoot(spot);
     if (!spot.look.entry) throw notFound(`no such file or folder '${spot.rel}'`);
     const entry = entryOf(path.posix.basename(spot.rel), spot.rel, spot.look.entry);
+    const report = contentsReport(place, spot.rel, 'folders_entries_delete', actorOf(ctx));
+    const unlink = () => c.fs.remove(place.root, spot.look.real);
     try {
-      if (entry.type === 'folder') await removeTree(c, place, spot.look.real);
-      else await c.fs.remove(place.root, spot.look.real); // one unlink: nothing to journal
+      if (entry.type === 'folder') await removeTree(c, place, spot.look.real, report);
+      // One unlink: journaled only for the event it owes.
+      else if (report)
+        await c
+          .journal(report)
+          .run(c.records.entryKey(), { op: 'unlink', place: c.placeRef(place), rel: spot.look.real, report }, unlink, { commit: () => [] });
+      else await unlink();
     } catch (err) {
       throw c.problem(err, spot);
     }
@@ -66,14 +85,14 @@ export async function deleteEntry(
  * Removes a folder tree in `place`: renamed aside first (atomic: the entry is gone at once), then removed;
  * if the removal fails, what is left is put back under its name. The journal lets recovery finish it.
  */
-async function removeTree(c: FoldersContext, place: Place, real: string): Promise<void> {
+async function removeTree(c: FoldersContext, place: Place, real: string, report: FolderReport | undefined): Promise<void> {
   const parent = parentRel(real);
   const trash = `${TRASH_PREFIX}${crypto.randomBytes(6).toString('hex')}`;
   const aside = joinRel(parent, trash);
   let moved = false;
-  await c.records.journal.run(
+  await c.journal(report).run(
     c.records.entryKey(),
-    { op: 'remove', place: c.placeRef(place), parent, trash },
+    { op: 'remove', place: c.placeRef(place), parent, trash, entry: real, report },
     async () => {
       await c.fs.rename(place.root, real, aside);
       moved = true;
@@ -92,7 +111,7 @@ async function removeTree(c: FoldersContext, place: Place, real: string): Promis
 export async function moveEntries(
   c: FoldersContext,
   req: ArgsOf<'folders_entries_batch_move'>,
-  ctx: NoteSink = noNotes,
+  ctx: Call = noNotes,
 ): Promise<ResultOf<'folders_entries_batch_move'>> {
   if (!Array.isArray(req.moves) || req.moves.length === 0) throw badRequest(`argument 'moves' must list at least one move`);
   // Only target.kind and target.id are used; target.path is ignored (moves are relative to the root).
@@ -132,9 +151,10 @@ export async function moveEntries(
     // 3. Do them; on a failure put back what was done (and after a crash, recovery does).
     const done: typeof pairs = [];
     let failing: (typeof pairs)[number] | undefined;
-    const intent: EntryIntent = { op: 'moves', place: c.placeRef(place), pairs: pairs.map((p) => ({ from: p.src.look.real, to: p.dst.look.real })) };
+    const report = contentsReport(place, '', 'folders_entries_batch_move', actorOf(ctx));
+    const intent: EntryIntent = { op: 'moves', place: c.placeRef(place), pairs: pairs.map((p) => ({ from: p.src.look.real, to: p.dst.look.real })), report };
     try {
-      await c.records.journal.run(
+      await c.journal(report).run(
         c.records.entryKey(),
         intent,
         async () => {

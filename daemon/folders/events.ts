@@ -2,80 +2,87 @@
  * Folder changes on the event stream: one `folders.state` event per managed
  * folder a successful change touched, so that a reader with `files.read`
  * alone (which reads no `activity` event) sees folders appear, change and go
- * (docs/events.md, "What each domain reports"). Written after the change, in
- * its own batch: a crash in between loses that one event, never the change.
+ * (docs/events.md, "What each domain reports").
+ *
+ * A folder's change is files on disk, so its event cannot share a batch with
+ * the change itself; it shares one with the change's commit. Every change
+ * that owes an event runs through the intent journal, and its intent names
+ * the event it owes (`report`): the intent is stored before the disk is
+ * touched, and the journal's commit writes the event with the intent's drop
+ * (and the folder's record, for a create, rename or delete) in one synced
+ * batch (`committing`). A crash after the disk changed and before that
+ * commit leaves the intent open: recovery at the next start sees from the
+ * disk whether the change was made, and writes the event it owes with the
+ * intent's drop when it was (`data.reason: 'found-at-open'`, still named by
+ * the caller), none when it undid it (`settled`). So an event is neither
+ * lost nor written twice, and never written for a change that did not
+ * happen.
  */
-import type { ResultOf } from '../../api/registry/index.js';
-import type { EventsPort } from '../domain.js';
-import type { CallContext } from '../lib/caller.js';
-import type { FolderOperation } from './handlers.js';
+import type { EventsPort, StateEventOpts } from '../domain.js';
+import { writeWithState } from '../events/state.js';
+import type { JournalDb, JournalOp } from '../lib/journal.js';
+import { SYNC, type BatchOp, type Store } from '../store/store.js';
+import type { Folder, FolderOperation, FolderReport } from './records.js';
 
-type Place = { kind: 'folder' | 'connection'; id: string; path: string };
-/** What one change did to one folder: the folder record's life, or its contents under `sub_path`. */
-export interface FolderChange {
-  folder_id: string;
-  state: 'created' | 'renamed' | 'deleted' | 'changed';
-  name?: string;
-  sub_path?: string;
+/** A managed folder's own change (create, rename, delete). */
+export function recordReport(rec: Folder, state: 'created' | 'renamed' | 'deleted', operation: FolderOperation, actor: string): FolderReport {
+  return { actor, operation, change: { folder_id: rec.folder_id, state, name: rec.name } };
 }
 
-const contents = (p: Place): FolderChange[] => (p.kind === 'folder' ? [{ folder_id: p.id, state: 'changed', sub_path: p.path }] : []);
-
-/** The folders a change touched, read from its answer (a connected location's contents are the locations domain's). */
-export function changesOf(op: FolderOperation, result: unknown): FolderChange[] {
-  switch (op) {
-    case 'folders_create': {
-      const { folder } = result as ResultOf<'folders_create'>;
-      return [{ folder_id: folder.folder_id, state: 'created', name: folder.name }];
-    }
-    case 'folders_update': {
-      const { folder } = result as ResultOf<'folders_update'>;
-      return [{ folder_id: folder.folder_id, state: 'renamed', name: folder.name }];
-    }
-    case 'folders_delete': {
-      const { folder } = result as ResultOf<'folders_delete'>;
-      return [{ folder_id: folder.folder_id, state: 'deleted', name: folder.name }];
-    }
-    case 'folders_subfolders_create':
-    case 'folders_subfolders_batch_create':
-    case 'folders_entries_batch_move':
-      return contents((result as { at: Place }).at);
-    case 'folders_entries_delete':
-      return contents((result as ResultOf<'folders_entries_delete'>).deleted);
-    case 'folders_entries_move':
-    case 'folders_entries_copy': {
-      const r = result as { from: Place; to: Place };
-      // A copy leaves its source as it was; a move changes both ends (once when they are the same folder).
-      const touched = op === 'folders_entries_copy' ? [r.to] : [r.from, r.to];
-      const seen = new Set<string>();
-      return touched.flatMap(contents).filter((c) => !seen.has(c.folder_id) && seen.add(c.folder_id));
-    }
-    default:
-      return [];
-  }
+/** A change of a place's contents at `rel`; none in a connected location (its contents are the locations domain's). */
+export function contentsReport(place: { kind: string; id: string }, rel: string, operation: FolderOperation, actor: string): FolderReport | undefined {
+  if (place.kind !== 'folder') return undefined;
+  return { actor, operation, change: { folder_id: place.id, state: 'changed', sub_path: rel } };
 }
 
-interface Log {
-  warn(obj: Record<string, unknown>, msg: string): void;
+function eventOf(r: FolderReport, found: boolean): { domain: string; resource: string; state: string; data: Record<string, unknown> } & StateEventOpts {
+  const ch = r.change;
+  const data: Record<string, unknown> = { folder_id: ch.folder_id, operation: r.operation };
+  if (ch.name !== undefined) data.name = ch.name;
+  if (ch.sub_path !== undefined) data.sub_path = ch.sub_path;
+  if (found) data.reason = 'found-at-open';
+  return {
+    domain: 'folders',
+    resource: `folders/${ch.folder_id}`,
+    state: ch.state,
+    data,
+    actor: r.actor,
+    summary: ch.state === 'changed' ? `folder ${ch.folder_id} contents changed` : `folder ${ch.name ?? ch.folder_id} ${ch.state}`,
+  };
+}
+
+/** A port that reports nothing (a domain opened without the event stream). */
+export const NO_EVENTS: EventsPort = { publishState: async () => undefined };
+
+/** Where the folders domain writes its events: the port, and the store their batches go to. */
+export interface FolderEvents {
+  port: EventsPort;
+  store: Store;
+}
+
+/** Writes `ops` (a commit) with the event `report` owes, in one synced batch; alone when it owes none. */
+function write(ev: FolderEvents, ops: JournalOp[], report: FolderReport | undefined, found: boolean): Promise<void> {
+  if (!report) return ev.store.batch(ops as BatchOp[], SYNC);
+  return writeWithState(ev.port, ev.store, ops as BatchOp[], eventOf(report, found));
+}
+
+/** The journal's writer for a call's change: its commit carries the event the change owes. */
+export function committing(ev: FolderEvents, report: FolderReport | undefined): JournalDb {
+  return { batch: (ops) => write(ev, ops, report, false) };
 }
 
 /**
- * Writes the events of one successful change before the call answers (so a
- * caller that saw the answer finds its event). A failure to write one is
- * logged and does not fail the call: the change is made and stored.
+ * The journal's writer for recovery: a commit carries the event of its
+ * intent when `settle` found the change made (`owed`, by intent key, set
+ * just before the commit), and none when it undid it.
  */
-export async function reportChanges(events: EventsPort, log: Log, op: FolderOperation, result: unknown, ctx: CallContext): Promise<void> {
-  for (const ch of changesOf(op, result)) {
-    const data: Record<string, unknown> = { folder_id: ch.folder_id, operation: op };
-    if (ch.name !== undefined) data.name = ch.name;
-    if (ch.sub_path !== undefined) data.sub_path = ch.sub_path;
-    try {
-      await events.publishState('folders', `folders/${ch.folder_id}`, ch.state, data, {
-        actor: ctx.caller.tokenName,
-        summary: ch.state === 'changed' ? `folder ${ch.folder_id} contents changed` : `folder ${ch.name ?? ch.folder_id} ${ch.state}`,
-      });
-    } catch (err) {
-      log.warn({ err: (err as Error).message, folder_id: ch.folder_id, operation: op }, 'folder event not written');
-    }
-  }
+export function settled(ev: FolderEvents, owed: Map<string, FolderReport>, keyOf: (ops: JournalOp[]) => string | undefined): JournalDb {
+  return {
+    batch: (ops) => {
+      const key = keyOf(ops);
+      const report = key === undefined ? undefined : owed.get(key);
+      if (key !== undefined) owed.delete(key);
+      return write(ev, ops, report, true);
+    },
+  };
 }

@@ -7,11 +7,13 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
 import type { FolderRef } from '../domain.js';
-import { noNotes, type NoteSink } from '../lib/caller.js';
+import { noNotes } from '../lib/caller.js';
+import { actorOf } from '../lib/operator.js';
 import { conflict, errnoCode as code, internal, notFound } from '../lib/errors.js';
 import { isInternalName } from '../lib/host-paths.js';
-import { isMissing, placeKey, RECORDS_KEY, TRASH_PREFIX, type FoldersContext } from './context.js';
+import { isMissing, placeKey, RECORDS_KEY, TRASH_PREFIX, type Call, type FoldersContext } from './context.js';
 import { FsProblem } from './driver.js';
+import { recordReport } from './events.js';
 import { checkNotInternal, validateName } from './names.js';
 import type { Folder } from './records.js';
 
@@ -24,7 +26,7 @@ export async function listFolders(c: FoldersContext, _req: ArgsOf<'folders_list'
   return { folders: c.records.all() };
 }
 
-export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_create'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_create'>> {
+export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_create'>, ctx: Call = noNotes): Promise<ResultOf<'folders_create'>> {
   const pool = c.pools.find((p) => p.id === req.storage_id);
   if (!pool) throw notFound(`storage pool '${req.storage_id}' not found`);
   const name = folderName(req.name, 'name');
@@ -33,8 +35,10 @@ export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_creat
     const taken = () => conflict(`a folder named '${name}' already exists in storage pool '${pool.id}'`);
     if (c.records.findByName(pool.id, name)) throw taken();
     const rec: Folder = { folder_id: c.records.newId(), name, storage_id: pool.id, path: path.join(pool.path, name), created_at: new Date().toISOString() };
+    const report = recordReport(rec, 'created', 'folders_create', actorOf(ctx));
     try {
-      await c.records.journal.run(rec.folder_id, { op: 'create', rec }, () => c.fs.mkdir(pool.path, name), {
+      // The record and its `created` event: one batch.
+      await c.journal(report).run(rec.folder_id, { op: 'create', rec, report }, () => c.fs.mkdir(pool.path, name), {
         commit: () => [c.records.putOp(rec)],
       });
     } catch (err) {
@@ -48,13 +52,14 @@ export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_creat
   });
 }
 
-export async function renameFolder(c: FoldersContext, req: ArgsOf<'folders_update'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_update'>> {
+export async function renameFolder(c: FoldersContext, req: ArgsOf<'folders_update'>, ctx: Call = noNotes): Promise<ResultOf<'folders_update'>> {
   const newName = folderName(req.new_name, 'new_name');
   return c.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
     const rec = c.folder(req.folder_id);
     // Renaming it would move a domain's own directory away from under it.
     if (isInternalName(rec.name)) throw c.reserved(rec);
     if (newName === rec.name) {
+      // Nothing changes: no event (a rename to its own name touches no folder).
       ctx.note({ summary: `Renamed folder ${rec.name} to ${newName}`, target: rec.name, metadata: { folder_id: rec.folder_id } });
       return { folder: { ...rec } };
     }
@@ -73,10 +78,17 @@ export async function renameFolder(c: FoldersContext, req: ArgsOf<'folders_updat
     }
     if (!free) throw taken();
     const next: Folder = { ...rec, name: newName, path: path.join(poolDir, newName) };
+    const report = recordReport(next, 'renamed', 'folders_update', actorOf(ctx));
     try {
-      await c.records.journal.run(rec.folder_id, { op: 'rename', from: rec, to: next }, () => c.fs.rename(poolDir, path.basename(rec.path), newName), {
-        commit: () => [c.records.putOp(next)],
-      });
+      await c.journal(report).run(
+        rec.folder_id,
+        { op: 'rename', from: rec, to: next, report },
+        async () => {
+          await c.fs.rename(poolDir, path.basename(rec.path), newName);
+          await c.pause('rename.renamed');
+        },
+        { commit: () => [c.records.putOp(next)] },
+      );
     } catch (err) {
       if (isMissing(err)) throw c.missingDir(rec);
       if (code(err) === 'EEXIST' || code(err) === 'ENOTEMPTY') throw taken();
@@ -88,13 +100,14 @@ export async function renameFolder(c: FoldersContext, req: ArgsOf<'folders_updat
   });
 }
 
-export async function deleteFolder(c: FoldersContext, req: ArgsOf<'folders_delete'>, ctx: NoteSink = noNotes): Promise<ResultOf<'folders_delete'>> {
+export async function deleteFolder(c: FoldersContext, req: ArgsOf<'folders_delete'>, ctx: Call = noNotes): Promise<ResultOf<'folders_delete'>> {
   return c.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
     const rec = c.folder(req.folder_id);
+    const report = recordReport(rec, 'deleted', 'folders_delete', actorOf(ctx));
     if (isInternalName(rec.name)) {
       // Made before the rule: its directory is (or may become) a domain's own. The record is
       // forgotten and the directory kept as it is: nothing of another domain is deleted.
-      await c.records.journal.commit(rec.folder_id, [c.records.delOp(rec.folder_id)]);
+      await c.journal(report).commit(rec.folder_id, [c.records.delOp(rec.folder_id)]);
       c.records.applied(rec.folder_id, null);
       ctx.note({
         summary: `Forgot folder ${rec.name}; its directory ${rec.path} is kept (reserved name)`,
@@ -112,8 +125,8 @@ export async function deleteFolder(c: FoldersContext, req: ArgsOf<'folders_delet
     // the tree is removed; removal never follows symlinks inside it.
     const poolDir = path.dirname(rec.path);
     const trash = `${TRASH_PREFIX}${rec.folder_id}-${crypto.randomBytes(4).toString('hex')}`;
-    const journal = c.records.journal;
-    await journal.begin(rec.folder_id, { op: 'delete', rec, trash });
+    const journal = c.journal(report);
+    await journal.begin(rec.folder_id, { op: 'delete', rec, trash, report });
     try {
       await c.fs.rename(poolDir, rec.name, trash);
     } catch (err) {

@@ -4,24 +4,19 @@
  * own names); each operation's file does the rest.
  */
 import type { HandlersOf } from '../../api/registry/handlers.js';
-import type { DomainOperationName } from '../../api/registry/index.js';
-import type { CallContext } from '../lib/caller.js';
 import { contentsList, search } from './contents.js';
 import type { FoldersContext } from './context.js';
 import { copyEntry } from './copy.js';
 import { deleteEntry, moveEntries, moveEntry } from './entries.js';
 import { createFolder, deleteFolder, listFolders, renameFolder } from './folders.js';
+import type { FolderOperation } from './records.js';
 import { createSubfolder, createSubfolders } from './subfolders.js';
 
-export type FolderOperation = DomainOperationName<'folders'>;
+export type { FolderOperation } from './records.js';
 
-/** Told of each successful change (what writes its events); reads are not reported. */
-export type AfterChange = (op: FolderOperation, result: unknown, ctx: CallContext) => Promise<void>;
-
-const READS: ReadonlySet<FolderOperation> = new Set(['folders_list', 'folders_contents_list', 'folders_search']);
-
-export function folderHandlers(c: FoldersContext, after?: AfterChange): HandlersOf<FolderOperation> {
-  const handlers: HandlersOf<FolderOperation> = {
+/** Each change writes its own `folders.state` event, in the batch that commits it (events.ts). */
+export function folderHandlers(c: FoldersContext): HandlersOf<FolderOperation> {
+  return {
     folders_list: (args) => listFolders(c, args),
     folders_create: (args, ctx) => createFolder(c, args, ctx),
     folders_update: (args, ctx) => renameFolder(c, args, ctx),
@@ -35,16 +30,4 @@ export function folderHandlers(c: FoldersContext, after?: AfterChange): Handlers
     folders_search: (args) => search(c, args),
     folders_entries_batch_move: (args, ctx) => moveEntries(c, args, ctx),
   };
-  if (!after) return handlers;
-  const wrapped: Record<string, unknown> = {};
-  for (const [op, handler] of Object.entries(handlers) as Array<[FolderOperation, (a: any, ctx: CallContext) => Promise<unknown>]>) {
-    wrapped[op] = READS.has(op)
-      ? handler
-      : async (args: any, ctx: CallContext) => {
-          const result = await handler(args, ctx);
-          await after(op, result, ctx);
-          return result;
-        };
-  }
-  return wrapped as HandlersOf<FolderOperation>;
 }

@@ -5,16 +5,16 @@
  * pool directory, settles what a restart interrupted, and only then serves.
  */
 import { opsOf } from '../../api/registry/index.js';
-import { defineDomain } from '../domain.js';
+import { defineDomain, type EventsPort } from '../domain.js';
 import { notFound } from '../lib/errors.js';
 import { IntentRecovery } from '../lib/recovery.js';
 import { testPause } from '../lib/test-pause.js';
 import { FoldersContext, type FoldersDeps } from './context.js';
 import { folderRef, folderRefs } from './folders.js';
 import { LocalFiles } from './fs/index.js';
-import { reportChanges } from './events.js';
+import { NO_EVENTS, settled, type FolderEvents } from './events.js';
 import { folderHandlers } from './handlers.js';
-import { FolderRecords, type FolderIntent } from './records.js';
+import { FolderRecords, type FolderIntent, type FolderReport } from './records.js';
 import { describe, reconcile, settle } from './recovery.js';
 
 interface RecoveryLog {
@@ -29,17 +29,20 @@ interface RecoveryLog {
  * with why). What open() serves; the integration tests open it over a store
  * of their own.
  */
-export async function openFolders(deps: Omit<FoldersDeps, 'recovery'> & { log: RecoveryLog }): Promise<FoldersContext> {
+export async function openFolders(deps: Omit<FoldersDeps, 'recovery' | 'events'> & { log: RecoveryLog; events?: EventsPort }): Promise<FoldersContext> {
   for (const pool of deps.pools) await deps.driver.ensureRoot(pool.path);
+  const events: FolderEvents = { port: deps.events ?? NO_EVENTS, store: deps.records.store };
+  // The events settle finds owed (a change made before the crash), by intent key: written with the intent's drop.
+  const owed = new Map<string, FolderReport>();
   const recovery: IntentRecovery<FolderIntent> = new IntentRecovery<FolderIntent>({
     domain: 'folders',
-    journal: deps.records.journal,
+    journal: deps.records.journalVia(settled(events, owed, (ops) => deps.records.droppedIntent(ops))),
     log: deps.log,
-    settle: (key, intent) => settle(c, key, intent),
+    settle: (key, intent) => settle(c, key, intent, owed),
     reconcile: () => reconcile(c),
     describe,
   });
-  const c = new FoldersContext({ ...deps, recovery });
+  const c = new FoldersContext({ ...deps, recovery, events });
   // Entry changes need the folders' directories; folder changes never run beside entry changes of the same
   // folder (both hold its lock), so the records as stored serve for those, and are loaded again after.
   await deps.records.load();
@@ -66,9 +69,10 @@ export const foldersDomain = defineDomain({
       },
       pause: testPause(deps.env, 'folders', log),
       log,
+      events: deps.events,
     });
     return {
-      handlers: folderHandlers(c, (op, result, ctx) => reportChanges(deps.events, log, op, result, ctx)),
+      handlers: folderHandlers(c),
       info: async () => ({ name: 'folders', built: true, runtimes: await driver.availability() }),
       close: async () => {},
       provides: {

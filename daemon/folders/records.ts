@@ -5,7 +5,8 @@
  * more than one step.
  */
 import crypto from 'node:crypto';
-import { IntentJournal, type JournalOp } from '../lib/journal.js';
+import type { DomainOperationName } from '../../api/registry/index.js';
+import { IntentJournal, type JournalDb, type JournalOp } from '../lib/journal.js';
 import { allValues, type Store, type Sub } from '../store/store.js';
 
 /** A folder record as stored and as returned. */
@@ -17,6 +18,28 @@ export interface Folder {
   path: string;
   /** ISO 8601. */
   created_at: string;
+}
+
+export type FolderOperation = DomainOperationName<'folders'>;
+
+/** What one change did to one folder: the folder record's life, or its contents under `sub_path`. */
+export interface FolderChange {
+  folder_id: string;
+  state: 'created' | 'renamed' | 'deleted' | 'changed';
+  name?: string;
+  sub_path?: string;
+}
+
+/**
+ * The `folders.state` event a change owes (events.ts), kept in its intent so
+ * that recovery can write it for a change a crash cut short. Intents from
+ * before it have none: recovery writes no event for them.
+ */
+export interface FolderReport {
+  /** The caller's token name. */
+  actor: string;
+  operation: FolderOperation;
+  change: FolderChange;
 }
 
 /** The folder or location an entry change happens in. */
@@ -37,12 +60,23 @@ export interface PlaceRef {
  *   otherwise renames the done ones back, last first.
  * - mkdirs: folders made in `parent` in order; recovery removes those that
  *   are still empty folders.
+ * - mkdir, move, unlink: one step (a subfolder made, an entry renamed, a
+ *   file removed), journaled only for the event it owes; recovery keeps what
+ *   was done and reports it.
+ *
+ * `report` is the event the change owes (none in a connected location);
+ * `dest` (copy) and `entry` (remove) say where recovery looks to tell a
+ * change made from one undone.
  */
-export type EntryIntent =
-  | { op: 'copy'; place: PlaceRef; parent: string; temp: string }
-  | { op: 'remove'; place: PlaceRef; parent: string; trash: string }
+export type EntryIntent = (
+  | { op: 'copy'; place: PlaceRef; parent: string; temp: string; dest?: string }
+  | { op: 'remove'; place: PlaceRef; parent: string; trash: string; entry?: string }
   | { op: 'moves'; place: PlaceRef; pairs: Array<{ from: string; to: string }> }
-  | { op: 'mkdirs'; place: PlaceRef; parent: string; names: string[] };
+  | { op: 'mkdirs'; place: PlaceRef; parent: string; names: string[] }
+  | { op: 'mkdir'; place: PlaceRef; rel: string }
+  | { op: 'move'; place: PlaceRef; from: string; to: string }
+  | { op: 'unlink'; place: PlaceRef; rel: string }
+) & { report?: FolderReport };
 
 /**
  * A change in flight. It is stored before the filesystem is touched and
@@ -55,13 +89,13 @@ export type EntryIntent =
  * `e-<random>`.
  */
 export type FolderIntent =
-  | { op: 'create'; rec: Folder }
-  | { op: 'rename'; from: Folder; to: Folder }
-  | { op: 'delete'; rec: Folder; trash: string }
+  | (({ op: 'create'; rec: Folder } | { op: 'rename'; from: Folder; to: Folder } | { op: 'delete'; rec: Folder; trash: string }) & { report?: FolderReport })
   | EntryIntent;
 
+const ENTRY_OPS: ReadonlySet<string> = new Set(['copy', 'remove', 'moves', 'mkdirs', 'mkdir', 'move', 'unlink']);
+
 export function isEntryIntent(i: FolderIntent): i is EntryIntent {
-  return i.op === 'copy' || i.op === 'remove' || i.op === 'moves' || i.op === 'mkdirs';
+  return ENTRY_OPS.has(i.op);
 }
 
 export class FolderRecords {
@@ -72,10 +106,20 @@ export class FolderRecords {
   /** The answer of folders_list, rebuilt on every change. */
   private listing: Folder[] = [];
 
-  constructor(store: Store) {
+  constructor(readonly store: Store) {
     this.table = store.sub<Folder>('folders');
     this.intents = store.sub<FolderIntent>('folder_intents');
     this.journal = new IntentJournal<FolderIntent>(store, this.intents);
+  }
+
+  /** The same journal, its commits written by `db` (with the event the change owes: events.ts). */
+  journalVia(db: JournalDb): IntentJournal<FolderIntent> {
+    return new IntentJournal<FolderIntent>(db, this.intents);
+  }
+
+  /** The key of the intent a commit drops (its ops hold the drop). */
+  droppedIntent(ops: JournalOp[]): string | undefined {
+    return ops.find((o) => o.type === 'del' && o.sub === this.intents)?.key;
   }
 
   /** Loads every record into memory (after recovery). */

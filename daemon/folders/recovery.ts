@@ -10,12 +10,21 @@ import type { JournalOp } from '../lib/journal.js';
 import { isMissing, TRASH_PREFIX, type FoldersContext } from './context.js';
 import { FsProblem } from './driver.js';
 import { joinRel } from './names.js';
-import { isEntryIntent, type EntryIntent, type Folder, type FolderIntent } from './records.js';
+import { isEntryIntent, type EntryIntent, type Folder, type FolderIntent, type FolderReport } from './records.js';
 
-/** Finishes or undoes one interrupted change; returns the record writes of the outcome. */
-export async function settle(c: FoldersContext, folderId: string, intent: FolderIntent): Promise<JournalOp[]> {
+/**
+ * Finishes or undoes one interrupted change; returns the record writes of
+ * the outcome. A change found made owes the event its intent names: put in
+ * `owed` under its key, it is written with the commit (events.ts `settled`).
+ */
+export async function settle(c: FoldersContext, folderId: string, intent: FolderIntent, owed?: Map<string, FolderReport>): Promise<JournalOp[]> {
   await c.ready();
-  if (isEntryIntent(intent)) return settleEntry(c, intent);
+  /** The change was made: its event is owed, and `ops` are its record writes. */
+  const made = (ops: JournalOp[]): JournalOp[] => {
+    if (intent.report && owed) owed.set(folderId, intent.report);
+    return ops;
+  };
+  if (isEntryIntent(intent)) return (await settleEntry(c, intent)) ? made([]) : [];
   const isDir = async (rec: Folder) => {
     try {
       return (await c.fs.look(path.dirname(rec.path), path.basename(rec.path))).entry?.type === 'folder';
@@ -27,50 +36,65 @@ export async function settle(c: FoldersContext, folderId: string, intent: Folder
   switch (intent.op) {
     case 'create':
       // The directory was made: the folder exists. Otherwise it never did.
-      return (await isDir(intent.rec)) ? [c.records.putOp(intent.rec)] : [];
+      return (await isDir(intent.rec)) ? made([c.records.putOp(intent.rec)]) : [];
     case 'rename':
-      return !(await isDir(intent.from)) && (await isDir(intent.to)) ? [c.records.putOp(intent.to)] : [];
+      return !(await isDir(intent.from)) && (await isDir(intent.to)) ? made([c.records.putOp(intent.to)]) : [];
     case 'delete': {
       if (await isDir(intent.rec)) return [];
       // Older intents held the trash's absolute path: only its last segment is used.
       await c.removeQuietly(path.dirname(intent.rec.path), path.basename(intent.trash));
-      return [c.records.delOp(folderId)];
+      return made([c.records.delOp(folderId)]);
     }
   }
 }
 
-/** An entry change: nothing to write; a place that cannot be reached now throws (the intent stays pending). */
-async function settleEntry(c: FoldersContext, intent: EntryIntent): Promise<JournalOp[]> {
+/**
+ * An entry change (nothing to write): finished or undone; true when it was
+ * found made (and kept). A place that cannot be reached now throws (the
+ * intent stays pending).
+ */
+async function settleEntry(c: FoldersContext, intent: EntryIntent): Promise<boolean> {
   let root: string;
   try {
     root = await c.placeRoot(intent.place);
   } catch (err) {
-    if (intent.place.kind === 'folder') return []; // the folder is gone, and its tree with it
+    if (intent.place.kind === 'folder') return false; // the folder is gone, and its tree with it
     throw err; // the location is not mounted (or not known yet): retried on a later call
   }
   const quiet = (err: unknown) => {
     if (!isMissing(err) && !(err instanceof FsProblem)) throw err;
   };
+  const look = async (rel: string) => (await c.fs.look(root, rel).catch(() => null))?.entry ?? null;
+  const isThere = async (rel: string) => (await look(rel)) !== null;
   switch (intent.op) {
-    case 'copy':
+    case 'copy': {
+      // Placed: the temporary entry was renamed to its destination (older intents name no destination).
+      const placed = !(await isThere(joinRel(intent.parent, intent.temp))) && intent.dest !== undefined && (await isThere(intent.dest));
       await c.fs.remove(root, joinRel(intent.parent, intent.temp)).catch(quiet);
-      break;
+      return placed;
+    }
     case 'remove':
+      // Renamed aside, the entry is gone: the removal is finished here.
       await c.fs.remove(root, joinRel(intent.parent, intent.trash)).catch(quiet);
-      break;
+      return intent.entry !== undefined && !(await isThere(intent.entry));
     case 'moves': {
-      const isThere = async (rel: string) => !!(await c.fs.look(root, rel).catch(() => null))?.entry;
       const done: Array<{ from: string; to: string }> = [];
       for (const p of intent.pairs) if (!(await isThere(p.from)) && (await isThere(p.to))) done.push(p);
-      if (done.length === intent.pairs.length) break;
+      if (done.length === intent.pairs.length) return true;
       for (const p of done.reverse()) await c.fs.rename(root, p.to, p.from).catch(quiet);
-      break;
+      return false;
     }
     case 'mkdirs':
+      // All or none, and the caller had no answer: undone, even when every folder was made.
       for (const n of intent.names) await c.fs.removeEmptyDir(root, joinRel(intent.parent, n)).catch(quiet);
-      break;
+      return false;
+    case 'mkdir':
+      return (await look(intent.rel))?.type === 'folder';
+    case 'move':
+      return !(await isThere(intent.from)) && (await isThere(intent.to));
+    case 'unlink':
+      return !(await isThere(intent.rel));
   }
-  return [];
 }
 
 /** What intents do not cover: trees a delete renamed aside in a pool root and never removed. */

@@ -3,17 +3,19 @@
  * cut short removes those it made, and after a crash recovery does).
  */
 import type { ArgsOf, ResultOf } from '../../api/registry/index.js';
-import { noNotes, type NoteSink } from '../lib/caller.js';
+import { noNotes } from '../lib/caller.js';
 import { badRequest, conflict } from '../lib/errors.js';
-import { everyOne, type FoldersContext } from './context.js';
+import { actorOf } from '../lib/operator.js';
+import { everyOne, type Call, type FoldersContext } from './context.js';
 import { FsProblem, type EntryInfo } from './driver.js';
+import { contentsReport } from './events.js';
 import { joinRel, validateName } from './names.js';
 import { entryOf, label, ref } from './views.js';
 
 export async function createSubfolder(
   c: FoldersContext,
   req: ArgsOf<'folders_subfolders_create'>,
-  ctx: NoteSink = noNotes,
+  ctx: Call = noNotes,
 ): Promise<ResultOf<'folders_subfolders_create'>> {
   const name = validateName(req.name, 'name');
   const sel = c.selector(req.target, req.folder_id, 'folder_id');
@@ -21,9 +23,23 @@ export async function createSubfolder(
     const place = await sel.resolve();
     const parent = c.spot(place, ...c.pathArg(req.target, 'target', req.sub_path, 'sub_path'));
     const rel = joinRel(parent.rel, name);
+    const report = contentsReport(place, parent.rel, 'folders_subfolders_create', actorOf(ctx));
+    const mkdir = () => c.fs.mkdir(place.root, rel);
     let made: EntryInfo;
     try {
-      made = await c.fs.mkdir(place.root, rel);
+      // One step, journaled for the event it owes (committed with the intent's drop; recovery reports a folder made).
+      made = report
+        ? await c.journal(report).run(
+            c.records.entryKey(),
+            { op: 'mkdir', place: c.placeRef(place), rel, report },
+            async () => {
+              const out = await mkdir();
+              await c.pause('subfolder.made');
+              return out;
+            },
+            { commit: () => [] },
+          )
+        : await mkdir();
     } catch (err) {
       if (err instanceof FsProblem && err.kind === 'exists') throw conflict(`'${rel}' already exists`);
       throw c.problem(err, parent);
@@ -36,7 +52,7 @@ export async function createSubfolder(
 export async function createSubfolders(
   c: FoldersContext,
   req: ArgsOf<'folders_subfolders_batch_create'>,
-  ctx: NoteSink = noNotes,
+  ctx: Call = noNotes,
 ): Promise<ResultOf<'folders_subfolders_batch_create'>> {
   if (!Array.isArray(req.names) || req.names.length === 0) throw badRequest(`argument 'names' must list at least one name`);
   const names = req.names.map((n, i) => validateName(n, `names[${i}]`));
@@ -54,9 +70,10 @@ export async function createSubfolders(
     }
     const made: EntryInfo[] = [];
     const base = parent.look.real;
-    await c.records.journal.run(
+    const report = contentsReport(place, parent.rel, 'folders_subfolders_batch_create', actorOf(ctx));
+    await c.journal(report).run(
       c.records.entryKey(),
-      { op: 'mkdirs', place: c.placeRef(place), parent: base, names },
+      { op: 'mkdirs', place: c.placeRef(place), parent: base, names, report },
       async () => {
         for (const n of names) {
           try {

@@ -10,29 +10,24 @@ import { actorOf } from '../lib/operator.js';
 import { refusal } from './addresses.js';
 import { now, type LocationsContext } from './context.js';
 import { health, mountAgain, mountRoute, sync, unmount } from './mounting.js';
-import { reportState } from './state-events.js';
+import { save } from './state-events.js';
 import { view } from './view.js';
-import type { LocationRecord } from './records.js';
 
 type CallSink = NoteSink & { caller?: Caller };
 
 const noop: CallSink = { note() {} };
 
 export async function disconnect(c: LocationsContext, id: string, ctx: CallSink = noop): Promise<ResultOf<'locations_disconnect'>> {
-  const out = await c.change(
-    id,
-    'disconnect',
-    reported(c, id, ctx, async (rec) => {
-      if (!rec.wanted && !rec.mounted && !(await c.driver.mounted(rec.mount_dir))) return rec; // already disconnected
-      const out = await sync(c, rec, false, async () => {
-        await unmount(c, rec);
-        await c.pause('disconnect.unmounted');
-        return { ...rec, wanted: false, mounted: false, last_error: null, last_error_at: null, mounted_at: null };
-      });
-      await c.pause('disconnect.committed');
-      return out;
-    }),
-  );
+  const out = await c.change(id, 'disconnect', async (rec) => {
+    if (!rec.wanted && !rec.mounted && !(await c.driver.mounted(rec.mount_dir))) return rec; // already disconnected
+    const out = await sync(c, rec, false, actorOf(ctx), async () => {
+      await unmount(c, rec);
+      await c.pause('disconnect.unmounted');
+      return { ...rec, wanted: false, mounted: false, last_error: null, last_error_at: null, mounted_at: null };
+    });
+    await c.pause('disconnect.committed');
+    return out;
+  });
   ctx.note({ summary: `Disconnected location ${out.name}`, target: out.name, metadata: { location_id: id } });
   return { location: view(c, out) };
 }
@@ -40,37 +35,20 @@ export async function disconnect(c: LocationsContext, id: string, ctx: CallSink 
 export async function reconnect(c: LocationsContext, id: string, ctx: CallSink = noop): Promise<ResultOf<'locations_reconnect'>> {
   c.find(id);
   const route = await mountRoute(c);
-  const out = await c.change(
-    id,
-    'reconnect',
-    reported(c, id, ctx, async (rec) => {
-      const refused = refusal(rec);
-      if (refused) {
-        if (rec.last_error !== refused) await c.save({ ...rec, last_error: refused, last_error_at: now() });
-        throw conflict(refused);
-      }
-      // Idempotent: a mount that works is left as it is.
-      if (rec.mounted && (await health(c, rec)) === null) {
-        if (!rec.wanted) return c.save({ ...rec, wanted: true });
-        return rec;
-      }
-      return mountAgain(c, rec, route, true);
-    }),
-  );
+  const out = await c.change(id, 'reconnect', async (rec) => {
+    const refused = refusal(rec);
+    if (refused) {
+      if (rec.last_error !== refused) await save(c, { ...rec, last_error: refused, last_error_at: now() }, actorOf(ctx));
+      throw conflict(refused);
+    }
+    // Idempotent: a mount that works is left as it is.
+    if (rec.mounted && (await health(c, rec)) === null) {
+      if (!rec.wanted) return save(c, { ...rec, wanted: true }, actorOf(ctx));
+      return rec;
+    }
+    // A mount that fails is stored as `unavailable` (with its event) before the error goes to the caller.
+    return mountAgain(c, rec, route, true, actorOf(ctx));
+  });
   ctx.note({ summary: `Reconnected location ${out.name}`, target: out.name, metadata: { location_id: id, mount_route: out.mount_route } });
   return { location: view(c, out) };
-}
-
-/**
- * `fn` under the location's lock, then its state event: also when it failed
- * after storing a change (a reconnect whose mount failed is `unavailable`).
- */
-function reported<T>(c: LocationsContext, id: string, ctx: CallSink, fn: (rec: LocationRecord) => Promise<T>): (rec: LocationRecord) => Promise<T> {
-  return async (rec) => {
-    try {
-      return await fn(rec);
-    } finally {
-      await reportState(c, id, actorOf(ctx));
-    }
-  };
 }

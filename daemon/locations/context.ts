@@ -57,7 +57,7 @@ export class LocationsContext {
   readonly published = new Map<string, string>();
   /** Names of the reported locations, for the `deleted` event of one whose record is gone. */
   readonly names = new Map<string, string>();
-  /** Every location's record as stored (the store is written first). */
+  /** Every location's record as stored (the store is written first: state-events.ts `storeChange`). */
   readonly cache = new Map<string, LocationRecord>();
   /** When each location's mount was last checked (ms since the epoch). */
   readonly lastCheck = new Map<string, number>();
@@ -85,12 +85,6 @@ export class LocationsContext {
     const r = typeof id === 'string' ? this.cache.get(id) : undefined;
     if (!r) throw notFound(`location '${id}' not found`);
     return r;
-  }
-
-  async save(rec: LocationRecord): Promise<LocationRecord> {
-    await this.records.records.put(rec.location_id, rec);
-    this.cache.set(rec.location_id, rec);
-    return rec;
   }
 
   key(id: string): string {

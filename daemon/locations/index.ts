@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { opsOf } from '../../api/registry/index.js';
 import { defineDomain, type EventsPort } from '../domain.js';
+import { OPERATOR } from '../lib/operator.js';
 import { Periodic } from '../lib/periodic.js';
 import { IntentRecovery } from '../lib/recovery.js';
 import type { SecretStore } from '../lib/secrets.js';
@@ -25,7 +26,7 @@ import { describeIntent, loadRecords, settle, tidyAfterRestart } from './recover
 import { mountDir } from './service.js';
 import { parseSettings, type LocationsSettings } from './settings.js';
 import { SmbDriver } from './smb/index.js';
-import { baseline, reportAll } from './state-events.js';
+import { baseline, reportAll, storeChange } from './state-events.js';
 import { hostStatus, statuses } from './view.js';
 
 export interface StartDeps {
@@ -52,7 +53,8 @@ export async function startLocations(d: StartDeps): Promise<LocationsContext> {
   // settle() runs inside recovery.run() below, once `c` exists.
   const recovery: IntentRecovery<Intent> = new IntentRecovery<Intent>({
     domain: 'locations',
-    journal: records.journal,
+    // A settled change is committed with its state event, as the operator's (nobody's call is answered for it).
+    journal: records.journalVia({ batch: (ops) => storeChange(c, ops, OPERATOR) }),
     log: d.log,
     settle: (key, intent) => settle(c, key, intent),
     describe: describeIntent,
@@ -69,10 +71,11 @@ export async function startLocations(d: StartDeps): Promise<LocationsContext> {
     events: d.events ?? noEvents,
   });
   await loadRecords(c);
-  // What was last reported (stored with its event): a change stored without its event, settled or found at start differs from it once.
+  // What was last reported (stored with each event): what recovery and the tidy-up store is compared with it.
   await baseline(c);
   await recovery.run();
   await tidyAfterRestart(c);
+  // A record a version that stored records before their events left without its event.
   await reportAll(c);
   return c;
 }

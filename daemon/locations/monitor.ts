@@ -5,10 +5,11 @@
  * the check a GET makes at most once a second per location.
  */
 import { ApiError } from '../lib/errors.js';
+import { OPERATOR } from '../lib/operator.js';
 import { refusal } from './addresses.js';
 import { HEALTH, now, type LocationsContext } from './context.js';
 import { health, lose, mountAgain, mountRoute, sync, unmount } from './mounting.js';
-import { reportState } from './state-events.js';
+import { save } from './state-events.js';
 
 /** Brings every wanted location back and unmounts every unwanted one; runs in the background after a start. */
 export async function restoreMounts(c: LocationsContext): Promise<void> {
@@ -45,10 +46,7 @@ async function checkMounted(c: LocationsContext, id: string): Promise<void> {
   c.lastCheck.set(id, Date.now());
   await c.settled(id);
   const problem = await health(c, rec);
-  if (problem) {
-    await lose(c, rec, problem);
-    await reportState(c, id);
-  }
+  if (problem) await lose(c, rec, problem);
 }
 
 /**
@@ -59,7 +57,7 @@ async function checkMounted(c: LocationsContext, id: string): Promise<void> {
 async function reconcile(c: LocationsContext, id: string, atStart: boolean): Promise<void> {
   const key = c.key(id);
   if (c.lock.busy(key) || c.closed) return;
-  await c.lock.run([key], () => reconcileLocked(c, id, atStart).finally(() => reportState(c, id)), HEALTH);
+  await c.lock.run([key], () => reconcileLocked(c, id, atStart), HEALTH);
 }
 
 async function reconcileLocked(c: LocationsContext, id: string, atStart: boolean): Promise<void> {
@@ -69,7 +67,7 @@ async function reconcileLocked(c: LocationsContext, id: string, atStart: boolean
   const present = await c.driver.mounted(rec.mount_dir);
   if (!rec.wanted) {
     if (present || rec.mounted) {
-      await sync(c, rec, false, async () => {
+      await sync(c, rec, false, OPERATOR, async () => {
         await unmount(c, rec);
         return { ...rec, mounted: false };
       });
@@ -80,7 +78,7 @@ async function reconcileLocked(c: LocationsContext, id: string, atStart: boolean
     const problem = present ? await health(c, rec) : 'the mount is gone (host restarted?)';
     c.lastCheck.set(id, Date.now());
     if (!problem) {
-      if (!rec.mounted) await c.save({ ...rec, mounted: true, mounted_at: rec.mounted_at ?? now() });
+      if (!rec.mounted) await save(c, { ...rec, mounted: true, mounted_at: rec.mounted_at ?? now() });
       return;
     }
     if (!atStart) {
@@ -93,7 +91,7 @@ async function reconcileLocked(c: LocationsContext, id: string, atStart: boolean
   if (refused) {
     if (rec.last_error !== refused) {
       c.log.warn({ location_id: id, reason: refused }, 'locations: not mounting a location whose stored address a rule now refuses');
-      await c.save({ ...rec, mounted: false, last_error: refused, last_error_at: now() });
+      await save(c, { ...rec, mounted: false, last_error: refused, last_error_at: now() });
     }
     return;
   }
@@ -102,9 +100,9 @@ async function reconcileLocked(c: LocationsContext, id: string, atStart: boolean
     route = await mountRoute(c);
   } catch (err) {
     if (!(err instanceof ApiError) || err.status !== 503) throw err;
-    await c.save({ ...rec, mounted: false, last_error: err.message, last_error_at: now() });
+    await save(c, { ...rec, mounted: false, last_error: err.message, last_error_at: now() });
     return;
   }
-  const out = await mountAgain(c, rec, route, false);
+  const out = await mountAgain(c, rec, route, false, OPERATOR);
   if (out.mounted) c.log.info({ location_id: id, mount_route: out.mount_route }, 'locations: mounted again');
 }

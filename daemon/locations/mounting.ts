@@ -7,10 +7,12 @@
 import fs from 'node:fs/promises';
 import { ensureAvailable } from '../lib/availability.js';
 import { ApiError, conflict, errnoCode } from '../lib/errors.js';
+import { OPERATOR } from '../lib/operator.js';
 import { refusal, scrub } from './addresses.js';
 import { now, SECRET_NS, type LocationsContext } from './context.js';
 import { MOUNT_ROUTE, routeOf, SMB_CLIENT, type Credentials, type MaybeCredentials, type MountRoute, type Remote } from './driver.js';
 import type { LocationRecord } from './records.js';
+import { committing } from './state-events.js';
 
 export const remoteOf = (rec: LocationRecord): Remote => ({ host: rec.host, share: rec.share });
 
@@ -69,13 +71,19 @@ export async function verifyMount(c: LocationsContext, rec: LocationRecord, cred
 /**
  * A change of an existing location's mount through the journal: the
  * intent says whether the user wants it connected, `work` does it and
- * returns the new record.
+ * returns the new record, committed with its state event (named by
+ * `actor`) in one batch.
  */
-export async function sync(c: LocationsContext, rec: LocationRecord, wanted: boolean, work: () => Promise<LocationRecord>): Promise<LocationRecord> {
-  const out = await c.records.journal.run(rec.location_id, { op: 'sync', id: rec.location_id, wanted }, work, {
+export async function sync(
+  c: LocationsContext,
+  rec: LocationRecord,
+  wanted: boolean,
+  actor: string,
+  work: () => Promise<LocationRecord>,
+): Promise<LocationRecord> {
+  const out = await c.records.journalVia(committing(c, actor)).run(rec.location_id, { op: 'sync', id: rec.location_id, wanted }, work, {
     commit: (r) => [c.records.put(r)],
   });
-  c.cache.set(out.location_id, out);
   c.lastCheck.set(out.location_id, Date.now());
   return out;
 }
@@ -83,13 +91,13 @@ export async function sync(c: LocationsContext, rec: LocationRecord, wanted: boo
 /**
  * Unmounts what is left, then mounts again through `route`. On failure the
  * record says unmounted with the error, and `rethrow` gives the caller the
- * error too.
+ * error too. `actor` names the change in its event.
  */
-export async function mountAgain(c: LocationsContext, rec: LocationRecord, route: MountRoute, rethrow: boolean): Promise<LocationRecord> {
+export async function mountAgain(c: LocationsContext, rec: LocationRecord, route: MountRoute, rethrow: boolean, actor: string): Promise<LocationRecord> {
   const refused = refusal(rec);
   if (refused) throw conflict(refused);
   let failure: ApiError | null = null;
-  const out = await sync(c, rec, true, async () => {
+  const out = await sync(c, rec, true, actor, async () => {
     await unmount(c, rec);
     const creds = await credentials(c, rec);
     const remote = remoteOf(rec);
@@ -110,7 +118,7 @@ export async function mountAgain(c: LocationsContext, rec: LocationRecord, route
   return out;
 }
 
-/** A mount that stopped working is unmounted and reported with its reason. */
+/** A mount that stopped working is unmounted and reported with its reason (as the operator: nobody asked). */
 export async function lose(c: LocationsContext, rec: LocationRecord, problem: string): Promise<void> {
   let reason = problem;
   // Ask the server directly for a precise reason (host down, password changed, share removed).
@@ -120,7 +128,7 @@ export async function lose(c: LocationsContext, rec: LocationRecord, problem: st
     if (err instanceof ApiError) reason = `${err.message} (${problem})`;
   }
   c.log.warn({ location_id: rec.location_id, reason }, 'locations: lost a mount');
-  await sync(c, rec, rec.wanted, async () => {
+  await sync(c, rec, rec.wanted, OPERATOR, async () => {
     await unmount(c, rec);
     return { ...rec, mounted: false, last_error: reason, last_error_at: now(), mounted_at: null };
   });

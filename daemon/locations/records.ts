@@ -5,7 +5,7 @@
  * `locations/<location_id>`.
  */
 import type { Store, Sub } from '../store/store.js';
-import { IntentJournal } from '../lib/journal.js';
+import { IntentJournal, type JournalDb } from '../lib/journal.js';
 import type { MountRoute } from './driver.js';
 
 export interface LocationRecord {
@@ -61,6 +61,11 @@ export class LocationRecords {
     this.intents = store.sub<Intent>('location_intents');
     this.reported = store.sub<ReportedMark | true>('locations_state_events');
     this.journal = new IntentJournal<Intent>(store, this.intents);
+  }
+
+  /** The same journal, its commits written by `db` (each with its state event: state-events.ts `committing`). */
+  journalVia(db: JournalDb): IntentJournal<Intent> {
+    return new IntentJournal<Intent>(db, this.intents);
   }
 
   all(): Promise<LocationRecord[]> {

@@ -10,6 +10,7 @@ import type { JournalOp } from '../lib/journal.js';
 import { now, type LocationsContext } from './context.js';
 import { removeAll, unmount } from './mounting.js';
 import type { Intent, LocationRecord } from './records.js';
+import { save } from './state-events.js';
 
 /** Makes the domain's directories and loads every record. */
 export async function loadRecords(c: LocationsContext): Promise<void> {
@@ -21,7 +22,8 @@ export async function loadRecords(c: LocationsContext): Promise<void> {
 
 /**
  * Finishes or undoes a change a crash interrupted (records.ts says which)
- * and returns the store writes of the outcome.
+ * and returns the store writes of the outcome (committed with the
+ * location's state event: index.ts gives recovery a journal that does).
  */
 export async function settle(c: LocationsContext, key: string, intent: Intent): Promise<JournalOp[]> {
   switch (intent.op) {
@@ -31,7 +33,6 @@ export async function settle(c: LocationsContext, key: string, intent: Intent): 
       return [];
     case 'delete':
       await removeAll(c, intent.rec);
-      c.cache.delete(intent.rec.location_id);
       return [c.records.del(intent.rec.location_id)];
     case 'sync': {
       const rec = c.cache.get(intent.id);
@@ -39,7 +40,6 @@ export async function settle(c: LocationsContext, key: string, intent: Intent): 
       if (!intent.wanted) await unmount(c, rec);
       const present = await c.driver.mounted(rec.mount_dir);
       const next: LocationRecord = { ...rec, wanted: intent.wanted, mounted: present, mounted_at: present ? (rec.mounted_at ?? now()) : null };
-      c.cache.set(rec.location_id, next);
       return [c.records.put(next)];
     }
     default:
@@ -74,7 +74,7 @@ export async function tidyAfterRestart(c: LocationsContext): Promise<void> {
   }
   for (const r of [...c.cache.values()]) {
     if (r.mounted && !(await c.driver.mounted(r.mount_dir))) {
-      await c.save({ ...r, mounted: false, mounted_at: null, last_error: 'not mounted after a restart; hostd is mounting it again', last_error_at: now() });
+      await save(c, { ...r, mounted: false, mounted_at: null, last_error: 'not mounted after a restart; hostd is mounting it again', last_error_at: now() });
     }
   }
 }

@@ -14,7 +14,7 @@ import { now, SECRET_NS, type LocationsContext } from './context.js';
 import type { LocationRecord } from './records.js';
 import { makeDirs, mountRoute, removeAll, unmount, verifyMount } from './mounting.js';
 import { refresh } from './monitor.js';
-import { reportState } from './state-events.js';
+import { committing } from './state-events.js';
 import { allByName, hostStatus, view } from './view.js';
 
 type CallSink = NoteSink & { caller?: Caller };
@@ -64,8 +64,9 @@ export async function create(c: LocationsContext, args: ArgsOf<'locations_create
       mounted_at: now(),
       created_at: now(),
     };
+    // The record's commit carries its `mounted` event (one batch).
     const done = await c.lock.exclusive([c.key(id)], 'create', () =>
-      c.records.journal.run(
+      c.records.journalVia(committing(c, actorOf(ctx))).run(
         id,
         { op: 'create', rec },
         async () => {
@@ -82,9 +83,8 @@ export async function create(c: LocationsContext, args: ArgsOf<'locations_create
         },
       ),
     );
-    c.cache.set(id, done);
     c.lastCheck.set(id, Date.now());
-    await reportState(c, id, actorOf(ctx));
+    await c.pause('create.committed');
     ctx.note({
       summary: `Connected location ${name} (${remoteText(remote)}) through ${route}`,
       target: name,
@@ -98,7 +98,7 @@ export async function create(c: LocationsContext, args: ArgsOf<'locations_create
 
 export async function remove(c: LocationsContext, id: string, ctx: CallSink = noop): Promise<ResultOf<'locations_delete'>> {
   const rec = await c.change(id, 'delete', async (r) => {
-    await c.records.journal.run(
+    await c.records.journalVia(committing(c, actorOf(ctx))).run(
       id,
       { op: 'delete', rec: r },
       async () => {
@@ -108,9 +108,7 @@ export async function remove(c: LocationsContext, id: string, ctx: CallSink = no
       },
       { commit: () => [c.records.del(id)] },
     );
-    c.cache.delete(id);
-    c.lastCheck.delete(id);
-    await reportState(c, id, actorOf(ctx));
+    await c.pause('delete.committed');
     return r;
   });
   ctx.note({ summary: `Removed location ${rec.name} and its stored credentials`, target: rec.name, metadata: { location_id: id } });

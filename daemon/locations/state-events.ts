@@ -1,17 +1,21 @@
 /**
  * The `locations.state` events: a location's status as a client sees it
  * (`mounted`, `unavailable`, `disconnected`, then `deleted`), reported once
- * per change of what its stored record says. Every path that stores a
- * change ends here: a user's call, the monitor noticing a share that went
- * stale or came back, and the start (what changed while the daemon was down).
+ * per change of what its stored record says. Every record write goes
+ * through `storeChange`: the record (with whatever else its batch holds, an
+ * intent's drop), and when the status changes its event and the mark of the
+ * state last reported (`locations_state_events`), in one synced batch
+ * (`writeWithState`). A crash leaves all of them or none: a change is never
+ * stored without its event, nor reported twice.
  *
- * The state last reported is stored per location (`locations_state_events`)
- * in the event's own batch (`writeWithState`): a crash after a record
- * changed and before its event leaves the old mark, so the next start
- * reports the change once (`reportAll`); a crash never leaves an event
- * without its mark, so nothing is reported twice.
+ * At start, `reportAll` compares the records with the marks once more: a
+ * data dir written by a version that stored records before their events
+ * may still owe one (reported then, as `admin`).
  */
 import { writeWithState } from '../events/state.js';
+import { internal } from '../lib/errors.js';
+import type { JournalDb, JournalOp } from '../lib/journal.js';
+import { SYNC } from '../store/store.js';
 import { OPERATOR } from '../lib/operator.js';
 import type { LocationsContext } from './context.js';
 import type { LocationRecord, ReportedMark } from './records.js';
@@ -23,30 +27,104 @@ export type LocationState = 'mounted' | 'unavailable' | 'disconnected';
 
 export const stateOf = (r: LocationRecord): LocationState => (r.mounted ? 'mounted' : r.wanted ? 'unavailable' : 'disconnected');
 
-/**
- * Publishes the location's state when it differs from the last one
- * reported. Called under the location's lock after the record is stored, so
- * what is published is what the store says; the comparison and the mark are
- * made before the first await, so two reports never publish the same change.
- */
-export async function reportState(c: LocationsContext, id: string, actor: string = OPERATOR): Promise<void> {
-  const rec = c.cache.get(id);
+/** What an event says of location `id` left as `rec` (undefined: gone); null when the last report says the same. */
+function owed(c: LocationsContext, id: string, rec: LocationRecord | undefined): { state: string; data: Record<string, unknown> } | null {
   const before = c.published.get(id);
-  if (!rec) {
-    if (before === undefined) return;
-    c.published.delete(id);
-    await publish(c, id, 'deleted', { name: c.names.get(id) ?? null }, actor);
-    c.names.delete(id);
-    return;
-  }
+  if (!rec) return before === undefined ? null : { state: 'deleted', data: { name: c.names.get(id) ?? null } };
   const state = stateOf(rec);
-  c.names.set(id, rec.name);
-  if (before === state) return;
-  c.published.set(id, state);
+  if (before === state) return null;
   const data: Record<string, unknown> = { name: rec.name };
   if (state === 'mounted') data.mount_route = rec.mount_route;
   if (state === 'unavailable') data.last_error = rec.last_error;
-  await publish(c, id, state, data, actor);
+  return { state, data };
+}
+
+/**
+ * Writes `ops` (the writes of one location's record, and what else its batch
+ * holds) with the event of the state they leave it in, when that differs
+ * from the last one reported, in one synced batch; then mirrors the record
+ * in memory. Called under the location's lock (or by recovery before any
+ * call is served): the comparison and the mark are made before the first
+ * await, so two writes never report the same change.
+ */
+export async function storeChange(c: LocationsContext, ops: JournalOp[], actor: string = OPERATOR): Promise<void> {
+  const mine = ops.filter((o) => o.sub === c.records.records);
+  const ids = new Set(mine.map((o) => o.key));
+  if (ids.size > 1) throw internal(`locations: one batch changed ${ids.size} location records`);
+  const [id] = ids;
+  const rec = mine.length ? (mine.at(-1)!.type === 'put' ? (mine.at(-1) as { value: LocationRecord }).value : undefined) : undefined;
+  const ev = id === undefined ? null : owed(c, id, rec);
+  if (id === undefined || !ev) {
+    await c.records.store.batch(ops, SYNC);
+    if (id !== undefined) mirror(c, id, rec);
+    return;
+  }
+  const before = c.published.get(id);
+  if (rec) c.published.set(id, ev.state);
+  else c.published.delete(id);
+  try {
+    await writeWithState(c.events, c.records.store, [...ops, c.records.markOp(id, rec ? { state: ev.state, name: rec.name } : null)], {
+      domain: 'locations',
+      resource: `locations/${id}`,
+      state: ev.state,
+      data: ev.data,
+      actor,
+      summary: `location ${String(ev.data.name ?? id)} is ${ev.state}`,
+    });
+  } catch (err) {
+    // Neither the record nor its event is stored: the mark in memory goes back to what the store says.
+    if (before === undefined) c.published.delete(id);
+    else c.published.set(id, before);
+    throw err;
+  }
+  mirror(c, id, rec);
+}
+
+/** Stores the record, with its state event when its status changes (one batch), named by `actor`. */
+export async function save(c: LocationsContext, rec: LocationRecord, actor: string = OPERATOR): Promise<LocationRecord> {
+  await storeChange(c, [c.records.put(rec)], actor);
+  return rec;
+}
+
+/** Where a journal commits a location's change: with its event (`storeChange`), named by `actor`. */
+export function committing(c: LocationsContext, actor: string): JournalDb {
+  return { batch: (ops) => storeChange(c, ops, actor) };
+}
+
+function mirror(c: LocationsContext, id: string, rec: LocationRecord | undefined): void {
+  if (rec) {
+    c.cache.set(id, rec);
+    c.names.set(id, rec.name);
+    return;
+  }
+  c.cache.delete(id);
+  c.lastCheck.delete(id);
+  if (!c.published.has(id)) c.names.delete(id);
+}
+
+/**
+ * Reports the location's state when it differs from the last one reported
+ * (what the start owes for a record a crash left without its event).
+ */
+async function reportState(c: LocationsContext, id: string): Promise<void> {
+  const rec = c.cache.get(id);
+  const ev = owed(c, id, rec);
+  if (!ev) return;
+  if (rec) {
+    c.published.set(id, ev.state);
+    c.names.set(id, rec.name);
+  } else c.published.delete(id);
+  const mark: ReportedMark | null = rec ? { state: ev.state, name: rec.name } : null;
+  // The record is stored already; a failed event write is logged (the next start compares again).
+  await writeWithState(c.events, c.records.store, [c.records.markOp(id, mark)], {
+    domain: 'locations',
+    resource: `locations/${id}`,
+    state: ev.state,
+    data: ev.data,
+    actor: OPERATOR,
+    summary: `location ${String(ev.data.name ?? id)} is ${ev.state}`,
+  }).catch((err) => c.log.warn({ err, location_id: id, state: ev.state }, 'locations: state event not written'));
+  if (!rec) c.names.delete(id);
 }
 
 /** Every location whose state differs from the one last reported (the start: records as loaded against the runtime). */
@@ -71,17 +149,4 @@ export async function baseline(c: LocationsContext): Promise<void> {
     c.published.set(id, m.state);
     c.names.set(id, m.name);
   }
-}
-
-async function publish(c: LocationsContext, id: string, state: string, data: Record<string, unknown>, actor: string): Promise<void> {
-  const mark: ReportedMark | null = state === 'deleted' ? null : { state, name: String(data.name) };
-  // The change itself is stored; a failed event write is logged, never turned into a failed call.
-  await writeWithState(c.events, c.records.store, [c.records.markOp(id, mark)], {
-    domain: 'locations',
-    resource: `locations/${id}`,
-    state,
-    data,
-    actor,
-    summary: `location ${String(data.name ?? id)} is ${state}`,
-  }).catch((err) => c.log.warn({ err, location_id: id, state }, 'locations: state event not written'));
 }

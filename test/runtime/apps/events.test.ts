@@ -5,8 +5,9 @@
  * driver's engine event watch as `partial`, then `stopped`, naming the
  * container and its exit code; a change while the daemon was down
  * reported once at the next open; and hostd killed (SIGKILL) right after a
- * change was stored: its event is in the log once after the restart (it is
- * written in the change's batch), neither lost nor repeated.
+ * change was stored (an install, a stop, a move's task): its event is in the
+ * log once after the restart (it is written in the change's batch), neither
+ * lost nor repeated.
  */
 import { expect } from 'chai';
 import { appsRuntime, missingRuntime, stopEngines } from '../../helpers/apps-engine.js';
@@ -119,11 +120,13 @@ describe('apps on a real Docker engine: apps.state events', function () {
     expect((await req('DELETE', `/apps/${app.app_id}`)).status).to.equal(200);
   });
 
-  /** Restarts on the same data dir with a daemon that stops for good at `apps.<step>`. */
-  async function bootPaused(step: string): Promise<void> {
+  /** Restarts on the same data dir with a daemon that stops for good at `apps.<step>`; the name of the token it calls with. */
+  async function bootPaused(step: string): Promise<string> {
     await d.stop();
     d = await labDaemon(lab, { dataDir, env: { HOSTD_TEST_PAUSE_AT: `apps.${step}` } });
-    tok = await d.token(`apps-ev-${Date.now()}`, APP_SCOPES);
+    const name = `apps-ev-${Date.now()}`;
+    tok = await d.token(name, APP_SCOPES);
+    return name;
   }
   async function killAndRestart(step: string): Promise<void> {
     await eventually(() => d.logs.find((l) => isPauseLine(l, `apps.${step}`)), 60_000, `the pause at ${step}`);
@@ -152,6 +155,28 @@ describe('apps on a real Docker engine: apps.state events', function () {
     void req('POST', `/apps/${app.app_id}/actions`, { action: 'stop' }).catch(() => undefined);
     await killAndRestart('state.written');
     expect(states(await stateEventsNow(req, 'apps', `apps/${app.app_id}`, cursor))).to.deep.equal(['stopped']);
+    expect((await req('DELETE', `/apps/${app.app_id}`)).status).to.equal(200);
+  });
+
+  it("a move's task killed right after its last commit: `running`, by the caller, was stored with it; the restart reports nothing more", async () => {
+    const app = await install('ev-crash-move');
+    const cursor = await headCursor(req);
+    const caller = await bootPaused('move.committed');
+    const moving = await req('POST', `/apps/${app.app_id}/move`, { storage_id: 'p2' });
+    expect(moving.status, moving.text).to.equal(200);
+    await eventually(() => d.logs.find((l) => isPauseLine(l, 'apps.move.committed')), 120_000, 'the pause after the move was committed');
+    // The task still holds the app; its commit already carries the state the app settles in.
+    const paused = await stateEventsNow(req, 'apps', `apps/${app.app_id}`, cursor);
+    expect(paused.map((e) => [e.data.state, e.actor])).to.deep.equal([
+      ['moving', caller],
+      ['running', caller],
+    ]);
+    await d.kill();
+    d = await labDaemon(lab, { dataDir });
+    tok = await d.token(`apps-ev-${Date.now()}`, APP_SCOPES);
+    const after = await appNamed('ev-crash-move');
+    expect(after).to.deep.include({ storage_id: 'p2' });
+    expect(states(await stateEventsNow(req, 'apps', `apps/${app.app_id}`, cursor))).to.deep.equal(['moving', 'running']);
     expect((await req('DELETE', `/apps/${app.app_id}`)).status).to.equal(200);
   });
 });

@@ -3,9 +3,9 @@
  * named by its caller; a share that goes away and comes back with nobody
  * asking (the mount monitor sees it); and at start, what changed while
  * hostd was down, reported once; and hostd killed (SIGKILL) right after a
- * change was stored and before its event: reported once at the next start
- * (the mark of what was reported is stored with each event, not taken from
- * the records). Read through `events_list` from a cursor taken before each
+ * change was stored: its event, named by the caller, is in the log already
+ * (the record, its event and the mark of what was reported are one batch),
+ * and the restart reports nothing more. Read through `events_list` from a cursor taken before each
  * action. Lab as in lifecycle.test.ts.
  */
 import { expect } from 'chai';
@@ -17,7 +17,7 @@ import { eventually, startDaemon, type TestDaemon } from '../../helpers/daemon.j
 import { isPauseLine } from '../../../daemon/lib/test-pause.js';
 import { missingForLocations, stopAndRemoveDataDir, SmbLab } from '../../helpers/locations-smb.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
-import { headCursor, stateEventsUntil, states, type StateEvent } from '../../helpers/state-events.js';
+import { headCursor, readerOf, stateEventsNow, stateEventsUntil, states, type StateEvent } from '../../helpers/state-events.js';
 import { MOUNT_ROUTE, SMB_CLIENT } from '../../../daemon/locations/driver.js';
 import { SmbDriver } from '../../../daemon/locations/smb/index.js';
 import { findProcesses, mountAt } from '../../../daemon/locations/smb/mounts.js';
@@ -128,16 +128,21 @@ describe('locations: state events on a real smbd (runtime)', function () {
     await until(id, c1, ['disconnected'], 'only the disconnect after a quiet restart');
   });
 
-  it('killed after a disconnect was stored and before its event: `disconnected` is reported once at the next start', async () => {
+  it('killed right after a disconnect was stored: its event, by the caller, was stored with it; the restart reports nothing more', async () => {
     const id = await connect('evcrash', 'guest');
     const c0 = await headCursor(d!, tok);
     await d!.stop();
     await start({ HOSTD_TEST_PAUSE_AT: 'locations.disconnect.committed' });
+    const caller = tokName;
     void api('POST', `/locations/${id}/disconnect`).catch(() => undefined);
     await eventually(() => d!.logs.find((l) => isPauseLine(l, 'locations.disconnect.committed')), 60_000, 'the pause after the disconnect was stored');
+    // Stopped right after the record's batch: the event is in it (a record stored first would have none yet).
+    const paused = await stateEventsNow(readerOf(d!, tok), 'locations', `locations/${id}`, c0);
+    expect(paused.map((e) => [e.data.state, e.actor])).to.deep.equal([['disconnected', caller]]);
     await d!.kill();
     await start();
-    const r = await until(id, c0, ['disconnected'], 'the disconnect reported at start');
+    const r = await until(id, c0, ['disconnected'], 'the disconnect, once');
+    expect(r.events[0].actor).to.equal(caller);
     expect(r.events[0].data).to.deep.equal({ state: 'disconnected', name: 'evcrash' });
     const more = await d!.request('GET', `/api/v1/events?types=locations.&resource=locations/${id}&cursor=${r.cursor}&timeout_seconds=2`, { token: tok });
     expect(more.body.events).to.deep.equal([]);

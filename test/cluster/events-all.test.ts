@@ -229,12 +229,14 @@ describe('events_stream with members=all', function () {
       sock.once('error', reject);
     });
     open.push({ close: () => socket.destroy() });
-    // Refused calls on A, each an activity row of about 1.5 KiB: far more than the socket's buffers and the queue of 64.
-    const id = 'f_' + 'x'.repeat(400);
+    // Refused calls on A, each an activity row of about 5 KiB (the id fills the row's summary, target and
+    // metadata to their limits): 900 of them, about 4.4 MB, far more than the socket's buffers and the queue
+    // of 64. What fills the buffers is bytes: fewer, larger rows take a third of the calls that 1.7 KiB rows did.
+    const id = 'f_' + 'x'.repeat(3000);
     let sent = 0;
     await Promise.all(
       Array.from({ length: 4 }, async () => {
-        while (sent < 2500) {
+        while (sent < 900) {
           sent++;
           await a.admin.request('DELETE', `/api/v1/folders/${id}`);
         }

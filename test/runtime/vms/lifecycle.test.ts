@@ -1,8 +1,8 @@
 /**
  * VMs against real QEMU (TCG where the host has no usable KVM), through the
  * real daemon. One guest (VM 200) is cold-booted and shared by the tests in
- * order; a second (VM 201) comes from a warm state of it, so that the suite
- * pays for one cold boot. Every test cleans what it made; the after hook
+ * order; the others (VMs 201 and 203) come from warm states of it, so that
+ * the suite pays for one cold boot. Every test cleans what it made; the after hook
  * kills any QEMU the data dir started, also when hostd was killed.
  */
 import fs from 'node:fs';
@@ -16,6 +16,7 @@ import {
   killGuests,
   requireVmsRuntime,
   ok,
+  qemuGuests,
   qemuPids,
   sh,
   startVmsDaemon,
@@ -381,6 +382,40 @@ describe('vms runtime (QEMU)', function () {
     expect(await sh(e, 200, 'cat /root/marker')).to.equal('after\n');
   });
 
+  it('stops a guest that ignores the ACPI request after timeout_seconds, and powers off at once with force', async function () {
+    // The daemon's default wait is an hour here: a stop that did not keep to timeout_seconds (or to force)
+    // would not come back before this suite's timeout. VM 200 runs on across the restart.
+    await e.d.kill();
+    e = await startVmsDaemon({ root: e.root, env: { HOSTD_VMS_BOOT_ID_FILE: bootId }, stopGraceSeconds: 3600 });
+    // The guests stopped here resume a warm state of VM 200 instead of booting: this test is about stopping.
+    const ws = await ok(e, 'POST', '/vms/200/warm-states', { name: 'stop test' }, 201);
+    await succeeded(e, ws.task.task_id);
+    const running = (vmid: number) => qemuGuests(e.root).some((g) => g.vm === `vm-${vmid}`);
+    // force: the guest is not asked.
+    expect((await ok(e, 'POST', `/vms/warm-states/${ws.warm_state_id}`, { name: 'Force Off', vmid: 203 })).vm.state).to.equal('running');
+    const f = await ok(e, 'POST', '/vms/203/stop', { force: true });
+    expect(f.stopped_by).to.equal('forced');
+    expect(f.vm.state).to.equal('stopped');
+    expect(running(203)).to.equal(false);
+    await ok(e, 'DELETE', '/vms/203');
+    // A guest that ignores the power button: systemd-logind, which handles it in the test guest (no acpid),
+    // is stopped and masked for this boot (systemctl speaks to systemd directly, so no D-Bus is needed).
+    await ok(e, 'POST', `/vms/warm-states/${ws.warm_state_id}`, { name: 'Deaf Guest', vmid: 203 });
+    await untilReady(e, 203, BOOT_S);
+    await sh(e, 203, 'systemctl mask --runtime --now systemd-logind.service; ! systemctl is-active --quiet systemd-logind.service');
+    const t = await ok(e, 'POST', '/vms/203/stop', { timeout_seconds: 2 });
+    expect(t.stopped_by).to.equal('forced');
+    expect(t.vm.state).to.equal('stopped');
+    expect(running(203)).to.equal(false);
+    const rows = (await api(e, 'GET', '/activity?limit=20')).body.events.map((x: any) => x.summary);
+    expect(rows).to.include("VM 203 'Force Off' stopped (force: powered off at once)");
+    expect(rows).to.include("VM 203 'Deaf Guest' stopped (hard stop after 2 s without an ACPI power-down)");
+    await ok(e, 'DELETE', '/vms/203');
+    await ok(e, 'DELETE', `/vms/warm-states/${ws.warm_state_id}`);
+    expect(qemuGuests(e.root).map((g) => g.vm)).to.deep.equal(['vm-200']);
+    await restart();
+  });
+
   it('updates cloud-init settings by the clear rules; the password is never shown or logged', async function () {
     const secret = 'Sup3r-Secret-pw!';
     await fails(e, 'POST', '/vms/200/cloud-init', { password: 'x', clear_password: true }, 400, "arguments 'password' and 'clear_password' cannot be combined");
@@ -486,32 +521,6 @@ describe('vms runtime (QEMU)', function () {
     expect((await ok(e, 'GET', '/vms/200')).vm.state).to.equal('stopped');
     // The autostart's start may still hold the VM for a moment after QEMU runs.
     await eventually(async () => (await api(e, 'DELETE', '/vms/202')).status === 200, 60_000, 'VM 202 to be deleted');
-  });
-
-  it('stops a guest that ignores the ACPI request after timeout_seconds, and powers off at once with force', async function () {
-    // The daemon's default wait is an hour here: a stop that did not keep to timeout_seconds (or to force)
-    // would not come back before this suite's timeout.
-    await e.d.kill();
-    e = await startVmsDaemon({ root: e.root, env: { HOSTD_VMS_BOOT_ID_FILE: bootId }, stopGraceSeconds: 3600 });
-    // force: the guest is still booting (and may not handle ACPI yet); it is not asked.
-    expect((await ok(e, 'POST', '/vms/200/start', {})).vm.state).to.equal('running');
-    const f = await ok(e, 'POST', '/vms/200/stop', { force: true });
-    expect(f.stopped_by).to.equal('forced');
-    expect(f.vm.state).to.equal('stopped');
-    expect(qemuPids(e.root)).to.deep.equal([]);
-    // A guest that ignores the power button: systemd-logind, which handles it in the test guest (no acpid),
-    // is stopped and masked for this boot (systemctl speaks to systemd directly, so no D-Bus is needed).
-    await ok(e, 'POST', '/vms/200/start', {});
-    await untilReady(e, 200, BOOT_S);
-    await sh(e, 200, 'systemctl mask --runtime --now systemd-logind.service; ! systemctl is-active --quiet systemd-logind.service');
-    const t = await ok(e, 'POST', '/vms/200/stop', { timeout_seconds: 2 });
-    expect(t.stopped_by).to.equal('forced');
-    expect(t.vm.state).to.equal('stopped');
-    expect(qemuPids(e.root)).to.deep.equal([]);
-    const rows = (await api(e, 'GET', '/activity?limit=20')).body.events.map((x: any) => x.summary);
-    expect(rows).to.include("VM 200 'Alpha One' stopped (force: powered off at once)");
-    expect(rows).to.include("VM 200 'Alpha One' stopped (hard stop after 2 s without an ACPI power-down)");
-    await restart();
   });
 
   it('serves the same operations over MCP and hostctl call', async function () {

@@ -22,7 +22,7 @@ import { GuestAgent } from '../../daemon/vms/qemu/agent.js';
 import { guestExec } from '../../daemon/vms/qemu/exec.js';
 import { FILE_CHUNK_BYTES, GuestFiles, SCRIPT_TIMEOUT_MS } from '../../daemon/vms/qemu/files.js';
 import { killGuests, missingRuntime, type VmsEnv } from '../helpers/vms-fixture.js';
-import { call, importImages, startSandboxDaemon, startWarm, warmDone } from '../helpers/sandboxes-fixture.js';
+import { call, importImages, startSandboxDaemon, startWarm, untilRunning, warmDone } from '../helpers/sandboxes-fixture.js';
 import { pct, print } from './lib.js';
 import { measureCurve, stepsUpTo } from './scale-curve.js';
 
@@ -32,8 +32,7 @@ async function cycle(e: VmsEnv, token: string, exec: boolean): Promise<number> {
   if (c.status !== 201) throw new Error(`create: ${c.status} ${c.text}`);
   const id = c.body.sandbox.id;
   try {
-    const w = await call(e, token, 'POST', `/sandboxes/${id}/wait`, { timeout_seconds: 900 });
-    if (!w.body?.running) throw new Error(`sandbox ${id} did not run: ${w.text}`);
+    await untilRunning(e, token, id, 1800);
     const ms = performance.now() - t0;
     if (exec) {
       const x = await call(e, token, 'POST', `/sandboxes/${id}/exec`, { command: 'true' });
@@ -56,10 +55,8 @@ async function ok(e: VmsEnv, token: string, method: string, p: string, body?: un
 }
 
 async function untilAllRunning(e: VmsEnv, token: string, ids: string[]): Promise<void> {
-  for (const id of ids) {
-    const w = await ok(e, token, 'POST', `/sandboxes/${id}/wait`, { timeout_seconds: 900 });
-    if (!w.running) throw new Error(`sandbox ${id} did not run: ${w.reason}`);
-  }
+  // In calls of at most a minute each (untilRunning): one request held for a whole boot meets the client's header timeout on a loaded machine.
+  for (const id of ids) await untilRunning(e, token, id, 1800);
 }
 
 /** Exec and file figures through the API against the same through the agent directly (hostd down meanwhile). */

@@ -44,7 +44,7 @@ export async function lxcCurve(): Promise<void> {
       },
       stepsUpTo(Number(process.env.BENCH_SCALE_LXC_MAX ?? 100)),
     );
-    await measureClients('lxc', Number(process.env.BENCH_SCALE_LXC_CREATES ?? 32), (i) => make(`c-${i}`, false));
+    await measureClients('lxc', Number(process.env.BENCH_SCALE_LXC_CREATES ?? 12), (i) => make(`c-${i}`, false));
   } finally {
     await cleanupLxc();
   }

@@ -76,6 +76,7 @@ export async function vmsBench(): Promise<void> {
     const handRunning: number[] = [];
     let captured: CapturedResume | null = null;
     const handScratch = tempDir('hostd-vms-bench-hand-');
+    const handKeep = tempDir('hostd-vms-bench-keep-');
     try {
       for (let i = 0; i < 3; i++) {
         const t1 = performance.now();
@@ -83,7 +84,7 @@ export async function vmsBench(): Promise<void> {
         await untilReady(env, r.vm.vmid, 600);
         warm.push(performance.now() - t1);
         warmRunning.push(r.resume_ms);
-        captured ??= captureResume(env.root, r.vm.vmid);
+        captured ??= captureResume(env.root, r.vm.vmid, handKeep);
         await ok(env, 'DELETE', `/vms/${r.vm.vmid}`);
         const h = await resumeByHand(captured, handScratch);
         hand.push(h.agentMs);
@@ -91,6 +92,7 @@ export async function vmsBench(): Promise<void> {
       }
     } finally {
       fs.rmSync(handScratch, { recursive: true, force: true });
+      fs.rmSync(handKeep, { recursive: true, force: true });
     }
     const warmMs = median(warm);
     print('vm_warm_state_resume_to_agent_ms', warmMs, 0);

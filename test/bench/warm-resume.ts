@@ -27,12 +27,18 @@ export interface CapturedResume {
   runDir: string;
   rootFile: string;
   seedIso: string | null;
+  /** A copy of hostd's seed ISO, made at capture: the VM's own is deleted with it. */
+  seedCopy: string | null;
   memoryFile: string;
   frozenDisk: string;
 }
 
-/** Reads the command line of the QEMU that hostd runs for `vm-<vmid>` under data dir `root`. */
-export function captureResume(root: string, vmid: number): CapturedResume {
+/**
+ * Reads the command line of the QEMU that hostd runs for `vm-<vmid>` under
+ * data dir `root`, and copies its seed ISO into `keep` (the VM is deleted
+ * before the resume by hand, its seed with it).
+ */
+export function captureResume(root: string, vmid: number, keep: string): CapturedResume {
   const runDir = path.join(root, 'data', 'run', `vm-${vmid}`);
   const pid = Number(fs.readFileSync(path.join(runDir, 'qemu.pid'), 'utf8').trim());
   const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(1, -1);
@@ -44,7 +50,12 @@ export function captureResume(root: string, vmid: number): CapturedResume {
   const seed = after('-drive', (v) => v.includes('id=seed'));
   const seedIso = /file=((?:[^,]|,,)+)/.exec(seed ?? '')?.[1]?.replace(/,,/g, ',') ?? null;
   if (!rootFile || !memoryFile || !incoming?.startsWith('exec:cat ')) throw new Error(`not a warm-state restore's command line: ${args.join(' ')}`);
-  return { args, runDir, rootFile, seedIso, memoryFile, frozenDisk: path.join(path.dirname(memoryFile), 'disk.qcow2') };
+  let seedCopy: string | null = null;
+  if (seedIso) {
+    seedCopy = path.join(keep, 'seed.iso');
+    fs.copyFileSync(seedIso, seedCopy);
+  }
+  return { args, runDir, rootFile, seedIso, seedCopy, memoryFile, frozenDisk: path.join(path.dirname(memoryFile), 'disk.qcow2') };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -68,7 +79,7 @@ export async function resumeByHand(c: CapturedResume, scratch: string, boundMs =
   fs.mkdirSync(runDir, { recursive: true, mode: 0o700 });
   const clone = path.join(scratch, 'root.qcow2');
   const seed = c.seedIso ? path.join(scratch, 'seed.iso') : null;
-  if (c.seedIso && seed) fs.copyFileSync(c.seedIso, seed);
+  if (c.seedCopy && seed) fs.copyFileSync(c.seedCopy, seed);
   const swap = (v: string) => {
     let out = v.split(c.rootFile.replace(/,/g, ',,')).join(clone).split(c.runDir).join(runDir);
     if (c.seedIso && seed) out = out.split(c.seedIso.replace(/,/g, ',,')).join(seed);

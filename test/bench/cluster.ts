@@ -7,6 +7,11 @@
  *   forward_rps_ratio   = direct rps / forwarded rps    (autocannon, target < 1.5)
  *   proxy_move_ms       = p50 of POST /proxy/move between the two live nodes (target < 500)
  *
+ * Each figure is the median of 5 runs (BENCH_RUNS), each on a fresh pair of
+ * nodes with its own direct baseline, with the spread of forward_rps_ratio
+ * (_min, _max); a run is 3 latency rounds of 300 calls and 3 s of autocannon
+ * per side (BENCH_FORWARD_SECONDS), shorter than the single run of before.
+ *
  * Beside them, the CPU time (user + system) each process spent per request
  * during the two autocannon runs (Linux /proc; the load generator is this
  * process): where the cores go when the ratio is far from 1.
@@ -18,7 +23,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { pair } from '../cluster/util.js';
-import { load, median, p50Of, print, settle, type LoadResult } from './lib.js';
+import { load, median, overRuns, p50Of, settle, type LoadResult } from './lib.js';
 
 /** One keep-alive GET through node:http, body drained; rejects on a non-2xx. */
 export function getter(base: string, token: string): (path: string) => Promise<void> {
@@ -49,13 +54,14 @@ function cpuMicros(pid: number | undefined): number | undefined {
 /** Runs `fn` (an autocannon load) and gives the CPU microseconds per request of each process in `pids` and of this one. */
 async function withCpu(
   pids: Array<number | undefined>,
+  seconds: number,
   fn: () => Promise<LoadResult>,
 ): Promise<{ r: LoadResult; perReq: Array<number | undefined>; self: number }> {
   const before = pids.map(cpuMicros);
   const self0 = process.cpuUsage();
   const r = await fn();
   const self = process.cpuUsage(self0);
-  const n = r.rps * Number(process.env.BENCH_SECONDS ?? 5);
+  const n = r.rps * seconds;
   const perReq = pids.map((p, i) => {
     const a = before[i];
     const b = cpuMicros(p);
@@ -65,6 +71,11 @@ async function withCpu(
 }
 
 export async function clusterForwarding(): Promise<void> {
+  await overRuns(['forward_rps_ratio'], forwardingRun);
+}
+
+/** One run: a fresh pair of nodes, its own direct baseline. */
+async function forwardingRun(): Promise<Record<string, number>> {
   const nodes: TestDaemon[] = [];
   try {
     const env = { HOSTD_LOG_LEVEL: 'info' };
@@ -86,14 +97,15 @@ export async function clusterForwarding(): Promise<void> {
     await settle([a.proc.pid, b.proc.pid]);
 
     // Latency: sequential calls, warmed up, measured in alternating rounds so drift hits both.
-    await p50Of(500, () => get(direct));
-    await p50Of(500, () => get(forwarded));
-    const rounds = 4;
+    // Shorter than the single run of before (4 rounds of 500): five runs must fit the bench's budget.
+    await p50Of(300, () => get(direct));
+    await p50Of(300, () => get(forwarded));
+    const rounds = 3;
     const d50: number[] = [];
     const f50: number[] = [];
     for (let i = 0; i < rounds; i++) {
-      d50.push(await p50Of(500, () => get(direct)));
-      f50.push(await p50Of(500, () => get(forwarded)));
+      d50.push(await p50Of(300, () => get(direct)));
+      f50.push(await p50Of(300, () => get(forwarded)));
     }
     const directP50 = median(d50);
     const forwardedP50 = median(f50);
@@ -102,8 +114,9 @@ export async function clusterForwarding(): Promise<void> {
     const headers = { authorization: `Bearer ${token}` };
     await load(a.url + forwarded, { headers, duration: 1 });
     const pids = [a.proc.pid, b.proc.pid];
-    const d = await withCpu(pids, () => load(a.url + direct, { headers }));
-    const f = await withCpu(pids, () => load(a.url + forwarded, { headers }));
+    const seconds = Number(process.env.BENCH_FORWARD_SECONDS ?? 3);
+    const d = await withCpu(pids, seconds, () => load(a.url + direct, { headers, duration: seconds }));
+    const f = await withCpu(pids, seconds, () => load(a.url + forwarded, { headers, duration: seconds }));
     const dl = d.r;
     const fl = f.r;
     if (dl.non2xx || dl.errors || fl.non2xx || fl.errors)
@@ -117,20 +130,25 @@ export async function clusterForwarding(): Promise<void> {
       if (r.status !== 200) throw new Error(`proxy move: ${r.status} ${r.text}`);
     });
 
-    print('direct_p50_ms', directP50);
-    print('forwarded_p50_ms', forwardedP50);
-    print('direct_rps', dl.rps, 0);
-    print('forwarded_rps', fl.rps, 0);
-    print('forwarded_p99_ms', fl.p99);
-    print('forward_overhead_ms', forwardedP50 - directP50);
-    print('forward_rps_ratio', dl.rps / fl.rps);
-    print('proxy_move_ms', moveTimes);
-    const cpu = (k: string, v: number | undefined) => v !== undefined && print(k, v, 1);
+    const out: Record<string, number> = {
+      direct_p50_ms: directP50,
+      forwarded_p50_ms: forwardedP50,
+      direct_rps: dl.rps,
+      forwarded_rps: fl.rps,
+      forwarded_p99_ms: fl.p99,
+      forward_overhead_ms: forwardedP50 - directP50,
+      forward_rps_ratio: dl.rps / fl.rps,
+      proxy_move_ms: moveTimes,
+    };
+    const cpu = (k: string, v: number | undefined) => {
+      if (v !== undefined) out[k] = v;
+    };
     cpu('cpu_us_direct_a', d.perReq[0]);
     cpu('cpu_us_direct_loadgen', d.self);
     cpu('cpu_us_forwarded_a', f.perReq[0]);
     cpu('cpu_us_forwarded_b', f.perReq[1]);
     cpu('cpu_us_forwarded_loadgen', f.self);
+    return out;
   } finally {
     await Promise.all(nodes.map((d) => d.stop()));
   }

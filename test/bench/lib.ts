@@ -103,3 +103,34 @@ export async function settle(pids: Array<number | undefined>, boundMs = 120_000)
   }
   process.stdout.write(`# processes ${pids.join(', ')} still busy after ${boundMs} ms; measuring anyway\n`);
 }
+
+/** Digits a figure is printed with, from its name (rates as integers, CPU µs to 0.1). */
+const digitsOf = (key: string): number => (/_rps$/.test(key) ? 0 : /^cpu_us_/.test(key) ? 1 : 3);
+
+/**
+ * Runs a whole measurement `runs` times (BENCH_RUNS overrides), each run with
+ * its own daemons and its own baseline, and prints the median of each figure
+ * over the runs; for each key of `spread`, also its min and max over the runs
+ * (`<key>_min`, `<key>_max`) and each run's value on a comment line. A single
+ * run on a shared machine can land anywhere in a wide band: the median of runs
+ * is the figure, the spread says how far to trust it.
+ */
+export async function overRuns(
+  spread: string[],
+  fn: (run: number) => Promise<Record<string, number>>,
+  runs = Number(process.env.BENCH_RUNS ?? 5),
+): Promise<void> {
+  const all: Array<Record<string, number>> = [];
+  for (let i = 0; i < runs; i++) {
+    const r = await fn(i);
+    all.push(r);
+    process.stdout.write(`# run ${i + 1}/${runs}: ${spread.map((k) => `${k}=${r[k]?.toFixed(3)}`).join(' ')}\n`);
+  }
+  for (const key of Object.keys(all[0])) print(key, median(all.map((r) => r[key])), digitsOf(key));
+  for (const key of spread) {
+    const xs = all.map((r) => r[key]);
+    print(`${key}_min`, Math.min(...xs));
+    print(`${key}_max`, Math.max(...xs));
+  }
+  print('runs', runs, 0);
+}

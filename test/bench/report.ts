@@ -64,6 +64,9 @@ function curve(title: string, xTitle: string, yTitle: string, values: Array<{ se
   };
 }
 
+/** The number of series in `pts` (a plot needs more points than series to draw a line). */
+const latencyKinds = (pts: Array<{ series: string }>): number => new Set(pts.map((p) => p.series)).size;
+
 /** Writes figures.json and the plots into `dir`; returns the names written. */
 export async function writeReport(dir: string): Promise<string[]> {
   fs.mkdirSync(dir, { recursive: true });
@@ -77,19 +80,23 @@ export async function writeReport(dir: string): Promise<string[]> {
   const flat: Record<string, number> = Object.assign({}, ...Object.values(figures));
   const ratios = Object.entries(TARGETS)
     .filter(([k]) => flat[k] !== undefined)
-    .map(([k, target]) => ({ figure: k, value: flat[k], target }));
+    .map(([k, target]) => ({ figure: k, value: flat[k], target, min: flat[`${k}_min`] ?? flat[k], max: flat[`${k}_max`] ?? flat[k] }));
   if (ratios.length) {
     write(
       'ratios.svg',
       await svgOf({
         $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-        title: 'Overhead ratios (hostd / baseline, same run) and their targets',
+        title: 'Overhead ratios (hostd / baseline, same run; median, min-max of runs) and their targets',
         width: 420,
         data: { values: ratios },
         layer: [
           {
             mark: 'bar',
             encoding: { y: { field: 'figure', type: 'nominal', title: null, sort: null }, x: { field: 'value', type: 'quantitative', title: 'ratio' } },
+          },
+          {
+            mark: { type: 'rule', color: 'gray' },
+            encoding: { y: { field: 'figure', type: 'nominal', sort: null }, x: { field: 'min', type: 'quantitative' }, x2: { field: 'max' } },
           },
           {
             mark: { type: 'tick', color: 'black', thickness: 2 },
@@ -101,6 +108,28 @@ export async function writeReport(dir: string): Promise<string[]> {
   }
 
   const scale = figures.scale ?? {};
+  // Curves of other kinds: the scale section's, and the tombstones measured in the sandboxes section.
+  const curves: Record<string, number> = { ...scale, ...(figures.sandboxes ?? {}) };
+  const kinds = {
+    folders: 'folders',
+    lxc: 'LXC containers (running)',
+    vms: 'VMs (stopped linked clones)',
+    apps: 'apps (test engine)',
+    sandbox_tombstones: 'sandbox tombstones',
+  };
+  const per = (what: string) => Object.fromEntries(Object.entries(kinds).map(([k, label]) => [`scale_${k}_${what}`, label]));
+  const lists = points(curves, per('list_ms'), 'n');
+  if (lists.length > latencyKinds(lists))
+    write('scale-kinds-list.svg', await svgOf(curve('List latency (p50) with N of each kind', 'N (log)', 'ms', lists, true)));
+  const gets = points(curves, per('get_ms'), 'n');
+  if (gets.length > latencyKinds(gets))
+    write('scale-kinds-get.svg', await svgOf(curve('Get latency (p50, one resource) with N of each kind', 'N (log)', 'ms', gets, true)));
+  const rssKinds = points(curves, { ...per('rss_mb'), scale_rss_mb: 'folders' }, 'n');
+  if (rssKinds.length > latencyKinds(rssKinds))
+    write('scale-kinds-rss.svg', await svgOf(curve('Daemon memory with N of each kind', 'N (log)', 'MiB', rssKinds, true)));
+  const kindClients = points(curves, { ...per('create_per_s'), scale_folders_create_per_s: 'folders' }, 'c');
+  if (kindClients.length)
+    write('scale-kinds-clients.svg', await svgOf(curve('Create throughput against clients in flight', 'clients', 'creates / s', kindClients, false)));
   const latency = points(scale, { scale_folders_list_ms: 'list folders', scale_folders_get_ms: 'get one folder' }, 'n');
   if (latency.length) write('scale-latency.svg', await svgOf(curve('Latency (p50) with N folders', 'N (log)', 'ms', latency, true)));
   const creates = points(scale, { scale_folders_create_per_s: 'folders, 4 clients' }, 'n');

@@ -6,7 +6,7 @@
  *   npm run bench [-- <section>] [-- --report DIR]
  *
  * `--report DIR` also writes the figures (figures.json) and their plots (SVG)
- * into DIR (test/bench/report.ts).
+ * into DIR (test/bench/report.ts), after each section and at the end.
  */
 import { apiOverhead } from './api.js';
 import { mcpOverhead } from './mcp.js';
@@ -63,6 +63,8 @@ async function main(): Promise<void> {
       failed = true;
       process.stdout.write(`# ${name} failed: ${(err as Error).message}\n`);
     }
+    // After each section too: a run stopped part-way (a full run takes long on a loaded machine) leaves the report of what ran.
+    if (reportDir) await writeReport(reportDir).catch((err) => process.stdout.write(`# report after ${name} failed: ${(err as Error).message}\n`));
   }
   await stopAll();
   if (reportDir) {

@@ -22,8 +22,9 @@ import { GuestAgent } from '../../daemon/vms/qemu/agent.js';
 import { guestExec } from '../../daemon/vms/qemu/exec.js';
 import { FILE_CHUNK_BYTES, GuestFiles, SCRIPT_TIMEOUT_MS } from '../../daemon/vms/qemu/files.js';
 import { killGuests, missingRuntime, type VmsEnv } from '../helpers/vms-fixture.js';
-import { call, importImages, startSandboxDaemon, startWarm, warmDone } from '../helpers/sandboxes-fixture.js';
+import { call, importImages, startSandboxDaemon, startWarm, untilRunning, warmDone } from '../helpers/sandboxes-fixture.js';
 import { pct, print } from './lib.js';
+import { measureCurve, stepsUpTo } from './scale-curve.js';
 
 async function cycle(e: VmsEnv, token: string, exec: boolean): Promise<number> {
   const t0 = performance.now();
@@ -31,8 +32,7 @@ async function cycle(e: VmsEnv, token: string, exec: boolean): Promise<number> {
   if (c.status !== 201) throw new Error(`create: ${c.status} ${c.text}`);
   const id = c.body.sandbox.id;
   try {
-    const w = await call(e, token, 'POST', `/sandboxes/${id}/wait`, { timeout_seconds: 900 });
-    if (!w.body?.running) throw new Error(`sandbox ${id} did not run: ${w.text}`);
+    await untilRunning(e, token, id, 1800);
     const ms = performance.now() - t0;
     if (exec) {
       const x = await call(e, token, 'POST', `/sandboxes/${id}/exec`, { command: 'true' });
@@ -55,10 +55,8 @@ async function ok(e: VmsEnv, token: string, method: string, p: string, body?: un
 }
 
 async function untilAllRunning(e: VmsEnv, token: string, ids: string[]): Promise<void> {
-  for (const id of ids) {
-    const w = await ok(e, token, 'POST', `/sandboxes/${id}/wait`, { timeout_seconds: 900 });
-    if (!w.running) throw new Error(`sandbox ${id} did not run: ${w.reason}`);
-  }
+  // In calls of at most a minute each (untilRunning): one request held for a whole boot meets the client's header timeout on a loaded machine.
+  for (const id of ids) await untilRunning(e, token, id, 1800);
 }
 
 /** Exec and file figures through the API against the same through the agent directly (hostd down meanwhile). */
@@ -135,6 +133,48 @@ async function agentFigures(env: VmsEnv, token: string, restart: (e: VmsEnv) => 
   return { e, id };
 }
 
+/**
+ * The tombstone curve (figures of the scale kind, in this section because it
+ * needs this section's warm state): a token of its own makes N sandboxes,
+ * each created, run and destroyed (a tombstone), N = 1, 10 by default
+ * (BENCH_SCALE_TOMBSTONES_MAX: each is a warm resume under TCG, seconds each,
+ * so 100 would take minutes of the bench's budget); GET /sandboxes with
+ * include_destroyed and GET /sandboxes/{id} of the first tombstone. The
+ * daemon also holds the tombstones of this section's earlier cycles, made by
+ * another token: scale_sandbox_tombstones_other says how many.
+ */
+async function tombstoneCurve(e: VmsEnv, sectionToken: string): Promise<void> {
+  const token = await e.d.token('bench-tombstones', ['sandbox.read', 'sandbox.manage']);
+  let first = '';
+  const other = await call(e, sectionToken, 'GET', '/sandboxes?include_destroyed=true');
+  const get = async (p: string) => {
+    const r = await call(e, token, 'GET', p);
+    if (r.status !== 200) throw new Error(`GET ${p}: ${r.status} ${r.text}`);
+  };
+  await measureCurve(
+    {
+      kind: 'sandbox_tombstones',
+      pid: e.d.proc.pid,
+      grow: async (from, to) => {
+        for (let i = from; i < to; i++) {
+          const c = await ok(e, token, 'POST', '/sandboxes', { image_id: 'bench' });
+          const id = c.sandbox.id as string;
+          first ||= id;
+          try {
+            await untilAllRunning(e, token, [id]);
+          } finally {
+            await ok(e, token, 'DELETE', `/sandboxes/${id}`);
+          }
+        }
+      },
+      list: () => get('/sandboxes?include_destroyed=true'),
+      get: () => get(`/sandboxes/${first}`),
+    },
+    stepsUpTo(Number(process.env.BENCH_SCALE_TOMBSTONES_MAX ?? 10)),
+  );
+  if (other.status === 200) print('scale_sandbox_tombstones_other', (other.body.sandboxes as unknown[]).length, 0);
+}
+
 export async function sandboxesBench(): Promise<void> {
   const why = await missingRuntime();
   if (why) {
@@ -192,6 +232,7 @@ export async function sandboxesBench(): Promise<void> {
     );
     print('sandboxes_per_minute', (done * 60_000) / (performance.now() - t0), 1);
     print('sandboxes_in_flight', inflight, 0);
+    await tombstoneCurve(e2, token);
   } finally {
     if (e) {
       await killGuests(e.root);

@@ -11,19 +11,26 @@
  *                                  (expected rising up to the cores, then flat)
  *
  * and the ratios of each step to N = 1 (`..._ratio_n<N>`). Everything is made
- * in the daemon's own temp data dir and removed with it. Then the cluster
- * curve (2, 4 and 8 daemons: scale-cluster.ts).
+ * in the daemon's own temp data dir and removed with it. Then the curves of
+ * the other kinds (scale-curve.ts), each on a daemon of its own: running LXC
+ * containers (scale-lxc.ts), stopped linked-clone VMs (scale-vms.ts), apps on
+ * the private test engine (scale-apps.ts), and the cluster curve (2, 4 and 8
+ * daemons: scale-cluster.ts). Sandbox tombstones are measured in the
+ * sandboxes section, which has the warm state they need.
  */
 import fs from 'node:fs';
 import http from 'node:http';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { pct, latencies, print, settle } from './lib.js';
 import { clusterCurve } from './scale-cluster.js';
+import { lxcCurve } from './scale-lxc.js';
+import { vmsCurve } from './scale-vms.js';
+import { appsCurve } from './scale-apps.js';
 
 const STEPS = [1, 10, 100, 1000];
 
-/** One keep-alive JSON call through node:http; rejects on an unexpected status. */
-function caller(base: string, token: string): (method: string, path: string, body?: unknown, want?: number) => Promise<any> {
+/** One keep-alive JSON call through node:http; rejects on a status other than `want` (0: any 2xx). */
+export function caller(base: string, token: string): (method: string, path: string, body?: unknown, want?: number) => Promise<any> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   const u = new URL(base);
   return (method, path, body, want = 200) =>
@@ -36,7 +43,8 @@ function caller(base: string, token: string): (method: string, path: string, bod
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {
           const out = Buffer.concat(chunks).toString('utf8');
-          if (res.statusCode !== want) reject(new Error(`${method} ${path}: ${res.statusCode} ${out.slice(0, 200)}`));
+          if (want === 0 ? !res.statusCode || res.statusCode >= 300 : res.statusCode !== want)
+            reject(new Error(`${method} ${path}: ${res.statusCode} ${out.slice(0, 200)}`));
           else resolve(out ? JSON.parse(out) : undefined);
         });
       });
@@ -46,13 +54,13 @@ function caller(base: string, token: string): (method: string, path: string, bod
 }
 
 /** Resident memory of a process in MiB (Linux /proc). */
-function rssMb(pid: number | undefined): number {
+export function rssMb(pid: number | undefined): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
 }
 
 /** Runs `count` calls of `fn`, `clients` at a time; resolves with calls per second. */
-async function throughput(count: number, clients: number, fn: (i: number) => Promise<unknown>): Promise<number> {
+export async function throughput(count: number, clients: number, fn: (i: number) => Promise<unknown>): Promise<number> {
   let next = 0;
   const t = process.hrtime.bigint();
   await Promise.all(
@@ -115,5 +123,20 @@ export async function scaleBench(): Promise<void> {
   } finally {
     await d.stop();
   }
-  await clusterCurve();
+  // Each curve on its own daemon; one that fails does not keep the others from running.
+  const failed: string[] = [];
+  for (const [name, curve] of [
+    ['lxc', lxcCurve],
+    ['vms', vmsCurve],
+    ['apps', appsCurve],
+    ['cluster', clusterCurve],
+  ] as const) {
+    try {
+      await curve();
+    } catch (err) {
+      failed.push(name);
+      process.stdout.write(`# scale ${name} failed: ${(err as Error).message}\n`);
+    }
+  }
+  if (failed.length) throw new Error(`curves failed: ${failed.join(', ')}`);
 }

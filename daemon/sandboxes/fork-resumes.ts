@@ -78,7 +78,8 @@ export class ForkResumes {
       if (s.forkMaxGuests > 0) {
         const guests = await this.guests();
         if (guests >= s.forkMaxGuests) {
-          if (!this.held) this.c.e.log.info({ waiting: this.waiting.length, guests, fork_max_guests: s.forkMaxGuests }, 'sandboxes: fork copies wait for a guest to go');
+          if (!this.held)
+            this.c.e.log.info({ waiting: this.waiting.length, guests, fork_max_guests: s.forkMaxGuests }, 'sandboxes: fork copies wait for a guest to go');
           this.held = true;
           // The VM service's changes wake the queue; this is the safety net when none comes (a driver without them).
           if (this.retry) clearTimeout(this.retry);

@@ -566,9 +566,12 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     for (const id of ids) await running(id);
     expect(most, 'resumes at once').to.equal(1);
     // Each resume began only once the one before it had ended (running): never two at once.
-    const lines = logs
-      .filter((l) => l.msg === 'sandboxes: a fork copy begins to resume' || l.msg === 'sandboxes: warm start')
-      .map((l) => `${l.msg === 'sandboxes: warm start' ? 'runs' : 'begins'} ${l.id}`);
+    // (a copy's `warm start` line follows its record's change to running, so the last one is waited for.)
+    const logged = () =>
+      logs
+        .filter((l) => l.msg === 'sandboxes: a fork copy begins to resume' || l.msg === 'sandboxes: warm start')
+        .map((l) => `${l.msg === 'sandboxes: warm start' ? 'runs' : 'begins'} ${l.id}`);
+    const lines = await eventually(() => (logged().length >= 6 ? logged() : undefined), 10_000, "the copies' resume lines");
     const order = lines.filter((x) => x.startsWith('begins')).map((x) => x.slice('begins '.length));
     expect([...order].sort()).to.deep.equal(ids);
     expect(lines).to.deep.equal(order.flatMap((id) => [`begins ${id}`, `runs ${id}`]));

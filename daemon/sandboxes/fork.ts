@@ -10,9 +10,10 @@
  * go on. The saved state goes when no live sandbox rests on it
  * (context.releaseForkState; recovery at start for a crash in between).
  *
- * Copies resume at most `sandboxes.fork_resume_concurrency` at once across
- * all forks (the parent runs on meanwhile): a later copy waits `booting`
- * until an earlier one's resume has ended, running or failed.
+ * Copies resume through the host's one queue (fork-resumes.ts): at most
+ * `sandboxes.fork_resume_concurrency` at once across all forks, and only
+ * while the host runs fewer sandbox guests than `sandboxes.fork_max_guests`
+ * when that is set; a later copy waits `booting` meanwhile.
  */
 import crypto from 'node:crypto';
 import { badRequest, conflict, unavailable } from '../lib/errors.js';
@@ -20,6 +21,7 @@ import { O } from './driver.js';
 import { friendlyName } from './names.js';
 import { idemHash, type SandboxRecord } from './records.js';
 import type { SandboxAdmission } from './admission.js';
+import { forkResumes } from './fork-resumes.js';
 import { checkLabels, type Ctx, FORK_WS_PREFIX, inSandboxTerms, LIVE, message, now, type SandboxContext, type SandboxView } from './context.js';
 
 export interface ForkArgs {
@@ -32,35 +34,10 @@ export interface ForkArgs {
 const FORK_IDEM = 'fork:';
 
 export class SandboxFork {
-  /** Copies whose resume waits for a slot, in the order their forks answered. */
-  private readonly waiting: string[] = [];
-  private resuming = 0;
-
   constructor(
     private readonly c: SandboxContext,
     private readonly admission: SandboxAdmission,
   ) {}
-
-  /** Queues the copies' resumes; each starts when a slot is free. */
-  private resumeBounded(ids: string[]): void {
-    this.waiting.push(...ids);
-    this.nextResumes();
-  }
-
-  private nextResumes(): void {
-    while (this.resuming < this.c.e.settings.forkResumeConcurrency && this.waiting.length) {
-      const id = this.waiting.shift()!;
-      this.c.startBoot(id);
-      const boot = this.c.boots.get(id);
-      // Not started (the domain is shutting down): it takes no slot.
-      if (!boot) continue;
-      this.resuming++;
-      void boot.done.finally(() => {
-        this.resuming--;
-        this.nextResumes();
-      });
-    }
-  }
 
   private async replay(ctx: Ctx, key: string | undefined): Promise<{ parent_id: string; sandboxes: SandboxView[]; replayed: true; save_ms: null } | null> {
     if (key === undefined) return null;
@@ -149,7 +126,7 @@ export class SandboxFork {
       await this.c.step('fork:saved');
       const ready = admitted.map((r) => ({ ...r, fork: { parent: id, warm_state_id: wsId }, updated_at: now() }));
       await this.c.records.write(ready.map((r) => this.c.records.put(r)));
-      this.resumeBounded(ready.map((r) => r.id));
+      forkResumes(this.c).add(ready.map((r) => r.id));
       ctx.note({
         summary: `Sandbox ${id} '${parent.name}' forked into ${ready.map((r) => `${r.id} '${r.name}'`).join(', ')} (saved in ${saveMs} ms)`,
         target: `sandboxes/${id}`,

@@ -18,6 +18,8 @@ import os from 'node:os';
  *                                     #   events; this is how often it looks again without one (a safety net)
  *     fork_resume_concurrency: N      # fork copies that resume at once, across all forks (the others wait
  *                                     #   `booting`); default half the host's CPU cores, at least 1
+ *     fork_max_guests: 0              # a fork copy begins to resume only while fewer sandbox guests than this
+ *                                     #   run on the host (it waits `booting` for one to go); 0: no such bound
  */
 export interface SandboxSettings {
   defaultCpuCores: number;
@@ -32,6 +34,7 @@ export interface SandboxSettings {
   warmScanMs: number;
   waitPollMs: number;
   forkResumeConcurrency: number;
+  forkMaxGuests: number;
 }
 
 const KEYS = [
@@ -47,6 +50,7 @@ const KEYS = [
   'warm_scan_seconds',
   'wait_poll_seconds',
   'fork_resume_concurrency',
+  'fork_max_guests',
 ];
 
 /**
@@ -81,5 +85,6 @@ export function parseSandboxSettings(raw: unknown): SandboxSettings {
     warmScanMs: int('warm_scan_seconds', 300, 0, 86400) * 1000,
     waitPollMs: int('wait_poll_seconds', 5, 1, 86400) * 1000,
     forkResumeConcurrency: int('fork_resume_concurrency', defaultForkResumeConcurrency(), 1, 16),
+    forkMaxGuests: int('fork_max_guests', 0, 0, 10_000),
   };
 }

@@ -6,6 +6,7 @@ import type { GuestInfo } from '../domain.js';
 import { notFound } from '../lib/errors.js';
 import { noNotes } from '../lib/caller.js';
 import { O, SANDBOX_LABEL, WARM_BUILD_LABEL } from './driver.js';
+import { forkResumes } from './fork-resumes.js';
 import { ID, inSandboxTerms, isForkState, LIVE, now, type SandboxContext, SEED_NS, sleep } from './context.js';
 
 export class SandboxUpkeep {
@@ -135,12 +136,15 @@ export class SandboxUpkeep {
     }
     // A fork's saved state no live sandbox rests on (its forks gone, or hostd stopped between the save and the records).
     for (const w of (await this.c.vms.warmStates(O)).filter(isForkState)) await this.c.releaseForkState(w.id);
-    for (const r of await this.c.records.all()) {
-      if (r.phase === 'booting') {
-        boots++;
-        this.c.startBoot(r.id);
-      }
+    // A fork's copies resume through the fork queue, as they would have without the restart (oldest fork first); other boots begin at once.
+    const booting = (await this.c.records.all()).filter((r) => r.phase === 'booting').sort((a, b) => a.created_at.localeCompare(b.created_at));
+    const copies: string[] = [];
+    for (const r of booting) {
+      boots++;
+      if (r.fork) copies.push(r.id);
+      else this.c.startBoot(r.id);
     }
+    forkResumes(this.c).add(copies);
     return { boots, orphans, lost };
   }
 
@@ -161,6 +165,7 @@ export class SandboxUpkeep {
   async close(): Promise<void> {
     this.c.closed = true;
     this.c.unhearVms();
+    forkResumes(this.c).close();
     const pending = [...this.c.boots.values()];
     for (const b of pending) b.ac.abort();
     await Promise.race([Promise.all(pending.map((b) => b.done)), sleep(10_000)]);

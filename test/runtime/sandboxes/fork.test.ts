@@ -5,19 +5,23 @@
  * hostname, machine-id, SSH host keys and VM generation ID (its kernel
  * reseeded once more than the parent's), sees the parent's files, and then
  * diverges from the other; the saved state is internal (no image lists it)
- * and goes with the last copy. The parent itself resumes the shared daemon's
- * warm state (test/helpers/sandboxes-fixture.ts): a fork is about the
- * parent's saved state, not how the parent started. The parent is destroyed
- * as soon as the fork answered, and the copies resume one at a time
- * (sandboxes.fork_resume_concurrency 1 on the shared daemon), so that at
- * most two guests run at once: the QEMU processes are counted while the fork
- * runs. The after hook destroys the file's sandboxes and revokes its tokens.
+ * and goes with the last copy. The parent boots cold on a daemon of this
+ * file's own: a fork is about the parent's saved state, not how the parent
+ * started, and the daemon bounds the guests a fork may take the host to
+ * (sandboxes.fork_max_guests 2, one copy resuming at a time), which the
+ * shared sandbox daemon does not. So at most two guests run at once whatever
+ * the machine's pace: the first copy resumes beside the running parent, the
+ * second waits `booting` until the parent is gone. The QEMU processes are
+ * counted while the fork runs. The after hook kills every QEMU of the
+ * file's data dir.
  */
 import { expect } from 'chai';
-import { qemuPids, requireVmsRuntime, sampleGuests, type VmsEnv } from '../../helpers/vms-fixture.js';
+import { killGuests, qemuGuests, qemuPids, requireVmsRuntime, sampleGuests, type VmsEnv } from '../../helpers/vms-fixture.js';
 import { eventually } from '../../helpers/daemon.js';
-import { failsAs, leaseSharedSandboxes, okAs, sbxSh, untilRunning, vmDirs, type SandboxLease } from '../../helpers/sandboxes-fixture.js';
+import { failsAs, importImages, okAs, sbxSh, startSandboxDaemon, untilRunning, vmDirs } from '../../helpers/sandboxes-fixture.js';
 
+/** Three live sandboxes a token (the refusal names it), one copy resuming at a time, a fork takes the host to two guests at most. */
+const CONF = ['  max_per_token: 3', '  fork_resume_concurrency: 1', '  fork_max_guests: 2', '  boot_timeout_seconds: 1800'].join('\n');
 const AGENT = ['sandbox.read', 'sandbox.manage'];
 /** The number of times the guest's kernel reseeded on a new VM generation ID. */
 const RESEEDS = 'dmesg | grep -c "crng reseeded due to virtual machine fork" || true';
@@ -25,31 +29,28 @@ const RESEEDS = 'dmesg | grep -c "crng reseeded due to virtual machine fork" || 
 describe('sandboxes runtime: fork (QEMU)', function () {
   this.timeout(30 * 60_000);
   let e: VmsEnv;
-  let lease: SandboxLease | undefined;
   let alice = '';
   let bob = '';
   let parent: any;
   let parentMachineId = '';
   let parentHostKey = '';
   let parentReseeds = 0;
-  /** The warm states of the shared daemon before this file forked. */
-  let sharedStates: any[] = [];
   let forks: any[] = [];
 
   before(async function () {
     await requireVmsRuntime(this, 'sandboxes');
-    lease = await leaseSharedSandboxes({ alice: AGENT, bob: AGENT });
-    ({ e } = lease);
-    ({ alice, bob } = lease.tokens);
+    e = await startSandboxDaemon({ sandboxes: CONF });
+    alice = await e.d.token('alice', AGENT);
+    bob = await e.d.token('bob', AGENT);
+    await importImages(e, 'deb12', false);
     const c = await ok(alice, 'POST', '/sandboxes', { image_id: 'deb12', name: 'fork-parent', labels: { job: '7' } }, 201);
-    parent = await untilRunning(e, alice, c.sandbox.id, 600);
-    // The parent rests on the shared warm state (its dependent now): the only one there is.
-    sharedStates = await warmStates();
-    expect(sharedStates.map((w) => w.id)).to.deep.equal([lease.warmId]);
+    parent = await untilRunning(e, alice, c.sandbox.id, 1800);
+    expect(parent.start).to.include({ method: 'cold' });
+    expect(await warmStates()).to.deep.equal([]);
   });
 
   after(async function () {
-    await lease?.release();
+    if (e) await killGuests(e.root);
   });
 
   const ok = (token: string, method: string, p: string, body?: unknown, status = 200) => okAs(e, token, method, p, body, status);
@@ -76,8 +77,6 @@ describe('sandboxes runtime: fork (QEMU)', function () {
       `an SSH host key in ${id}`,
     );
   const warmStates = async () => (await e.d.admin.request('GET', '/admin/sandboxes/warm-states')).body.warm_states as any[];
-  /** The warm states this file made (the shared daemon's own one left out). */
-  const madeStates = async () => (await warmStates()).filter((w) => !sharedStates.some((x) => x.id === w.id));
 
   it('refuses what it cannot do before anything is made: another token 404, over the cap 409, bad counts 400', async () => {
     const p = `/sandboxes/${parent.id}/fork`;
@@ -94,20 +93,21 @@ describe('sandboxes runtime: fork (QEMU)', function () {
     await fails(alice, 'POST', p, { count: 0 }, 400, "argument 'count' must be >= 1");
     await fails(alice, 'POST', p, { count: 17 }, 400, "argument 'count' must be <= 16");
     expect((await ok(alice, 'GET', '/sandboxes')).sandboxes.map((s: any) => s.id)).to.deep.equal([parent.id]);
-    expect(await warmStates()).to.deep.equal(sharedStates);
+    expect(await warmStates()).to.deep.equal([]);
   });
 
-  it('forks 2: answers at once with both booting, the parent running on; a replay returns the same two; the copies resume one at a time', async () => {
+  it('forks 2: answers at once with both booting, the parent running on; a replay returns the same two; never more than two guests at once', async () => {
     await ok(alice, 'PUT', `/sandboxes/${parent.id}/files`, { path: '/srv/shared.txt', content: Buffer.from('from the parent\n').toString('base64') });
     parentMachineId = (await sbxSh(e, parent.id, 'cat /etc/machine-id')).trim();
-    // A resume makes new SSH host keys, in the background.
-    parentHostKey = await hostKey(parent.id);
+    // A cold boot of the test guest makes no SSH host key of its own; a copy's, made after its resume, differs from any it has.
+    parentHostKey = (await sbxSh(e, parent.id, 'ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub 2>/dev/null | cut -d" " -f2 || true')).trim();
     parentReseeds = Number((await sbxSh(e, parent.id, RESEEDS)).trim());
     expect(qemuPids(e.root), 'the parent alone runs before the fork').to.have.length(1);
     const guests = sampleGuests(e.root);
     let seen;
     let first: any;
     let second: any;
+    let parentDeleteAt = 0;
     try {
       const f = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, labels: { role: 'copy' }, idempotency_key: 'fork-1' }, 201);
       expect(f).to.include({ parent_id: parent.id, replayed: false });
@@ -117,20 +117,38 @@ describe('sandboxes runtime: fork (QEMU)', function () {
       expect(forks[0].name).to.not.equal(forks[1].name);
       for (const s of forks) expect(s).to.deep.include({ owner: 'alice', image_id: 'deb12', labels: { job: '7', role: 'copy' }, resources: parent.resources });
       expect((await ok(alice, 'GET', `/sandboxes/${parent.id}`)).sandbox.state).to.equal('running');
-      // The copies rest on the saved state, not on the parent: it goes now (two guests at most).
-      await ok(alice, 'DELETE', `/sandboxes/${parent.id}`);
+      // The first copy resumes beside the running parent: two guests, the bound. The second waits booting, with
+      // no VM, for as long as both run, however long that is (the daemon holds it, not the machine's pace).
+      first = await untilRunning(e, alice, forks[0].id, 900);
+      await eventually(
+        () => e.d.logs.some((l) => l.msg === 'sandboxes: fork copies wait for a guest to go' && l.fork_max_guests === 2),
+        120_000,
+        'the second copy to wait for a guest to go',
+      );
+      const waiting = (await ok(alice, 'GET', `/sandboxes/${forks[1].id}`)).sandbox;
+      expect(waiting).to.deep.include({ state: 'booting', vmid: null });
+      expect(waiting.start.attempts, 'its resume has not begun').to.equal(0);
+      expect(
+        qemuGuests(e.root)
+          .map((g) => g.vm)
+          .sort(),
+      ).to.deep.equal([`vm-${parent.vmid}`, `vm-${first.vmid}`].sort());
       const again = await ok(alice, 'POST', `/sandboxes/${parent.id}/fork`, { count: 2, idempotency_key: 'fork-1' }, 201);
       expect(again).to.include({ replayed: true, parent_id: parent.id });
       expect(again.sandboxes.map((s: any) => s.id)).to.deep.equal(forks.map((s: any) => s.id));
-      // Both end running; the second copy's QEMU started only once the first one ran (one resume slot).
-      [first, second] = [await untilRunning(e, alice, forks[0].id, 600), await untilRunning(e, alice, forks[1].id, 600)];
+      // The copies rest on the saved state, not on the parent: it goes, and the second copy resumes.
+      parentDeleteAt = Date.now();
+      await ok(alice, 'DELETE', `/sandboxes/${parent.id}`);
+      second = await untilRunning(e, alice, forks[1].id, 900);
     } finally {
       seen = await guests.stop();
     }
     expect(seen.max, `QEMU processes at once (${seen.maxVms.join(', ')})`).to.be.at.most(2);
     const secondSeen = seen.firstSeen.get(`vm-${second.vmid}`);
     expect(secondSeen, `the second copy's QEMU (VM ${second.vmid}) was seen`).to.be.a('number');
+    expect(secondSeen!, "the second copy's QEMU started only once the parent's delete was asked for").to.be.at.least(parentDeleteAt);
     expect(secondSeen!, "the second copy's QEMU started after the first copy ran").to.be.at.least(Date.parse(first.running_at));
+    expect((await ok(alice, 'GET', `/sandboxes/${first.id}`)).sandbox.state).to.equal('running');
   });
 
   it("each copy runs with its own identity and the parent's files, then they diverge", async () => {
@@ -145,7 +163,7 @@ describe('sandboxes runtime: fork (QEMU)', function () {
     const mids = await Promise.all(forks.map(async (s) => (await sbxSh(e, s.id, 'cat /etc/machine-id')).trim()));
     expect(new Set([parentMachineId, ...mids]).size).to.equal(3);
     // SSH host keys are made anew in the background right after the resume.
-    const keys = await Promise.all(forks.map((s) => hostKey(s.id, parentHostKey)));
+    const keys = await Promise.all(forks.map((s) => hostKey(s.id, parentHostKey || undefined)));
     expect(keys[0]).to.not.equal(keys[1]);
 
     await ok(alice, 'PUT', `/sandboxes/${a.id}/files`, { path: '/srv/shared.txt', content: Buffer.from('changed in a\n').toString('base64') });
@@ -155,17 +173,16 @@ describe('sandboxes runtime: fork (QEMU)', function () {
   });
 
   it('keeps the saved state internal while a copy rests on it, and deletes it with the last copy', async () => {
-    const states = await madeStates();
+    const states = await warmStates();
     expect(states.length).to.equal(1);
     expect(states[0].name).to.equal(`sandbox fork of ${parent.id}`);
-    // The image lists the shared daemon's warm state only: never the fork's.
+    // No image lists it: the image has no warm state of its own, and a create would boot cold.
     const img = (await ok(alice, 'GET', '/sandboxes/images')).images.find((i: any) => i.image_id === 'deb12');
-    expect(img).to.deep.include({ default_start: 'warm' });
-    expect(img.warm_states.map((w: any) => w.warm_state_id)).to.deep.equal([lease!.warmId]);
+    expect(img).to.deep.include({ default_start: 'cold', warm_states: [] });
     await ok(alice, 'DELETE', `/sandboxes/${forks[0].id}`);
-    expect((await madeStates()).map((w) => w.id)).to.deep.equal([states[0].id]);
+    expect((await warmStates()).map((w) => w.id)).to.deep.equal([states[0].id]);
     await ok(alice, 'DELETE', `/sandboxes/${forks[1].id}`);
-    expect((await warmStates()).map((w) => w.id)).to.deep.equal([lease!.warmId]);
+    expect(await warmStates()).to.deep.equal([]);
     await eventually(() => qemuPids(e.root).length === 0 && vmDirs(e).length === 0, 60_000, 'no QEMU and no VM directory left');
   });
 });

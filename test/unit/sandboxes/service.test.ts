@@ -39,14 +39,17 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
   const alice = { caller: caller('tok_a', 'alice'), note() {} };
   const bob = { caller: caller('tok_b', 'bob'), note() {} };
 
+  /** The service's log lines since the last open (parsed). */
+  let logs: any[] = [];
   const open = async (settings: Record<string, unknown> = {}) => {
     vms = await fakeVmService(dir, store, tasks, drv, { min_cpu_cores: 1, min_memory_mb: 256, min_disk_gb: 0 });
+    logs = [];
     svc = new SandboxService({
       records: new SandboxRecords(store),
       vms,
       tasks,
       secrets: vms.e.secrets,
-      log: pino({ level: 'silent' }),
+      log: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) }),
       env: {},
       settings: parseSandboxSettings({ default_memory_mb: 512, warm_scan_seconds: 0, ...settings }),
     });
@@ -494,5 +497,84 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     await svc.destroy(copy.id, alice);
     await svc.deleteWarm(base);
     expect(await vms.warmStates({ owner: 'sandbox' })).to.deep.equal([]);
+  });
+
+  it('fork: with fork_max_guests, a copy waits booting (no VM, no attempt) while the host runs that many guests, and resumes once one goes', async () => {
+    await svc.close();
+    await open({ fork_resume_concurrency: 1, fork_max_guests: 2 });
+    const p = await running((await svc.create({ image_id: 'base' }, alice)).sandbox.id);
+    const f = await svc.fork(p.id, { count: 2 }, alice);
+    const [a, b] = f.sandboxes;
+    // The first copy resumes beside the parent (two guests); the second is held until one of them goes.
+    await running(a.id);
+    await eventually(() => logs.some((l) => l.msg === 'sandboxes: fork copies wait for a guest to go' && l.guests === 2), 10_000, 'the second copy held');
+    const held = (await svc.get(b.id, alice)).sandbox;
+    expect([held.state, held.vmid, held.start.attempts]).to.deep.equal(['booting', null, 0]);
+    await svc.destroy(p.id, alice);
+    const copy = await running(b.id);
+    expect(copy.start).to.include({ method: 'warm', warm_state_id: (await svc.get(a.id, alice)).sandbox.start.warm_state_id });
+    expect(logs.filter((l) => l.msg === 'sandboxes: a fork copy begins to resume').map((l) => l.id)).to.deep.equal([a.id, b.id]);
+  });
+
+  it('fork: copies still booting when hostd starts again resume through the same queue, one at a time', async () => {
+    const p = await running((await svc.create({ image_id: 'base' }, alice)).sandbox.id);
+    const saved = await vms.saveWarmState(p.vmid!, `sandbox fork of ${p.id}`, noNotes, { owner: 'sandbox', wait: true });
+    const recs = new SandboxRecords(store);
+    const t = new Date().toISOString();
+    // Killed after the fork recorded its save, before either copy ran.
+    const ids = ['sbx-0000000000a1', 'sbx-0000000000a2', 'sbx-0000000000a3'];
+    for (const [i, id] of ids.entries()) {
+      await recs.boxes.put(id, {
+        id,
+        name: `copy-${i}`,
+        token_id: 'tok_a',
+        token_name: 'alice',
+        image_id: 'base',
+        cpu_cores: 1,
+        memory_mb: 512,
+        disk_gb: 3,
+        labels: {},
+        autostart: false,
+        phase: 'booting',
+        vmid: null,
+        start: { method: 'warm', warm_state_id: saved.warm_state_id, reason: null, ms: null, attempts: 0 },
+        error: null,
+        idempotency: null,
+        created_at: t,
+        running_at: null,
+        updated_at: t,
+        destroyed_at: null,
+        destroyed_by: null,
+        fork: { parent: p.id, warm_state_id: saved.warm_state_id },
+      });
+    }
+    await svc.close();
+    await open({ fork_resume_concurrency: 1 });
+    // How many resumes of the saved state the VM service runs at once.
+    let inFlight = 0;
+    let most = 0;
+    const restore = vms.restoreWarmState;
+    (vms as { restoreWarmState: typeof restore }).restoreWarmState = async (...a: Parameters<typeof restore>) => {
+      most = Math.max(most, ++inFlight);
+      try {
+        return await restore(...a);
+      } finally {
+        inFlight--;
+      }
+    };
+    expect(await svc.recover()).to.include({ boots: 3 });
+    for (const id of ids) await running(id);
+    expect(most, 'resumes at once').to.equal(1);
+    // Each resume began only once the one before it had ended (running): never two at once.
+    // (a copy's `warm start` line follows its record's change to running, so the last one is waited for.)
+    const logged = () =>
+      logs
+        .filter((l) => l.msg === 'sandboxes: a fork copy begins to resume' || l.msg === 'sandboxes: warm start')
+        .map((l) => `${l.msg === 'sandboxes: warm start' ? 'runs' : 'begins'} ${l.id}`);
+    const lines = await eventually(() => (logged().length >= 6 ? logged() : undefined), 10_000, "the copies' resume lines");
+    const order = lines.filter((x) => x.startsWith('begins')).map((x) => x.slice('begins '.length));
+    expect([...order].sort()).to.deep.equal(ids);
+    expect(lines).to.deep.equal(order.flatMap((id) => [`begins ${id}`, `runs ${id}`]));
+    expect(logs.filter((l) => l.msg === 'sandboxes: a fork copy begins to resume').map((l) => l.resuming)).to.deep.equal([1, 1, 1]);
   });
 });

@@ -12,8 +12,8 @@
  *   the host past that many guests; it waits `booting` until one goes
  *   (destroyed, suspended, stopped).
  *
- * A waiting copy holds no VM and no slot. The queue is per sandbox context
- * (one per running domain); a slot frees when a resume ends, running or
+ * A waiting copy holds no VM and no slot. The service makes one queue and
+ * hands it to fork.ts and upkeep.ts; a slot frees when a resume ends, running or
  * failed, and a guest going frees room under `fork_max_guests`.
  */
 import { O, SANDBOX_LABEL } from './driver.js';
@@ -123,14 +123,3 @@ export class ForkResumes {
   }
 }
 
-const queues = new WeakMap<SandboxContext, ForkResumes>();
-
-/** The context's one queue (fork.ts and upkeep.ts share it), made on first use. */
-export function forkResumes(c: SandboxContext): ForkResumes {
-  let q = queues.get(c);
-  if (!q) {
-    q = new ForkResumes(c);
-    queues.set(c, q);
-  }
-  return q;
-}

@@ -21,7 +21,7 @@ import { O } from './driver.js';
 import { friendlyName } from './names.js';
 import { idemHash, type SandboxRecord } from './records.js';
 import type { SandboxAdmission } from './admission.js';
-import { forkResumes } from './fork-resumes.js';
+import type { ForkResumes } from './fork-resumes.js';
 import { checkLabels, type Ctx, FORK_WS_PREFIX, inSandboxTerms, LIVE, message, now, type SandboxContext, type SandboxView } from './context.js';
 
 export interface ForkArgs {
@@ -37,6 +37,7 @@ export class SandboxFork {
   constructor(
     private readonly c: SandboxContext,
     private readonly admission: SandboxAdmission,
+    private readonly resumes: ForkResumes,
   ) {}
 
   private async replay(ctx: Ctx, key: string | undefined): Promise<{ parent_id: string; sandboxes: SandboxView[]; replayed: true; save_ms: null } | null> {
@@ -126,7 +127,7 @@ export class SandboxFork {
       await this.c.step('fork:saved');
       const ready = admitted.map((r) => ({ ...r, fork: { parent: id, warm_state_id: wsId }, updated_at: now() }));
       await this.c.records.write(ready.map((r) => this.c.records.put(r)));
-      forkResumes(this.c).add(ready.map((r) => r.id));
+      this.resumes.add(ready.map((r) => r.id));
       ctx.note({
         summary: `Sandbox ${id} '${parent.name}' forked into ${ready.map((r) => `${r.id} '${r.name}'`).join(', ')} (saved in ${saveMs} ms)`,
         target: `sandboxes/${id}`,

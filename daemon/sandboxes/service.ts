@@ -29,6 +29,7 @@ import { SandboxWarmStates } from './warm-states.js';
 import { SandboxUpkeep } from './upkeep.js';
 import { SandboxGuest } from './guest.js';
 import { SandboxFork } from './fork.js';
+import { ForkResumes } from './fork-resumes.js';
 
 export type { CreateArgs, SandboxEnv, SandboxState, SandboxView } from './context.js';
 
@@ -37,9 +38,11 @@ export class SandboxService extends SandboxContext {
   private readonly reads = new SandboxReads(this);
   private readonly lifecycle = new SandboxLifecycle(this);
   private readonly warm = new SandboxWarmStates(this);
-  private readonly upkeep = new SandboxUpkeep(this);
+  // One queue for fork copies, whether a fork or a restart queues them.
+  private readonly resumes = new ForkResumes(this);
+  private readonly upkeep = new SandboxUpkeep(this, this.resumes);
   private readonly guest = new SandboxGuest(this);
-  private readonly forks = new SandboxFork(this, this.admission);
+  private readonly forks = new SandboxFork(this, this.admission, this.resumes);
 
   // admission.ts
   readonly create = this.admission.create.bind(this.admission);

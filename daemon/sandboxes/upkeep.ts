@@ -6,11 +6,14 @@ import type { GuestInfo } from '../domain.js';
 import { notFound } from '../lib/errors.js';
 import { noNotes } from '../lib/caller.js';
 import { O, SANDBOX_LABEL, WARM_BUILD_LABEL } from './driver.js';
-import { forkResumes } from './fork-resumes.js';
+import type { ForkResumes } from './fork-resumes.js';
 import { ID, inSandboxTerms, isForkState, LIVE, now, type SandboxContext, SEED_NS, sleep } from './context.js';
 
 export class SandboxUpkeep {
-  constructor(private readonly c: SandboxContext) {}
+  constructor(
+    private readonly c: SandboxContext,
+    private readonly resumes: ForkResumes,
+  ) {}
 
   // ------------------------------------------------------------ operator (admin socket)
 
@@ -144,7 +147,7 @@ export class SandboxUpkeep {
       if (r.fork) copies.push(r.id);
       else this.c.startBoot(r.id);
     }
-    forkResumes(this.c).add(copies);
+    this.resumes.add(copies);
     return { boots, orphans, lost };
   }
 
@@ -165,7 +168,7 @@ export class SandboxUpkeep {
   async close(): Promise<void> {
     this.c.closed = true;
     this.c.unhearVms();
-    forkResumes(this.c).close();
+    this.resumes.close();
     const pending = [...this.c.boots.values()];
     for (const b of pending) b.ac.abort();
     await Promise.race([Promise.all(pending.map((b) => b.done)), sleep(10_000)]);

@@ -3,6 +3,9 @@
  * filesystem driver, recovery run as open() runs it), with its operations
  * under short names, for the tests that call them without a daemon.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
 import type { ArgsOf } from '../../api/registry/index.js';
 import type { PoolConfig } from '../../daemon/config.js';
@@ -13,7 +16,7 @@ import { deleteEntry, moveEntries, moveEntry } from '../../daemon/folders/entrie
 import { createFolder, deleteFolder, listFolders, renameFolder } from '../../daemon/folders/folders.js';
 import { LocalFiles } from '../../daemon/folders/fs/index.js';
 import { openFolders } from '../../daemon/folders/index.js';
-import { FolderRecords } from '../../daemon/folders/records.js';
+import { FolderRecords, type Folder } from '../../daemon/folders/records.js';
 import { createSubfolder, createSubfolders } from '../../daemon/folders/subfolders.js';
 import { noNotes, type NoteSink } from '../../daemon/lib/caller.js';
 import type { PauseHook } from '../../daemon/lib/test-pause.js';
@@ -60,3 +63,28 @@ export function foldersApi(c: FoldersContext) {
 }
 
 export type FoldersService = ReturnType<typeof foldersApi>;
+
+export interface TestPool {
+  /** This test's temporary directory (a store may go in it). */
+  dir: string;
+  /** The empty pool directory `pool/` in it. */
+  pool: string;
+  /** A record of folder `name` in the pool (storage id `p`). */
+  rec(id: string, name: string): Folder;
+}
+
+/** Registers, in a suite, a fresh temporary directory with an empty pool in it for each test, removed after the test. */
+export function poolPerTest(prefix: string): TestPool {
+  const at: TestPool = {
+    dir: '',
+    pool: '',
+    rec: (id, name) => ({ folder_id: id, name, storage_id: 'p', path: path.join(at.pool, name), created_at: new Date().toISOString() }),
+  };
+  beforeEach(() => {
+    at.dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    at.pool = path.join(at.dir, 'pool');
+    fs.mkdirSync(at.pool);
+  });
+  afterEach(() => fs.rmSync(at.dir, { recursive: true, force: true }));
+  return at;
+}

@@ -10,7 +10,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { API_PREFIX as API } from '../../../api/catalog.js';
 import { isPauseLine } from '../../../daemon/lib/test-pause.js';
-import { eventually, startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
+import { eventually, startDaemon } from '../../helpers/daemon.js';
+import { crashAt, pausedFolderDaemon, type FolderRound } from '../../helpers/folders-crash.js';
 
 const SCOPES = ['files.read', 'files.manage'];
 
@@ -45,39 +46,19 @@ function leftovers(dir: string): string[] {
 describe('folders: kill -9 in the middle of multi-step operations', function () {
   this.timeout(120_000);
 
-  interface Round {
-    d: TestDaemon;
-    token: string;
-    dataDir: string;
-    folderId: string;
-    dir: string;
-  }
-
   /** A daemon that pauses at `step`, with a folder holding `src/` (a tree of 12 files) and files a, b, c. */
-  async function setUp(step: string): Promise<Round> {
-    const dataDir = tempDir('hostd-folders-crash-');
-    const d = await startDaemon({ dataDir, env: { HOSTD_TEST_PAUSE_AT: step } });
-    const token = await d.token('crash', SCOPES);
-    const mk = await d.request('POST', `${API}/folders`, { token, body: { storage_id: 'default', name: 'crash' } });
-    expect(mk.status).to.equal(201);
-    const dir = mk.body.folder.path;
+  async function setUp(step: string): Promise<FolderRound> {
+    const r = await pausedFolderDaemon(step, 'crash', SCOPES);
+    const dir = r.dir;
     fs.mkdirSync(path.join(dir, 'src', 'inner'), { recursive: true });
     for (let i = 0; i < 8; i++) fs.writeFileSync(path.join(dir, 'src', `f${i}.txt`), `file ${i}`);
     for (let i = 0; i < 4; i++) fs.writeFileSync(path.join(dir, 'src', 'inner', `g${i}.txt`), `inner ${i}`);
     fs.symlinkSync('f0.txt', path.join(dir, 'src', 'link'));
     for (const n of ['a', 'b', 'c']) fs.writeFileSync(path.join(dir, n), n);
-    return { d, token, dataDir, folderId: mk.body.folder.folder_id, dir };
+    return r;
   }
 
-  /** Sends a call that will stop at the step, waits for the stop, kills the daemon and starts it again. */
-  async function crashAt(r: Round, step: string, method: string, url: string, body?: unknown): Promise<Round> {
-    const pending = r.d.request(method, url, { token: r.token, body }).catch(() => undefined);
-    await eventually(() => r.d.logs.some((l) => isPauseLine(l, step)), 20_000, `the daemon to stop at ${step}`);
-    await r.d.kill();
-    await pending;
-    const d = await startDaemon({ dataDir: r.dataDir });
-    return { ...r, d, token: await d.token('after', SCOPES) };
-  }
+  const crash = (r: FolderRound, step: string, method: string, url: string, body?: unknown) => crashAt(r, step, SCOPES, method, url, body);
 
   it('a copy killed half-way leaves no partial tree, and the retry copies it all', async () => {
     let r = await setUp('folders.copy');
@@ -105,7 +86,7 @@ describe('folders: kill -9 in the middle of multi-step operations', function () 
     let r = await setUp('folders.copy.placed');
     const url = `${API}/folders/${r.folderId}/entries/src/copy`;
     const before = tree(path.join(r.dir, 'src'));
-    r = await crashAt(r, 'folders.copy.placed', 'POST', url, { dst_sub_path: 'dst' });
+    r = await crash(r, 'folders.copy.placed', 'POST', url, { dst_sub_path: 'dst' });
     expect(leftovers(r.dir)).to.deep.equal([]);
     expect(tree(path.join(r.dir, 'dst'))).to.deep.equal(before);
     const again = await r.d.request('POST', url, { token: r.token, body: { dst_sub_path: 'dst' } });
@@ -115,7 +96,7 @@ describe('folders: kill -9 in the middle of multi-step operations', function () 
 
   it('a tree delete killed half-way is finished at the start', async () => {
     let r = await setUp('folders.remove');
-    r = await crashAt(r, 'folders.remove', 'DELETE', `${API}/folders/${r.folderId}/entries/src`);
+    r = await crash(r, 'folders.remove', 'DELETE', `${API}/folders/${r.folderId}/entries/src`);
     expect(leftovers(r.dir)).to.deep.equal([]);
     expect(fs.readdirSync(r.dir).sort()).to.deep.equal(['a', 'b', 'c']);
     const again = await r.d.request('DELETE', `${API}/folders/${r.folderId}/entries/src`, { token: r.token });
@@ -132,7 +113,7 @@ describe('folders: kill -9 in the middle of multi-step operations', function () 
       { src_sub_path: 'c', dst_sub_path: 'c2' },
     ];
     const before = tree(r.dir);
-    r = await crashAt(r, 'folders.moves', 'POST', url, { moves });
+    r = await crash(r, 'folders.moves', 'POST', url, { moves });
     expect(tree(r.dir)).to.deep.equal(before);
     const again = await r.d.request('POST', url, { token: r.token, body: { moves } });
     expect(again.status, again.text).to.equal(200);
@@ -145,7 +126,7 @@ describe('folders: kill -9 in the middle of multi-step operations', function () 
     let r = await setUp('folders.mkdirs');
     const url = `${API}/folders/${r.folderId}/subfolders/batch`;
     const before = tree(r.dir);
-    r = await crashAt(r, 'folders.mkdirs', 'POST', url, { names: ['n1', 'n2', 'n3'], sub_path: 'src' });
+    r = await crash(r, 'folders.mkdirs', 'POST', url, { names: ['n1', 'n2', 'n3'], sub_path: 'src' });
     expect(tree(r.dir)).to.deep.equal(before);
     const again = await r.d.request('POST', url, { token: r.token, body: { names: ['n1', 'n2', 'n3'], sub_path: 'src' } });
     expect(again.status, again.text).to.equal(201);

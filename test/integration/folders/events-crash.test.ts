@@ -11,8 +11,8 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import path from 'node:path';
 import { API_PREFIX as API } from '../../../api/catalog.js';
-import { isPauseLine } from '../../../daemon/lib/test-pause.js';
-import { eventually, startDaemon, tempDir, type TestDaemon } from '../../helpers/daemon.js';
+import { startDaemon } from '../../helpers/daemon.js';
+import { crashAt, pausedFolderDaemon, type FolderRound } from '../../helpers/folders-crash.js';
 import { headCursor, readerOf, stateEventsNow, type StateEvent } from '../../helpers/state-events.js';
 
 const SCOPES = ['files.read', 'files.manage'];
@@ -20,37 +20,19 @@ const SCOPES = ['files.read', 'files.manage'];
 describe('folders: events of a change killed before its commit', function () {
   this.timeout(120_000);
 
-  interface Round {
-    d: TestDaemon;
-    token: string;
-    dataDir: string;
-    folderId: string;
-    dir: string;
+  interface Round extends FolderRound {
     cursor: string;
   }
 
   /** A daemon that stops for good at `folders.<step>`, with a folder holding `src/` (two files); the cursor after its making. */
   async function setUp(step: string): Promise<Round> {
-    const dataDir = tempDir('hostd-folders-evcrash-');
-    const d = await startDaemon({ dataDir, env: { HOSTD_TEST_PAUSE_AT: `folders.${step}` } });
-    const token = await d.token('caller', SCOPES);
-    const mk = await d.request('POST', `${API}/folders`, { token, body: { storage_id: 'default', name: 'evcrash' } });
-    expect(mk.status, mk.text).to.equal(201);
-    const dir = mk.body.folder.path as string;
-    fs.mkdirSync(path.join(dir, 'src'));
-    for (const n of ['f1', 'f2']) fs.writeFileSync(path.join(dir, 'src', n), n);
-    return { d, token, dataDir, folderId: mk.body.folder.folder_id, dir, cursor: await headCursor(d, token) };
+    const r = await pausedFolderDaemon(`folders.${step}`, 'evcrash', SCOPES);
+    fs.mkdirSync(path.join(r.dir, 'src'));
+    for (const n of ['f1', 'f2']) fs.writeFileSync(path.join(r.dir, 'src', n), n);
+    return { ...r, cursor: await headCursor(r.d, r.token) };
   }
 
-  /** Sends a call that stops at the step, kills the daemon there and starts it again (no pause). */
-  async function crashAt(r: Round, step: string, method: string, url: string, body?: unknown): Promise<Round> {
-    const pending = r.d.request(method, url, { token: r.token, body }).catch(() => undefined);
-    await eventually(() => r.d.logs.some((l) => isPauseLine(l, `folders.${step}`)), 30_000, `the daemon to stop at ${step}`);
-    await r.d.kill();
-    await pending;
-    const d = await startDaemon({ dataDir: r.dataDir });
-    return { ...r, d, token: await d.token('reader', SCOPES) };
-  }
+  const crash = (r: Round, step: string, method: string, url: string, body?: unknown) => crashAt(r, `folders.${step}`, SCOPES, method, url, body);
 
   const eventsOf = (r: Round): Promise<StateEvent[]> => stateEventsNow(readerOf(r.d, r.token), 'folders', `folders/${r.folderId}`, r.cursor);
 
@@ -63,7 +45,7 @@ describe('folders: events of a change killed before its commit', function () {
 
   it('a copy killed after it was put in place: its `changed` event is written at the restart, once, by the caller', async () => {
     let r = await setUp('copy.placed');
-    r = await crashAt(r, 'copy.placed', 'POST', `${API}/folders/${r.folderId}/entries/src/copy`, { dst_sub_path: 'dst' });
+    r = await crash(r, 'copy.placed', 'POST', `${API}/folders/${r.folderId}/entries/src/copy`, { dst_sub_path: 'dst' });
     expect(fs.readdirSync(path.join(r.dir, 'dst')).sort()).to.deep.equal(['f1', 'f2']);
     const evs = await eventsOf(r);
     expect(evs.map((e) => [e.data.state, e.data.operation, e.data.sub_path, e.data.reason, e.actor])).to.deep.equal([
@@ -76,7 +58,7 @@ describe('folders: events of a change killed before its commit', function () {
 
   it('a copy killed half-way is undone at the restart, and reports nothing', async () => {
     let r = await setUp('copy');
-    r = await crashAt(r, 'copy', 'POST', `${API}/folders/${r.folderId}/entries/src/copy`, { dst_sub_path: 'dst' });
+    r = await crash(r, 'copy', 'POST', `${API}/folders/${r.folderId}/entries/src/copy`, { dst_sub_path: 'dst' });
     expect(fs.existsSync(path.join(r.dir, 'dst'))).to.equal(false);
     expect(await eventsOf(r)).to.deep.equal([]);
     await r.d.stop();
@@ -84,7 +66,7 @@ describe('folders: events of a change killed before its commit', function () {
 
   it('a folder rename killed after its directory was renamed: the record follows and `renamed` is written once', async () => {
     let r = await setUp('rename.renamed');
-    r = await crashAt(r, 'rename.renamed', 'PATCH', `${API}/folders/${r.folderId}`, { new_name: 'evcrash2' });
+    r = await crash(r, 'rename.renamed', 'PATCH', `${API}/folders/${r.folderId}`, { new_name: 'evcrash2' });
     const list = await r.d.request('GET', `${API}/folders`, { token: r.token });
     expect(list.body.folders.find((f: { folder_id: string }) => f.folder_id === r.folderId)).to.include({ name: 'evcrash2' });
     const evs = await eventsOf(r);
@@ -96,7 +78,7 @@ describe('folders: events of a change killed before its commit', function () {
 
   it('a subfolder create killed after the folder was made: kept, and its event written once', async () => {
     let r = await setUp('subfolder.made');
-    r = await crashAt(r, 'subfolder.made', 'POST', `${API}/folders/${r.folderId}/subfolders`, { name: 'made', sub_path: 'src' });
+    r = await crash(r, 'subfolder.made', 'POST', `${API}/folders/${r.folderId}/subfolders`, { name: 'made', sub_path: 'src' });
     expect(fs.statSync(path.join(r.dir, 'src', 'made')).isDirectory()).to.equal(true);
     const evs = await eventsOf(r);
     expect(evs.map((e) => [e.data.state, e.data.operation, e.data.sub_path, e.data.reason, e.actor])).to.deep.equal([

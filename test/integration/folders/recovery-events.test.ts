@@ -7,7 +7,6 @@
  */
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import type { EventsPort } from '../../../daemon/domain.js';
@@ -15,25 +14,11 @@ import { LocalFiles } from '../../../daemon/folders/fs/index.js';
 import { openFolders } from '../../../daemon/folders/index.js';
 import { FolderRecords, type Folder, type FolderReport } from '../../../daemon/folders/records.js';
 import { Store } from '../../../daemon/store/store.js';
+import { poolPerTest } from '../../helpers/folders-service.js';
 
 describe('folders: events of interrupted changes, written by recovery', () => {
-  let dir: string;
-  let pool: string;
-
-  beforeEach(() => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-recovery-ev-'));
-    pool = path.join(dir, 'pool');
-    fs.mkdirSync(pool);
-  });
-  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-  const rec = (id: string, name: string): Folder => ({
-    folder_id: id,
-    name,
-    storage_id: 'p',
-    path: path.join(pool, name),
-    created_at: new Date().toISOString(),
-  });
+  const at = poolPerTest('hostd-recovery-ev-');
+  const rec = at.rec;
   const report = (folderId: string, operation: FolderReport['operation'], change: Partial<FolderReport['change']>): FolderReport => ({
     actor: 'tok-a',
     operation,
@@ -41,7 +26,7 @@ describe('folders: events of interrupted changes, written by recovery', () => {
   });
 
   it('reports each change found made, once, and nothing for one undone, not made, or from before events', async () => {
-    const inF = (...p: string[]) => path.join(pool, 'one', ...p);
+    const inF = (...p: string[]) => path.join(at.pool, 'one', ...p);
     fs.mkdirSync(inF());
     const place = { kind: 'folder', id: 'f_one' };
     // What the disk shows when the daemon died.
@@ -51,11 +36,11 @@ describe('folders: events of interrupted changes, written by recovery', () => {
     fs.writeFileSync(inF('kept'), 'k'); // unlink not made
     fs.mkdirSync(inF('newdir')); // mkdir made
     fs.mkdirSync(inF('.hostd-trash-x')); // remove: renamed aside, not yet removed
-    fs.mkdirSync(path.join(pool, 'two')); // folder create made
+    fs.mkdirSync(path.join(at.pool, 'two')); // folder create made
     fs.writeFileSync(inF('copy-src'), 's'); // copy not placed: the temporary entry is there
     fs.writeFileSync(inF('.hostd-copy-y'), 's');
 
-    const store = await Store.open(path.join(dir, 'db'));
+    const store = await Store.open(path.join(at.dir, 'db'));
     try {
       await store.sub<Folder>('folders').put('f_one', rec('f_one', 'one'));
       const intents = store.sub<unknown>('folder_intents');
@@ -104,7 +89,7 @@ describe('folders: events of interrupted changes, written by recovery', () => {
       await openFolders({
         records: new FolderRecords(store),
         driver: new LocalFiles(),
-        pools: [{ id: 'p', path: pool }],
+        pools: [{ id: 'p', path: at.pool }],
         pause: async () => {},
         log: pino({ level: 'silent' }),
         events,

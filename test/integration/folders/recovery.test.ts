@@ -4,33 +4,17 @@
  */
 import { expect } from 'chai';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { conflict } from '../../../daemon/lib/errors.js';
 import { Store } from '../../../daemon/store/store.js';
-import { openFoldersService, type Folder } from '../../helpers/folders-service.js';
+import { openFoldersService, poolPerTest, type Folder } from '../../helpers/folders-service.js';
 
 describe('folders: recovery of interrupted changes', () => {
-  let dir: string;
-  let pool: string;
-
-  beforeEach(() => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-recovery-'));
-    pool = path.join(dir, 'pool');
-    fs.mkdirSync(pool);
-  });
-  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-  const rec = (id: string, name: string): Folder => ({
-    folder_id: id,
-    name,
-    storage_id: 'p',
-    path: path.join(pool, name),
-    created_at: new Date().toISOString(),
-  });
+  const at = poolPerTest('hostd-recovery-');
+  const rec = at.rec;
 
   async function withStore(fn: (store: Store) => Promise<void>): Promise<void> {
-    const store = await Store.open(path.join(dir, 'db'));
+    const store = await Store.open(path.join(at.dir, 'db'));
     try {
       await fn(store);
     } finally {
@@ -41,7 +25,7 @@ describe('folders: recovery of interrupted changes', () => {
   async function listAfterInit(): Promise<Folder[]> {
     let out: Folder[] = [];
     await withStore(async (store) => {
-      const svc = await openFoldersService(store, [{ id: 'p', path: pool }]);
+      const svc = await openFoldersService(store, [{ id: 'p', path: at.pool }]);
       out = (await svc.list()).folders;
       expect(await store.sub('folder_intents').keys().all()).to.deep.equal([]);
     });
@@ -54,7 +38,7 @@ describe('folders: recovery of interrupted changes', () => {
       await intents.put('f_made', { op: 'create', rec: rec('f_made', 'made') });
       await intents.put('f_never', { op: 'create', rec: rec('f_never', 'never') });
     });
-    fs.mkdirSync(path.join(pool, 'made'));
+    fs.mkdirSync(path.join(at.pool, 'made'));
     const folders = await listAfterInit();
     expect(folders.map((f) => f.name)).to.deep.equal(['made']);
   });
@@ -67,35 +51,35 @@ describe('folders: recovery of interrupted changes', () => {
       await intents.put('f_a', { op: 'rename', from: rec('f_a', 'a'), to: rec('f_a', 'a2') });
       await intents.put('f_b', { op: 'rename', from: rec('f_b', 'b'), to: rec('f_b', 'b2') });
     });
-    fs.mkdirSync(path.join(pool, 'a2'));
-    fs.mkdirSync(path.join(pool, 'b'));
+    fs.mkdirSync(path.join(at.pool, 'a2'));
+    fs.mkdirSync(path.join(at.pool, 'b'));
     const folders = await listAfterInit();
     expect(folders.map((f) => [f.folder_id, f.name, f.path])).to.deep.equal([
-      ['f_a', 'a2', path.join(pool, 'a2')],
-      ['f_b', 'b', path.join(pool, 'b')],
+      ['f_a', 'a2', path.join(at.pool, 'a2')],
+      ['f_b', 'b', path.join(at.pool, 'b')],
     ]);
   });
 
   it('completes a delete whose tree was moved aside and removes the trash', async () => {
-    const trash = path.join(pool, '.hostd-trash-f_d-0000');
+    const trash = path.join(at.pool, '.hostd-trash-f_d-0000');
     await withStore(async (store) => {
       await store.sub<Folder>('folders').put('f_d', rec('f_d', 'd'));
       await store.sub<Folder>('folders').put('f_k', rec('f_k', 'k'));
       const intents = store.sub<unknown>('folder_intents');
       await intents.put('f_d', { op: 'delete', rec: rec('f_d', 'd'), trash });
-      await intents.put('f_k', { op: 'delete', rec: rec('f_k', 'k'), trash: path.join(pool, '.hostd-trash-f_k-0000') });
+      await intents.put('f_k', { op: 'delete', rec: rec('f_k', 'k'), trash: path.join(at.pool, '.hostd-trash-f_k-0000') });
     });
     fs.mkdirSync(path.join(trash, 'sub'), { recursive: true });
-    fs.mkdirSync(path.join(pool, 'k'));
+    fs.mkdirSync(path.join(at.pool, 'k'));
     const folders = await listAfterInit();
     expect(folders.map((f) => f.name)).to.deep.equal(['k']);
     expect(fs.existsSync(trash)).to.equal(false);
-    expect(fs.readdirSync(pool).sort()).to.deep.equal(['k']);
+    expect(fs.readdirSync(at.pool).sort()).to.deep.equal(['k']);
   });
 
   it('refuses folder names in the reserved .hostd- namespace', async () => {
     await withStore(async (store) => {
-      const svc = await openFoldersService(store, [{ id: 'p', path: pool }]);
+      const svc = await openFoldersService(store, [{ id: 'p', path: at.pool }]);
       const err = await svc.create({ storage_id: 'p', name: '.hostd-trash-x' }).then(
         () => null,
         (e) => e,
@@ -106,7 +90,7 @@ describe('folders: recovery of interrupted changes', () => {
   });
   it('finishes entry changes inside a folder: a copy in progress removed, a tree delete completed, moves put back', async () => {
     const f = rec('f_e', 'e');
-    const dir = path.join(pool, 'e');
+    const dir = path.join(at.pool, 'e');
     fs.mkdirSync(path.join(dir, 'sub', '.hostd-copy-1', 'partial'), { recursive: true });
     fs.mkdirSync(path.join(dir, '.hostd-trash-2', 'deep', 'er'), { recursive: true });
     fs.writeFileSync(path.join(dir, '.hostd-trash-2', 'deep', 'er', 'x'), 'x');
@@ -138,7 +122,7 @@ describe('folders: recovery of interrupted changes', () => {
   });
 
   it('keeps an entry change in a location that is not mounted at start, and finishes it on the next call there', async () => {
-    const share = path.join(dir, 'share');
+    const share = path.join(at.dir, 'share');
     fs.mkdirSync(path.join(share, 'docs', '.hostd-copy-9', 'half'), { recursive: true });
     await withStore(async (store) => {
       await store.sub<unknown>('folder_intents').put('e-9', { op: 'copy', place: { kind: 'connection', id: 'loc' }, parent: 'docs', temp: '.hostd-copy-9' });
@@ -149,7 +133,7 @@ describe('folders: recovery of interrupted changes', () => {
       return share;
     };
     await withStore(async (store) => {
-      const svc = await openFoldersService(store, [{ id: 'p', path: pool }], { resolveConnection });
+      const svc = await openFoldersService(store, [{ id: 'p', path: at.pool }], { resolveConnection });
       // Still there, and still journaled (under a new key), for after the mount.
       expect(fs.existsSync(path.join(share, 'docs', '.hostd-copy-9'))).to.equal(true);
       const kept = await store.sub<unknown>('folder_intents').iterator().all();

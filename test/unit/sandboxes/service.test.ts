@@ -21,6 +21,32 @@ import { eventually } from '../../helpers/daemon.js';
 import { rejectsApi } from '../../helpers/expect.js';
 import { FakeDriver, fakeVmService } from '../../helpers/vms-fake-driver.js';
 
+/** A sandbox record as hostd left it `booting` (alice's, image base, 1 core, 512 MiB), for the restart cases; `over` sets the rest. */
+function bootingRecord(id: string, name: string, at: string, over: Record<string, unknown>): any {
+  return {
+    id,
+    name,
+    token_id: 'tok_a',
+    token_name: 'alice',
+    image_id: 'base',
+    cpu_cores: 1,
+    memory_mb: 512,
+    disk_gb: 3,
+    labels: {},
+    autostart: false,
+    phase: 'booting',
+    vmid: null,
+    error: null,
+    idempotency: null,
+    created_at: at,
+    running_at: null,
+    updated_at: at,
+    destroyed_at: null,
+    destroyed_by: null,
+    ...over,
+  };
+}
+
 const caller = (id: string, name = id): Caller => ({
   tokenId: id,
   tokenName: name,
@@ -292,28 +318,10 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     // A booting record whose boot never ran (hostd died right after admitting it).
     const recs = new SandboxRecords(store);
     const t = new Date().toISOString();
-    await recs.boxes.put('sbx-00000000000b', {
-      id: 'sbx-00000000000b',
-      name: 'left-booting',
-      token_id: 'tok_a',
-      token_name: 'alice',
-      image_id: 'base',
-      cpu_cores: 1,
-      memory_mb: 512,
-      disk_gb: 3,
-      labels: {},
-      autostart: false,
-      phase: 'booting',
-      vmid: null,
-      start: { method: null, warm_state_id: null, reason: null, ms: null, attempts: 1 },
-      error: null,
-      idempotency: null,
-      created_at: t,
-      running_at: null,
-      updated_at: t,
-      destroyed_at: null,
-      destroyed_by: null,
-    });
+    await recs.boxes.put(
+      'sbx-00000000000b',
+      bootingRecord('sbx-00000000000b', 'left-booting', t, { start: { method: null, warm_state_id: null, reason: null, ms: null, attempts: 1 } }),
+    );
     // A destroy that died after marking the sandbox.
     const doomed = (await svc.create({ image_id: 'base' }, alice)).sandbox;
     const dvm = (await running(doomed.id)).vmid!;
@@ -444,29 +452,13 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     const recs = new SandboxRecords(store);
     const t = new Date().toISOString();
     // Killed between writing the copies and saving the parent.
-    await recs.boxes.put('sbx-00000000000c', {
-      id: 'sbx-00000000000c',
-      name: 'unsaved-copy',
-      token_id: 'tok_a',
-      token_name: 'alice',
-      image_id: 'base',
-      cpu_cores: 1,
-      memory_mb: 512,
-      disk_gb: 3,
-      labels: {},
-      autostart: false,
-      phase: 'booting',
-      vmid: null,
-      start: { method: 'warm', warm_state_id: null, reason: null, ms: null, attempts: 0 },
-      error: null,
-      idempotency: null,
-      created_at: t,
-      running_at: null,
-      updated_at: t,
-      destroyed_at: null,
-      destroyed_by: null,
-      fork: { parent: p.id, warm_state_id: null },
-    });
+    await recs.boxes.put(
+      'sbx-00000000000c',
+      bootingRecord('sbx-00000000000c', 'unsaved-copy', t, {
+        start: { method: 'warm', warm_state_id: null, reason: null, ms: null, attempts: 0 },
+        fork: { parent: p.id, warm_state_id: null },
+      }),
+    );
     // Killed between saving the parent and recording the save.
     const saved = await vms.saveWarmState(p.vmid!, `sandbox fork of ${p.id}`, noNotes, { owner: 'sandbox', wait: true });
     await svc.close();
@@ -524,29 +516,13 @@ describe('sandboxes service rules (VM service on a fake driver)', () => {
     // Killed after the fork recorded its save, before either copy ran.
     const ids = ['sbx-0000000000a1', 'sbx-0000000000a2', 'sbx-0000000000a3'];
     for (const [i, id] of ids.entries()) {
-      await recs.boxes.put(id, {
+      await recs.boxes.put(
         id,
-        name: `copy-${i}`,
-        token_id: 'tok_a',
-        token_name: 'alice',
-        image_id: 'base',
-        cpu_cores: 1,
-        memory_mb: 512,
-        disk_gb: 3,
-        labels: {},
-        autostart: false,
-        phase: 'booting',
-        vmid: null,
-        start: { method: 'warm', warm_state_id: saved.warm_state_id, reason: null, ms: null, attempts: 0 },
-        error: null,
-        idempotency: null,
-        created_at: t,
-        running_at: null,
-        updated_at: t,
-        destroyed_at: null,
-        destroyed_by: null,
-        fork: { parent: p.id, warm_state_id: saved.warm_state_id },
-      });
+        bootingRecord(id, `copy-${i}`, t, {
+          start: { method: 'warm', warm_state_id: saved.warm_state_id, reason: null, ms: null, attempts: 0 },
+          fork: { parent: p.id, warm_state_id: saved.warm_state_id },
+        }),
+      );
     }
     await svc.close();
     await open({ fork_resume_concurrency: 1 });

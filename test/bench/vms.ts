@@ -17,25 +17,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { run } from '../../daemon/lib/run.js';
 import { tempDir } from '../helpers/daemon.js';
-import { guestImage } from '../helpers/vms-guest.js';
-import { killGuests, missingRuntime, ok, startVmsDaemon, succeeded, untilInGuest, untilReady, type VmsEnv } from '../helpers/vms-fixture.js';
+import { ok, succeeded, untilInGuest, untilReady } from '../helpers/vms-fixture.js';
 import { latencies, median, pct, print } from './lib.js';
+import { withBenchVms } from './vms-daemon.js';
 import { captureResume, resumeByHand, type CapturedResume } from './warm-resume.js';
 
 export async function vmsBench(): Promise<void> {
-  const why = await missingRuntime();
-  if (why) {
-    process.stdout.write(`# vms skipped: ${why}\n`);
-    return;
-  }
-  const image = await guestImage();
-  let e: VmsEnv | null = null;
-  try {
-    e = await startVmsDaemon();
-    const env = e;
-    const imp = await env.d.admin.request('POST', '/admin/vms/images/import', { file: image, image_id: 'bench', default_user: 'debian' });
-    await succeeded(env, imp.body.task.task_id);
-
+  await withBenchVms('vms', async (env) => {
     const base = path.join(env.pools.p1, '.vms/images/bench.qcow2');
     const scratch = tempDir('hostd-vms-bench-');
     let n = 0;
@@ -102,10 +90,5 @@ export async function vmsBench(): Promise<void> {
     print('warm_resume_overhead_ratio', warmMs / median(hand));
     print('warm_vs_cold_ratio', cold / warmMs, 1);
     await ok(env, 'DELETE', `/vms/warm-states/${ws.warm_state_id}`);
-  } finally {
-    if (e) {
-      await killGuests(e.root);
-      await e.d.stop();
-    }
-  }
+  });
 }

@@ -2,16 +2,32 @@
 // which CI reads whatever the test runner; before it, every skipped test by its full title,
 // so that a skip is never only a number. A failure's message is also printed where it happens
 // (the spec reporter keeps them for the end), so that a cut or stopped log still says why.
+// At the end, the slowest files by wall time (hooks included), so that each run says where
+// the suite's time goes.
+const path = require('node:path');
 const Mocha = require('mocha');
 
 const { Spec } = Mocha.reporters;
-const { EVENT_RUN_END, EVENT_TEST_FAIL, EVENT_TEST_PENDING } = Mocha.Runner.constants;
+const { EVENT_RUN_END, EVENT_SUITE_BEGIN, EVENT_SUITE_END, EVENT_TEST_FAIL, EVENT_TEST_PENDING } = Mocha.Runner.constants;
+const SLOWEST = 15;
 
 class SpecWithSummary extends Spec {
   constructor(runner, options) {
     super(runner, options);
     const skipped = [];
     runner.on(EVENT_TEST_PENDING, (test) => skipped.push(test.fullTitle()));
+    // A file's time: from its first top-level suite's start to its last one's end, hooks included.
+    const fileMs = new Map();
+    const began = new Map();
+    runner.on(EVENT_SUITE_BEGIN, (suite) => {
+      if (suite.file && suite.parent && suite.parent.root) began.set(suite, Date.now());
+    });
+    runner.on(EVENT_SUITE_END, (suite) => {
+      const t = began.get(suite);
+      if (t === undefined) return;
+      const f = path.relative(process.cwd(), suite.file);
+      fileMs.set(f, (fileMs.get(f) || 0) + Date.now() - t);
+    });
     runner.on(EVENT_TEST_FAIL, (_test, err) => {
       const first = String((err && err.message) || err)
         .split('\n')[0]
@@ -20,6 +36,8 @@ class SpecWithSummary extends Spec {
     });
     runner.once(EVENT_RUN_END, () => {
       const s = runner.stats;
+      const slow = [...fileMs].sort((a, b) => b[1] - a[1]).slice(0, SLOWEST);
+      for (const [f, ms] of slow) process.stdout.write(`slowest: ${(ms / 1000).toFixed(1).padStart(7)} s  ${f}\n`);
       for (const t of skipped) process.stdout.write(`skipped: ${t}\n`);
       process.stdout.write(`tests: ${s.passes} passed, ${s.failures} failed, ${s.pending} skipped\n`);
     });

@@ -66,14 +66,77 @@ function groups(files) {
 
 const SUMMARY = /^tests: (\d+) passed, (\d+) failed, (\d+) skipped$/;
 
+// CPU accounting per group: each mocha process in a cpuacct cgroup of its own
+// (cgroup v1, as on our machines), so that the CPU of everything the group
+// starts is counted, daemonized QEMU guests included (they stay in the cgroup
+// of whoever started them), whatever else runs on the machine. The reporter
+// prints each file's share; a cgroup that still holds processes when its group
+// has ended names what a test left running. Where the hierarchy is not there or
+// not writable, nothing is counted and nothing else changes.
+const CPUACCT = '/sys/fs/cgroup/cpuacct';
+
+function cpuGroup(name) {
+  const dir = path.join(CPUACCT, `hostd-test-${process.pid}-${name}`);
+  try {
+    if (!fs.existsSync(path.join(CPUACCT, 'cpuacct.usage'))) return undefined;
+    fs.mkdirSync(dir);
+    return dir;
+  } catch {
+    return undefined;
+  }
+}
+
+function cpuSeconds(dir) {
+  try {
+    return Number(fs.readFileSync(path.join(dir, 'cpuacct.usage'), 'utf8')) / 1e9;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The group's CPU, and what it left running; removes its cgroup when it is empty. */
+function closeCpuGroup(dir) {
+  const seconds = cpuSeconds(dir);
+  let left = [];
+  try {
+    left = fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+  } catch {
+    /* gone */
+  }
+  const described = left.map((pid) => {
+    try {
+      return `${pid} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 160)}`;
+    } catch {
+      return pid;
+    }
+  });
+  if (left.length === 0) {
+    try {
+      fs.rmdirSync(dir);
+    } catch {
+      /* a process still on its way out */
+    }
+  }
+  return { seconds, left: described };
+}
+
 function run(group, width) {
   const tag = `[${group.name}]`.padEnd(width + 2);
+  const cg = cpuGroup(group.name);
   const child = spawn(process.execPath, [mocha, ...group.files], {
     cwd: root,
-    env: { ...process.env, HOSTD_TEST_GROUP: group.name },
+    env: { ...process.env, HOSTD_TEST_GROUP: group.name, ...(cg ? { HOSTD_TEST_CPUACCT: cg } : {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const result = { name: group.name, child, summary: undefined, skipped: [], code: null };
+  // Moved at once, before it has started anything of its own.
+  if (cg) {
+    try {
+      fs.writeFileSync(path.join(cg, 'cgroup.procs'), String(child.pid));
+    } catch {
+      /* not counted */
+    }
+  }
+  const result = { name: group.name, child, summary: undefined, skipped: [], code: null, cg };
   for (const stream of [child.stdout, child.stderr]) {
     readline.createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) => {
       const m = SUMMARY.exec(line);
@@ -127,7 +190,12 @@ for (const r of results) {
   }
 }
 const minutes = ((Date.now() - started) / 60_000).toFixed(1);
-for (const r of results) process.stdout.write(`[${r.name}] ${r.summary ? `${r.summary.passed} passed, ${r.summary.failed} failed` : 'no summary'}\n`);
+for (const r of results) {
+  const cpu = r.cg ? closeCpuGroup(r.cg) : undefined;
+  const used = cpu?.seconds !== undefined ? `, ${(cpu.seconds / 60).toFixed(1)} CPU-minutes (every process it started)` : '';
+  process.stdout.write(`[${r.name}] ${r.summary ? `${r.summary.passed} passed, ${r.summary.failed} failed` : 'no summary'}${used}\n`);
+  for (const p of cpu?.left ?? []) process.stdout.write(`[${r.name}] left running after its group ended: ${p}\n`);
+}
 process.stdout.write(`both groups ended after ${minutes} min\n`);
 for (const r of results) for (const s of r.skipped) process.stdout.write(`${s}\n`);
 process.stdout.write(`tests: ${total.passed} passed, ${total.failed + (broken ? 1 : 0)} failed, ${total.skipped} skipped\n`);

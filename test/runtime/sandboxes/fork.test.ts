@@ -61,21 +61,32 @@ describe('sandboxes runtime: fork (QEMU)', function () {
    * (newer than the hostname written at the resume, before the keys are made
    * anew in the background) once it has one (other than `not`).
    */
-  const hostKey = (id: string, not?: string) =>
-    eventually(
-      async () => {
-        const pub = '/etc/ssh/ssh_host_ed25519_key.pub';
-        const r = await e.d.admin.request('POST', '/admin/sandboxes/exec', {
-          id,
-          command: `test ${pub} -nt /etc/hostname && ssh-keygen -lf ${pub} 2>/dev/null`,
-          timeout_seconds: 60,
-        });
-        const fp: string | undefined = r.body.exit_code === 0 ? r.body.stdout.split(' ')[1] : undefined;
-        return fp && fp !== not ? fp : undefined;
-      },
-      300_000,
-      `an SSH host key in ${id}`,
-    );
+  const hostKey = async (id: string, not?: string) => {
+    const pub = '/etc/ssh/ssh_host_ed25519_key.pub';
+    try {
+      return await eventually(
+        async () => {
+          const r = await e.d.admin.request('POST', '/admin/sandboxes/exec', {
+            id,
+            command: `test ${pub} -nt /etc/hostname && ssh-keygen -lf ${pub} 2>/dev/null`,
+            timeout_seconds: 60,
+          });
+          const fp: string | undefined = r.body.exit_code === 0 ? r.body.stdout.split(' ')[1] : undefined;
+          return fp && fp !== not ? fp : undefined;
+        },
+        300_000,
+        `an SSH host key in ${id}`,
+      );
+    } catch (err) {
+      // Say what the guest shows, so that a failure tells why: the files' times, the clock, a keygen still running.
+      const r = await e.d.admin.request('POST', '/admin/sandboxes/exec', {
+        id,
+        command: `date +%s.%N; ls -l --time-style=+%s.%N /etc/hostname /etc/ssh/; ps -eo pid,etime,time,args | grep -e ssh-keygen -e ssh | grep -v grep; uptime`,
+        timeout_seconds: 60,
+      });
+      throw new Error(`${(err as Error).message}; the guest shows: ${JSON.stringify(r.body)}`);
+    }
+  };
   const warmStates = async () => (await e.d.admin.request('GET', '/admin/sandboxes/warm-states')).body.warm_states as any[];
 
   it('refuses what it cannot do before anything is made: another token 404, over the cap 409, bad counts 400', async () => {

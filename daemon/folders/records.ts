@@ -117,13 +117,14 @@ export class FolderRecords {
   /** Ids handed out by `newId` to creates not yet applied, so that two creates in flight never share one. */
   private readonly issued = new Set<string>();
   /**
-   * The answer of folders_list: frozen copies in listing order, replaced (never
-   * changed) on every change. A change copies the array and moves one entry
-   * (binary search), rather than copying, freezing and sorting every record:
-   * creates in a pool of N folders then cost O(N) array moves, not O(N log N)
-   * object copies and garbage.
+   * Frozen copies of the records in listing order. A change moves one entry
+   * (binary search and splice) rather than copying, freezing and sorting
+   * every record: a create in a pool of N folders costs an O(N) move, not
+   * O(N log N) work and N objects of garbage.
    */
-  private listing: readonly Folder[] = Object.freeze([]);
+  private sorted: Folder[] = [];
+  /** The answer of folders_list: a frozen copy of `sorted`, made on the first list after a change and shared until the next. */
+  private listing: readonly Folder[] | null = null;
 
   constructor(readonly store: Store) {
     this.table = store.sub<Folder>('folders');
@@ -147,7 +148,8 @@ export class FolderRecords {
     for (const rec of await allValues(this.table)) this.cache.set(rec.folder_id, rec);
     this.byName.clear();
     for (const rec of this.cache.values()) this.byName.set(nameKey(rec.storage_id, rec.name), rec);
-    this.listing = Object.freeze([...this.cache.values()].map((r) => Object.freeze({ ...r })).sort(byNameThenPool));
+    this.sorted = [...this.cache.values()].map((r) => Object.freeze({ ...r })).sort(byNameThenPool);
+    this.listing = null;
   }
 
   get(id: string): Folder | undefined {
@@ -160,6 +162,7 @@ export class FolderRecords {
 
   /** Every record, sorted by name then pool; frozen, shared between calls. */
   all(): Folder[] {
+    this.listing ??= Object.freeze(this.sorted.slice());
     return this.listing as Folder[];
   }
 
@@ -196,31 +199,34 @@ export class FolderRecords {
   applied(id: string, rec: Folder | null): void {
     this.issued.delete(id);
     const before = this.cache.get(id);
-    let listing = this.listing.slice();
+    const sorted = this.sorted;
     if (before) {
       this.byName.delete(nameKey(before.storage_id, before.name));
-      const at = this.position(listing, before);
-      if (at < listing.length && listing[at].folder_id === id) listing.splice(at, 1);
-      // Not where its name puts it (cannot happen): drop it wherever it is.
-      else listing = listing.filter((r) => r.folder_id !== id);
+      const at = this.position(before);
+      if (at < sorted.length && sorted[at].folder_id === id) sorted.splice(at, 1);
+      else {
+        // Not where its name puts it (cannot happen): drop it wherever it is.
+        const i = sorted.findIndex((r) => r.folder_id === id);
+        if (i >= 0) sorted.splice(i, 1);
+      }
     }
     if (rec) {
       this.cache.set(id, rec);
       this.byName.set(nameKey(rec.storage_id, rec.name), rec);
-      listing.splice(this.position(listing, rec), 0, Object.freeze({ ...rec }));
+      sorted.splice(this.position(rec), 0, Object.freeze({ ...rec }));
     } else {
       this.cache.delete(id);
     }
-    this.listing = Object.freeze(listing);
+    this.listing = null;
   }
 
-  /** The first index of `listing` whose entry does not sort before `rec`. */
-  private position(listing: readonly Folder[], rec: Folder): number {
+  /** The first index of `sorted` whose entry does not sort before `rec`. */
+  private position(rec: Folder): number {
     let lo = 0;
-    let hi = listing.length;
+    let hi = this.sorted.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (byNameThenPool(listing[mid], rec) < 0) lo = mid + 1;
+      if (byNameThenPool(this.sorted[mid], rec) < 0) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -138,6 +138,8 @@ export class ActivityLog {
   private randomAt = 0;
   /** Sealed blocks, oldest first, disjoint ranges. */
   private blocks: Block[] = [];
+  /** The sealed blocks' blooms by word, for the walk of a search (made when first needed, then kept in step; null: to make). */
+  private columns: BloomColumns | null = null;
   /** The block being filled: rows with keys above the last sealed block's. */
   private open: Block = emptyBlock('open');
   private nextBlockId = 1;
@@ -193,6 +195,7 @@ export class ActivityLog {
         this.nextBlockId = Math.max(this.nextBlockId, Number(b.id.slice(1)) + 1);
       }
       this.blocks.sort((x, y) => (x.first < y.first ? -1 : 1));
+      this.columns = null;
       // The open block: the rows after the last sealed one (fewer than a block, unless a crash came at a seal).
       const lastSealed = this.blocks.at(-1)?.last;
       for await (const [key, row] of this.rows.iterator(lastSealed ? { gt: lastSealed } : {})) {
@@ -235,6 +238,7 @@ export class ActivityLog {
     await this.blockSub.clear();
     await this.blockRows.clear();
     this.blocks = [];
+    this.columns = null;
     this.open = emptyBlock(this.newBlockId());
     let ops: Op[] = [];
     for await (const [key, row] of this.rows.iterator()) {
@@ -292,8 +296,7 @@ export class ActivityLog {
       }
     } else {
       // A key inside the sealed blocks' range (the clock went back, or a row with an old timestamp).
-      const block = this.sealedBlockFor(key);
-      addRow(block, key, full);
+      const block = this.addToSealed(key, full);
       write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(block), this.dropRows(block), ...extra], sync));
     }
     await (this.events ? this.events.join(activityEvent(full), write) : write([]));
@@ -317,8 +320,7 @@ export class ActivityLog {
         this.addToOpen(key, full);
         if (this.open.count >= BLOCK_ROWS) ops.push(...this.sealOps(this.seal()));
       } else {
-        const block = this.sealedBlockFor(key);
-        addRow(block, key, full);
+        const block = this.addToSealed(key, full);
         ops.push(this.blockOp(block), this.dropRows(block));
       }
     }
@@ -347,12 +349,17 @@ export class ActivityLog {
   private seal(): Block {
     const sealed = this.open;
     this.blocks.push(sealed);
+    this.columns?.push(sealed.bloom.bits);
     this.open = emptyBlock(this.newBlockId());
     return sealed;
   }
 
   /** The sealed block whose range takes `key` (below the last sealed key). */
   private sealedBlockFor(key: string): Block {
+    return this.blocks[this.sealedIndexFor(key)];
+  }
+
+  private sealedIndexFor(key: string): number {
     let lo = 0;
     let hi = this.blocks.length - 1;
     // The last block whose first key is <= key; keys below every block go to the first one.
@@ -361,7 +368,16 @@ export class ActivityLog {
       if (this.blocks[mid].first <= key) lo = mid;
       else hi = mid - 1;
     }
-    return this.blocks[lo];
+    return lo;
+  }
+
+  /** Adds a row whose key falls in the sealed blocks' range to its block (bloom and its column copy too). */
+  private addToSealed(key: string, row: ActivityRow): Block {
+    const i = this.sealedIndexFor(key);
+    const block = this.blocks[i];
+    addRow(block, key, row);
+    this.columns?.set(i, block.bloom.bits);
+    return block;
   }
 
   private blockOp(b: Block): Op {
@@ -581,32 +597,52 @@ export class ActivityLog {
    * once per query, not once per block.
    */
   private *spans(lo: string | undefined, hi: string | undefined, probes: Int32Array): Generator<Span> {
-    const lastSealed = this.blocks.at(-1);
+    const blocks = this.blocks;
+    const lastSealed = blocks.at(-1);
     if (this.open.count && bloomHas(this.open.bloom.bits, probes)) {
       const gte = maxKey(lo, lastSealed ? after(lastSealed.last) : undefined);
-      if (hi === undefined || gte === undefined || gte < hi) yield { block: this.open, index: this.blocks.length, gte, lt: hi };
+      if (hi === undefined || gte === undefined || gte < hi) yield { block: this.open, index: blocks.length, gte, lt: hi };
     }
-    // The newest sealed block that starts below `hi` (blocks are in key order).
-    let start = this.blocks.length - 1;
+    // The newest sealed block that starts below `hi`, and the oldest that ends at or above `lo` (blocks are in key order).
+    let start = blocks.length - 1;
     if (hi !== undefined) {
       let low = 0;
-      let high = this.blocks.length - 1;
+      let high = blocks.length - 1;
       start = -1;
       while (low <= high) {
         const mid = (low + high) >> 1;
-        if (this.blocks[mid].first < hi) {
+        if (blocks[mid].first < hi) {
           start = mid;
           low = mid + 1;
         } else high = mid - 1;
       }
     }
-    const blocks = this.blocks;
-    for (let i = start; i >= 0; i--) {
+    let end = 0;
+    if (lo !== undefined) {
+      let low = 0;
+      let high = blocks.length;
+      while (low < high) {
+        const mid = (low + high) >> 1;
+        if (blocks[mid].last < lo) low = mid + 1;
+        else high = mid;
+      }
+      end = low;
+    }
+    // The walk reads the blooms' words by column, block after block: no block object is touched
+    // until its bloom says it may hold the needle.
+    const cols = this.bloomColumns();
+    for (let i = start; i >= end; i--) {
+      if (!cols.has(i, probes)) continue;
       const b = blocks[i];
-      if (lo !== undefined && b.last < lo) return; // this block and every older one end before `since`
-      if (!b.count || !bloomHas(b.bloom.bits, probes)) continue;
+      if (!b.count) continue;
       yield { block: b, index: i, gte: maxKey(lo, b.first), lt: minKey(hi, after(b.last)) };
     }
+  }
+
+  /** The sealed blocks' blooms by column, made from the blocks when missing. */
+  private bloomColumns(): BloomColumns {
+    if (!this.columns || this.columns.length !== this.blocks.length) this.columns = BloomColumns.of(this.blocks);
+    return this.columns;
   }
 
   /** The rows of these keys, in this order (a key pruned meanwhile is skipped). */
@@ -667,12 +703,21 @@ export class ActivityLog {
           block.count = Math.max(0, block.count - 1);
           touched.add(block);
         }
+        const emptied = new Set<Block>();
         for (const b of touched) {
           if (b === this.open) continue;
           if (b.count === 0) {
             ops.push({ type: 'del', sub: this.blockSub, key: b.id }, this.dropRows(b));
-            this.blocks = this.blocks.filter((x) => x !== b);
+            emptied.add(b);
           } else ops.push(this.blockOp(b));
+        }
+        if (emptied.size) {
+          // Pruning empties the oldest blocks: the columns drop as many from their front; anything else remakes them.
+          let front = 0;
+          while (front < this.blocks.length && emptied.has(this.blocks[front])) front++;
+          if (front === emptied.size) this.columns?.dropFront(front);
+          else this.columns = null;
+          this.blocks = this.blocks.filter((x) => !emptied.has(x));
         }
         // Not synced: a pruning lost to a power loss is done again.
         await this.store.batch(ops, LAZY);
@@ -863,6 +908,72 @@ function openCandidates(entries: RowEntry[], span: Span, mask: Signature, out: s
     const { key, sig } = entries[i];
     if ((span.gte !== undefined && key < span.gte) || (span.lt !== undefined && key >= span.lt)) continue;
     if (covers(sig, mask)) out.push(key);
+  }
+}
+
+const BLOOM_WORDS = BLOOM_BITS / 32;
+
+/**
+ * The sealed blocks' blooms by word: column w holds word w of every block's
+ * bloom, by block position. A search for a rare word checks a bloom per
+ * block, thousands per query: read across separate bloom objects, each check
+ * cost several cache misses; by column, the blocks' words for one probe are
+ * next to each other. A copy of the blooms (512 bytes per block, 8 bytes per
+ * row), kept in step with the blocks: a sealed block is pushed, a block that
+ * takes a row out of order is written again, pruned blocks leave from the
+ * front, and anything else makes the columns again from the blocks.
+ */
+class BloomColumns {
+  private cols: Uint32Array[];
+  /** Where position 0 is in the columns (pruned blocks leave from the front), and how many positions are used. */
+  private off = 0;
+  private n = 0;
+
+  private constructor(private cap: number) {
+    this.cols = Array.from({ length: BLOOM_WORDS }, () => new Uint32Array(cap));
+  }
+
+  static of(blocks: Block[]): BloomColumns {
+    const c = new BloomColumns(blocks.length + Math.max(1024, blocks.length >> 2));
+    for (const b of blocks) c.push(b.bloom.bits);
+    return c;
+  }
+
+  get length(): number {
+    return this.n;
+  }
+
+  push(bits: Uint32Array): void {
+    if (this.off + this.n >= this.cap) this.grow();
+    this.set(this.n++, bits);
+  }
+
+  set(pos: number, bits: Uint32Array): void {
+    const p = this.off + pos;
+    for (let w = 0; w < BLOOM_WORDS; w++) this.cols[w][p] = bits[w];
+  }
+
+  dropFront(k: number): void {
+    this.off += k;
+    this.n -= k;
+  }
+
+  /** Whether the bloom at `pos` has every probe's bits. */
+  has(pos: number, probes: Int32Array): boolean {
+    const p = this.off + pos;
+    for (let i = 0; i < probes.length; i += 2) if ((this.cols[probes[i]][p] & probes[i + 1]) !== probes[i + 1]) return false;
+    return true;
+  }
+
+  private grow(): void {
+    const cap = this.n + Math.max(1024, this.n >> 2);
+    this.cols = this.cols.map((c) => {
+      const next = new Uint32Array(cap);
+      next.set(c.subarray(this.off, this.off + this.n));
+      return next;
+    });
+    this.off = 0;
+    this.cap = cap;
   }
 }
 

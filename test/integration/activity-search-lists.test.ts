@@ -170,6 +170,46 @@ describe("activity search: blocks read through their rows' lists", function () {
     expect(reads, 'the lists served the search: no index read').to.deep.equal(before);
   });
 
+  it('the blooms walked by a search follow the blocks: a row added to an old block, blocks sealed and pruned between searches', async () => {
+    const dir = tempDir('hostd-activity-lists-');
+    const { store } = await countingStore(dir);
+    stores.push(store);
+    // No pruning until the test lowers the row limit (a pruning in the background would race the checks).
+    const retention = { maxAgeDays: 0, maxRows: 1_000_000, pruneEveryMs: 3_600_000 };
+    const log = new ActivityLog(store, retention);
+    const rows: NewActivity[] = [];
+    for (let i = 0; i < BLOCK_ROWS * 12; i++) rows.push(row(i, i % 97 === 5 ? 'quarantine begun' : 'Create a folder'));
+    await log.recordMany(rows);
+    const all = async () => (await log.query({ search: 'quarantine', limit: 200 })).events.map((e) => e.target);
+    const plain = async () => {
+      const out: string[] = [];
+      let cursor: string | undefined;
+      for (;;) {
+        const page = await log.query({ limit: 200, cursor });
+        out.push(...page.events.filter((e) => e.summary.includes('quarantine')).map((e) => e.target));
+        if (!page.next_cursor) return out;
+        cursor = page.next_cursor;
+      }
+    };
+    expect(await all()).to.deep.equal(await plain());
+    expect(await all()).to.have.length(8);
+    // Into the third block's range (between rows 130 and 131): its bloom takes the word after the first search.
+    await log.record(row(5000, 'quarantine ended', T0 + 130_500));
+    expect(await all()).to.include('folders/f_5000');
+    expect(await all()).to.deep.equal(await plain());
+    // More blocks sealed after the walk began, then the oldest pruned away.
+    const more: NewActivity[] = [];
+    for (let i = BLOCK_ROWS * 12; i < BLOCK_ROWS * 15; i++) more.push(row(i, i % 97 === 5 ? 'quarantine begun' : 'Create a folder'));
+    await log.recordMany(more);
+    expect(await all()).to.deep.equal(await plain());
+    retention.maxRows = BLOCK_ROWS * 10;
+    expect(await log.prune()).to.be.at.least(BLOCK_ROWS * 2);
+    const left = await all();
+    expect(left).to.deep.equal(await plain());
+    expect(left).to.not.include('folders/f_5');
+    expect(left).to.include('folders/f_878');
+  });
+
   it('reads a list still in JSON (a conversion that has not reached it) as it reads a binary one', async () => {
     const dir = tempDir('hostd-activity-lists-');
     const { store, reads } = await countingStore(dir);

@@ -76,9 +76,15 @@ const keyPrefix = (ms: number) => pad(Math.max(0, ms), 15);
 /** Above every key that starts with `key` and below every larger key (keys have one length). */
 const after = (key: string) => key + '~';
 const KEY_RE = /^\d{15}\.\d{6}\.[0-9a-f]{6}$/;
-const INDEX_VERSION = 3;
+const INDEX_VERSION = 4;
 /** Names the layout of the indexes (a cache of a filled log must match it). */
 export const INDEX_FORMAT = `v${INDEX_VERSION}-rows${BLOCK_ROWS}-bloom${BLOOM_BITS}`;
+/**
+ * The format before this one: the same indexes and blocks, with the rows'
+ * lists in JSON. A log in it has only its lists rewritten at start
+ * (`convertLists`), not every index rebuilt.
+ */
+const LISTS_IN_JSON_FORMAT = `v3-rows${BLOCK_ROWS}-bloom${BLOOM_BITS}`;
 const CHUNK = 256;
 
 interface Block {
@@ -97,8 +103,12 @@ interface RowEntry {
   sig: Signature;
 }
 
-/** A sealed block's rows' list as stored, oldest first: keys, and the signatures end to end (base64url). */
-interface StoredRows {
+/**
+ * A sealed block's rows' list in the JSON of index format v3 (keys, and the
+ * signatures end to end in base64url): still read, for a list a conversion
+ * has not reached yet. Lists are written in binary (`encodeRows`).
+ */
+interface JsonRows {
   keys: string[];
   sigs: string;
 }
@@ -112,13 +122,14 @@ interface StoredBlock {
 }
 
 type Ix = AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, string>;
-type Op = { type: 'put'; sub: Sub<any> | Ix; key: string; value: unknown } | { type: 'del'; sub: Sub<any> | Ix; key: string };
+type Op = BatchOp;
 
 export class ActivityLog {
   private readonly rows: Sub<ActivityRow>;
   private readonly ix: Ix;
   private readonly blockSub: Sub<StoredBlock>;
-  private readonly blockRows: Sub<StoredRows>;
+  /** Rows' lists as bytes (`encodeRows`): a search reads many of them, and JSON made it parse every key of every block. */
+  private readonly blockRows: AbstractSublevel<Level<string, unknown>, string | Buffer | Uint8Array, string, Buffer>;
   private readonly meta: Sub<unknown>;
   private lastMs = 0;
   private seq = 0;
@@ -127,6 +138,8 @@ export class ActivityLog {
   private randomAt = 0;
   /** Sealed blocks, oldest first, disjoint ranges. */
   private blocks: Block[] = [];
+  /** The sealed blocks' blooms by word, for the walk of a search (made when first needed, then kept in step; null: to make). */
+  private columns: BloomColumns | null = null;
   /** The block being filled: rows with keys above the last sealed block's. */
   private open: Block = emptyBlock('open');
   private nextBlockId = 1;
@@ -150,7 +163,7 @@ export class ActivityLog {
     this.rows = store.sub<ActivityRow>('activity');
     this.ix = store.db.sublevel<string, string>('activity_ix', { valueEncoding: 'utf8' }) as unknown as Ix;
     this.blockSub = store.sub<StoredBlock>('activity_blocks');
-    this.blockRows = store.sub<StoredRows>('activity_block_rows');
+    this.blockRows = store.db.sublevel<string, Buffer>('activity_block_rows', { valueEncoding: 'buffer' }) as unknown as typeof this.blockRows;
     this.meta = store.sub<unknown>('activity_meta');
     this.ready = this.load();
     // A failed load is reported by the calls that wait for it.
@@ -175,12 +188,14 @@ export class ActivityLog {
 
   private async load(): Promise<void> {
     const format = await this.meta.get('index_format');
-    if (format === INDEX_FORMAT) {
+    if (format === LISTS_IN_JSON_FORMAT) await this.convertLists();
+    if (format === INDEX_FORMAT || format === LISTS_IN_JSON_FORMAT) {
       for (const b of await this.blockSub.values().all()) {
         this.blocks.push({ id: b.id, first: b.first, last: b.last, count: b.count, bloom: Bloom.decode(b.bloom), entries: null });
         this.nextBlockId = Math.max(this.nextBlockId, Number(b.id.slice(1)) + 1);
       }
       this.blocks.sort((x, y) => (x.first < y.first ? -1 : 1));
+      this.columns = null;
       // The open block: the rows after the last sealed one (fewer than a block, unless a crash came at a seal).
       const lastSealed = this.blocks.at(-1)?.last;
       for await (const [key, row] of this.rows.iterator(lastSealed ? { gt: lastSealed } : {})) {
@@ -194,12 +209,36 @@ export class ActivityLog {
     this.schedulePrune(this.retention.pruneEveryMs);
   }
 
+  /**
+   * Rewrites every rows' list of a v3 log in binary, then marks the log v4.
+   * Crash-safe at any point: a list is one record rewritten with the same
+   * rows, a search reads a list in either form, and the mark is written
+   * (synced) only after the last list, so a cut-short conversion runs again.
+   */
+  private async convertLists(): Promise<void> {
+    let ops: Op[] = [];
+    for await (const [id, raw] of this.blockRows.iterator()) {
+      if (raw[0] !== JSON_OPEN) continue;
+      const json = JSON.parse(raw.toString('utf8')) as JsonRows;
+      const sigs = Buffer.from(json.sigs, 'base64url');
+      const entries = json.keys.map((key, i) => ({ key, sig: sigs.length >= (i + 1) * 16 ? readSig(sigs, i * 16) : FULL_SIG }));
+      ops.push({ type: 'put', sub: this.blockRows, key: id, value: encodeRows(entries) });
+      if (ops.length >= CHUNK) {
+        await this.store.batch(ops, LAZY);
+        ops = [];
+      }
+    }
+    ops.push({ type: 'put', sub: this.meta, key: 'index_format', value: INDEX_FORMAT });
+    await this.store.batch(ops, SYNC);
+  }
+
   /** Writes every index entry and block from the rows (a log written before the indexes existed). */
   private async rebuild(): Promise<void> {
     await this.ix.clear();
     await this.blockSub.clear();
     await this.blockRows.clear();
     this.blocks = [];
+    this.columns = null;
     this.open = emptyBlock(this.newBlockId());
     let ops: Op[] = [];
     for await (const [key, row] of this.rows.iterator()) {
@@ -257,8 +296,7 @@ export class ActivityLog {
       }
     } else {
       // A key inside the sealed blocks' range (the clock went back, or a row with an old timestamp).
-      const block = this.sealedBlockFor(key);
-      addRow(block, key, full);
+      const block = this.addToSealed(key, full);
       write = (extra) => this.blockWrites.run(() => this.store.batch([...ops, this.blockOp(block), this.dropRows(block), ...extra], sync));
     }
     await (this.events ? this.events.join(activityEvent(full), write) : write([]));
@@ -282,8 +320,7 @@ export class ActivityLog {
         this.addToOpen(key, full);
         if (this.open.count >= BLOCK_ROWS) ops.push(...this.sealOps(this.seal()));
       } else {
-        const block = this.sealedBlockFor(key);
-        addRow(block, key, full);
+        const block = this.addToSealed(key, full);
         ops.push(this.blockOp(block), this.dropRows(block));
       }
     }
@@ -312,12 +349,17 @@ export class ActivityLog {
   private seal(): Block {
     const sealed = this.open;
     this.blocks.push(sealed);
+    this.columns?.push(sealed.bloom.bits);
     this.open = emptyBlock(this.newBlockId());
     return sealed;
   }
 
   /** The sealed block whose range takes `key` (below the last sealed key). */
   private sealedBlockFor(key: string): Block {
+    return this.blocks[this.sealedIndexFor(key)];
+  }
+
+  private sealedIndexFor(key: string): number {
     let lo = 0;
     let hi = this.blocks.length - 1;
     // The last block whose first key is <= key; keys below every block go to the first one.
@@ -326,7 +368,16 @@ export class ActivityLog {
       if (this.blocks[mid].first <= key) lo = mid;
       else hi = mid - 1;
     }
-    return this.blocks[lo];
+    return lo;
+  }
+
+  /** Adds a row whose key falls in the sealed blocks' range to its block (bloom and its column copy too). */
+  private addToSealed(key: string, row: ActivityRow): Block {
+    const i = this.sealedIndexFor(key);
+    const block = this.blocks[i];
+    addRow(block, key, row);
+    this.columns?.set(i, block.bloom.bits);
+    return block;
   }
 
   private blockOp(b: Block): Op {
@@ -336,7 +387,7 @@ export class ActivityLog {
 
   /** The writes that store a block just sealed: its record and its rows' list (which then leaves memory). */
   private sealOps(b: Block): Op[] {
-    const value = openList(b);
+    const value = encodeRows(b.entries ?? []);
     b.entries = null;
     return [this.blockOp(b), { type: 'put', sub: this.blockRows, key: b.id, value }];
   }
@@ -398,11 +449,16 @@ export class ActivityLog {
    * the needle's are fetched and checked against the real text. A block
    * without a list (it took a row out of order) has its index entries walked
    * instead.
+   *
+   * Batches: 4 blocks first (a common word fills the page from the newest
+   * ones); then as many as the candidates found per block so far say the
+   * page still needs, with a margin, up to 64: a word in one block of 30
+   * takes two reads of lists where doubling batches took four.
    */
   private async searchIn(needle: string, lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
     const prefix = 'a|';
     const mask = needleMask(needle);
-    const grams = needleHashes(needle);
+    const probes = bloomProbes(needleHashes(needle));
     const out: ActivityRow[] = [];
     let stream: EntryStream | undefined;
     let candidates: string[] = [];
@@ -414,42 +470,36 @@ export class ActivityLog {
       return done;
     };
     try {
-      let batch: Array<{ block: Block; index: number; gte?: string; lt?: string }> = [];
-      // Few blocks first (a common word fills the page from the newest ones), more per read as the search goes on.
+      let batch: Span[] = [];
       let batchSize = 4;
+      let blocksRead = 0;
+      let found = 0;
       const runBatch = async (): Promise<boolean> => {
         const sealed = batch.filter((sp) => sp.block !== this.open);
         const lists = sealed.length ? await this.blockRows.getMany(sealed.map((sp) => sp.block.id)) : [];
         const byId = new Map(sealed.map((sp, i) => [sp.block.id, lists[i]]));
         for (const span of batch) {
-          const list = span.block === this.open ? openList(this.open) : byId.get(span.block.id);
-          if (!list) {
-            stream ??= new EntryStream(this.ix.iterator({ ...indexRange(prefix, lo, undefined), reverse: true }));
-            await this.walkIndex(stream, prefix, span, mask, candidates);
-          } else {
-            const sigs = Buffer.from(list.sigs, 'base64url');
-            for (let i = list.keys.length - 1; i >= 0; i--) {
-              const key = list.keys[i];
-              if ((span.gte !== undefined && key < span.gte) || (span.lt !== undefined && key >= span.lt)) continue;
-              if (sigs.length < (i + 1) * 16) continue;
-              const o = i * 16;
-              if (
-                (mask[0] & ~sigs.readUInt32LE(o)) !== 0 ||
-                (mask[1] & ~sigs.readUInt32LE(o + 4)) !== 0 ||
-                (mask[2] & ~sigs.readUInt32LE(o + 8)) !== 0 ||
-                (mask[3] & ~sigs.readUInt32LE(o + 12)) !== 0
-              )
-                continue;
-              candidates.push(key);
+          const before = candidates.length;
+          if (span.block === this.open) openCandidates(this.open.entries ?? [], span, mask, candidates);
+          else {
+            const list = rowsView(byId.get(span.block.id));
+            if (list) list.candidates(span, mask, candidates);
+            else {
+              stream ??= new EntryStream(this.ix.iterator({ ...indexRange(prefix, lo, undefined), reverse: true }));
+              await this.walkIndex(stream, prefix, span, mask, candidates);
             }
           }
+          found += candidates.length - before;
+          blocksRead++;
           if (await enough(false)) return true;
         }
         batch = [];
-        batchSize = Math.min(64, batchSize * 2);
+        // What the page still needs at the rate seen so far, a quarter more; 64 when nothing was seen yet.
+        const missing = n - out.length - candidates.length;
+        batchSize = found ? Math.min(64, Math.max(4, Math.ceil(((missing * blocksRead) / found) * 1.25))) : 64;
         return false;
       };
-      for (const span of this.spans(lo, hi, (block) => block.bloom.mayContain(grams))) {
+      for (const span of this.spans(lo, hi, probes)) {
         batch.push(span);
         if (batch.length >= batchSize && (await runBatch())) return out;
       }
@@ -471,7 +521,7 @@ export class ActivityLog {
    */
   private async searchIndexIn(prefix: string, needle: string, lo: string | undefined, hi: string | undefined, n: number): Promise<ActivityRow[]> {
     const mask = needleMask(needle);
-    const grams = needleHashes(needle);
+    const probes = bloomProbes(needleHashes(needle));
     const out: ActivityRow[] = [];
     // The iterator's range must hold every seek target (a target outside it ends the iterator): its
     // upper end is the index's, and `until`/the cursor are applied entry by entry.
@@ -479,7 +529,7 @@ export class ActivityLog {
     try {
       let candidates: string[] = [];
       let scanned = -2; // position of the last block read: the stream stands right below it
-      for (const span of this.spans(lo, hi, (block) => block.bloom.mayContain(grams))) {
+      for (const span of this.spans(lo, hi, probes)) {
         const ceiling = prefix + (span.lt ?? TOP);
         const floor = prefix + (span.gte ?? '');
         // Blocks were skipped since the last one read: jump over them.
@@ -514,13 +564,7 @@ export class ActivityLog {
   }
 
   /** The entries of one block's part of an index whose signature covers `mask`, newest first, into `candidates`. */
-  private async walkIndex(
-    stream: EntryStream,
-    prefix: string,
-    span: { block: Block; gte?: string; lt?: string },
-    mask: Signature,
-    candidates: string[],
-  ): Promise<void> {
+  private async walkIndex(stream: EntryStream, prefix: string, span: Span, mask: Signature, candidates: string[]): Promise<void> {
     const ceiling = prefix + (span.lt ?? TOP);
     const floor = prefix + (span.gte ?? '');
     stream.seek(ceiling, span.block.count + 1);
@@ -545,41 +589,60 @@ export class ActivityLog {
   }
 
   /**
-   * The blocks that meet [lo, hi) and pass `wanted`, newest first, each with
-   * the part of its key range inside [lo, hi) (`gte` inclusive, `lt`
-   * exclusive, undefined: unbounded) and its position counted from the newest
-   * block (consecutive positions: adjacent blocks).
+   * The blocks that meet [lo, hi) and whose bloom has every bit of `probes`,
+   * newest first, each with the part of its key range inside [lo, hi) (`gte`
+   * inclusive, `lt` exclusive, undefined: unbounded) and its position counted
+   * from the newest block (consecutive positions: adjacent blocks). A rare
+   * word walks every block's bloom: the probes' words and bits are worked out
+   * once per query, not once per block.
    */
-  private *spans(
-    lo: string | undefined,
-    hi: string | undefined,
-    wanted: (b: Block) => boolean,
-  ): Generator<{ block: Block; index: number; gte?: string; lt?: string }> {
-    const lastSealed = this.blocks.at(-1);
-    if (this.open.count && wanted(this.open)) {
+  private *spans(lo: string | undefined, hi: string | undefined, probes: Int32Array): Generator<Span> {
+    const blocks = this.blocks;
+    const lastSealed = blocks.at(-1);
+    if (this.open.count && bloomHas(this.open.bloom.bits, probes)) {
       const gte = maxKey(lo, lastSealed ? after(lastSealed.last) : undefined);
-      if (hi === undefined || gte === undefined || gte < hi) yield { block: this.open, index: this.blocks.length, gte, lt: hi };
+      if (hi === undefined || gte === undefined || gte < hi) yield { block: this.open, index: blocks.length, gte, lt: hi };
     }
-    // The newest sealed block that starts below `hi` (blocks are in key order).
-    let start = this.blocks.length - 1;
+    // The newest sealed block that starts below `hi`, and the oldest that ends at or above `lo` (blocks are in key order).
+    let start = blocks.length - 1;
     if (hi !== undefined) {
       let low = 0;
-      let high = this.blocks.length - 1;
+      let high = blocks.length - 1;
       start = -1;
       while (low <= high) {
         const mid = (low + high) >> 1;
-        if (this.blocks[mid].first < hi) {
+        if (blocks[mid].first < hi) {
           start = mid;
           low = mid + 1;
         } else high = mid - 1;
       }
     }
-    for (let i = start; i >= 0; i--) {
-      const b = this.blocks[i];
-      if (lo !== undefined && b.last < lo) return; // this block and every older one end before `since`
-      if (!b.count || !wanted(b)) continue;
+    let end = 0;
+    if (lo !== undefined) {
+      let low = 0;
+      let high = blocks.length;
+      while (low < high) {
+        const mid = (low + high) >> 1;
+        if (blocks[mid].last < lo) low = mid + 1;
+        else high = mid;
+      }
+      end = low;
+    }
+    // The walk reads the blooms' words by column, block after block: no block object is touched
+    // until its bloom says it may hold the needle.
+    const cols = this.bloomColumns();
+    for (let i = start; i >= end; i--) {
+      if (!cols.has(i, probes)) continue;
+      const b = blocks[i];
+      if (!b.count) continue;
       yield { block: b, index: i, gte: maxKey(lo, b.first), lt: minKey(hi, after(b.last)) };
     }
+  }
+
+  /** The sealed blocks' blooms by column, made from the blocks when missing. */
+  private bloomColumns(): BloomColumns {
+    if (!this.columns || this.columns.length !== this.blocks.length) this.columns = BloomColumns.of(this.blocks);
+    return this.columns;
   }
 
   /** The rows of these keys, in this order (a key pruned meanwhile is skipped). */
@@ -640,12 +703,21 @@ export class ActivityLog {
           block.count = Math.max(0, block.count - 1);
           touched.add(block);
         }
+        const emptied = new Set<Block>();
         for (const b of touched) {
           if (b === this.open) continue;
           if (b.count === 0) {
             ops.push({ type: 'del', sub: this.blockSub, key: b.id }, this.dropRows(b));
-            this.blocks = this.blocks.filter((x) => x !== b);
+            emptied.add(b);
           } else ops.push(this.blockOp(b));
+        }
+        if (emptied.size) {
+          // Pruning empties the oldest blocks: the columns drop as many from their front; anything else remakes them.
+          let front = 0;
+          while (front < this.blocks.length && emptied.has(this.blocks[front])) front++;
+          if (front === emptied.size) this.columns?.dropFront(front);
+          else this.columns = null;
+          this.blocks = this.blocks.filter((x) => !emptied.has(x));
         }
         // Not synced: a pruning lost to a power loss is done again.
         await this.store.batch(ops, LAZY);
@@ -718,14 +790,213 @@ class EntryStream {
   }
 }
 
-/** The open block's rows in the stored list's form. */
-function openList(b: Block): StoredRows {
-  const entries = b.entries ?? [];
-  const sigs = Buffer.alloc(entries.length * 16);
-  entries.forEach((e, i) => {
-    for (let w = 0; w < 4; w++) sigs.writeUInt32LE(e.sig[w], i * 16 + w * 4);
-  });
-  return { keys: entries.map((e) => e.key), sigs: sigs.toString('base64url') };
+/** A block's part of a searched range: `gte` inclusive, `lt` exclusive (undefined: unbounded); `index` its position from the oldest block. */
+interface Span {
+  block: Block;
+  index: number;
+  gte?: string;
+  lt?: string;
+}
+
+/** Whether a span cuts into its block (keys must be compared), rather than holding it whole. */
+function cuts(span: Span): boolean {
+  return (span.gte !== undefined && span.gte > span.block.first) || (span.lt !== undefined && span.lt <= span.block.last);
+}
+
+/** Whether every bit of the signature at `at` in `b` is set where `mask` has one. */
+function sigCovers(b: Buffer, at: number, mask: Signature): boolean {
+  return (
+    (mask[0] & ~b.readUInt32LE(at)) === 0 &&
+    (mask[1] & ~b.readUInt32LE(at + 4)) === 0 &&
+    (mask[2] & ~b.readUInt32LE(at + 8)) === 0 &&
+    (mask[3] & ~b.readUInt32LE(at + 12)) === 0
+  );
+}
+
+function readSig(b: Buffer, at: number): Signature {
+  return new Uint32Array([b.readUInt32LE(at), b.readUInt32LE(at + 4), b.readUInt32LE(at + 8), b.readUInt32LE(at + 12)]);
+}
+
+/** A signature that covers every needle (a row whose signature was lost: always a candidate). */
+const FULL_SIG: Signature = new Uint32Array([~0, ~0, ~0, ~0]);
+const JSON_OPEN = 0x7b; // '{': a list in the JSON of format v3
+const ROWS_TAG = 1;
+
+/**
+ * A sealed block's rows' list as stored, oldest first: a tag byte (1), the
+ * row count (uint16 LE), the keys' common length in bytes (0: each key
+ * prefixed by its own length byte), the keys (ASCII), then each row's
+ * 128-bit signature (4 uint32 LE). A search checks signatures in place and
+ * makes a key string only for a candidate (or for a block the searched range
+ * cuts into); JSON made it parse every key of every block it read.
+ */
+function encodeRows(entries: RowEntry[]): Buffer {
+  const n = entries.length;
+  const first = entries[0]?.key.length ?? 0;
+  const fixed = first > 0 && first < 256 && entries.every((e) => e.key.length === first) ? first : 0;
+  const keyBytes = fixed ? n * fixed : entries.reduce((sum, e) => sum + 1 + e.key.length, 0);
+  const buf = Buffer.alloc(4 + keyBytes + n * 16);
+  buf[0] = ROWS_TAG;
+  buf.writeUInt16LE(n, 1);
+  buf[3] = fixed;
+  let at = 4;
+  for (const e of entries) {
+    if (!fixed) buf[at++] = e.key.length;
+    at += buf.write(e.key, at, 'latin1');
+  }
+  for (const e of entries) for (let w = 0; w < 4; w++, at += 4) buf.writeUInt32LE(e.sig[w], at);
+  return buf;
+}
+
+/** Reads a stored rows' list (binary, or the JSON of format v3). */
+class RowsView {
+  private constructor(
+    private readonly n: number,
+    /** Where each key starts and ends (binary), or the keys themselves (JSON). */
+    private readonly keyAt: (i: number) => string,
+    private readonly sigs: Buffer,
+    private readonly sigBase: number,
+  ) {}
+
+  static of(raw: Buffer): RowsView | undefined {
+    if (raw[0] === JSON_OPEN) {
+      const json = JSON.parse(raw.toString('utf8')) as JsonRows;
+      const sigs = Buffer.from(json.sigs, 'base64url');
+      // A list whose signatures are cut short is not used: the block's index entries are walked instead.
+      if (sigs.length < json.keys.length * 16) return undefined;
+      return new RowsView(json.keys.length, (i) => json.keys[i], sigs, 0);
+    }
+    if (raw[0] !== ROWS_TAG || raw.length < 4) return undefined;
+    const n = raw.readUInt16LE(1);
+    const fixed = raw[3];
+    if (fixed) {
+      const base = 4 + n * fixed;
+      if (raw.length < base + n * 16) return undefined;
+      return new RowsView(n, (i) => raw.toString('latin1', 4 + i * fixed, 4 + (i + 1) * fixed), raw, base);
+    }
+    const starts = new Int32Array(n + 1);
+    let at = 4;
+    for (let i = 0; i < n; i++) {
+      if (at >= raw.length) return undefined;
+      starts[i] = at + 1;
+      at += 1 + raw[at];
+    }
+    starts[n] = at + 1;
+    if (raw.length < at + n * 16) return undefined;
+    return new RowsView(n, (i) => raw.toString('latin1', starts[i], starts[i] + raw[starts[i] - 1]), raw, at);
+  }
+
+  /** The keys of the rows in `span` whose signature covers `mask`, newest first, into `out`. */
+  candidates(span: Span, mask: Signature, out: string[]): void {
+    const bounded = cuts(span);
+    for (let i = this.n - 1; i >= 0; i--) {
+      if (!sigCovers(this.sigs, this.sigBase + i * 16, mask)) continue;
+      const key = this.keyAt(i);
+      if (bounded && ((span.gte !== undefined && key < span.gte) || (span.lt !== undefined && key >= span.lt))) continue;
+      out.push(key);
+    }
+  }
+}
+
+function rowsView(raw: Buffer | undefined): RowsView | undefined {
+  return raw ? RowsView.of(raw) : undefined;
+}
+
+/** The open block's rows (in memory, in key order) in `span` whose signature covers `mask`, newest first, into `out`. */
+function openCandidates(entries: RowEntry[], span: Span, mask: Signature, out: string[]): void {
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const { key, sig } = entries[i];
+    if ((span.gte !== undefined && key < span.gte) || (span.lt !== undefined && key >= span.lt)) continue;
+    if (covers(sig, mask)) out.push(key);
+  }
+}
+
+const BLOOM_WORDS = BLOOM_BITS / 32;
+
+/**
+ * The sealed blocks' blooms by word: column w holds word w of every block's
+ * bloom, by block position. A search for a rare word checks a bloom per
+ * block, thousands per query: read across separate bloom objects, each check
+ * cost several cache misses; by column, the blocks' words for one probe are
+ * next to each other. A copy of the blooms (512 bytes per block, 8 bytes per
+ * row), kept in step with the blocks: a sealed block is pushed, a block that
+ * takes a row out of order is written again, pruned blocks leave from the
+ * front, and anything else makes the columns again from the blocks.
+ */
+class BloomColumns {
+  private cols: Uint32Array[];
+  /** Where position 0 is in the columns (pruned blocks leave from the front), and how many positions are used. */
+  private off = 0;
+  private n = 0;
+
+  private constructor(private cap: number) {
+    this.cols = Array.from({ length: BLOOM_WORDS }, () => new Uint32Array(cap));
+  }
+
+  static of(blocks: Block[]): BloomColumns {
+    const c = new BloomColumns(blocks.length + Math.max(1024, blocks.length >> 2));
+    for (const b of blocks) c.push(b.bloom.bits);
+    return c;
+  }
+
+  get length(): number {
+    return this.n;
+  }
+
+  push(bits: Uint32Array): void {
+    if (this.off + this.n >= this.cap) this.grow();
+    this.set(this.n++, bits);
+  }
+
+  set(pos: number, bits: Uint32Array): void {
+    const p = this.off + pos;
+    for (let w = 0; w < BLOOM_WORDS; w++) this.cols[w][p] = bits[w];
+  }
+
+  dropFront(k: number): void {
+    this.off += k;
+    this.n -= k;
+  }
+
+  /** Whether the bloom at `pos` has every probe's bits. */
+  has(pos: number, probes: Int32Array): boolean {
+    const p = this.off + pos;
+    for (let i = 0; i < probes.length; i += 2) if ((this.cols[probes[i]][p] & probes[i + 1]) !== probes[i + 1]) return false;
+    return true;
+  }
+
+  private grow(): void {
+    const cap = this.n + Math.max(1024, this.n >> 2);
+    this.cols = this.cols.map((c) => {
+      const next = new Uint32Array(cap);
+      next.set(c.subarray(this.off, this.off + this.n));
+      return next;
+    });
+    this.off = 0;
+    this.cap = cap;
+  }
+}
+
+/** A needle's gram hashes as bloom probes: pairs of (word index, bit mask), each once. */
+function bloomProbes(hashes: number[]): Int32Array {
+  const seen = new Map<number, number>();
+  for (const h of hashes) {
+    const w = (h >>> 5) & (BLOOM_BITS / 32 - 1);
+    seen.set(w, (seen.get(w) ?? 0) | (1 << (h & 31)));
+  }
+  const out = new Int32Array(seen.size * 2);
+  let i = 0;
+  for (const [w, m] of seen) {
+    out[i++] = w;
+    out[i++] = m;
+  }
+  return out;
+}
+
+/** Whether a bloom's bits hold every probe (a block that may hold the needle). */
+function bloomHas(bits: Uint32Array, probes: Int32Array): boolean {
+  for (let i = 0; i < probes.length; i += 2) if ((bits[probes[i]] & probes[i + 1]) !== probes[i + 1]) return false;
+  return true;
 }
 
 function emptyBlock(id: string): Block {

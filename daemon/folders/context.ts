@@ -62,8 +62,14 @@ export const DEFAULT_LIST_LIMIT = 10_000;
 /** Entries named so are the daemon's own: deletions (pool roots and inside places) and copies in progress. */
 export const TRASH_PREFIX = '.hostd-trash-';
 export const COPY_PREFIX = '.hostd-copy-';
-/** The lock key of the folder records (a name check then a create or rename). */
-export const RECORDS_KEY = 'records';
+/**
+ * The lock key of a folder name in a pool: a name check then a create or a
+ * rename to it holds it, so two changes never take one name, while changes of
+ * different names run side by side (their synced writes then share fsyncs).
+ * Freeing a name (a delete, a rename away) needs no key: a create that still
+ * sees the name taken answers 409, as it would a moment earlier.
+ */
+export const nameKey = (storageId: string, name: string) => `name:${storageId}\0${name}`;
 export const placeKey = (kind: TargetKind, id: string) => `${kind}:${id}`;
 
 /** A resolved folder or location root. */
@@ -151,9 +157,10 @@ export class FoldersContext {
   readonly searchLimit: number;
   readonly listLimit: number;
   readonly events: FolderEvents;
-  /** Keys: `records` (names in the pools), `folder:<id>` and `connection:<id>` (one change at a time in a place). */
+  /** Keys: `name:<pool>\0<name>` (a name in a pool being taken), `folder:<id>` and `connection:<id>` (one change at a time in a place). */
   readonly lock = new KeyedLock(
     lockLabels({
+      name: (rest) => `the name '${rest.slice(rest.indexOf('\0') + 1)}'`,
       folder: (id) => `folder '${id}'`,
       connection: (id) => `location '${id}'`,
     }),

@@ -11,7 +11,7 @@ import { noNotes } from '../lib/caller.js';
 import { actorOf } from '../lib/operator.js';
 import { conflict, errnoCode as code, internal, notFound } from '../lib/errors.js';
 import { isInternalName } from '../lib/host-paths.js';
-import { isMissing, placeKey, RECORDS_KEY, TRASH_PREFIX, type Call, type FoldersContext } from './context.js';
+import { isMissing, nameKey, placeKey, TRASH_PREFIX, type Call, type FoldersContext } from './context.js';
 import { FsProblem } from './driver.js';
 import { recordReport } from './events.js';
 import { checkNotInternal, validateName } from './names.js';
@@ -31,7 +31,8 @@ export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_creat
   if (!pool) throw notFound(`storage pool '${req.storage_id}' not found`);
   const name = folderName(req.name, 'name');
   await c.ready();
-  return c.lock.run([RECORDS_KEY], async () => {
+  // Only this name is held: creates of other names run side by side.
+  return c.lock.run([nameKey(pool.id, name)], async () => {
     const taken = () => conflict(`a folder named '${name}' already exists in storage pool '${pool.id}'`);
     if (c.records.findByName(pool.id, name)) throw taken();
     const rec: Folder = { folder_id: c.records.newId(), name, storage_id: pool.id, path: path.join(pool.path, name), created_at: new Date().toISOString() };
@@ -42,6 +43,7 @@ export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_creat
         commit: () => [c.records.putOp(rec)],
       });
     } catch (err) {
+      c.records.release(rec.folder_id);
       if (err instanceof FsProblem && err.kind === 'exists') throw taken();
       if (err instanceof FsProblem && err.kind === 'root-missing') throw internal(`storage pool '${pool.id}' directory ${pool.path} is missing`);
       throw err;
@@ -54,7 +56,9 @@ export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_creat
 
 export async function renameFolder(c: FoldersContext, req: ArgsOf<'folders_update'>, ctx: Call = noNotes): Promise<ResultOf<'folders_update'>> {
   const newName = folderName(req.new_name, 'new_name');
-  return c.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
+  // The new name's key (its pool is the folder's, which a rename never changes) and the folder's.
+  const pool = c.folder(req.folder_id).storage_id;
+  return c.lock.run([nameKey(pool, newName), placeKey('folder', req.folder_id)], async () => {
     const rec = c.folder(req.folder_id);
     // Renaming it would move a domain's own directory away from under it.
     if (isInternalName(rec.name)) throw c.reserved(rec);
@@ -101,7 +105,8 @@ export async function renameFolder(c: FoldersContext, req: ArgsOf<'folders_updat
 }
 
 export async function deleteFolder(c: FoldersContext, req: ArgsOf<'folders_delete'>, ctx: Call = noNotes): Promise<ResultOf<'folders_delete'>> {
-  return c.lock.run([RECORDS_KEY, placeKey('folder', req.folder_id)], async () => {
+  // A delete frees a name and takes none: the folder's key alone.
+  return c.lock.run([placeKey('folder', req.folder_id)], async () => {
     const rec = c.folder(req.folder_id);
     const report = recordReport(rec, 'deleted', 'folders_delete', actorOf(ctx));
     if (isInternalName(rec.name)) {

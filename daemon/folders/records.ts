@@ -98,13 +98,33 @@ export function isEntryIntent(i: FolderIntent): i is EntryIntent {
   return ENTRY_OPS.has(i.op);
 }
 
+/** The listing's order: by name, then pool. */
+function byNameThenPool(a: Pick<Folder, 'name' | 'storage_id'>, b: Pick<Folder, 'name' | 'storage_id'>): number {
+  if (a.name !== b.name) return a.name < b.name ? -1 : 1;
+  if (a.storage_id !== b.storage_id) return a.storage_id < b.storage_id ? -1 : 1;
+  return 0;
+}
+
+const nameKey = (storageId: string, name: string) => `${storageId}\0${name}`;
+
 export class FolderRecords {
   readonly journal: IntentJournal<FolderIntent>;
   private readonly table: Sub<Folder>;
   private readonly intents: Sub<FolderIntent>;
   private readonly cache = new Map<string, Folder>();
-  /** The answer of folders_list, rebuilt on every change. */
-  private listing: Folder[] = [];
+  /** The same records by pool and name (names are unique in a pool). */
+  private readonly byName = new Map<string, Folder>();
+  /** Ids handed out by `newId` to creates not yet applied, so that two creates in flight never share one. */
+  private readonly issued = new Set<string>();
+  /**
+   * Frozen copies of the records in listing order. A change moves one entry
+   * (binary search and splice) rather than copying, freezing and sorting
+   * every record: a create in a pool of N folders costs an O(N) move, not
+   * O(N log N) work and N objects of garbage.
+   */
+  private sorted: Folder[] = [];
+  /** The answer of folders_list: a frozen copy of `sorted`, made on the first list after a change and shared until the next. */
+  private listing: readonly Folder[] | null = null;
 
   constructor(readonly store: Store) {
     this.table = store.sub<Folder>('folders');
@@ -126,7 +146,10 @@ export class FolderRecords {
   async load(): Promise<void> {
     this.cache.clear();
     for (const rec of await allValues(this.table)) this.cache.set(rec.folder_id, rec);
-    this.rebuild();
+    this.byName.clear();
+    for (const rec of this.cache.values()) this.byName.set(nameKey(rec.storage_id, rec.name), rec);
+    this.sorted = [...this.cache.values()].map((r) => Object.freeze({ ...r })).sort(byNameThenPool);
+    this.listing = null;
   }
 
   get(id: string): Folder | undefined {
@@ -134,20 +157,28 @@ export class FolderRecords {
   }
 
   findByName(storageId: string, name: string): Folder | undefined {
-    for (const r of this.cache.values()) if (r.storage_id === storageId && r.name === name) return r;
-    return undefined;
+    return this.byName.get(nameKey(storageId, name));
   }
 
   /** Every record, sorted by name then pool; frozen, shared between calls. */
   all(): Folder[] {
-    return this.listing;
+    this.listing ??= Object.freeze(this.sorted.slice());
+    return this.listing as Folder[];
   }
 
+  /** A fresh folder id, reserved until `applied` takes it or `release` gives it back. */
   newId(): string {
     for (;;) {
       const id = 'f_' + crypto.randomBytes(8).toString('base64url').slice(0, 10);
-      if (!this.cache.has(id)) return id;
+      if (this.cache.has(id) || this.issued.has(id)) continue;
+      this.issued.add(id);
+      return id;
     }
+  }
+
+  /** Gives back an id from `newId` whose create did not happen. */
+  release(id: string): void {
+    this.issued.delete(id);
   }
 
   /** A fresh key for an entry intent. */
@@ -166,16 +197,38 @@ export class FolderRecords {
 
   /** Mirrors a committed change in memory. */
   applied(id: string, rec: Folder | null): void {
-    if (rec) this.cache.set(id, rec);
-    else this.cache.delete(id);
-    this.rebuild();
+    this.issued.delete(id);
+    const before = this.cache.get(id);
+    const sorted = this.sorted;
+    if (before) {
+      this.byName.delete(nameKey(before.storage_id, before.name));
+      const at = this.position(before);
+      if (at < sorted.length && sorted[at].folder_id === id) sorted.splice(at, 1);
+      else {
+        // Not where its name puts it (cannot happen): drop it wherever it is.
+        const i = sorted.findIndex((r) => r.folder_id === id);
+        if (i >= 0) sorted.splice(i, 1);
+      }
+    }
+    if (rec) {
+      this.cache.set(id, rec);
+      this.byName.set(nameKey(rec.storage_id, rec.name), rec);
+      sorted.splice(this.position(rec), 0, Object.freeze({ ...rec }));
+    } else {
+      this.cache.delete(id);
+    }
+    this.listing = null;
   }
 
-  private rebuild(): void {
-    const listing = [...this.cache.values()]
-      .map((r) => Object.freeze({ ...r }))
-      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.storage_id < b.storage_id ? -1 : 1));
-    Object.freeze(listing);
-    this.listing = listing;
+  /** The first index of `sorted` whose entry does not sort before `rec`. */
+  private position(rec: Folder): number {
+    let lo = 0;
+    let hi = this.sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (byNameThenPool(this.sorted[mid], rec) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 }

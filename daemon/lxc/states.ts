@@ -40,6 +40,12 @@ export class StateReports implements LxcStates {
   private readonly deferred = new Set<number>();
   /** Bumped by every call's report: a watcher's check begun before it is stale. */
   private readonly generation = new Map<number, number>();
+  /**
+   * The stored state of each container (lxc_meta `state:<lxcid>`) as this
+   * process last read or wrote it (null: none stored). This class is its
+   * only writer, so a report reads it here rather than from the store.
+   */
+  private readonly stored = new Map<number, LxcState | null>();
 
   constructor(
     private readonly ctx: LxcContext,
@@ -122,6 +128,7 @@ export class StateReports implements LxcStates {
       if (last === undefined && why === 'open') {
         // A container from before state events (one created since has its stored state from its create's batch): remember where it stands, report nothing.
         await this.ctx.records.meta.put(metaKey(lxcid), now);
+        this.stored.set(lxcid, now as LxcState);
         return;
       }
       if (last === now) return;
@@ -132,7 +139,8 @@ export class StateReports implements LxcStates {
   }
 
   private async last(lxcid: number): Promise<LxcState | null | undefined> {
-    return ((await this.ctx.records.meta.get(metaKey(lxcid))) as LxcState | null | undefined) ?? undefined;
+    if (!this.stored.has(lxcid)) this.stored.set(lxcid, ((await this.ctx.records.meta.get(metaKey(lxcid))) as LxcState | null | undefined) ?? null);
+    return this.stored.get(lxcid) ?? undefined;
   }
 
   private async publish(
@@ -148,6 +156,8 @@ export class StateReports implements LxcStates {
     const mark: BatchOp = after
       ? { type: 'put', sub: this.ctx.records.meta, key: metaKey(lxcid), value: after }
       : { type: 'del', sub: this.ctx.records.meta, key: metaKey(lxcid) };
+    // Unknown while the batch is in flight: a failed batch may or may not have been stored.
+    this.stored.delete(lxcid);
     await writeWithState(this.events, this.ctx.records.store, [...ops, mark], {
       domain: 'lxc',
       resource: `lxc/${lxcid}`,
@@ -156,6 +166,7 @@ export class StateReports implements LxcStates {
       actor: opts.actor,
       summary: opts.summary ?? `container ${lxcid} is ${state}`,
     });
+    if (after) this.stored.set(lxcid, after);
     await this.ctx.pause('state.written');
   }
 

@@ -5,7 +5,11 @@
  *   start   POST /api/v1/lxc/{id}/start  vs  lxc-start
  *   exec    POST /api/v1/lxc/{id}/exec `true` (p50)  vs  lxc-attach --clear-env -- /bin/sh -c true
  * Rounds alternate hostd and direct so that noise on a shared machine falls on
- * both. lxc_overhead_ratio is the sum of hostd's three p50s over the direct ones.
+ * both. Each round starts each container BENCH_LXC_STARTS times (default 5:
+ * the first start after create, then stop and start again, hostd and direct
+ * in turn): one start per round made the start figure a median of five on a
+ * machine where single starts vary twofold. lxc_overhead_ratio is the sum of
+ * hostd's three p50s over the direct ones.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -73,6 +77,7 @@ export async function lxcBench(): Promise<void> {
 
     const rounds = Number(process.env.BENCH_LXC_ROUNDS ?? 5);
     const execN = Number(process.env.BENCH_LXC_EXECS ?? 30);
+    const starts = Math.max(1, Number(process.env.BENCH_LXC_STARTS ?? 5));
     const t = { create: [] as number[], start: [] as number[], exec: [] as number[], dcreate: [] as number[], dstart: [] as number[], dexec: [] as number[] };
     for (let i = 0; i < rounds; i++) {
       const name = `bench-${i}`;
@@ -81,6 +86,12 @@ export async function lxcBench(): Promise<void> {
       t.dcreate.push(await timed(() => sh('lxc-create', ['-P', direct, '-n', name, '-f', conf, '-t', 'local', '--', '-m', image.meta, '-f', image.rootfs])));
       t.start.push(await timed(() => api('POST', `/lxc/${id}/start`)));
       t.dstart.push(await timed(() => sh('lxc-start', ['-P', direct, '-n', name])));
+      for (let k = 1; k < starts; k++) {
+        await api('POST', `/lxc/${id}/stop`);
+        await sh('lxc-stop', ['-P', direct, '-n', name, '-k']);
+        t.start.push(await timed(() => api('POST', `/lxc/${id}/start`)));
+        t.dstart.push(await timed(() => sh('lxc-start', ['-P', direct, '-n', name])));
+      }
       for (let k = 0; k < execN; k++) {
         t.exec.push(await timed(() => api('POST', `/lxc/${id}/exec`, { command: 'true' })));
         t.dexec.push(await timed(() => sh('lxc-attach', ['-P', direct, '-n', name, '--clear-env', '--', '/bin/sh', '-c', 'true'])));

@@ -16,7 +16,9 @@
  * containers (scale-lxc.ts), stopped linked-clone VMs (scale-vms.ts), apps on
  * the private test engine (scale-apps.ts), and the cluster curve (2, 4 and 8
  * daemons: scale-cluster.ts). Sandbox tombstones are measured in the
- * sandboxes section, which has the warm state they need.
+ * sandboxes section, which has the warm state they need. BENCH_SCALE_CURVES
+ * names the curves to run after the folders' (default all; `none` for the
+ * folders' alone).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -124,6 +126,8 @@ export async function scaleBench(): Promise<void> {
     await d.stop();
   }
   // Each curve on its own daemon; one that fails does not keep the others from running.
+  // BENCH_SCALE_CURVES (e.g. `none`, `lxc,vms`) runs only the named ones after the folders' curve.
+  const only = process.env.BENCH_SCALE_CURVES?.split(',').map((s) => s.trim());
   const failed: string[] = [];
   for (const [name, curve] of [
     ['lxc', lxcCurve],
@@ -131,6 +135,7 @@ export async function scaleBench(): Promise<void> {
     ['apps', appsCurve],
     ['cluster', clusterCurve],
   ] as const) {
+    if (only && !only.includes(name)) continue;
     try {
       await curve();
     } catch (err) {

@@ -129,4 +129,103 @@ describe("activity search: blocks read through their rows' lists", function () {
     expect(reads.seeks - before.seeks).to.equal(1);
     expect(await store.sub('activity_block_rows').keys().all()).to.have.length(5);
   });
+
+  it('a log whose lists are in the JSON of format v3 has them rewritten once at start, also after a conversion cut short; searches find the same rows', async () => {
+    const dir = tempDir('hostd-activity-lists-');
+    let { store, reads } = await countingStore(dir);
+    stores.push(store);
+    let log = new ActivityLog(store, noPrune);
+    const rows: NewActivity[] = [];
+    for (let i = 0; i < BLOCK_ROWS * 10 + 7; i++) rows.push(row(i, i % 50 === 3 ? 'Snapshot kept for folder' : 'Create a folder'));
+    await log.recordMany(rows);
+    const want = (await log.query({ search: 'snapshot', limit: 200 })).events.map((e) => e.id);
+    expect(want).to.have.length(13);
+    const raw = store.db.sublevel<string, Buffer>('activity_block_rows', { valueEncoding: 'buffer' });
+    const binary = await raw.iterator().all();
+    expect(binary).to.have.length(10);
+    // The layout: tag 1, the row count, the keys' common length, the keys, then 16 bytes of signature per row.
+    const asJson = (b: Buffer) => {
+      const n = b.readUInt16LE(1);
+      const len = b[3];
+      expect([b[0], n, len]).to.deep.equal([1, BLOCK_ROWS, 29]);
+      const keys = Array.from({ length: n }, (_, i) => b.toString('latin1', 4 + i * len, 4 + (i + 1) * len));
+      return { keys, sigs: b.subarray(4 + n * len).toString('base64url') };
+    };
+    // Back to v3: every list in JSON but the first (a conversion cut short), and the v3 mark.
+    const json = store.sub<unknown>('activity_block_rows');
+    for (const [id, b] of binary.slice(1)) await json.put(id, asJson(b));
+    await store.sub<unknown>('activity_meta').put('index_format', `v3-rows${BLOCK_ROWS}-bloom4096`);
+    await store.close();
+
+    ({ store, reads } = await countingStore(dir));
+    stores.push(store);
+    log = new ActivityLog(store, noPrune);
+    await log.init();
+    expect(await store.sub<unknown>('activity_meta').get('index_format')).to.match(/^v4-/);
+    const after = await store.db.sublevel<string, Buffer>('activity_block_rows', { valueEncoding: 'buffer' }).iterator().all();
+    expect(after.map(([id, b]) => [id, b.toString('hex')])).to.deep.equal(binary.map(([id, b]) => [id, b.toString('hex')]));
+    const before = { ...reads };
+    expect((await log.query({ search: 'snapshot', limit: 200 })).events.map((e) => e.id)).to.deep.equal(want);
+    expect((await allPages(log, { search: 'snapshot' })).map((e) => e.id)).to.deep.equal(want);
+    expect(reads, 'the lists served the search: no index read').to.deep.equal(before);
+  });
+
+  it('the blooms walked by a search follow the blocks: a row added to an old block, blocks sealed and pruned between searches', async () => {
+    const dir = tempDir('hostd-activity-lists-');
+    const { store } = await countingStore(dir);
+    stores.push(store);
+    // No pruning until the test lowers the row limit (a pruning in the background would race the checks).
+    const retention = { maxAgeDays: 0, maxRows: 1_000_000, pruneEveryMs: 3_600_000 };
+    const log = new ActivityLog(store, retention);
+    const rows: NewActivity[] = [];
+    for (let i = 0; i < BLOCK_ROWS * 12; i++) rows.push(row(i, i % 97 === 5 ? 'quarantine begun' : 'Create a folder'));
+    await log.recordMany(rows);
+    const all = async () => (await log.query({ search: 'quarantine', limit: 200 })).events.map((e) => e.target);
+    const plain = async () => {
+      const out: string[] = [];
+      let cursor: string | undefined;
+      for (;;) {
+        const page = await log.query({ limit: 200, cursor });
+        out.push(...page.events.filter((e) => e.summary.includes('quarantine')).map((e) => e.target));
+        if (!page.next_cursor) return out;
+        cursor = page.next_cursor;
+      }
+    };
+    expect(await all()).to.deep.equal(await plain());
+    expect(await all()).to.have.length(8);
+    // Into the third block's range (between rows 130 and 131): its bloom takes the word after the first search.
+    await log.record(row(5000, 'quarantine ended', T0 + 130_500));
+    expect(await all()).to.include('folders/f_5000');
+    expect(await all()).to.deep.equal(await plain());
+    // More blocks sealed after the walk began, then the oldest pruned away.
+    const more: NewActivity[] = [];
+    for (let i = BLOCK_ROWS * 12; i < BLOCK_ROWS * 15; i++) more.push(row(i, i % 97 === 5 ? 'quarantine begun' : 'Create a folder'));
+    await log.recordMany(more);
+    expect(await all()).to.deep.equal(await plain());
+    retention.maxRows = BLOCK_ROWS * 10;
+    expect(await log.prune()).to.be.at.least(BLOCK_ROWS * 2);
+    const left = await all();
+    expect(left).to.deep.equal(await plain());
+    expect(left).to.not.include('folders/f_5');
+    expect(left).to.include('folders/f_878');
+  });
+
+  it('reads a list still in JSON (a conversion that has not reached it) as it reads a binary one', async () => {
+    const dir = tempDir('hostd-activity-lists-');
+    const { store, reads } = await countingStore(dir);
+    stores.push(store);
+    const log = new ActivityLog(store, noPrune);
+    const rows: NewActivity[] = [];
+    for (let i = 0; i < BLOCK_ROWS * 4; i++) rows.push(row(i, i % 20 === 1 ? 'quarantine begun' : 'Create a folder'));
+    await log.recordMany(rows);
+    const want = (await log.query({ search: 'quarantine', limit: 100 })).events.map((e) => e.id);
+    const raw = store.db.sublevel<string, Buffer>('activity_block_rows', { valueEncoding: 'buffer' });
+    const [[id, b]] = await raw.iterator({ limit: 1 }).all();
+    const n = b.readUInt16LE(1);
+    const keys = Array.from({ length: n }, (_, i) => b.toString('latin1', 4 + i * b[3], 4 + (i + 1) * b[3]));
+    await store.sub<unknown>('activity_block_rows').put(id, { keys, sigs: b.subarray(4 + n * b[3]).toString('base64url') });
+    const before = { ...reads };
+    expect((await log.query({ search: 'quarantine', limit: 100 })).events.map((e) => e.id)).to.deep.equal(want);
+    expect(reads).to.deep.equal(before);
+  });
 });

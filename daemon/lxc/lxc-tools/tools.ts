@@ -86,8 +86,9 @@ export class LxcTools implements ContainerTools {
       mountSource: (i) => stagingEntry(this.confDir(name), i),
     });
     const file = this.configFile(name);
+    // Read at once (a small file, on every start): four trips through the thread pool cost more than the read.
     try {
-      if ((await fsp.readFile(file, 'utf8')) === text) return false;
+      if (fs.readFileSync(file, 'utf8') === text) return false;
     } catch {
       /* absent */
     }
@@ -136,8 +137,13 @@ export class LxcTools implements ContainerTools {
     }
   }
 
-  private async truncateLog(name: string): Promise<void> {
-    await fsp.truncate(this.logFile(name), 0).catch(() => undefined);
+  /** Empties the container's LXC log (WARN and above only: small), so that a failed start's tail is its own. */
+  private truncateLog(name: string): void {
+    try {
+      fs.truncateSync(this.logFile(name), 0);
+    } catch {
+      /* no log yet */
+    }
   }
 
   async info(name: string): Promise<{ state: LxcState | null; pid: number | null; ips: string[] }> {
@@ -155,7 +161,7 @@ export class LxcTools implements ContainerTools {
   }
 
   async start(name: string): Promise<void> {
-    await this.truncateLog(name);
+    this.truncateLog(name);
     try {
       await run('lxc-start', this.base(name), { timeoutMs: 120_000, install: INSTALL });
     } catch (err) {

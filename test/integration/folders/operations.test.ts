@@ -234,6 +234,49 @@ describe('folders service (real filesystem and store)', function () {
       await rejects(svc.contentsList({ folder_id: folder.folder_id }), 404, `folder 'vanishing' has no directory at ${folder.path}`);
       await svc.delete({ folder_id: folder.folder_id });
     });
+
+    it('runs changes of different names side by side: one create of a name wins, the others 409; the list stays sorted and whole', async () => {
+      const settle = <T>(ps: Array<Promise<T>>) => Promise.allSettled(ps);
+      // Twelve creates of one name at once, in each pool: exactly one each.
+      const same = await settle([...Array(12)].flatMap(() => ['main', 'second'].map((storage_id) => svc.create({ storage_id, name: 'contested' }))));
+      const won = same.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ folder: Folder }>).value.folder);
+      expect(won.map((f) => f.storage_id).sort()).to.deep.equal(['main', 'second']);
+      for (const r of same.filter((x) => x.status === 'rejected')) expect((r as PromiseRejectedResult).reason.status).to.equal(409);
+      // Many names at once, renames into a name a create also wants, and deletes, all in flight together.
+      const names = [...Array(40)].map((_, i) => `par-${String(i).padStart(2, '0')}`);
+      const made = (await Promise.all(names.map((name) => svc.create({ storage_id: 'main', name })))).map((r) => r.folder);
+      expect(new Set(made.map((f) => f.folder_id)).size).to.equal(names.length);
+      const mixed = await settle<unknown>([
+        svc.update({ folder_id: made[0].folder_id, new_name: 'par-target' }),
+        svc.create({ storage_id: 'main', name: 'par-target' }),
+        ...made.slice(1, 20).map((f) => svc.delete({ folder_id: f.folder_id })),
+        ...made.slice(20, 30).map((f) => svc.update({ folder_id: f.folder_id, new_name: `${f.name}-renamed` })),
+      ]);
+      const [rename, create] = mixed;
+      // One of the two took 'par-target'; the other answered 409.
+      expect([rename.status, create.status].sort()).to.deep.equal(['fulfilled', 'rejected']);
+      expect(((rename.status === 'rejected' ? rename : create) as PromiseRejectedResult).reason.status).to.equal(409);
+      for (const r of mixed.slice(2)) expect(r.status).to.equal('fulfilled');
+      const listed = (await svc.list()).folders;
+      const order = (a: Folder, b: Folder) => (a.name !== b.name ? (a.name < b.name ? -1 : 1) : a.storage_id < b.storage_id ? -1 : 1);
+      expect(listed).to.deep.equal([...listed].sort(order));
+      const mine = listed.filter((f) => f.name.startsWith('par-')).map((f) => f.name);
+      const expected = [
+        rename.status === 'fulfilled' ? 'par-target' : 'par-00',
+        ...(create.status === 'fulfilled' ? ['par-target'] : []),
+        ...names.slice(20, 30).map((n) => `${n}-renamed`),
+        ...names.slice(30),
+      ].sort();
+      expect(mine).to.deep.equal(expected);
+      // Memory and store agree: a fresh open lists the same, and every directory is there.
+      const again = await openFoldersService(store, [
+        { id: 'main', path: poolDir },
+        { id: 'second', path: pool2Dir },
+      ]);
+      expect((await again.list()).folders).to.deep.equal(listed);
+      for (const f of listed.filter((x) => x.name.startsWith('par-') || x.name === 'contested')) expect((await fsp.stat(f.path)).isDirectory()).to.equal(true);
+      for (const f of [...listed.filter((x) => x.name.startsWith('par-')), ...won]) await svc.delete({ folder_id: f.folder_id });
+    });
   });
 
   // -------------------------------------------------------------------------

@@ -74,18 +74,16 @@ export class MetricsService {
 
   /** A request log that also counts each call (MCP batches count each tool once). */
   observeRequests(inner: RequestLog): RequestLog {
-    const f = this.families;
+    const tally = this.families.requestTally;
     return {
       write(line: RequestLine) {
         inner.write(line);
         const transport = line.transport ?? 'api';
-        const status = String(line.status);
         const seconds = line.ms / 1000;
-        const ops = line.op ? line.op.split(',') : ['none'];
-        for (const operation of ops) {
-          f.requests.inc({ operation, transport, status });
-          f.requestSeconds.observe({ operation }, seconds);
-        }
+        const op = line.op;
+        if (!op) tally.note('none', transport, line.status, seconds);
+        else if (op.indexOf(',') === -1) tally.note(op, transport, line.status, seconds);
+        else for (const operation of op.split(',')) tally.note(operation, transport, line.status, seconds);
       },
     };
   }

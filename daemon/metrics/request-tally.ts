@@ -1,7 +1,9 @@
 /**
- * The per-call families (`hostd_api_requests_total`,
- * `hostd_api_request_duration_seconds`) counted on the request path in plain
- * maps and arrays, and handed to prom-client's registries when scraped.
+ * Per-call families counted on the call's path in plain maps and arrays, and
+ * handed to prom-client's registries when scraped: the API's and MCP's calls
+ * (`hostd_api_requests_total`, `hostd_api_request_duration_seconds`) and
+ * forwarded calls (`hostd_forwarded_calls_total`,
+ * `hostd_forwarded_call_duration_seconds`).
  * prom-client's own `inc` and `observe` validate and hash the label object on
  * every call (about 1.4 µs per request in a tight loop, more in the daemon:
  * docs/performance.md, "API"); here a call is three map lookups and a bucket
@@ -9,9 +11,9 @@
  */
 import client from 'prom-client';
 
-/** One operation's figures. */
+/** One series' figures (an operation's, or a peer's). */
 interface OpTally {
-  /** Calls by transport, then by HTTP status. */
+  /** Calls by transport (empty when the family has none), then by HTTP status. */
   calls: Map<string, Map<number, number>>;
   /** Durations per bucket (not cumulative): one per upper bound, then +Inf. */
   buckets: Float64Array;
@@ -22,7 +24,12 @@ interface OpTally {
 export class RequestTally {
   private readonly ops = new Map<string, OpTally>();
 
-  constructor(readonly bounds: readonly number[]) {}
+  /** `series`: the label the histogram is by (operation, peer); `transport`: the counter's transport label, if it has one. */
+  constructor(
+    readonly bounds: readonly number[],
+    private readonly series = 'operation',
+    private readonly transport: string | null = 'transport',
+  ) {}
 
   note(operation: string, transport: string, status: number, seconds: number): void {
     let t = this.ops.get(operation);
@@ -49,18 +56,25 @@ export class RequestTally {
     this.ops.clear();
   }
 
-  /** A counter family (`operation`, `transport`, `status`) that reads the calls when scraped. */
-  counter(name: string, help: string, registers: client.Registry[]): client.Counter<'operation' | 'transport' | 'status'> {
-    const ops = this.ops;
+  /** A counter family (the series label, the transport label if any, `status`) that reads the calls when scraped. */
+  counter(name: string, help: string, registers: client.Registry[]): client.Counter<string> {
+    const { ops, series, transport: transportLabel } = this;
     return new client.Counter({
       name,
       help,
-      labelNames: ['operation', 'transport', 'status'] as const,
+      labelNames: transportLabel ? [series, transportLabel, 'status'] : [series, 'status'],
       registers,
       collect() {
         this.reset();
-        for (const [operation, t] of ops) {
-          for (const [transport, byStatus] of t.calls) for (const [status, n] of byStatus) this.inc({ operation, transport, status: String(status) }, n);
+        for (const [key, t] of ops) {
+          for (const [transport, byStatus] of t.calls) {
+            for (const [status, n] of byStatus) {
+              const labels: Record<string, string> = { [series]: key };
+              if (transportLabel) labels[transportLabel] = transport;
+              labels.status = String(status);
+              this.inc(labels, n);
+            }
+          }
         }
       },
     });
@@ -79,18 +93,19 @@ export class RequestTally {
       help,
       type: 'histogram' as const,
       aggregator: 'sum' as const,
-      labelNames: ['operation'],
+      labelNames: [tally.series],
       async get() {
         const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
-        for (const [operation, t] of tally.ops) {
+        const series = tally.series;
+        for (const [key, t] of tally.ops) {
           let acc = 0;
           tally.bounds.forEach((le, i) => {
             acc += t.buckets[i];
-            values.push({ labels: { le, operation }, value: acc, metricName: `${name}_bucket` });
+            values.push({ labels: { le, [series]: key }, value: acc, metricName: `${name}_bucket` });
           });
-          values.push({ labels: { le: '+Inf', operation }, value: t.count, metricName: `${name}_bucket` });
-          values.push({ labels: { operation }, value: t.sum, metricName: `${name}_sum` });
-          values.push({ labels: { operation }, value: t.count, metricName: `${name}_count` });
+          values.push({ labels: { le: '+Inf', [series]: key }, value: t.count, metricName: `${name}_bucket` });
+          values.push({ labels: { [series]: key }, value: t.sum, metricName: `${name}_sum` });
+          values.push({ labels: { [series]: key }, value: t.count, metricName: `${name}_count` });
         }
         return { name, help, type: 'histogram', values, aggregator: 'sum' };
       },

@@ -38,7 +38,7 @@ import {
 import type { jsonSchemaValidator, JsonSchemaType, JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import type { Dispatch } from '../dispatch.js';
 import { getOperation } from '../registry/index.js';
-import { immutable, jsonOf, JsonText, resultValue } from '../json-text.js';
+import { immutable, jsonOf, resultValue } from '../json-text.js';
 import type { Operation } from '../registry/types.js';
 import { ApiError, errorBody, unauthorized } from '../../daemon/lib/errors.js';
 import { afterParse, bodyPending, readBody } from '../http/body.js';
@@ -88,13 +88,9 @@ export function toolResult(value: unknown): CallToolResult {
  * `JSON.stringify(toolResult(value))`.
  */
 export function toolResultJson(value: unknown): string {
-  if (value instanceof JsonText) {
-    const text = value.text;
-    // A forwarded answer is the JSON of what the member's dispatch returned: an object for every operation.
-    const structured = text.startsWith('{') ? text : `{"result":${text}}`;
-    return `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${structured}}`;
-  }
-  const json = value ?? {};
+  // A member's answer is parsed and written again here: its text goes inside the JSON-RPC envelope, which text
+  // from another process must not be able to shape (the HTTP transport sends it whole, as the body).
+  const json = resultValue(value) ?? {};
   const keep = immutable(json);
   if (keep) {
     const hit = toolResultTexts.get(json);

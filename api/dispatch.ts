@@ -25,8 +25,12 @@ export interface ActivitySink {
 }
 
 export interface PeerRoute {
-  /** Runs the call on that member; rejects with ApiError (its 4xx, or 502 naming it). */
-  forward(op: Operation, args: Args, caller: Caller, requestId: string): Promise<unknown>;
+  /**
+   * Runs the call on that member; rejects with ApiError (its 4xx, or 502
+   * naming it). With `asText`, the answer may come as the member's JSON text
+   * (a JsonText, api/json-text.ts) for the transport to send on as it is.
+   */
+  forward(op: Operation, args: Args, caller: Caller, requestId: string, asText?: boolean): Promise<unknown>;
 }
 
 /** How dispatch reaches other members; provided by the cluster. */
@@ -116,7 +120,8 @@ export class Dispatch {
           if (where !== 'self') {
             forwarded = true;
             refused = false;
-            return await where.forward(op, rest, caller, requestId);
+            // Its answer goes back to the transport, which sends the member's JSON text on without parsing it (text answers excepted).
+            return await where.forward(op, rest, caller, requestId, !op.textResult);
           }
         }
       }

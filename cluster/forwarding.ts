@@ -12,6 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import { ApiError, badGateway, forbidden } from '../daemon/lib/errors.js';
 import { RefusedCall, type Forwarder, type PeerRoute } from '../api/dispatch.js';
 import type { Caller } from '../daemon/lib/caller.js';
+import { JsonText } from '../api/json-text.js';
 import type { Member } from './membership.js';
 import { grpcCode } from './client.js';
 import { MAX_ARGS_BYTES } from './call-stream.js';
@@ -25,7 +26,7 @@ export class Forwarding implements Forwarder {
     if (peerId === this.mesh.selfId) return 'self';
     if (!this.mesh.inCluster) return undefined;
     const member = this.mesh.membership.get(peerId);
-    return member ? { forward: (op, args, caller, requestId) => this.forward(member, op.name, args, caller, requestId) } : undefined;
+    return member ? { forward: (op, args, caller, requestId, asText) => this.forward(member, op.name, args, caller, requestId, asText) } : undefined;
   }
 
   /**
@@ -70,7 +71,7 @@ export class Forwarding implements Forwarder {
     }
   }
 
-  private async forward(member: Member, operation: string, args: Record<string, unknown>, caller: Caller, requestId: string): Promise<unknown> {
+  private async forward(member: Member, operation: string, args: Record<string, unknown>, caller: Caller, requestId: string, asText = false): Promise<unknown> {
     if (caller.tokenId === 'admin') {
       throw forbidden(
         `calls made over the local admin socket run only on this node; to reach peer '${member.name}' (${member.peer_id}), use an API token over HTTP or run hostctl on that node`,
@@ -121,7 +122,11 @@ export class Forwarding implements Forwarder {
       throw badGateway(`${label} is unreachable at ${member.address}: ${grpcDetail(err)}`);
     }
     circuits.answered(member.peer_id);
-    if (reply.ok) return reply.result_json ? JSON.parse(reply.result_json) : {};
+    if (reply.ok) {
+      if (!reply.result_json) return {};
+      // The transport sends the member's text on as it is; a handler that forwarded gets the object.
+      return asText ? new JsonText(reply.result_json) : JSON.parse(reply.result_json);
+    }
     const status = Number(reply.status) || 500;
     if (status >= 500) throw badGateway(`${label} failed to run ${operation}: ${reply.error} (${status})`);
     throw new ApiError(status, reply.error);

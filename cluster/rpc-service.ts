@@ -8,6 +8,7 @@
 import crypto from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Dispatch } from '../api/dispatch.js';
+import { jsonOf } from '../api/json-text.js';
 import type { Caller } from '../daemon/lib/caller.js';
 import { ApiError, errorBody } from '../daemon/lib/errors.js';
 import type { EventService } from '../daemon/events/service.js';
@@ -118,7 +119,7 @@ export class RpcService implements ClusterHandlers {
     try {
       // Dispatch never forwards a call that came over the cluster: one hop only.
       const result = await this.dispatch.call(req.operation, args, caller, req.request_id || `fwd-${crypto.randomBytes(4).toString('hex')}`);
-      return { ok: true, result_json: JSON.stringify(result ?? {}), status: 200, error: '' };
+      return { ok: true, result_json: jsonOf(result ?? {}), status: 200, error: '' };
     } catch (err) {
       const e = errorBody(err);
       return fail(e.status, e.body.error);

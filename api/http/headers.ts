@@ -16,3 +16,19 @@ export function header(req: IncomingMessage, lowerName: string): string | undefi
   }
   return undefined;
 }
+
+/**
+ * Every occurrence of a request header joined with ', ', as `req.headers`
+ * gives a header Node does not keep single (Accept, and any header it does
+ * not know, such as MCP-Protocol-Version); undefined when absent.
+ */
+export function headerJoined(req: IncomingMessage, lowerName: string): string | undefined {
+  const raw = req.rawHeaders;
+  const n = lowerName.length;
+  let out: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.length === n && (name === lowerName || name.toLowerCase() === lowerName)) out = out === undefined ? raw[i + 1] : `${out}, ${raw[i + 1]}`;
+  }
+  return out;
+}

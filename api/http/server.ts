@@ -15,6 +15,7 @@ import type { Dispatch } from '../dispatch.js';
 import type { Router } from '../router.js';
 import type { Operation } from '../registry/types.js';
 import { API_PREFIX } from '../catalog.js';
+import { jsonOf } from '../json-text.js';
 import { errorBody, unauthorized, ApiError } from '../../daemon/lib/errors.js';
 import { afterParse, assembleArgs, bodyPending, hasUnreadBody, readBody, LIMITS, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
 import type { Caller } from '../../daemon/lib/caller.js';
@@ -78,7 +79,11 @@ function pairs(flat: string[]): Array<[string, string]> {
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}, requestIdHeader?: string): void {
-  const text = JSON.stringify(body);
+  sendJsonText(res, status, jsonOf(body), headers, requestIdHeader);
+}
+
+/** `sendJson` of a body already serialised. */
+export function sendJsonText(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}, requestIdHeader?: string): void {
   // A flat [name, value, ...] list: the cheapest form writeHead takes.
   const list: string[] = ['content-type', 'application/json; charset=utf-8', 'content-length', String(Buffer.byteLength(text))];
   if (requestIdHeader) list.push('x-request-id', requestIdHeader);

@@ -22,8 +22,22 @@ function folderName(name: string, arg: string): string {
   return checkNotInternal(validateName(name, arg), arg);
 }
 
+/**
+ * One answer per listing: the records keep a frozen listing until a folder
+ * changes, and its answer is frozen too, so a transport can keep its JSON
+ * text as long as it lives (api/json-text.ts) instead of serialising the same
+ * list on every call.
+ */
+const answers = new WeakMap<readonly Folder[], ResultOf<'folders_list'>>();
+
 export async function listFolders(c: FoldersContext, _req: ArgsOf<'folders_list'> = {}): Promise<ResultOf<'folders_list'>> {
-  return { folders: c.records.all() };
+  const listing = c.records.all();
+  let answer = answers.get(listing);
+  if (!answer) {
+    answer = Object.freeze({ folders: listing });
+    answers.set(listing, answer);
+  }
+  return answer;
 }
 
 export async function createFolder(c: FoldersContext, req: ArgsOf<'folders_create'>, ctx: Call = noNotes): Promise<ResultOf<'folders_create'>> {

@@ -8,6 +8,7 @@
  * registry (Prometheus text 0.0.4, OpenMetrics 1.0).
  */
 import client from 'prom-client';
+import { RequestTally } from './request-tally.js';
 
 /** Seconds: from a fast read (1 ms) to a slow boot or download (30 min). */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -18,19 +19,13 @@ export class Families {
   readonly open = openMetricsRegistry();
   private readonly both = [this.text, this.open] as client.Registry[];
 
-  readonly requests = new client.Counter({
-    name: 'hostd_api_requests_total',
-    help: 'API calls answered, by operation (none: no operation matched), transport and HTTP status.',
-    labelNames: ['operation', 'transport', 'status'] as const,
-    registers: this.both,
-  });
-  readonly requestSeconds = new client.Histogram({
-    name: 'hostd_api_request_duration_seconds',
-    help: "Time from a request's arrival to its answer, by operation.",
-    labelNames: ['operation'] as const,
-    buckets: REQUEST_BUCKETS,
-    registers: this.both,
-  });
+  /** Every API and MCP call, counted on its path and read by the two families below when scraped. */
+  readonly requestTally = new RequestTally(REQUEST_BUCKETS);
+  readonly requests = this.requestTally.counter(
+    'hostd_api_requests_total',
+    'API calls answered, by operation (none: no operation matched), transport and HTTP status.',
+    this.both,
+  );
   readonly tasksStarted = new client.Counter({
     name: 'hostd_tasks_started_total',
     help: 'Background tasks started on this member, by kind.',
@@ -69,6 +64,7 @@ export class Families {
   });
 
   constructor() {
+    this.requestTally.histogram('hostd_api_request_duration_seconds', "Time from a request's arrival to its answer, by operation.", this.both);
     // The daemon's own process: CPU, memory, event-loop lag, handles, GC.
     for (const register of this.both) {
       client.collectDefaultMetrics({ register, prefix: 'hostd_' });

@@ -24,6 +24,7 @@ import client from 'prom-client';
 import type { BatchParticipant } from '../store/store.js';
 import type { NewEvent } from '../events/types.js';
 import { Families, openMetricsRegistry } from './families.js';
+import { RequestTally } from './request-tally.js';
 import { BoundedRead } from './bounded-read.js';
 import { RESOURCE_KINDS, ResourceFamilies, type KindSnapshot, type ResourceKind } from './resources.js';
 
@@ -74,18 +75,16 @@ export class MetricsService {
 
   /** A request log that also counts each call (MCP batches count each tool once). */
   observeRequests(inner: RequestLog): RequestLog {
-    const f = this.families;
+    const tally = this.families.requestTally;
     return {
       write(line: RequestLine) {
         inner.write(line);
         const transport = line.transport ?? 'api';
-        const status = String(line.status);
         const seconds = line.ms / 1000;
-        const ops = line.op ? line.op.split(',') : ['none'];
-        for (const operation of ops) {
-          f.requests.inc({ operation, transport, status });
-          f.requestSeconds.observe({ operation }, seconds);
-        }
+        const op = line.op;
+        if (!op) tally.note('none', transport, line.status, seconds);
+        else if (op.indexOf(',') === -1) tally.note(op, transport, line.status, seconds);
+        else for (const operation of op.split(',')) tally.note(operation, transport, line.status, seconds);
       },
     };
   }
@@ -146,19 +145,16 @@ export class MetricsService {
    */
   observeForwarder<R extends ForwardRoute, F extends { resolve(peerId: string): 'self' | R | undefined }>(inner: F): F {
     const f = this.families;
-    const calls = new client.Counter({
-      name: 'hostd_forwarded_calls_total',
-      help: "Calls this member forwarded to another (peer_id), by that member's node id and the status the caller got.",
-      labelNames: ['peer', 'status'] as const,
-      registers: [f.text, f.open],
-    });
-    const seconds = new client.Histogram({
-      name: 'hostd_forwarded_call_duration_seconds',
-      help: "Time from handing a call to another member to its answer, by that member's node id.",
-      labelNames: ['peer'] as const,
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-      registers: [f.text, f.open],
-    });
+    // Counted as the API's calls are (request-tally.ts): no label hashing on the call's path.
+    const tally = new RequestTally([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60], 'peer', null);
+    tally.counter('hostd_forwarded_calls_total', "Calls this member forwarded to another (peer_id), by that member's node id and the status the caller got.", [
+      f.text,
+      f.open,
+    ]);
+    tally.histogram('hostd_forwarded_call_duration_seconds', "Time from handing a call to another member to its answer, by that member's node id.", [
+      f.text,
+      f.open,
+    ]);
     return {
       ...inner,
       resolve(peerId: string) {
@@ -167,11 +163,8 @@ export class MetricsService {
         return {
           ...where,
           async forward(...a: unknown[]) {
-            const began = process.hrtime.bigint();
-            const done = (status: number) => {
-              calls.inc({ peer: peerId, status: String(status) });
-              seconds.observe({ peer: peerId }, Number(process.hrtime.bigint() - began) / 1e9);
-            };
+            const began = performance.now();
+            const done = (status: number) => tally.note(peerId, '', status, (performance.now() - began) / 1000);
             try {
               const out = await where.forward(...a);
               done(200);

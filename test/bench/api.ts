@@ -6,6 +6,13 @@
  * (api_overhead_ratio_min, _max). Reads write
  * nothing, so syncing writes (docs/durability.md) does not enter it.
  *
+ * Beside it, the CPU time (user + system, from /proc) each server spent per
+ * request over its rounds, and their quotient: on a shared 2-core machine
+ * where the load generator runs beside the servers, rps swings with whatever
+ * else runs, while CPU per request says what each server's work costs.
+ *
+ *   cpu_us_raw, cpu_us_hostd, api_cpu_per_request_ratio
+ *
  * What syncing costs a mutating call: p50 of sequential POST /api/v1/folders
  * (an intent, the folder, its record and its activity row: three synced
  * writes) on a daemon that syncs (the default) against one started with
@@ -19,7 +26,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startDaemon } from '../helpers/daemon.js';
-import { latencies, load, median, overRuns, pct, print, settle, type LoadResult } from './lib.js';
+import { cpuMs, latencies, load, median, overRuns, pct, print, settle, type LoadResult } from './lib.js';
 
 export async function apiOverhead(): Promise<void> {
   await overRuns(['api_overhead_ratio'], apiRun);
@@ -57,9 +64,18 @@ async function apiRun(): Promise<Record<string, number>> {
     const seconds = Number(process.env.BENCH_ROUND_SECONDS ?? 2);
     const raws: LoadResult[] = [];
     const hostds: LoadResult[] = [];
+    const cpu = { raw: [] as number[], hostd: [] as number[] };
+    // One round, and the CPU microseconds per request the server process spent in it.
+    const round = async (url: string, pid: number | undefined, cpuPerReq: number[]) => {
+      const before = cpuMs(pid);
+      const r = await load(url, { headers, duration: seconds });
+      const after = cpuMs(pid);
+      if (before !== undefined && after !== undefined && r.rps > 0) cpuPerReq.push(((after - before) * 1000) / (r.rps * seconds));
+      return r;
+    };
     for (let i = 0; i < rounds; i++) {
-      raws.push(await load(rawUrl, { headers, duration: seconds }));
-      hostds.push(await load(d.url + '/api/v1/folders', { headers, duration: seconds }));
+      raws.push(await round(rawUrl, server.pid, cpu.raw));
+      hostds.push(await round(d.url + '/api/v1/folders', d.proc.pid, cpu.hostd));
     }
     const lat = async (url: string) => {
       const times = await latencies(400, () => fetch(url, { headers }).then((r) => r.arrayBuffer()));
@@ -78,6 +94,9 @@ async function apiRun(): Promise<Record<string, number>> {
       hostd_p50_ms: hostdLat.p50,
       hostd_p99_ms: hostdLat.p99,
       api_overhead_ratio: base / hostd,
+      ...(cpu.raw.length && cpu.hostd.length
+        ? { cpu_us_raw: median(cpu.raw), cpu_us_hostd: median(cpu.hostd), api_cpu_per_request_ratio: median(cpu.hostd) / median(cpu.raw) }
+        : {}),
     };
   } finally {
     raw?.kill('SIGTERM');

@@ -9,8 +9,9 @@
  *
  * Each figure is the median of 5 runs (BENCH_RUNS), each on a fresh pair of
  * nodes with its own direct baseline, with the spread of forward_rps_ratio
- * (_min, _max); a run is 3 latency rounds of 300 calls and 3 s of autocannon
- * per side (BENCH_FORWARD_SECONDS), shorter than the single run of before.
+ * (_min, _max); a run is 3 latency rounds of 300 calls and 3 alternating
+ * autocannon rounds of 2 s per side (BENCH_FORWARD_ROUNDS,
+ * BENCH_FORWARD_SECONDS), the median round of each side.
  *
  * Beside them, the CPU time (user + system) each process spent per request
  * during the two autocannon runs (Linux /proc; the load generator is this
@@ -110,17 +111,37 @@ async function forwardingRun(): Promise<Record<string, number>> {
     const directP50 = median(d50);
     const forwardedP50 = median(f50);
 
-    // Throughput: autocannon, back to back.
+    // Throughput: autocannon, direct and forwarded in alternating rounds
+    // (BENCH_FORWARD_ROUNDS of BENCH_FORWARD_SECONDS each side), the median
+    // round of each side; CPU per request over all rounds of a side. (Before:
+    // one 3 s run per side, back to back: a burst of other work on the shared
+    // machine during either one moved a run's ratio from 1.4 to 4.2.)
     const headers = { authorization: `Bearer ${token}` };
     await load(a.url + forwarded, { headers, duration: 1 });
     const pids = [a.proc.pid, b.proc.pid];
-    const seconds = Number(process.env.BENCH_FORWARD_SECONDS ?? 3);
-    const d = await withCpu(pids, seconds, () => load(a.url + direct, { headers, duration: seconds }));
-    const f = await withCpu(pids, seconds, () => load(a.url + forwarded, { headers, duration: seconds }));
+    const seconds = Number(process.env.BENCH_FORWARD_SECONDS ?? 2);
+    const loadRounds = Number(process.env.BENCH_FORWARD_ROUNDS ?? 3);
+    const sides = { direct: [] as Array<Awaited<ReturnType<typeof withCpu>>>, forwarded: [] as Array<Awaited<ReturnType<typeof withCpu>>> };
+    for (let i = 0; i < loadRounds; i++) {
+      sides.direct.push(await withCpu(pids, seconds, () => load(a.url + direct, { headers, duration: seconds })));
+      sides.forwarded.push(await withCpu(pids, seconds, () => load(a.url + forwarded, { headers, duration: seconds })));
+    }
+    for (const [side, rs] of Object.entries(sides)) {
+      for (const { r } of rs) if (r.non2xx || r.errors) throw new Error(`non-2xx or errors, ${side}: ${r.non2xx}/${r.errors}`);
+    }
+    /** The median round's figures, and CPU per request over every round of the side (requests-weighted). */
+    const summary = (rs: typeof sides.direct) => {
+      const byRps = [...rs].sort((x, y) => x.r.rps - y.r.rps);
+      const mid = byRps[Math.floor(byRps.length / 2)].r;
+      const n = rs.reduce((acc, x) => acc + x.r.rps * seconds, 0);
+      const cpuOf = (i: number) =>
+        rs.every((x) => x.perReq[i] !== undefined) ? rs.reduce((acc, x) => acc + x.perReq[i]! * x.r.rps * seconds, 0) / n : undefined;
+      return { r: mid, perReq: [cpuOf(0), cpuOf(1)], self: rs.reduce((acc, x) => acc + x.self * x.r.rps * seconds, 0) / n };
+    };
+    const d = summary(sides.direct);
+    const f = summary(sides.forwarded);
     const dl = d.r;
     const fl = f.r;
-    if (dl.non2xx || dl.errors || fl.non2xx || fl.errors)
-      throw new Error(`non-2xx or errors: direct ${dl.non2xx}/${dl.errors}, forwarded ${fl.non2xx}/${fl.errors}`);
 
     // The proxy-holder lease: POST /proxy/move back and forth between the two live nodes.
     let target = 0;

@@ -393,6 +393,31 @@ describe('MCP transport', function () {
       expect([tooMany.status, tooMany.body.error.code]).to.deep.equal([400, -32600]);
     });
 
+    it('answers a plain tools/call (served without the SDK server) exactly as the SDK server answers the same call', async function () {
+      const call = (id: number, params: Record<string, unknown>) => ({ jsonrpc: '2.0', id, method: 'tools/call', params });
+      const post = (body: unknown) => d.request('POST', '/mcp', { token: reader, headers: mcpHeaders, body });
+      for (const [params, sdkParams] of [
+        // A success, an operation's error (403), and arguments dispatch refuses (400).
+        [
+          { name: 'folders_list', arguments: {} },
+          { name: 'folders_list', arguments: {}, _meta: { progressToken: 5 } },
+        ],
+        [{ name: 'system_health' }, { name: 'system_health', _meta: {} }],
+        [
+          { name: 'folders_list', arguments: { nope: 1 } },
+          { name: 'folders_list', arguments: { nope: 1 }, _meta: {} },
+        ],
+      ]) {
+        // A lone plain call takes the daemon's own path; a batch of one, or a call with _meta, the SDK server's.
+        const plain = await post(call(41, params));
+        const batch = await post([call(41, params)]);
+        const withMeta = await post(call(41, sdkParams));
+        expect(plain.status).to.equal(200);
+        expect(plain.text).to.equal(batch.text);
+        expect(plain.text).to.equal(withMeta.text);
+      }
+    });
+
     it('answers notifications alone with 202 and no body', async function () {
       const r = await d.request('POST', '/mcp', { token: reader, headers: mcpHeaders, body: { jsonrpc: '2.0', method: 'notifications/initialized' } });
       expect([r.status, r.text]).to.deep.equal([202, '']);

@@ -5,6 +5,7 @@
  * it wraps still gets every line.
  */
 import { expect } from 'chai';
+import client from 'prom-client';
 import path from 'node:path';
 import { Store } from '../../../daemon/store/store.js';
 import { TaskRunner } from '../../../daemon/tasks/runner.js';
@@ -66,6 +67,37 @@ describe('metrics service', function () {
     expect(sample(text, 'hostd_api_requests_total', { operation: 'system_health', transport: 'mcp', status: '200' })).to.equal(1);
     expect(sample(text, 'hostd_api_requests_total', { operation: 'none', transport: 'api', status: '404' })).to.equal(1);
     expect(text).to.not.include('/api/v1/nope');
+  });
+
+  it("times calls into the same duration series prom-client's own histogram gives for the same observations", async () => {
+    const m = new MetricsService();
+    const log = m.observeRequests({ write: () => undefined });
+    // The buckets of hostd_api_request_duration_seconds, observed through prom-client as it was before the tally.
+    const bounds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+    const reg = new client.Registry();
+    const h = new client.Histogram({ name: 'hostd_api_request_duration_seconds', help: 'x', labelNames: ['operation'], buckets: bounds, registers: [reg] });
+    // On the bounds, between them, beyond the last, and an MCP batch of two tools.
+    const calls: Array<[string | undefined, number]> = [
+      ['folders_list', 1],
+      ['folders_list', 0.3],
+      ['folders_list', 2.5],
+      ['system_health,folders_list', 7],
+      [undefined, 0.01],
+      ['folders_list', 120_000],
+      ['system_health', 60_000],
+    ];
+    for (const [op, ms] of calls) {
+      log.write({ req_id: 'r', method: 'GET', path: '/x', status: 200, op, ms });
+      for (const o of op ? op.split(',') : ['none']) h.observe({ operation: o }, ms / 1000);
+    }
+    const series = (text: string) =>
+      text
+        .split('\n')
+        .filter((l) => l.startsWith('hostd_api_request_duration_seconds'))
+        .sort();
+    const want = series(await reg.metrics());
+    expect(want.length).to.equal(3 * (bounds.length + 3));
+    expect(series((await m.expose()).text)).to.deep.equal(want);
   });
 
   it('times forwarded calls by the member they went to and the status the caller got; self and unknown peers pass through uncounted', async () => {

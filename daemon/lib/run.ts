@@ -3,8 +3,18 @@
  * input), a timeout, an abort signal, stderr in the error message, and secrets
  * only through stdin or files (never on the command line). A program that is
  * not installed is 503 naming it and what to install, never a 404.
+ *
+ * Built on node:child_process rather than execa: execa's option, stream and
+ * promise machinery cost more than twice the daemon CPU of the spawn itself
+ * for every program run (docs/performance.md, LXC start).
+ * The behaviour is the one run.ts had on execa: stdin is a pipe (ended after
+ * `input`), both streams are read until they close (a program that leaves a
+ * child holding them is waited for), a timeout or cancellation sends SIGTERM
+ * and SIGKILL 2 s later, and programs still running when the daemon exits get
+ * SIGTERM.
  */
-import { execa } from 'execa';
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { ApiError, internal, unavailable } from './errors.js';
 import { BoundedOutput } from './exec-output.js';
 
@@ -58,43 +68,144 @@ export function stderrTail(s: string, max = STDERR_IN_MESSAGE): string {
   return t.length <= max ? t : '…' + t.slice(t.length - max);
 }
 
+const FORCE_KILL_AFTER_MS = 2000;
+
+/** Programs running now: sent SIGTERM when the daemon exits, so that none outlives it unasked. */
+const live = new Set<ChildProcess>();
+let exitHooked = false;
+
+interface LaunchOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  input?: string | Buffer;
+  env?: Record<string, string | undefined>;
+  cleanEnv?: boolean;
+  cwd?: string;
+  /** stdin is /dev/null rather than a pipe left open when there is no input. */
+  ignoreStdin?: boolean;
+}
+
+interface Outcome {
+  /** Set when the program could not be started (ENOENT, EACCES, ...): it never ran. */
+  spawnError?: NodeJS.ErrnoException;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Why the daemon stopped it, the first reason only. */
+  stopped?: 'timeout' | 'cancel';
+}
+
+type Sink = (chunk: Buffer, stream: Readable) => void;
+
+/**
+ * Starts the program and settles once it has exited and both output streams
+ * have closed. Throws only for arguments no program can be given.
+ */
+function launch(program: string, args: readonly string[], o: LaunchOptions, onStdout: Sink, onStderr: Sink): Promise<Outcome> {
+  const nul = args.find((a) => a.includes('\0'));
+  if (nul !== undefined) throw new TypeError(`Arguments cannot contain null bytes ("\\0"): ${nul}`);
+  if (o.signal?.aborted) return Promise.resolve({ code: null, signal: null, stopped: 'cancel' });
+  const child = spawn(program, args, {
+    stdio: [o.input === undefined && o.ignoreStdin ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    env: o.cleanEnv ? o.env : o.env ? { ...process.env, ...o.env } : undefined,
+    cwd: o.cwd,
+  });
+  return new Promise((resolve) => {
+    let stopped: Outcome['stopped'];
+    let spawnError: NodeJS.ErrnoException | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    let forceTimer: NodeJS.Timeout | undefined;
+    const stop = (why: 'timeout' | 'cancel') => {
+      stopped ??= why;
+      // kill() is a no-op once the program has exited (its pid may be reused).
+      if (child.kill('SIGTERM') && !forceTimer) forceTimer = setTimeout(() => child.kill('SIGKILL'), FORCE_KILL_AFTER_MS);
+    };
+    const onAbort = () => stop('cancel');
+    const done = (code: number | null, signal: NodeJS.Signals | null) => {
+      clearTimeout(timer);
+      clearTimeout(forceTimer);
+      o.signal?.removeEventListener('abort', onAbort);
+      live.delete(child);
+      resolve(spawnError ? { spawnError, code: null, signal: null } : { code, signal, stopped });
+    };
+    child.on('error', (err: NodeJS.ErrnoException) => {
+      if (child.pid === undefined) spawnError = err;
+    });
+    child.on('close', done);
+    const stdout = child.stdout!;
+    const stderr = child.stderr!;
+    stdout.on('data', (c: Buffer) => onStdout(c, stdout));
+    stderr.on('data', (c: Buffer) => onStderr(c, stderr));
+    if (child.stdin) {
+      // A program that exits without reading its input closes the pipe: EPIPE is not a failure.
+      child.stdin.on('error', () => {});
+      if (o.input !== undefined) child.stdin.end(o.input);
+    }
+    if (child.pid === undefined) return;
+    live.add(child);
+    if (!exitHooked) {
+      exitHooked = true;
+      process.on('exit', () => {
+        for (const c of live) c.kill('SIGTERM');
+      });
+    }
+    if (o.timeoutMs > 0) timer = setTimeout(() => stop('timeout'), o.timeoutMs);
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function notInstalled(program: string, install: string | undefined): ApiError {
+  return unavailable(`${program} is not installed${install ? ` (install ${install})` : ''}`);
+}
+
+/** Keeps a stream's bytes up to `max`; past it, stops reading (the program sees a closed pipe), as execa's maxBuffer did. */
+class Collected {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  constructor(private readonly max: number) {}
+  push(c: Buffer, stream: Readable): void {
+    if (this.size >= this.max) return;
+    if (this.size + c.length > this.max) {
+      this.chunks.push(c.subarray(0, this.max - this.size));
+      this.size = this.max;
+      stream.destroy();
+      return;
+    }
+    this.chunks.push(c);
+    this.size += c.length;
+  }
+  bytes(): Buffer {
+    return this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size);
+  }
+}
+
 export async function run(program: string, args: readonly string[], opts: RunOptions = {}): Promise<RunResult> {
   const okCodes = opts.okCodes ?? [0];
-  let r;
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const max = opts.maxBuffer ?? 64 * 1024 * 1024;
+  const out = new Collected(max);
+  const err = new Collected(max);
+  let r: Outcome;
   try {
-    r = await execa(program, [...args], {
-      reject: false,
-      timeout: opts.timeoutMs ?? 60_000,
-      cancelSignal: opts.signal,
-      input: opts.input,
-      env: opts.env,
-      extendEnv: !opts.cleanEnv,
-      cwd: opts.cwd,
-      encoding: opts.binary ? 'buffer' : 'utf8',
-      maxBuffer: opts.maxBuffer ?? 64 * 1024 * 1024,
-      stripFinalNewline: false,
-      forceKillAfterDelay: 2000,
-    });
-  } catch (err) {
-    throw internal(`cannot run ${program}: ${(err as Error).message}`);
-  }
-  const stderr = typeof r.stderr === 'string' ? r.stderr : Buffer.from(r.stderr as Uint8Array).toString('utf8');
-  if ((r as { code?: string }).code === 'ENOENT' && r.exitCode === undefined) {
-    throw unavailable(`${program} is not installed${opts.install ? ` (install ${opts.install})` : ''}`);
-  }
-  if (r.isCanceled) throw new ProgramError(`${program} was cancelled`, program, null, stderr, 409);
-  if (r.timedOut)
-    throw new ProgramError(
-      `${program} did not finish within ${opts.timeoutMs ?? 60_000} ms${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`,
+    r = await launch(
       program,
-      null,
-      stderr,
+      args,
+      { ...opts, timeoutMs },
+      (c, s) => out.push(c, s),
+      (c, s) => err.push(c, s),
     );
-  const code = r.exitCode ?? -1;
-  if (r.signal && r.exitCode === undefined)
-    throw new ProgramError(`${program} was killed by ${r.signal}${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`, program, null, stderr);
-  const stdoutBytes = opts.binary ? Buffer.from(r.stdout as unknown as Uint8Array) : undefined;
-  const stdout = opts.binary ? '' : (r.stdout as string);
+  } catch (e) {
+    throw internal(`cannot run ${program}: ${(e as Error).message}`);
+  }
+  const stderr = err.bytes().toString('utf8');
+  if (r.spawnError?.code === 'ENOENT') throw notInstalled(program, opts.install);
+  if (r.stopped === 'cancel') throw new ProgramError(`${program} was cancelled`, program, null, stderr, 409);
+  if (r.stopped === 'timeout')
+    throw new ProgramError(`${program} did not finish within ${timeoutMs} ms${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`, program, null, stderr);
+  // A program that could not be started (EACCES, ...) reads as exit -1, as it did on execa.
+  const code = r.code ?? -1;
+  if (r.signal) throw new ProgramError(`${program} was killed by ${r.signal}${stderr.trim() ? `: ${stderrTail(stderr)}` : ''}`, program, null, stderr);
+  const stdoutBytes = opts.binary ? out.bytes() : undefined;
+  const stdout = opts.binary ? '' : out.bytes().toString('utf8');
   if (!okCodes.includes(code)) {
     const detail = stderrTail(stderr) || stderrTail(stdout);
     throw new ProgramError(
@@ -145,34 +256,31 @@ export interface BoundedRunResult {
 export async function runBounded(program: string, args: readonly string[], opts: BoundedRunOptions = {}): Promise<BoundedRunResult> {
   const stdout = new BoundedOutput(opts.cap);
   const stderr = new BoundedOutput(opts.cap);
-  let r;
+  let r: Outcome;
   try {
-    const sub = execa(program, [...args], {
-      reject: false,
-      buffer: false,
-      encoding: 'buffer',
-      timeout: opts.timeoutMs ?? 60_000,
-      cancelSignal: opts.signal,
-      ...(opts.input !== undefined ? { input: opts.input } : { stdin: 'ignore' as const }),
-      env: opts.env,
-      extendEnv: !opts.cleanEnv,
-      cwd: opts.cwd,
-      forceKillAfterDelay: 2000,
-    });
-    sub.stdout?.on('data', (c: Buffer) => stdout.push(c));
-    sub.stderr?.on('data', (c: Buffer) => stderr.push(c));
-    r = await sub;
+    r = await launch(
+      program,
+      args,
+      { ...opts, timeoutMs: opts.timeoutMs ?? 60_000, ignoreStdin: true },
+      (c) => stdout.push(c),
+      (c) => stderr.push(c),
+    );
   } catch (err) {
     throw internal(`cannot run ${program}: ${(err as Error).message}`);
   }
-  if ((r as { code?: string }).code === 'ENOENT' && r.exitCode === undefined) {
-    throw unavailable(`${program} is not installed${opts.install ? ` (install ${opts.install})` : ''}`);
-  }
-  return { code: r.exitCode ?? null, signal: r.signal ?? null, timedOut: Boolean(r.timedOut), canceled: Boolean(r.isCanceled), stdout, stderr };
+  if (r.spawnError?.code === 'ENOENT') throw notInstalled(program, opts.install);
+  return { code: r.code, signal: r.signal, timedOut: r.stopped === 'timeout', canceled: r.stopped === 'cancel', stdout, stderr };
 }
 
 /** Whether `program` can be found on the PATH (or at its absolute path). */
 export async function which(program: string): Promise<string | null> {
-  const r = await execa('sh', ['-c', 'command -v "$1"', 'sh', program], { reject: false });
-  return r.exitCode === 0 ? String(r.stdout).trim() || null : null;
+  let out = '';
+  const r = await launch(
+    'sh',
+    ['-c', 'command -v "$1"', 'sh', program],
+    { timeoutMs: 0 },
+    (c) => (out += c.toString('utf8')),
+    () => {},
+  );
+  return r.code === 0 ? out.trim() || null : null;
 }

@@ -186,7 +186,7 @@ export async function sandboxesBench(): Promise<void> {
     e = await startSandboxDaemon({ sandboxes: '  max_per_token: 16\n  max_memory_mb_per_token: 65536' });
     const env = e;
     const token = await env.d.token('bench', ['sandbox.read', 'sandbox.manage']);
-    await importImages(env, 'bench', false);
+    await importImages(env, 'bench', false, 'full');
 
     const cold = await cycle(env, token, false);
     print('sandbox_cold_create_to_running_ms', cold, 0);

@@ -19,9 +19,13 @@ export async function startSandboxDaemon(opts: { root?: string; sandboxes?: stri
   return startVmsDaemon({ root: opts.root, extraYaml: SANDBOX_YAML(opts.sandboxes ?? ''), env: opts.env });
 }
 
-/** Imports the cached test guest as `id` (and a blank disk as `blank`, which boots nothing). */
-export async function importImages(e: VmsEnv, id = 'deb12', blank = true): Promise<void> {
-  const image = await guestImage();
+/**
+ * Imports the cached test guest as `id` (and a blank disk as `blank`, which
+ * boots nothing). The lean guest (no cloud-init: test/helpers/vms-guest.ts)
+ * unless a test is about what cloud-init does in the guest.
+ */
+export async function importImages(e: VmsEnv, id = 'deb12', blank = true, kind: 'full' | 'lean' = 'lean'): Promise<void> {
+  const image = await guestImage(kind);
   const imp = await e.d.admin.request('POST', '/admin/vms/images/import', { file: image, image_id: id, default_user: 'debian' });
   expect(imp.status, JSON.stringify(imp.body)).to.equal(201);
   await succeeded(e, imp.body.task.task_id);

@@ -236,7 +236,7 @@ describe('docs/first-hour.md, every command run', function () {
       // (mocha --grep) the test imports the image the same way and runs the section itself.
       if (!sandboxRun) {
         const images = (await e!.d.admin.request('GET', '/api/v1/vms/images')).body.images as Array<{ image_id: string }>;
-        if (!images.some((i) => i.image_id === 'deb12')) await importImages(e!, 'deb12', false);
+        if (!images.some((i) => i.image_id === 'deb12')) await importImages(e!, 'deb12', false, 'full');
       }
       const r = await (sandboxRun ??= runSandboxes());
       expectOk(r);

@@ -35,7 +35,7 @@ describe('sandboxes runtime (QEMU)', function () {
 
   before(async function () {
     await requireVmsRuntime(this, 'sandboxes');
-    imageMachineId = (await readGuestFile(await guestImage(), '/etc/machine-id'))!.trim();
+    imageMachineId = (await readGuestFile(await guestImage('lean'), '/etc/machine-id'))!.trim();
     e = await startSandboxDaemon({ sandboxes: CAPS });
     alice = await e.d.token('alice', AGENT);
     bob = await e.d.token('bob', AGENT);

@@ -431,6 +431,14 @@ describe('escalation: VM and sandbox scopes against QEMU', function () {
     });
 
     it("reaches no service on the host's loopback (user networking is restricted by default)", async () => {
+      // The guest is on the network (so that a refused connection means the restriction, not a card that is down):
+      // its DHCP lease from QEMU's slirp and a route to the gateway.
+      await eventually(
+        async () => /inet 10\.0\.2\.15\//.test((await inGuest('ip -4 -o addr show scope global')).stdout),
+        300_000,
+        "the guest's DHCP address 10.0.2.15",
+      );
+      expect((await inGuest('ip -4 route get 10.0.2.2')).stdout).to.match(/^10\.0\.2\.2 dev \S+ src 10\.0\.2\.15/);
       // 10.0.2.2 is QEMU's slirp alias of the host's 127.0.0.1.
       const r = await inGuest(`timeout 10 bash -c 'exec 3<>/dev/tcp/10.0.2.2/${port}; cat <&3' 2>&1; echo rc=$?`);
       expect(r.stdout).to.not.include('hello from the host loopback');

@@ -180,6 +180,14 @@ export class VmContext {
 
   readonly addrCache = new Map<number, { at: number; addresses: string[] }>();
 
+  /**
+   * VMs resumed from a warm state whose own identity the restore is still
+   * setting through the agent (warm-states.ts): the VM runs and its agent may
+   * answer, but it still has the saved guest's hostname, machine-id and keys.
+   * wait-ready, exec and guest files wait for the entry to go.
+   */
+  private readonly identitySteps = new Map<number, Promise<void>>();
+
   closed = false;
 
   /** Reports each change of a VM's state once (`vms.state` events, and the owning domain of an owned VM). */
@@ -501,6 +509,32 @@ export class VmContext {
   }
 
   // ------------------------------------------------------------ guest
+
+  /**
+   * Marks `vmid`'s identity step under way until the returned function is
+   * called, which also wakes the VM's waiters (wait-ready sleeps on the VM's
+   * state reports).
+   */
+  identityStep(vmid: number): () => void {
+    let done!: () => void;
+    const p = new Promise<void>((r) => (done = r));
+    this.identitySteps.set(vmid, p);
+    return () => {
+      if (this.identitySteps.get(vmid) === p) this.identitySteps.delete(vmid);
+      done();
+      this.states.wake(vmid);
+    };
+  }
+
+  /** Whether a warm restore is still setting `vmid`'s identity. */
+  settingIdentity(vmid: number): boolean {
+    return this.identitySteps.has(vmid);
+  }
+
+  /** Resolves once no identity step runs for `vmid` (at once when none does): a user's call never runs before it. */
+  async identitySet(vmid: number): Promise<void> {
+    await this.identitySteps.get(vmid);
+  }
 
   async requireRunning(rec: VmRecord, what: string): Promise<void> {
     const state = await this.state(rec);

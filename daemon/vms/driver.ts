@@ -165,6 +165,12 @@ export interface GuestExecOptions {
   /** With `cut: false`: positional parameters of the command ($1, $2, ...), never spliced into its text. */
   args?: string[];
   cap?: number;
+  /**
+   * The longest pause between two asks for the command's status (default
+   * 200 ms; they start at 5 ms and double). hostd's own short commands ask
+   * more often: each ask is one agent round trip.
+   */
+  pollMs?: number;
 }
 
 /** What a guest path is (stat(2) of the path, symlinks followed; a listing's entries are not followed). */

@@ -37,6 +37,7 @@ export class VmGuestFiles {
   private async running(vmid: number, o: OwnerOpts, what: string): Promise<GuestFileDriver> {
     const rec = await this.c.vm(vmid, o);
     await this.c.requireRunning(rec, what);
+    await this.c.identitySet(vmid);
     const files = this.c.e.files;
     if (!files) throw unavailable('guest files are not available with this VM driver');
     return files;

@@ -26,6 +26,8 @@ export class VmGuest {
     const t = timeoutSeconds ?? 60;
     if (t < 1 || t > 86400) throw badRequest("argument 'timeout_seconds' must be 1-86400");
     await this.c.requireRunning(rec, 'exec');
+    // A VM just resumed from a warm state runs a user's command only with its own identity in place.
+    await this.c.identitySet(vmid);
     const t0 = Date.now();
     let r;
     try {
@@ -42,23 +44,30 @@ export class VmGuest {
     return { vmid, ...r, duration_ms: Date.now() - t0 };
   }
 
-  /** POST /vms/{id}/wait-ready: running and the agent answers, or the timeout. */
+  /**
+   * POST /vms/{id}/wait-ready: running, its identity in place (a VM resumed
+   * from a warm state) and the agent answers, or the timeout. Wakes on the
+   * VM's state reports and on the end of its identity step; asks the agent
+   * every 250 ms only while the VM runs without one (the agent starting has
+   * no event).
+   */
   async waitReady(vmid: number, timeoutSeconds: number | undefined, o: OwnerOpts = {}) {
     const t0 = Date.now();
     const end = t0 + (timeoutSeconds ?? 60) * 1000;
     let state: VmState = 'stopped';
+    let settingIdentity = false;
     for (;;) {
       // Taken before the state is read, so that a change reported meanwhile still wakes this wait.
       const next = this.c.states.next(vmid);
       try {
         const rec = await this.c.vm(vmid, o);
         state = await this.c.state(rec);
-        if (state === 'running' && (await this.c.driver.ping(this.c.ref(vmid), Math.max(200, Math.min(2000, end - Date.now()))))) {
+        settingIdentity = state === 'running' && this.c.settingIdentity(vmid);
+        if (state === 'running' && !settingIdentity && (await this.c.driver.ping(this.c.ref(vmid), Math.max(200, Math.min(2000, end - Date.now()))))) {
           return { vmid, ready: true, timed_out: false, state, waited_ms: Date.now() - t0, reason: null };
         }
         if (Date.now() >= end) break;
-        // Running: the agent has no event, so it is asked again shortly. Otherwise the VM's next state event wakes this.
-        if (state === 'running') await sleep(Math.min(250, Math.max(0, end - Date.now())));
+        if (state === 'running' && !settingIdentity) await sleep(Math.min(250, Math.max(0, end - Date.now())));
         else await next.wait(Math.min(this.c.e.settings.waitPollMs, Math.max(0, end - Date.now())));
       } finally {
         next.cancel();
@@ -70,7 +79,11 @@ export class VmGuest {
       timed_out: true,
       state,
       waited_ms: Date.now() - t0,
-      reason: state === 'running' ? 'the guest agent did not answer' : `the VM is ${state}`,
+      reason: settingIdentity
+        ? 'the VM was resumed from a warm state and its own identity is still being set'
+        : state === 'running'
+          ? 'the guest agent did not answer'
+          : `the VM is ${state}`,
     };
   }
 

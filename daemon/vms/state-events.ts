@@ -69,7 +69,7 @@ export class VmStates {
   private readonly watches = new Map<number, () => void>();
   private readonly chains = new Map<number, Promise<unknown>>();
   private readonly listeners = new Set<(c: VmStateChange) => void>();
-  /** Wakes waiters (wait-ready) after each report of a VM, by vmid. */
+  /** Wakes waiters (wait-ready) after each report of a VM, and at `wake`, by vmid. */
   private readonly reports = new EventEmitter().setMaxListeners(0);
   private closed = false;
 
@@ -92,6 +92,11 @@ export class VmStates {
    */
   next(vmid: number): NextSignal {
     return nextSignal(this.reports, String(vmid));
+  }
+
+  /** Wakes the waiters on `vmid` without a report (the end of a warm restore's identity step). */
+  wake(vmid: number): void {
+    this.reports.emit(String(vmid));
   }
 
   /** Marks a call under way on `vmid` until the returned function is called. */

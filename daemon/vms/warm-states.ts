@@ -8,7 +8,71 @@ import type { TaskHandle, TaskRecord } from '../lib/tasks.js';
 import { formatSize } from './sizes.js';
 import { VmRecords, vmKey, WARM_FORMAT, type VmRecord, type WarmStateRecord } from './records.js';
 import { hostnameOf, newUuid, now, randomHex, sleep, vmDir, warmDir } from './common.js';
+import type { MachineRef } from './driver.js';
 import { agentFailure, type OwnerOpts, SEED_MAX, type VmContext, warmRefusal } from './context.js';
+
+/** How often the identity shell's status is asked (each ask is one agent round trip). */
+const IDENTITY_POLL_MS = 20;
+
+const q = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;
+
+/** `ms` milliseconds as seconds with three decimals and a sign (`+12.345`, `-0.500`), exactly. */
+function signedSeconds(ms: number): string {
+  const a = Math.abs(Math.round(ms));
+  return `${ms < 0 ? '-' : '+'}${Math.floor(a / 1000)}.${String(a % 1000).padStart(3, '0')}`;
+}
+
+/**
+ * The one guest shell that gives a VM resumed from a warm state its own
+ * identity. Under TCG every agent round trip and every program started in
+ * a just-resumed guest costs tens to hundreds of milliseconds (its code is
+ * translated anew), so it starts as few as it can:
+ *
+ * - the clock by `date -s` (settimeofday), the resumed guest's being as old
+ *   as the save. Not the agent's `guest-set-time`: it also runs `hwclock
+ *   -w`, which waits for the RTC's next second (0.7 to 4.9 s of a warm
+ *   create measured here); the RTC needs no write, QEMU's follows the host.
+ *   With `clockOffsetMs` (host minus guest clock, measured through the
+ *   agent) the shift is relative (`date -s '+N seconds'`, GNU), so that the
+ *   time it takes the shell to start does not make the clock late; else,
+ *   and where `date` takes no relative time (busybox), the host's time when
+ *   the script was made. `LC_ALL=C`: no locale files to load.
+ * - the hostname by writing /proc/sys/kernel/hostname (a builtin, not the
+ *   `hostname` program), /etc/hostname and /etc/machine-id by printf;
+ * - the seed, from stdin, into a file only root can read (`cat`: any bytes);
+ * - the saved guest's SSH host private keys emptied by redirections (no
+ *   program), then new keys made in the background at the lowest CPU
+ *   priority (seconds of guest CPU; the agent and the guest's first commands
+ *   come first), sshd restarted after.
+ *
+ * `machineId` null: the saved guest's machine-id and SSH host keys stay (`skip_rekey`).
+ */
+export function identityScript(p: { hostname: string; machineId: string | null; seed: boolean; nowMs: number; clockOffsetMs: number | null }): string {
+  const abs = `@${signedSeconds(p.nowMs).slice(1)}`;
+  const setClock = [`LC_ALL=C date -u -s ${abs} >/dev/null 2>&1`, `date -u -s @${Math.floor(p.nowMs / 1000)} >/dev/null 2>&1`, 'true'];
+  if (p.clockOffsetMs !== null) setClock.unshift(`LC_ALL=C date -u -s '${signedSeconds(p.clockOffsetMs)} seconds' >/dev/null 2>&1`);
+  const steps = [
+    'set -e',
+    // A guest that cannot set its clock still gets its identity.
+    setClock.join(' || '),
+    `printf '%s' ${q(p.hostname)} > /proc/sys/kernel/hostname`,
+    `printf '%s\\n' ${q(p.hostname)} > /etc/hostname`,
+  ];
+  if (p.machineId !== null) steps.push(`printf '%s\\n' ${p.machineId} > /etc/machine-id`);
+  if (p.seed) {
+    steps.push('[ -d /etc/svc ] || mkdir -p /etc/svc', '( umask 077; [ ! -e /etc/svc/seed ] || chmod 600 /etc/svc/seed; exec cat > /etc/svc/seed )');
+  }
+  if (p.machineId !== null) {
+    steps.push(
+      // The saved guest's host keys are emptied here (sshd cannot load them), so that no copy serves
+      // them after its identity step, while the new ones are still being made.
+      'for k in /etc/ssh/ssh_host_*_key; do [ -L "$k" ] || [ ! -f "$k" ] || : > "$k"; done',
+      "n=; if command -v nice >/dev/null 2>&1; then n='nice -n 19'; fi",
+      `$n sh -c 'rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh' >/dev/null 2>&1 </dev/null &`,
+    );
+  }
+  return steps.join('\n');
+}
 
 export class VmWarmStates {
   constructor(private readonly c: VmContext) {}
@@ -231,8 +295,10 @@ export class VmWarmStates {
       const t0 = Date.now();
       try {
         await fs.mkdir(rec.dir, { recursive: true, mode: 0o700 });
-        await this.c.driver.createDisk(path.join(rec.dir, 'root.qcow2'), null, w.disk_file);
-        await this.c.writeSeed(rec);
+        // Two programs that need nothing of each other (qemu-img, genisoimage): side by side, both
+        // ended before a failure of either removes the directory.
+        const made = await Promise.allSettled([this.c.driver.createDisk(path.join(rec.dir, 'root.qcow2'), null, w.disk_file), this.c.writeSeed(rec)]);
+        for (const m of made) if (m.status === 'rejected') throw m.reason;
         await this.c.step('restore:disk');
         await this.c.launch(rec, w.memory_file);
         await this.c.step('restore:started');
@@ -242,11 +308,19 @@ export class VmWarmStates {
         throw err;
       }
       const resumeMs = Date.now() - t0;
-      await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'running', actorOf(ctx as { caller?: { tokenName: string } }), rec);
-      this.heardResume(resumeMs);
-      const identity = await this.agentIdentity(rec, a.seed_data ?? null, !(a.skip_rekey ?? false));
-      if (identity.applied) {
-        rec.identity.seed_written = a.seed_data !== undefined;
+      // From the commit on the VM is visible and runs, with the saved guest's identity until the agent
+      // sets its own: wait-ready, exec and guest files wait for this step's end (context.ts).
+      const identityDone = this.c.identityStep(vmid);
+      let identity: { applied: boolean; reason: string | null };
+      try {
+        await this.c.states.commit(key, [this.c.records.putVm(rec)], vmid, 'running', actorOf(ctx as { caller?: { tokenName: string } }), rec);
+        this.heardResume(resumeMs);
+        identity = await this.agentIdentity(rec, a.seed_data ?? null, !(a.skip_rekey ?? false));
+      } finally {
+        identityDone();
+      }
+      if (identity.applied && a.seed_data !== undefined) {
+        rec.identity.seed_written = true;
         await this.c.save(rec);
       }
       ctx.note({
@@ -271,7 +345,12 @@ export class VmWarmStates {
     }
   }
 
-  /** Hostname, machine-id, clock, seed and (in the background) SSH host keys of a resumed clone, through the agent. */
+  /**
+   * The clock, hostname, machine-id, seed and (in the background) SSH host
+   * keys of a resumed clone, through the agent: its first answer, its clock
+   * (one more round trip, for the shift), then one guest shell
+   * (identityScript) whose end is asked for every IDENTITY_POLL_MS.
+   */
   private async agentIdentity(rec: VmRecord, seed: string | null, rekey: boolean): Promise<{ applied: boolean; reason: string | null }> {
     const ref = this.c.ref(rec.vmid);
     const end = Date.now() + 15_000;
@@ -280,26 +359,29 @@ export class VmWarmStates {
       await sleep(100);
     }
     try {
-      await this.c.driver.agent(ref, 'guest-set-time', { time: Date.now() * 1_000_000 }, 5000).catch(() => undefined);
-      // One shell in the guest for all of it: each agent round trip costs a guest context switch under TCG.
-      const q = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;
-      const host = hostnameOf(rec.name, rec.vmid);
-      const steps = ['set -e', `hostname ${q(host)}`, `printf '%s\\n' ${q(host)} > /etc/hostname`];
-      if (rekey) steps.push(`printf '%s\\n' ${randomHex(16)} > /etc/machine-id`);
+      const script = identityScript({
+        hostname: hostnameOf(rec.name, rec.vmid),
+        machineId: rekey ? randomHex(16) : null,
+        seed: seed !== null,
+        nowMs: Date.now(),
+        clockOffsetMs: await this.clockOffset(ref),
+      });
       // The seed arrives on stdin, never in an argument list.
-      if (seed !== null) steps.push('mkdir -p /etc/svc', '(umask 077; cat > /etc/svc/seed)', 'chmod 600 /etc/svc/seed');
-      // New SSH host keys take seconds of guest CPU: in the background, sshd restarted after.
-      if (rekey)
-        steps.push(
-          `setsid sh -c 'rm -f /etc/ssh/ssh_host_*_key /etc/ssh/ssh_host_*_key.pub; ssh-keygen -A; systemctl try-restart ssh' >/dev/null 2>&1 </dev/null &`,
-        );
-      const r = await this.c.driver.exec(ref, steps.join('\n'), 20_000, { input: seed ?? undefined, cut: false });
+      const r = await this.c.driver.exec(ref, script, 20_000, { input: seed ?? undefined, cut: false, pollMs: IDENTITY_POLL_MS });
       if (r.exit_code !== 0)
         return { applied: false, reason: `setting the identity failed in the guest: ${(r.stderr.trim() || `exit ${r.exit_code}`).slice(0, 200)}` };
       return { applied: true, reason: null };
     } catch (err) {
       return { applied: false, reason: agentFailure(rec.vmid, err).message };
     }
+  }
+
+  /** Host clock minus guest clock in ms, from the agent's `guest-get-time` (the host's at the middle of the round trip); null when it does not say. */
+  private async clockOffset(ref: MachineRef): Promise<number | null> {
+    const t1 = Date.now();
+    const ns = await this.c.driver.agent<number>(ref, 'guest-get-time', undefined, 5000).catch(() => null);
+    const t2 = Date.now();
+    return typeof ns === 'number' && Number.isFinite(ns) ? (t1 + t2) / 2 - ns / 1e6 : null;
   }
 
   async deleteWarmState(id: string, ctx: NoteSink, o: OwnerOpts = {}) {

@@ -132,7 +132,22 @@ export class FakeDriver implements VmDriver {
     return {} as T;
   }
 
+  /** Commands that reached exec, in order (`exec:<command>`), with what a test notes between them. */
+  readonly trail: string[] = [];
+  private held: Promise<void> | null = null;
+
+  /** Holds the next exec (a warm restore's identity step) until the returned function is called. */
+  holdNextExec(): () => void {
+    let release!: () => void;
+    this.held = new Promise<void>((r) => (release = r));
+    return release;
+  }
+
   async exec(_m: MachineRef, command: string) {
+    this.trail.push(`exec:${command}`);
+    const held = this.held;
+    this.held = null;
+    if (held) await held;
     return { exit_code: 0, stdout: command, stderr: '', timed_out: false, truncated: false, duration_ms: 1 };
   }
 
@@ -189,6 +204,7 @@ export async function fakeVmService(
   tasks: TaskRunner,
   drv: FakeDriver,
   mins: Pick<ImageRecord, 'min_cpu_cores' | 'min_memory_mb' | 'min_disk_gb'>,
+  settings: Record<string, unknown> = {},
 ): Promise<VmService> {
   fsSync.mkdirSync(path.join(dir, 'pool'), { recursive: true });
   const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
@@ -197,7 +213,7 @@ export async function fakeVmService(
     driver: drv,
     tasks,
     secrets: new FileSecretStore(dir),
-    settings: parseVmSettings({ default_memory_mb: 768 }, pools),
+    settings: parseVmSettings({ default_memory_mb: 768, ...settings }, pools),
     pools,
     dataDir: dir,
     runBase: path.join(dir, 'run'),

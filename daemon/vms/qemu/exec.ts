@@ -116,7 +116,8 @@ export async function guestExec(call: AgentCall, command: string, timeoutMs: num
   const encoding = opts.encoding ?? 'utf8';
   const { pid } = await call<{ pid: number }>('guest-exec', args);
   const end = t0 + timeoutMs;
-  let wait = 5;
+  const maxWait = opts.pollMs ?? 200;
+  let wait = Math.min(5, maxWait);
   let timedOut = false;
   let killedAt = 0;
   for (;;) {
@@ -133,7 +134,7 @@ export async function guestExec(call: AgentCall, command: string, timeoutMs: num
       return { exit_code: null, stdout: '', stderr: '', truncated: false, timed_out: true, duration_ms: Date.now() - t0 };
     }
     await sleep(timedOut ? wait : Math.min(wait, Math.max(1, end - Date.now())));
-    wait = Math.min(wait * 2, 200);
+    wait = Math.min(wait * 2, maxWait);
   }
 }
 

@@ -389,14 +389,19 @@ export class Machines {
     return q;
   }
 
+  /** The VM's agent connection, opened (and synchronised) when there is none; `fresh` when this call opened it. */
+  private async connection(ref: MachineRef, timeoutMs: number): Promise<{ a: GuestAgent; fresh: boolean }> {
+    const a = this.agents.get(ref.runDir);
+    if (a) return { a, fresh: false };
+    const opened = await GuestAgent.open(runFiles(ref.runDir).qga, Math.min(timeoutMs, 3000));
+    this.agents.set(ref.runDir, opened);
+    return { a: opened, fresh: true };
+  }
+
   /** One guest agent command (AgentTimeout when the agent does not answer). */
   agent<T = any>(ref: MachineRef, command: string, args?: Record<string, unknown>, timeoutMs = 10_000): Promise<T> {
     return this.queue(ref).run(async () => {
-      let a = this.agents.get(ref.runDir);
-      if (!a) {
-        a = await GuestAgent.open(runFiles(ref.runDir).qga, Math.min(timeoutMs, 3000));
-        this.agents.set(ref.runDir, a);
-      }
+      const { a } = await this.connection(ref, timeoutMs);
       try {
         return await a.call<T>(command, args, timeoutMs);
       } catch (err) {
@@ -409,10 +414,16 @@ export class Machines {
     });
   }
 
-  /** Whether the guest agent answers a ping within `timeoutMs`. */
+  /**
+   * Whether the guest agent answers a ping within `timeoutMs`. On a new
+   * connection the agent's answer to the synchronisation is the answer: no
+   * second round trip (one less guest wake-up under TCG, e.g. right after a
+   * warm resume).
+   */
   async ping(ref: MachineRef, timeoutMs = 2000): Promise<boolean> {
     try {
-      await this.agent(ref, 'guest-ping', undefined, timeoutMs);
+      const fresh = await this.queue(ref).run(async () => (await this.connection(ref, timeoutMs)).fresh);
+      if (!fresh) await this.agent(ref, 'guest-ping', undefined, timeoutMs);
       return true;
     } catch {
       return false;

@@ -344,7 +344,13 @@ describe('vms runtime (QEMU)', function () {
     expect(list.warm_states[0]).to.include({ id: warmId, name: 'alpha warm', vmid: 200, image_id: 'deb12', memory_mb: 512, network_type: 'user' });
     expect(list.warm_states[0].dependents).to.deep.equal([]);
     await fails(e, 'POST', `/vms/warm-states/ws-000000000000`, { name: 'x' }, 404, "warm state 'ws-000000000000' not found");
-    const r = await ok(e, 'POST', `/vms/warm-states/${warmId}`, { name: 'Warm Bee', vmid: 201 });
+    // A wait-ready asked while the restore still sets the identity answers once the identity is in place:
+    // the first command after it sees the clone's own hostname and machine-id, not the saved guest's.
+    const restoring = ok(e, 'POST', `/vms/warm-states/${warmId}`, { name: 'Warm Bee', vmid: 201 });
+    await eventually(async () => (await api(e, 'GET', '/vms/201')).status === 200, 300_000, 'VM 201 to be recorded');
+    expect((await ok(e, 'POST', '/vms/201/wait-ready', { timeout_seconds: 120 })).ready).to.equal(true);
+    expect((await sh(e, 201, 'hostname; cat /etc/hostname')).split('\n')).to.deep.equal(['warm-bee', 'warm-bee', '']);
+    const r = await restoring;
     expect(r.vm).to.include({ vmid: 201, state: 'running', linked_clone: true, warm_state_id: warmId });
     expect(r.identity).to.deep.equal({ applied: true, reason: null });
     expect(r.resume_ms).to.be.a('number');

@@ -23,6 +23,8 @@
  *     agent_timeout_seconds: 3       # how long one guest agent answer may take before 503
  *     wait_poll_seconds: 5           # wait-ready wakes on the VM's state events; this is how often it looks
  *                                    #   again without one (a safety net); the agent, which has no event, every 250 ms
+ *     warm_settle_timeout_seconds: 900   # how long a warm-state save waits for the guest's first boot
+ *                                    #   (cloud-init) to finish before it saves (docs/vms.md, "Warm states")
  */
 import type { PoolConfig } from '../config.js';
 
@@ -44,6 +46,7 @@ export interface VmSettings {
   templateBuildTimeoutMs: number;
   agentTimeoutMs: number;
   waitPollMs: number;
+  warmSettleTimeoutMs: number;
 }
 
 const KEYS = [
@@ -63,6 +66,7 @@ const KEYS = [
   'template_build_timeout_seconds',
   'agent_timeout_seconds',
   'wait_poll_seconds',
+  'warm_settle_timeout_seconds',
 ];
 
 export const BRIDGE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
@@ -120,6 +124,7 @@ export function parseVmSettings(raw: unknown, pools: PoolConfig[]): VmSettings {
     templateBuildTimeoutMs: int('template_build_timeout_seconds', 1800, 10, 86400) * 1000,
     agentTimeoutMs: int('agent_timeout_seconds', 3, 1, 600) * 1000,
     waitPollMs: int('wait_poll_seconds', 5, 1, 86400) * 1000,
+    warmSettleTimeoutMs: int('warm_settle_timeout_seconds', 900, 1, 86400) * 1000,
   };
 }
 

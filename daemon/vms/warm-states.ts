@@ -172,8 +172,35 @@ export class VmWarmStates {
   }
 
   /** The save pauses and continues the guest: a call under way for the VM's state events (state-events.ts), so no `paused` is reported. */
-  private doWarmSave(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
+  private async doWarmSave(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {
+    await this.settle(rec, th);
     return this.c.states.during(rec.vmid, OPERATOR, () => this.doWarmSaveNow(rec, w, newLayer, th));
+  }
+
+  /**
+   * Waits for the guest's first boot to finish before its memory is saved. A
+   * guest saved while cloud-init still runs carries that run on in every VM
+   * resumed from it, where it races the identity step: it makes SSH host keys
+   * anew and rewrites the hostname and sshd's settings from the saved guest's
+   * seed, after the resumed VM was given its own. Asked through the agent; a
+   * guest without an agent or without cloud-init is saved at once.
+   */
+  private async settle(rec: VmRecord, th: TaskHandle): Promise<void> {
+    const ref = this.c.ref(rec.vmid);
+    if (!(await this.c.driver.ping(ref, this.c.e.settings.agentTimeoutMs))) {
+      th.log('the guest agent does not answer: the guest is saved as it is');
+      return;
+    }
+    th.log("waiting for the guest's first boot to finish (cloud-init)");
+    const limit = this.c.e.settings.warmSettleTimeoutMs;
+    const r = await this.c.driver.exec(ref, 'if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null 2>&1; fi; true', limit, {
+      cut: false,
+    });
+    if (r.timed_out) {
+      throw conflict(
+        `VM ${rec.vmid}'s first boot (cloud-init) did not finish within ${limit / 1000} s (vms.warm_settle_timeout_seconds): a warm state saved now would carry it on in every VM resumed from it; save it once the guest has settled`,
+      );
+    }
   }
 
   private async doWarmSaveNow(rec: VmRecord, w: WarmStateRecord, newLayer: string, th: TaskHandle) {

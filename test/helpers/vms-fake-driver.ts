@@ -93,6 +93,7 @@ export class FakeDriver implements VmDriver {
   }
 
   async saveMemory(m: MachineRef, file: string): Promise<{ ms: number; bytes: number }> {
+    this.trail.push('saveMemory');
     await fs.writeFile(file, 'memory');
     this.machines.get(m.runDir)!.status = 'postmigrate';
     return { ms: 1, bytes: 6 };
@@ -143,11 +144,15 @@ export class FakeDriver implements VmDriver {
     return release;
   }
 
+  /** Commands matching this time out in the guest (as a first boot that never settles). */
+  execTimesOut: RegExp | null = null;
+
   async exec(_m: MachineRef, command: string) {
     this.trail.push(`exec:${command}`);
     const held = this.held;
     this.held = null;
     if (held) await held;
+    if (this.execTimesOut?.test(command)) return { exit_code: null, stdout: '', stderr: '', timed_out: true, truncated: false, duration_ms: 1 };
     return { exit_code: 0, stdout: command, stderr: '', timed_out: false, truncated: false, duration_ms: 1 };
   }
 

@@ -337,6 +337,9 @@ describe('vms runtime (QEMU)', function () {
     expect(t.warm_state_id).to.match(/^ws-[0-9a-f]{12}$/);
     warmId = t.warm_state_id;
     await succeeded(e, t.task.task_id);
+    // The save asked the guest whether its first boot (cloud-init) was over before it saved anything.
+    const saveLog = (await ok(e, 'GET', `/tasks/${t.task.task_id}/logs`)).lines.map((l: any) => l.text).join('\n');
+    expect(saveLog).to.match(/waiting for the guest's first boot to finish \(cloud-init\)\n[\s\S]*saving guest memory/);
     expect((await ok(e, 'GET', '/vms/200')).vm.state).to.equal('running');
     await sh(e, 200, 'echo after > /root/marker; sync');
     const list = await ok(e, 'GET', '/vms/warm-states');
@@ -355,7 +358,9 @@ describe('vms runtime (QEMU)', function () {
     expect(r.identity).to.deep.equal({ applied: true, reason: null });
     expect(r.resume_ms).to.be.a('number');
     expect((await ok(e, 'POST', '/vms/201/wait-ready', { timeout_seconds: 120 })).ready).to.equal(true);
-    // The clone has the disk and memory of the instant of the save, and its own identity.
+    // The clone has the disk and memory of the instant of the save, and its own identity; nothing of the
+    // saved guest's first boot runs on in it.
+    expect(await sh(e, 201, 'cloud-init status')).to.match(/^status: done\n/);
     expect(await sh(e, 201, 'cat /root/marker')).to.equal('before\n');
     expect(await sh(e, 200, 'cat /root/marker')).to.equal('after\n');
     expect((await sh(e, 201, `kill -0 ${sleeper} && echo alive`)).trim()).to.equal('alive');

@@ -156,6 +156,32 @@ describe('vms service rules (fake driver)', () => {
     await svc.deleteWarmState(saved.warm_state_id, noNotes);
   });
 
+  it("saves a warm state only once the guest's first boot (cloud-init) has finished, and refuses to save one that does not settle", async () => {
+    const { vm } = await svc.create({ name: 'a', image_id: 'base', linked_clone: true }, noNotes);
+    await svc.start(vm.vmid, noNotes);
+    drv.trail.length = 0;
+    const saved = await svc.saveWarmState(vm.vmid, 'w', { note() {} }, { wait: true });
+    const settle = drv.trail.findIndex((t) => t.startsWith('exec:') && t.includes('cloud-init status --wait'));
+    expect(settle, drv.trail.join(' | ')).to.be.at.least(0);
+    expect(drv.trail.indexOf('saveMemory'), 'the memory is saved after the wait').to.be.greaterThan(settle);
+    await svc.deleteWarmState(saved.warm_state_id, noNotes);
+
+    drv.execTimesOut = /cloud-init status --wait/;
+    drv.trail.length = 0;
+    try {
+      await rejectsApi(
+        svc.saveWarmState(vm.vmid, 'w2', { note() {} }, { wait: true }),
+        500,
+        `saving the warm state failed: VM ${vm.vmid}'s first boot (cloud-init) did not finish within 900 s (vms.warm_settle_timeout_seconds): a warm state saved now would carry it on in every VM resumed from it; save it once the guest has settled`,
+      );
+    } finally {
+      drv.execTimesOut = null;
+    }
+    expect(drv.trail, 'nothing saved').to.not.include('saveMemory');
+    expect(await svc.warmStates()).to.deep.equal([]);
+    expect((await svc.get(vm.vmid)).state).to.equal('running');
+  });
+
   const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
   const spec = (vmid: number) => drv.machines.get(svc.runDir(vmid))!.spec;
 

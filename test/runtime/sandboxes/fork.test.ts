@@ -110,7 +110,7 @@ describe('sandboxes runtime: fork (QEMU)', function () {
   it('forks 2: answers at once with both booting, the parent running on; a replay returns the same two; never more than two guests at once', async () => {
     await ok(alice, 'PUT', `/sandboxes/${parent.id}/files`, { path: '/srv/shared.txt', content: Buffer.from('from the parent\n').toString('base64') });
     parentMachineId = (await sbxSh(e, parent.id, 'cat /etc/machine-id')).trim();
-    // A cold boot of the test guest makes no SSH host key of its own; a copy's, made after its resume, differs from any it has.
+    // The parent's SSH host key (made at its boot: hostd removed the image's), if it has one yet; a copy's, made after its resume, differs from it.
     parentHostKey = (await sbxSh(e, parent.id, 'ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub 2>/dev/null | cut -d" " -f2 || true')).trim();
     parentReseeds = Number((await sbxSh(e, parent.id, RESEEDS)).trim());
     expect(qemuPids(e.root), 'the parent alone runs before the fork').to.have.length(1);

@@ -43,33 +43,8 @@ export const ClusterService: grpc.ServiceDefinition = pkg.hostd.cluster.v1.Clust
 export const ClusterClientCtor: grpc.ServiceClientConstructor = pkg.hostd.cluster.v1.Cluster;
 
 // Message shapes (keepCase, defaults on).
-export interface WireCaller {
-  token_id: string;
-  token_name: string;
-  scopes: string[];
-}
-export interface CallFrame {
-  id: number;
-  operation: string;
-  args_json: string;
-  caller: WireCaller;
-  origin: string;
-  request_id: string;
-}
-export interface CallBatch {
-  calls: CallFrame[];
-}
-export interface ReplyFrame {
-  id: number;
-  ok: boolean;
-  result_json: Buffer;
-  status: number;
-  error: string;
-  more: boolean;
-}
-export interface ReplyBatch {
-  replies: ReplyFrame[];
-}
+import type { WireCaller } from './wire.js';
+export type { WireCaller, CallFrame, CallBatch, ReplyFrame, ReplyBatch } from './wire.js';
 /** What running one forwarded call gives, before it is framed (member side) or after (origin side). */
 export interface CallOutcome {
   ok: boolean;

@@ -17,7 +17,35 @@
  * the caller, null). `test/cluster/wire.test.ts` checks both directions
  * against proto-loader.
  */
-import type { CallBatch, CallFrame, ReplyBatch, ReplyFrame, WireCaller } from './proto.js';
+
+// The messages, as the rest of the code sees them (proto.ts re-exports them with the others).
+export interface WireCaller {
+  token_id: string;
+  token_name: string;
+  scopes: string[];
+}
+export interface CallFrame {
+  id: number;
+  operation: string;
+  args_json: string;
+  caller: WireCaller;
+  origin: string;
+  request_id: string;
+}
+export interface CallBatch {
+  calls: CallFrame[];
+}
+export interface ReplyFrame {
+  id: number;
+  ok: boolean;
+  result_json: Buffer;
+  status: number;
+  error: string;
+  more: boolean;
+}
+export interface ReplyBatch {
+  replies: ReplyFrame[];
+}
 
 const NO_BYTES = Buffer.alloc(0);
 /** Strings up to this many UTF-16 units are measured and copied in JS; longer ones by Buffer's native code. */

@@ -94,7 +94,7 @@ export class Dispatch {
    * Runs an operation for a caller. `args` are the assembled arguments (path
    * parameters included). Throws ApiError; the caller's transport renders it.
    */
-  async call(opOrName: Operation | string, argsIn: Args | (() => Promise<Args>), caller: Caller, requestId: string): Promise<unknown> {
+  async call(opOrName: Operation | string, argsIn: Args | (() => Args | Promise<Args>), caller: Caller, requestId: string): Promise<unknown> {
     const op = typeof opOrName === 'string' ? getOperation(opOrName) : opOrName;
     if (!op) throw notFound(`no operation named '${String(opOrName)}'`);
     let note: ActivityNote = {};
@@ -106,7 +106,11 @@ export class Dispatch {
       this.authorize(op, caller);
       // A transport may hand over a loader so that reading and parsing the
       // request happen only after the scope check, and its failures are recorded.
-      args = typeof argsIn === 'function' ? await argsIn() : argsIn;
+      // A request without a body has its arguments at once: no turn of the event loop is waited for them.
+      if (typeof argsIn === 'function') {
+        const loaded = argsIn();
+        args = loaded instanceof Promise ? await loaded : loaded;
+      } else args = argsIn;
       validateArgs(op, args);
       let local = args;
       if (op.peerId === 'forward' && typeof args.peer_id === 'string') {

@@ -5,7 +5,7 @@
  * headers and trailers both ways are paid once per stream, not per call.
  *
  * Origin side (`CallStreamClient`, one per member): every call gets an id, a
- * pending entry and a deadline timer; the frames written in one turn of the
+ * pending entry and a deadline (one timer per stream, for the earliest); the frames written in one turn of the
  * event loop leave as one `CallBatch` message. Replies come back by id, in
  * any order. When the stream fails (member down, connection cut, member
  * refuses us), every call in flight on it fails with that error, and the next
@@ -48,18 +48,57 @@ type ClientStream = grpc.ClientDuplexStream<W.CallBatch, W.ReplyBatch>;
 interface Pending {
   resolve(outcome: W.CallOutcome): void;
   reject(failure: RpcFailure): void;
-  timer: NodeJS.Timeout;
+  /** When the call fails with DEADLINE_EXCEEDED (performance.now() milliseconds). */
+  due: number;
+  deadlineMs: number;
   chunks: Buffer[] | null;
 }
 
-/** One opened CallStream and the calls in flight on it. */
+/**
+ * One opened CallStream and the calls in flight on it. The calls' deadlines
+ * share one timer, armed for the earliest of them: a timer per call (made,
+ * then cleared when the answer comes, almost always first) was a measurable
+ * part of the origin's work per forwarded call.
+ */
 class OpenStream {
   readonly pending = new Map<number, Pending>();
   queue: W.CallFrame[] = [];
   bytes = 0;
   scheduled = false;
   failed: RpcFailure | null = null;
+  timer: NodeJS.Timeout | null = null;
+  /** When the timer fires (performance.now() milliseconds). */
+  timerDue = Infinity;
   constructor(readonly call: ClientStream) {}
+
+  /** Arms the timer for a call due at `due` unless it already fires by then. */
+  watch(due: number): void {
+    if (due >= this.timerDue) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timerDue = due;
+    this.timer = setTimeout(() => this.expire(), Math.max(0, due - performance.now()));
+  }
+
+  /** Fails every call whose deadline has passed, then waits for the next one due. */
+  private expire(): void {
+    this.timer = null;
+    this.timerDue = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    for (const [id, p] of this.pending) {
+      if (p.due <= now) {
+        this.pending.delete(id);
+        p.reject(new RpcFailure(grpc.status.DEADLINE_EXCEEDED, `deadline of ${p.deadlineMs} ms exceeded`));
+      } else if (p.due < next) next = p.due;
+    }
+    if (next !== Infinity) this.watch(next);
+  }
+
+  stopTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.timerDue = Infinity;
+  }
 }
 
 export class CallStreamClient {
@@ -83,13 +122,9 @@ export class CallStreamClient {
       let id = (this.nextId + 1) >>> 0 || 1;
       while (s.pending.has(id)) id = (id + 1) >>> 0 || 1;
       this.nextId = id;
-      const timer = setTimeout(() => {
-        if (s.pending.get(id) !== p) return;
-        s.pending.delete(id);
-        reject(new RpcFailure(grpc.status.DEADLINE_EXCEEDED, `deadline of ${deadlineMs} ms exceeded`));
-      }, deadlineMs);
-      const p: Pending = { resolve, reject, timer, chunks: null };
-      s.pending.set(id, p);
+      const due = performance.now() + deadlineMs;
+      s.pending.set(id, { resolve, reject, due, deadlineMs, chunks: null });
+      s.watch(due);
       s.queue.push({ id, operation: req.operation, args_json: req.args_json, caller: req.caller, origin: req.origin, request_id: req.request_id });
       s.bytes += req.args_json.length;
       if (s.bytes >= BATCH_BYTES) this.flush(s);
@@ -146,7 +181,6 @@ export class CallStreamClient {
         continue;
       }
       stream.pending.delete(r.id);
-      clearTimeout(p.timer);
       const body = p.chunks ? Buffer.concat([...p.chunks, r.result_json]) : r.result_json;
       p.resolve({ ok: r.ok, result_json: body.length ? body.toString('utf8') : '', status: r.status, error: r.error });
     }
@@ -158,10 +192,8 @@ export class CallStreamClient {
     stream.failed = err;
     if (this.current === stream) this.current = null;
     stream.queue = [];
-    for (const p of stream.pending.values()) {
-      clearTimeout(p.timer);
-      p.reject(err);
-    }
+    stream.stopTimer();
+    for (const p of stream.pending.values()) p.reject(err);
     stream.pending.clear();
   }
 }

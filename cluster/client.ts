@@ -58,6 +58,9 @@ type AnyClient = grpc.Client &
 
 interface Entry {
   key: string;
+  /** The member record the entry was made for (a lookup with the same record skips building the key). */
+  member: Member;
+  generation: number;
   client: AnyClient;
   calls: CallStreamClient;
 }
@@ -84,9 +87,14 @@ export class PeerClients {
   }
 
   private entry(member: Member): Entry {
-    const key = `${member.address}|${member.fingerprint}|${this.generation}`;
     const cur = this.clients.get(member.peer_id);
-    if (cur && cur.key === key) return cur;
+    // The membership hands out the same record until the member changes: the common case of every forwarded call.
+    if (cur && cur.member === member && cur.generation === this.generation) return cur;
+    const key = `${member.address}|${member.fingerprint}|${this.generation}`;
+    if (cur && cur.key === key) {
+      cur.member = member;
+      return cur;
+    }
     if (cur) close(cur);
     const c = this.creds();
     if (!c) throw new Error('this node is not in a cluster');
@@ -99,7 +107,7 @@ export class PeerClients {
     const creds = grpc.credentials.createSsl(Buffer.from(c.caCertPem), Buffer.from(c.keyPem), Buffer.from(c.certPem), { checkServerIdentity });
     const client = new ClusterClientCtor(member.address, creds, CHANNEL_OPTIONS) as unknown as AnyClient;
     const calls = new CallStreamClient(() => client.CallStream(new grpc.Metadata()));
-    const e = { key, client, calls };
+    const e = { key, member, generation: this.generation, client, calls };
     this.clients.set(member.peer_id, e);
     return e;
   }

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { decodeCallBatch, decodeReplyBatch, encodeCallBatch, encodeReplyBatch } from './wire.js';
 
 function findProto(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
@@ -28,39 +29,22 @@ const definition = protoLoader.loadSync(PROTO_PATH, {
   defaults: true,
   oneofs: true,
 });
+
+// The forwarding stream's messages are encoded and decoded by hand (cluster/wire.ts): the same bytes, without proto-loader's generic conversion of every message.
+const callStream = (definition['hostd.cluster.v1.Cluster'] as protoLoader.ServiceDefinition).CallStream;
+callStream.requestSerialize = encodeCallBatch as (m: object) => Buffer;
+callStream.requestDeserialize = decodeCallBatch;
+callStream.responseSerialize = encodeReplyBatch as (m: object) => Buffer;
+callStream.responseDeserialize = decodeReplyBatch;
+
 const pkg = grpc.loadPackageDefinition(definition) as any;
 
 export const ClusterService: grpc.ServiceDefinition = pkg.hostd.cluster.v1.Cluster.service;
 export const ClusterClientCtor: grpc.ServiceClientConstructor = pkg.hostd.cluster.v1.Cluster;
 
 // Message shapes (keepCase, defaults on).
-export interface WireCaller {
-  token_id: string;
-  token_name: string;
-  scopes: string[];
-}
-export interface CallFrame {
-  id: number;
-  operation: string;
-  args_json: string;
-  caller: WireCaller;
-  origin: string;
-  request_id: string;
-}
-export interface CallBatch {
-  calls: CallFrame[];
-}
-export interface ReplyFrame {
-  id: number;
-  ok: boolean;
-  result_json: Buffer;
-  status: number;
-  error: string;
-  more: boolean;
-}
-export interface ReplyBatch {
-  replies: ReplyFrame[];
-}
+import type { WireCaller } from './wire.js';
+export type { WireCaller, CallFrame, CallBatch, ReplyFrame, ReplyBatch } from './wire.js';
 /** What running one forwarded call gives, before it is framed (member side) or after (origin side). */
 export interface CallOutcome {
   ok: boolean;

@@ -32,7 +32,10 @@ export interface Loggers {
   requests: RequestLog;
 }
 
-const str = (v: string | undefined) => (v === undefined ? 'null' : JSON.stringify(v));
+/** Printable ASCII without `"` and `\`: JSON's text of such a string is the string in quotes. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+/** A string as JSON, without JSON.stringify for the usual path or token name (a measurable part of a request line). */
+const str = (v: string | undefined) => (v === undefined ? 'null' : PLAIN.test(v) ? `"${v}"` : JSON.stringify(v));
 
 export function requestLogTo(write: (text: string) => void, enabled = true): RequestLog {
   const pid = process.pid;

@@ -17,7 +17,7 @@ import type { Operation } from '../registry/types.js';
 import { API_PREFIX } from '../catalog.js';
 import { jsonOf } from '../json-text.js';
 import { errorBody, unauthorized, ApiError } from '../../daemon/lib/errors.js';
-import { afterParse, assembleArgs, bodyPending, hasUnreadBody, readBody, LIMITS, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
+import { afterParse, assembleArgs, bodyPending, hasBody, hasUnreadBody, readBody, LIMITS, NO_BODY, DEFAULT_HTTP_LIMITS, type HttpLimits } from './body.js';
 import type { Caller } from '../../daemon/lib/caller.js';
 import type { RequestLog } from '../../daemon/logger.js';
 import { STREAM_PATH, serveSse, wantsSse, type EventStreamDeps } from './events.js';
@@ -222,7 +222,15 @@ function apiCall(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): voi
   if (!caller.client && header(req, 'x-hostd-console') === '1') caller = { ...caller, client: 'console' };
   actor = caller.tokenName;
   deps.dispatch
-    .call(op, async () => negotiated(op, req, assembleArgs(op, params, query, await readBody(req))), caller, id)
+    .call(
+      op,
+      () =>
+        hasBody(req)
+          ? readBody(req).then((body) => negotiated(op, req, assembleArgs(op, params, query, body)))
+          : negotiated(op, req, assembleArgs(op, params, query, NO_BODY)),
+      caller,
+      id,
+    )
     .then((result) => (op.textResult ? finishText(op.successStatus, result as TextResult) : finish(op.successStatus, result ?? {})), fail);
 }
 

@@ -65,7 +65,10 @@ export function requestLogVia(log: Logger): RequestLog {
  * whole pending buffer on every line: a request line cost about 20 µs of CPU
  * (docs/performance.md, "API"); joining an array once per batch costs a
  * fraction of that. General log lines and request lines share this one
- * buffer, so they stay in the order they were written.
+ * buffer, so they stay in the order they were written. A line at warn level or
+ * above is written at once, with what was gathered before it: such lines are
+ * rare, and they are the ones an operator needs after a `kill -9` (which skips
+ * the exit hook) or a reader waits for.
  */
 export class LineBatch {
   private parts: string[] = [];
@@ -79,7 +82,7 @@ export class LineBatch {
   write(line: string): boolean {
     this.parts.push(line);
     this.size += line.length;
-    if (this.size >= this.minLength) this.flushSync();
+    if (this.size >= this.minLength || urgent(line)) this.flushSync();
     return true;
   }
 
@@ -101,6 +104,11 @@ export class LineBatch {
     this.size = 0;
     this.out.write(text);
   }
+}
+
+/** Pino writes `{"level":N,` first; 40 and above (warn, error, fatal) are urgent. */
+function urgent(line: string): boolean {
+  return line.startsWith('{"level":') && line.charCodeAt(9) >= 0x34 /* '4' */ && line.charCodeAt(10) !== 0x2c /* ',' */;
 }
 
 export function createLoggers(level: string, dest: number | string = 1): Loggers {

@@ -18,7 +18,7 @@ import { appsRuntime, missingRuntime, stopEngines } from '../../helpers/apps-eng
 import { APP_SCOPES, labDaemon, startLab, webCompose, type AppsLab } from '../../helpers/apps-lab.js';
 import { requireRuntime } from '../../helpers/runtime-gate.js';
 import { COMPOSE } from '../../../daemon/apps/driver.js';
-import type { TestDaemon } from '../../helpers/daemon.js';
+import { eventually, type TestDaemon } from '../../helpers/daemon.js';
 import { HostGuard, rootProcessesWith } from '../../helpers/host-guard.js';
 import { Store } from '../../../daemon/store/store.js';
 
@@ -492,7 +492,7 @@ secrets:
         "compose_content: services.web.sysctls: sysctl 'kernel.core_pattern' is refused: it is not namespaced (it would set the host's kernel); accepted are net.*, fs.mqueue.*, kernel.msgmax, kernel.msgmnb, kernel.msgmni, kernel.sem, kernel.shmall, kernel.shmmax, kernel.shmmni, kernel.shm_rmid_forced";
       const listed = (await call(admin, 'GET', '/apps')).body.apps.find((a: any) => a.app_id === 'legacy');
       expect(listed).to.deep.include({ refused: why, compose_sha256: sha });
-      expect(d.logs.some((l) => l.app_id === 'legacy' && l.refused === why)).to.equal(true);
+      await eventually(() => d.logs.some((l) => l.app_id === 'legacy' && l.refused === why), 30_000, "the log line naming the legacy app's refusal");
       const refusal = `app 'legacy' is refused: its stored compose file breaks a rule added since it was installed (${why}); nothing was changed or removed: replace the file with PATCH /apps/legacy/compose`;
       expectError(await call(manager, 'POST', '/apps/legacy/actions', { action: 'start' }), 409, refusal);
       expectError(await call(manager, 'POST', '/apps/legacy/actions', { action: 'restart' }), 409, refusal);

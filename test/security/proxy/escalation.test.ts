@@ -549,12 +549,13 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
             'listen_port 22 is a privileged port (below 1024) other than 80 and 443; refused unless proxy.allow_privileged_listen_ports is true in the config file',
         },
       ]);
-      expect(
-        d.logs
-          .find((l) => l.msg?.startsWith('proxy: entries refused by the proxy rules'))
-          ?.refused.map((x: any) => x.rule)
-          .sort(),
-      ).to.deep.equal(['header-placeholder', 'held-listen-port', 'hostd-port', 'loopback-upstream', 'privileged-listen-port']);
+      // The line comes through the daemon's stdout pipe: it is waited for, not assumed there already.
+      const refusedLine = await eventually(
+        () => d.logs.find((l) => l.msg?.startsWith('proxy: entries refused by the proxy rules')),
+        30_000,
+        'the log line naming the refused entries',
+      );
+      expect(refusedLine.refused.map((x: any) => x.rule).sort()).to.deep.equal(['header-placeholder', 'held-listen-port', 'hostd-port', 'loopback-upstream', 'privileged-listen-port']);
       expect((await fetchVia(`web.${D}`)).status).to.equal(200);
       const leak = await fetchVia(`leak.${D}`);
       expect({ status: leak.status, text: leak.text }).to.deep.equal({

@@ -15,15 +15,32 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { eventually, startDaemon, tempDir, type TestDaemon } from '../helpers/daemon.js';
 import { allReachable, joinTo } from '../cluster/util.js';
-import { LAN_DEV, ProxyLab, type ClientLoop } from '../helpers/proxy-lab.js';
+import { LAN_DEV, ProxyLab, type ClientLoop, type VipWatch } from '../helpers/proxy-lab.js';
 import { proxyNodeEnv, proxyYaml } from '../helpers/proxy-node.js';
 import { cpuMs } from './lib.js';
+
+/**
+ * Where a move's gap went, in ms from the move call (t0), from the floating
+ * address's own changes (`ip monitor` in every member's namespace):
+ * `answered` the move call's answer, `released` the old holder's removal of
+ * the address, `claimed` the new holder's add, `served` the end of the
+ * client's first answer through the new holder.
+ */
+export interface MovePhases {
+  answered: number;
+  released: number;
+  claimed: number;
+  served: number;
+}
 
 export class GapCluster {
   readonly nodes: TestDaemon[] = [];
   /** Which member holds the proxy (index in `nodes`). */
   holder = 0;
   client?: ClientLoop;
+  /** The phases of every timed move (moveTo), in order. */
+  readonly phases: MovePhases[] = [];
+  private watch?: VipWatch;
   private tokens: string[] = [];
   private upstream = '';
 
@@ -41,6 +58,7 @@ export class GapCluster {
     const g = new GapCluster(lab, opts.probeMs ?? 500, opts.intervalMs ?? 20);
     try {
       g.upstream = await lab.startUpstream(8080);
+      g.watch = lab.watchVip(lab.nodes.map((_, i) => String(i)));
     } catch (err) {
       await g.close();
       throw err;
@@ -117,8 +135,17 @@ export class GapCluster {
     const r = await this.api(this.holder, 'POST', '/proxy/move', { peer_id: this.nodes[to].nodeId });
     if (r.status !== 200) throw new Error(`move: ${r.status} ${r.text}`);
     const via = this.lab.nodes[to].addr;
-    await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via === via), 30_000, 'the new holder answering');
+    const answered = Date.now() - t0;
+    const first = await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via === via), 30_000, 'the new holder answering');
+    const from = this.holder;
     this.holder = to;
+    const change = (node: number, added: boolean) => this.watch?.events.find((e) => e.t >= t0 - 5 && e.node === String(node) && e.added === added);
+    this.phases.push({
+      answered,
+      released: (change(from, false)?.t ?? NaN) - t0,
+      claimed: (change(to, true)?.t ?? NaN) - t0,
+      served: first.t + first.ms - t0,
+    });
     return client.switchGap(t0, (v) => v === via).gapMs;
   }
 

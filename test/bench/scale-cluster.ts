@@ -30,6 +30,9 @@
  *                                       members (each to the next; at least 6, a whole number of rounds)
  *   scale_cluster_move_gap_max_ms_m<M>  the longest of them
  *   scale_cluster_client_interval_ms    the client's request interval (the gap's resolution)
+ *   scale_cluster_moves_idle_cpu_ms_per_s_m<M> the members' CPU, summed, per second at rest before the moves
+ *                                       (health probes every 500 ms between every two members, the holder's
+ *                                       proxy tick): the share of the two cores the moves do not get
  *
  * (expected flat in the size: a move is between two members whatever the
  * others). BENCH_CLUSTER_MAX caps the size; BENCH_CLUSTER_CALLS (200) the
@@ -43,8 +46,8 @@ import { allReachable, joinTo } from '../cluster/util.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { getter } from './cluster.js';
 import { delivery, tokenKnownOn, type Delivery } from './events.js';
-import { latencies, median, pct, print, settle } from './lib.js';
-import { GapCluster } from './proxy-gap.js';
+import { cpuMs, latencies, median, pct, print, settle } from './lib.js';
+import { GapCluster, type MovePhases } from './proxy-gap.js';
 
 const SIZES = [2, 4, 8];
 const sizesUpTo = (): number[] => SIZES.filter((s) => s <= Number(process.env.BENCH_CLUSTER_MAX ?? 8));
@@ -143,11 +146,25 @@ export async function clusterMoveCurve(): Promise<void> {
     print('scale_cluster_client_interval_ms', g.intervalMs, 0);
     for (const size of sizes) {
       await g.grow(size, { quiet: true });
+      // What the members themselves use at rest (probes, the holder's tick): the machine the moves share.
+      const pids = g.nodes.map((n) => n.proc.pid);
+      const c0 = pids.map(cpuMs);
+      const w0 = Date.now();
+      await new Promise((r) => setTimeout(r, 5000));
+      const idle = pids.map(cpuMs).reduce((sum: number, c, i) => sum + (c ?? 0) - (c0[i] ?? 0), 0) / ((Date.now() - w0) / 1000);
       const k = process.env.BENCH_CLUSTER_MOVES ? Number(process.env.BENCH_CLUSTER_MOVES) : size * Math.ceil(6 / size);
+      const before = g.phases.length;
       const gaps = await g.moves(k);
+      const phases = g.phases.slice(before);
       process.stdout.write(`# move gaps at ${size} members (ms): ${gaps.map((x) => x.toFixed(0)).join(' ')}\n`);
+      // Medians of where each move's time went (see MovePhases in proxy-gap.ts).
+      const at = (key: keyof MovePhases) => median(phases.map((p) => p[key]).filter(Number.isFinite)).toFixed(0);
+      process.stdout.write(
+        `# move phases at ${size} (median ms after the call): answered ${at('answered')}, released ${at('released')}, claimed ${at('claimed')}, served ${at('served')}\n`,
+      );
       print(`scale_cluster_move_gap_ms_m${size}`, median(gaps), 1);
       print(`scale_cluster_move_gap_max_ms_m${size}`, Math.max(...gaps), 1);
+      print(`scale_cluster_moves_idle_cpu_ms_per_s_m${size}`, idle, 0);
     }
   } finally {
     await g.close();

@@ -13,7 +13,9 @@
  * - events_delivery_ratio_all_2: the same on a members=all stream of one of
  *   two paired members, for mutations on the other, beside
  *   events_delivery_ratio_all_2_baseline (a subscriber on the first member's
- *   own stream, mutations there, the same two daemons).
+ *   own stream, mutations there, the same two daemons). The cluster curve
+ *   measures the same at 2, 4 and 8 members with `delivery()` below
+ *   (scale_cluster_all_delivery_ratio_m<M>, scale-cluster.ts).
  * - api_overhead_with_subscribers_ratio: GET /api/v1/folders throughput
  *   without subscribers over the same with 100 connected (target at most 1.1).
  */
@@ -71,20 +73,36 @@ async function idle(d: TestDaemon, token: string, n: number): Promise<http.Clien
   return out;
 }
 
+/** One delivery measurement: p99 from a mutation's send to its event, the mutations' own p99, and their ratio. */
+export interface Delivery {
+  ratio: number;
+  deliveryP99: number;
+  tripP99: number;
+}
+
+/** Where the mutations of a delivery measurement go: a daemon and a token of it with files.manage. */
+export interface Target {
+  d: TestDaemon;
+  token: string;
+}
+
 /**
- * The delivery ratio with `subscribers` on `d`; the mutations go to `on`
- * (with `onToken`), by default `d` itself, and the measured subscriber reads
- * `query` (a members=all stream reads another member's events).
+ * The delivery ratio with `subscribers` on `d`: `count` mutations (POST
+ * /api/v1/folders, one at a time), each timed from its send to its `activity`
+ * event on the measured subscriber, over the p99 of the mutations' own round
+ * trips. The mutations go to `on`, in turn (by default `d` itself with
+ * `token`), and the measured subscriber reads `query` (a members=all stream
+ * reads the other members' events). The folders are named
+ * `bench-<tag><subscribers>-<round>-<i>`.
  */
-async function delivery(
+export async function delivery(
   d: TestDaemon,
   token: string,
   subscribers: number,
   round: number,
-  opts: { on?: TestDaemon; onToken?: string; query?: string; tag?: string } = {},
-): Promise<number> {
-  const on = opts.on ?? d;
-  const onToken = opts.onToken ?? token;
+  opts: { on?: Target[]; query?: string; tag?: string; count?: number } = {},
+): Promise<Delivery> {
+  const on = opts.on?.length ? opts.on : [{ d, token }];
   const others = await idle(d, token, subscribers - 1);
   const arrived = new Map<string, number>();
   const waiting = new Map<string, () => void>();
@@ -96,26 +114,54 @@ async function delivery(
   });
   const trips: number[] = [];
   const deliveries: number[] = [];
-  for (let i = 0; i < 200; i++) {
-    const id = `bench-${opts.tag ?? ''}${subscribers}-${round}-${i}`;
-    const seen = new Promise<void>((r) => waiting.set(id, r));
-    const t0 = performance.now();
-    const r = await fetch(`${on.url}/api/v1/folders`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${onToken}`, 'content-type': 'application/json', 'x-request-id': id },
-      body: JSON.stringify({ storage_id: 'default', name: id }),
-    });
-    const t1 = performance.now();
-    if (r.status !== 201) throw new Error(`folder create: ${r.status} ${await r.text()}`);
-    await seen;
-    trips.push(t1 - t0);
-    deliveries.push(arrived.get(id)! - t0);
+  try {
+    for (let i = 0; i < (opts.count ?? 200); i++) {
+      const id = `bench-${opts.tag ?? ''}${subscribers}-${round}-${i}`;
+      const to = on[i % on.length];
+      let timer: NodeJS.Timeout | undefined;
+      const seen = new Promise<void>((resolve, reject) => {
+        waiting.set(id, resolve);
+        // Bounded: an event that never comes fails the figure instead of hanging the bench.
+        timer = setTimeout(() => reject(new Error(`no event for ${id} within 60 s`)), 60_000);
+      });
+      seen.catch(() => undefined);
+      try {
+        const t0 = performance.now();
+        const r = await fetch(`${to.d.url}/api/v1/folders`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${to.token}`, 'content-type': 'application/json', 'x-request-id': id },
+          body: JSON.stringify({ storage_id: 'default', name: id }),
+        });
+        const t1 = performance.now();
+        if (r.status !== 201) throw new Error(`folder create: ${r.status} ${await r.text()}`);
+        await seen;
+        trips.push(t1 - t0);
+        deliveries.push(arrived.get(id)! - t0);
+      } finally {
+        clearTimeout(timer);
+        waiting.delete(id);
+      }
+    }
+  } finally {
+    mine.destroy();
+    for (const o of others) o.destroy();
   }
-  mine.destroy();
-  for (const o of others) o.destroy();
   trips.sort((a, b) => a - b);
   deliveries.sort((a, b) => a - b);
-  return pct(deliveries, 0.99) / pct(trips, 0.99);
+  const deliveryP99 = pct(deliveries, 0.99);
+  const tripP99 = pct(trips, 0.99);
+  return { ratio: deliveryP99 / tripP99, deliveryP99, tripP99 };
+}
+
+/** Waits until `token` of `a` is known on every member of `others` (the token sync), which a members=all stream needs. */
+export async function tokenKnownOn(a: TestDaemon, token: string, others: TestDaemon[]): Promise<void> {
+  for (const m of others) {
+    await eventually(
+      async () => (await a.request('GET', `/api/v1/events?peer_id=${m.nodeId}&limit=1`, { token })).status === 200,
+      60_000,
+      `the token known on ${m.nodeId}`,
+    );
+  }
 }
 
 export async function eventsBench(): Promise<void> {
@@ -134,7 +180,7 @@ export async function eventsBench(): Promise<void> {
     for (const s of subs) s.destroy();
     for (const n of [1, 100, 1000]) {
       const ratios: number[] = [];
-      for (let round = 0; round < 3; round++) ratios.push(await delivery(d, token, n, round));
+      for (let round = 0; round < 3; round++) ratios.push((await delivery(d, token, n, round)).ratio);
       print(`events_delivery_ratio_${n}`, median(ratios));
     }
     // API overhead with 100 subscribers connected, against none, alternating rounds.
@@ -175,16 +221,12 @@ export async function allMembers(): Promise<void> {
     const onA = await a.token('bench-a', scopes);
     const onB = await b.token('bench-b', scopes);
     // A's token reaches B by the token sync: the members=all stream opens once it has.
-    await eventually(
-      async () => (await a.request('GET', `/api/v1/events?peer_id=${b.nodeId}&limit=1`, { token: onA })).status === 200,
-      60_000,
-      'the token known on B',
-    );
+    await tokenKnownOn(a, onA, [b]);
     const base: number[] = [];
     const all: number[] = [];
     for (let round = 0; round < 3; round++) {
-      base.push(await delivery(a, onA, 1, round, { tag: 'base-' }));
-      all.push(await delivery(a, onA, 1, round, { on: b, onToken: onB, query: '?members=all&types=activity', tag: 'all-' }));
+      base.push((await delivery(a, onA, 1, round, { tag: 'base-' })).ratio);
+      all.push((await delivery(a, onA, 1, round, { on: [{ d: b, token: onB }], query: '?members=all&types=activity', tag: 'all-' })).ratio);
     }
     print('events_delivery_ratio_all_2_baseline', median(base));
     print('events_delivery_ratio_all_2', median(all));

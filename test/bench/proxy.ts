@@ -11,16 +11,16 @@
  *                          (baseline: the cluster probe interval, the detection time's floor)
  *
  * The first two run on 127.0.0.1; the gaps run in network namespaces the
- * bench makes (test/helpers/proxy-lab.ts), with the client inside one.
+ * bench makes (test/helpers/proxy-lab.ts), with the client inside one, three
+ * members (the code is shared with the cluster curve's move gap at 2, 4 and 8
+ * members: proxy-gap.ts).
  */
-import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { startDaemon, eventually, tempDir, type TestDaemon } from '../helpers/daemon.js';
-import { pair } from '../cluster/util.js';
-import { LAN_DEV, ProxyLab } from '../helpers/proxy-lab.js';
-import { proxyAvailability, proxyNodeEnv, proxyYaml } from '../helpers/proxy-node.js';
+import { startDaemon, eventually } from '../helpers/daemon.js';
+import { proxyAvailability } from '../helpers/proxy-node.js';
+import { GapCluster } from './proxy-gap.js';
 import { load, median, pct, print, type LoadResult } from './lib.js';
 
 async function freePort(): Promise<number> {
@@ -176,71 +176,19 @@ const adminGet = (sock: string, p: string) => adminReq(sock, 'GET', p);
 const adminPost = (sock: string, p: string, body: string) => adminReq(sock, 'POST', p, body);
 
 async function gapFigures(): Promise<void> {
-  if (!(await ProxyLab.available())) throw new Error('the gap figures need root (network namespaces)');
-  const lab = new ProxyLab(3);
-  await lab.setup();
-  let nodes: TestDaemon[] = [];
-  const probeMs = 500;
-  const intervalMs = 20;
+  const g = await GapCluster.open(3, { probeMs: 500, intervalMs: 20 });
   try {
-    const upstream = await lab.startUpstream(8080);
-    nodes = await Promise.all(
-      lab.nodes.map((n, i) =>
-        startDaemon({
-          netns: n.ns,
-          env: { ...proxyNodeEnv(n.addr, `bench-${i + 1}`), HOSTD_CLUSTER_PROBE_MS: String(probeMs) },
-          configYaml: proxyYaml(n.addr),
-        }),
-      ),
-    );
-    await pair(nodes);
-    const tokens = await Promise.all(nodes.map((d, i) => d.token(`b${i}`, ['proxy.read', 'proxy.manage'])));
-    const api = (i: number, m: string, p: string, b?: unknown) => nodes[i].request(m, `/api/v1${p}`, { token: tokens[i], body: b });
-    await api(0, 'PATCH', '/proxy', { enabled: true });
-    await api(0, 'POST', '/proxy/domains', { name: 'lab.test', cert_source: 'internal' });
-    const [uh, up] = upstream.split(':');
-    await api(0, 'POST', '/proxy/domains/lab.test/entries', { subdomain: 'web', host: uh, port: Number(up) });
-    await api(0, 'PUT', '/proxy/vip', { vip: lab.vip, vip_iface: LAN_DEV, vip_prefix: 24 });
-    const serving = async (i: number) => {
-      const s = (await api(i, 'GET', '/proxy/host-status')).body;
-      return s.vip.claimed && s.applied_version !== null;
-    };
-    for (const i of [1, 2, 0]) {
-      await api(0, 'POST', '/proxy/move', { peer_id: nodes[i].nodeId });
-      await eventually(() => serving(i), 20_000, `node ${i + 1} serving`);
-    }
-    const bundle = path.join(tempDir('hostd-bench-ca-'), 'roots.pem');
-    // One root for the whole cluster (the internal CA's root is derived alike on every member).
-    fs.writeFileSync(bundle, (await api(0, 'GET', '/proxy/certs')).body.internal_ca.root_pem);
-    const client = lab.startClient({ url: 'https://web.lab.test/', resolve: lab.vip, ca: bundle, intervalMs });
-    await client.okAfter(Date.now());
-    const moves: number[] = [];
-    let holder = 0;
-    for (let k = 0; k < 6; k++) {
-      const to = (holder + 1) % 3;
-      await new Promise((r) => setTimeout(r, 300));
-      const t0 = Date.now();
-      const r = await api(holder, 'POST', '/proxy/move', { peer_id: nodes[to].nodeId });
-      if (r.status !== 200) throw new Error(`move: ${r.status} ${r.text}`);
-      await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via === lab.nodes[to].addr), 30_000, 'the new holder answering');
-      moves.push(client.switchGap(t0, (v) => v === lab.nodes[to].addr).gapMs);
-      holder = to;
-    }
-    await new Promise((r) => setTimeout(r, 500));
-    const t0 = Date.now();
-    await nodes[holder].kill();
-    const old = lab.nodes[holder].addr;
-    await eventually(() => client.samples.find((s) => s.t > t0 && s.ok && s.via !== old), 60_000, 'an answer after the takeover');
-    const takeover = client.switchGap(t0, (v) => v !== null && v !== old).gapMs;
-    await client.stop();
+    await g.grow(3);
+    const moves = await g.moves(6);
+    const takeover = await g.takeover();
+    await g.client?.stop();
     print('proxy_move_gap_ms', median(moves), 1);
     print('proxy_move_gap_max_ms', Math.max(...moves), 1);
-    print('client_interval_ms', intervalMs, 0);
+    print('client_interval_ms', g.intervalMs, 0);
     print('proxy_takeover_gap_ms', takeover, 1);
-    print('cluster_probe_ms', probeMs, 0);
+    print('cluster_probe_ms', g.probeMs, 0);
   } finally {
-    await Promise.all(nodes.map((d) => d.stop()));
-    await lab.cleanup();
+    await g.close();
   }
 }
 

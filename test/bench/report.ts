@@ -5,6 +5,8 @@
  *   figures.json      every printed figure, by section, with the run's date and machine
  *   ratios.svg        each overhead ratio measured in this run against its target
  *   scale-*.svg       the curves of the scale section (cost against N, or against clients)
+ *   scale-cluster.svg the cluster curve: forwarded latency, the proxy move's gap, members=all
+ *                     delivery and member A's memory against the cluster's size
  *
  * A plot is written only when its section ran.
  */
@@ -36,8 +38,8 @@ async function svgOf(spec: TopLevelSpec): Promise<string> {
   }
 }
 
-/** Points `{series, x, y}` from figures named `<prefix><series>_<tag><x>`. */
-function points(all: Record<string, number>, series: Record<string, string>, tag: 'n' | 'c'): Array<{ series: string; x: number; y: number }> {
+/** Points `{series, x, y}` from figures named `<prefix><series>_<tag><x>` (n: N, c: clients, m: members). */
+function points(all: Record<string, number>, series: Record<string, string>, tag: 'n' | 'c' | 'm'): Array<{ series: string; x: number; y: number }> {
   const out: Array<{ series: string; x: number; y: number }> = [];
   for (const [key, value] of Object.entries(all)) {
     for (const [name, label] of Object.entries(series)) {
@@ -48,24 +50,86 @@ function points(all: Record<string, number>, series: Record<string, string>, tag
   return out;
 }
 
-function curve(title: string, xTitle: string, yTitle: string, values: Array<{ series: string; x: number; y: number }>, logX: boolean): TopLevelSpec {
+type Point = { series: string; x: number; y: number };
+
+/** One line plot; `logX` a log scale (`2`: base 2, ticks at the points' x). */
+function panel(title: string, xTitle: string, yTitle: string, values: Point[], logX: boolean | 2) {
+  const x =
+    logX === 2
+      ? { scale: { type: 'log' as const, base: 2 }, axis: { values: [...new Set(values.map((v) => v.x))].sort((a, b) => a - b), format: 'd' } }
+      : { scale: logX ? { type: 'log' as const } : {} };
   return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title,
     width: 420,
     height: 240,
     data: { values },
-    mark: { type: 'line', point: true },
+    mark: { type: 'line' as const, point: true },
     encoding: {
-      x: { field: 'x', type: 'quantitative', title: xTitle, scale: logX ? { type: 'log' } : {} },
-      y: { field: 'y', type: 'quantitative', title: yTitle },
-      color: { field: 'series', type: 'nominal', title: null },
+      x: { field: 'x', type: 'quantitative' as const, title: xTitle, ...x },
+      y: { field: 'y', type: 'quantitative' as const, title: yTitle },
+      color: { field: 'series', type: 'nominal' as const, title: null },
     },
   };
 }
 
+function curve(title: string, xTitle: string, yTitle: string, values: Point[], logX: boolean): TopLevelSpec {
+  return { $schema: 'https://vega.github.io/schema/vega-lite/v6.json', ...panel(title, xTitle, yTitle, values, logX) };
+}
+
+/** The cluster curve: one panel per kind of figure that ran, against the cluster's size. */
+function clusterPlot(scale: Record<string, number>): TopLevelSpec | undefined {
+  const panels = [
+    panel(
+      'GET /folders from member A (p50 of each member, worst p99)',
+      'members (log)',
+      'ms',
+      points(
+        scale,
+        {
+          scale_cluster_direct_p50_ms: 'direct p50',
+          scale_cluster_forward_p50_ms: 'forwarded p50 (median of members)',
+          scale_cluster_forward_p99_ms: 'forwarded p99 (worst member)',
+        },
+        'm',
+      ),
+      2,
+    ),
+    panel(
+      'Proxy move: gap the client sees (network namespaces)',
+      'members (log)',
+      'ms',
+      points(scale, { scale_cluster_move_gap_ms: 'median of the moves', scale_cluster_move_gap_max_ms: 'longest move' }, 'm'),
+      2,
+    ),
+    panel(
+      'Event delivery p99 over the mutation p99',
+      'members (log)',
+      'ratio',
+      points(
+        scale,
+        {
+          scale_cluster_all_delivery_ratio: 'members=all on A, creates on the others',
+          scale_cluster_all_delivery_ratio_baseline: "A's own stream, creates on A",
+        },
+        'm',
+      ),
+      2,
+    ),
+    panel("Member A's memory", 'members (log)', 'MiB', points(scale, { scale_cluster_rss_mb_a: 'RSS' }, 'm'), 2),
+  ].filter((p) => p.data.values.length);
+  if (!panels.length) return undefined;
+  for (const p of panels) (p.encoding.color as Record<string, unknown>).legend = { orient: 'bottom', direction: 'vertical', labelLimit: 400 };
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: 'Clusters of 2, 4 and 8 daemons',
+    vconcat: panels,
+    // Each panel names its own series.
+    resolve: { scale: { color: 'independent' }, legend: { color: 'independent' } },
+  } as TopLevelSpec;
+}
+
 /** The number of series in `pts` (a plot needs more points than series to draw a line). */
-const latencyKinds = (pts: Array<{ series: string }>): number => new Set(pts.map((p) => p.series)).size;
+const latencyKinds = (pts: Point[]): number => new Set(pts.map((p) => p.series)).size;
 
 /** Writes figures.json and the plots into `dir`; returns the names written. */
 export async function writeReport(dir: string): Promise<string[]> {
@@ -138,5 +202,7 @@ export async function writeReport(dir: string): Promise<string[]> {
   if (rss.length) write('scale-rss.svg', await svgOf(curve('Daemon memory with N folders', 'N (log)', 'MiB', rss, true)));
   const clients = points(scale, { scale_folders_create_per_s: 'folders' }, 'c');
   if (clients.length) write('scale-clients.svg', await svgOf(curve('Create throughput against clients in flight', 'clients', 'creates / s', clients, false)));
+  const cluster = clusterPlot(scale);
+  if (cluster) write('scale-cluster.svg', await svgOf(cluster));
   return written;
 }

@@ -15,16 +15,21 @@
  * the other kinds (scale-curve.ts), each on a daemon of its own: running LXC
  * containers (scale-lxc.ts), stopped linked-clone VMs (scale-vms.ts), apps on
  * the private test engine (scale-apps.ts), and the cluster curve (2, 4 and 8
- * daemons: scale-cluster.ts). Sandbox tombstones are measured in the
- * sandboxes section, which has the warm state they need. BENCH_SCALE_CURVES
- * names the curves to run after the folders' (default all; `none` for the
- * folders' alone).
+ * daemons, scale-cluster.ts: `cluster` on loopback, `cluster-moves` the
+ * proxy move's gap in network namespaces). Sandbox tombstones are measured
+ * in the sandboxes section, which has the warm state they need.
+ *
+ *   BENCH_SCALE_CURVES  the curves to run after the folders' (default all;
+ *                       `none` for the folders' alone), e.g. `lxc,vms`
+ *   BENCH_SCALE_ONLY    only the named curves, the folders' one included only
+ *                       when named (`folders`), e.g. `cluster,cluster-moves`
+ *                       for the cluster curve alone; overrides BENCH_SCALE_CURVES
  */
 import fs from 'node:fs';
 import http from 'node:http';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { pct, latencies, print, settle } from './lib.js';
-import { clusterCurve } from './scale-cluster.js';
+import { clusterCurve, clusterMoveCurve } from './scale-cluster.js';
 import { lxcCurve } from './scale-lxc.js';
 import { vmsCurve } from './scale-vms.js';
 import { appsCurve } from './scale-apps.js';
@@ -74,6 +79,36 @@ export async function throughput(count: number, clients: number, fn: (i: number)
 }
 
 export async function scaleBench(): Promise<void> {
+  // Built here, not at the module's top: the curves' modules import this one back.
+  const CURVES = [
+    ['lxc', lxcCurve],
+    ['vms', vmsCurve],
+    ['apps', appsCurve],
+    ['cluster', clusterCurve],
+    ['cluster-moves', clusterMoveCurve],
+  ] as const;
+  const only = process.env.BENCH_SCALE_ONLY?.split(',').map((s) => s.trim());
+  const known = ['folders', ...CURVES.map(([name]) => name)];
+  const unknown = only?.filter((n) => !known.includes(n));
+  if (unknown?.length) throw new Error(`BENCH_SCALE_ONLY: no curve ${unknown.join(', ')} (${known.join(', ')})`);
+  if (!only || only.includes('folders')) await foldersCurve();
+  // Each curve on its own daemon; one that fails does not keep the others from running.
+  const named = only ?? process.env.BENCH_SCALE_CURVES?.split(',').map((s) => s.trim());
+  const failed: string[] = [];
+  for (const [name, curve] of CURVES) {
+    if (named && !named.includes(name)) continue;
+    try {
+      await curve();
+    } catch (err) {
+      failed.push(name);
+      process.stdout.write(`# scale ${name} failed: ${(err as Error).message}\n`);
+    }
+  }
+  if (failed.length) throw new Error(`curves failed: ${failed.join(', ')}`);
+}
+
+/** The folders' curve (see the top of this file). */
+async function foldersCurve(): Promise<void> {
   const max = Number(process.env.BENCH_SCALE_MAX ?? 1000);
   const d: TestDaemon = await startDaemon({ env: { HOSTD_LOG_LEVEL: 'info' }, logToFile: true });
   try {
@@ -125,23 +160,4 @@ export async function scaleBench(): Promise<void> {
   } finally {
     await d.stop();
   }
-  // Each curve on its own daemon; one that fails does not keep the others from running.
-  // BENCH_SCALE_CURVES (e.g. `none`, `lxc,vms`) runs only the named ones after the folders' curve.
-  const only = process.env.BENCH_SCALE_CURVES?.split(',').map((s) => s.trim());
-  const failed: string[] = [];
-  for (const [name, curve] of [
-    ['lxc', lxcCurve],
-    ['vms', vmsCurve],
-    ['apps', appsCurve],
-    ['cluster', clusterCurve],
-  ] as const) {
-    if (only && !only.includes(name)) continue;
-    try {
-      await curve();
-    } catch (err) {
-      failed.push(name);
-      process.stdout.write(`# scale ${name} failed: ${(err as Error).message}\n`);
-    }
-  }
-  if (failed.length) throw new Error(`curves failed: ${failed.join(', ')}`);
 }

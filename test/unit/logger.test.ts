@@ -17,7 +17,12 @@ describe('logger: the line batch', () => {
     expect(writes).to.deep.equal([]);
     batch.flushSync();
     expect(writes).to.have.length(1);
-    expect(writes[0].trim().split('\n').map((l) => JSON.parse(l).msg)).to.deep.equal(['one', 'two']);
+    expect(
+      writes[0]
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).msg),
+    ).to.deep.equal(['one', 'two']);
   });
 
   it('writes a warn, error or fatal line at once, with the lines gathered before it', () => {
@@ -26,7 +31,13 @@ describe('logger: the line batch', () => {
       log.info('before');
       log[level]({ refused: [1] }, 'urgent');
       expect(writes, level).to.have.length(1);
-      expect(writes[0].trim().split('\n').map((l) => JSON.parse(l).msg), level).to.deep.equal(['before', 'urgent']);
+      expect(
+        writes[0]
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l).msg),
+        level,
+      ).to.deep.equal(['before', 'urgent']);
     }
   });
 

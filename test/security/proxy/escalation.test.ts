@@ -555,7 +555,13 @@ describe('escalation: proxy (proxy.read, proxy.manage) against the real Caddy', 
         30_000,
         'the log line naming the refused entries',
       );
-      expect(refusedLine.refused.map((x: any) => x.rule).sort()).to.deep.equal(['header-placeholder', 'held-listen-port', 'hostd-port', 'loopback-upstream', 'privileged-listen-port']);
+      expect(refusedLine.refused.map((x: any) => x.rule).sort()).to.deep.equal([
+        'header-placeholder',
+        'held-listen-port',
+        'hostd-port',
+        'loopback-upstream',
+        'privileged-listen-port',
+      ]);
       expect((await fetchVia(`web.${D}`)).status).to.equal(200);
       const leak = await fetchVia(`leak.${D}`);
       expect({ status: leak.status, text: leak.text }).to.deep.equal({

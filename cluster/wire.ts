@@ -363,17 +363,22 @@ function readFrame(buf: Buffer, start: number, end: number): CallFrame {
   return f;
 }
 
-export function decodeCallBatch(buf: Buffer): CallBatch {
-  const calls: CallFrame[] = [];
+/** The messages of a batch's one repeated field (field 1), each read by `read`; other fields skipped. */
+function readRepeated<T>(buf: Buffer, read: (buf: Buffer, start: number, end: number) => T): T[] {
+  const out: T[] = [];
   const r = new In(buf, 0, buf.length);
   while (r.pos < r.end) {
     const tag = r.varint();
     if (tag === 0x0a) {
       const s = r.len();
-      calls.push(readFrame(buf, s, r.pos));
+      out.push(read(buf, s, r.pos));
     } else r.skip(tag & 7);
   }
-  return { calls };
+  return out;
+}
+
+export function decodeCallBatch(buf: Buffer): CallBatch {
+  return { calls: readRepeated(buf, readFrame) };
 }
 
 function readReply(buf: Buffer, start: number, end: number): ReplyFrame {
@@ -400,14 +405,5 @@ function readReply(buf: Buffer, start: number, end: number): ReplyFrame {
 }
 
 export function decodeReplyBatch(buf: Buffer): ReplyBatch {
-  const replies: ReplyFrame[] = [];
-  const r = new In(buf, 0, buf.length);
-  while (r.pos < r.end) {
-    const tag = r.varint();
-    if (tag === 0x0a) {
-      const s = r.len();
-      replies.push(readReply(buf, s, r.pos));
-    } else r.skip(tag & 7);
-  }
-  return { replies };
+  return { replies: readRepeated(buf, readReply) };
 }

@@ -188,6 +188,26 @@ export class FoldersContext {
     return this.records.journalVia(committing(this.events, report));
   }
 
+  /**
+   * One step on disk that changes nothing stored: journaled only when it owes an
+   * event (`report`), so that the event is committed with the intent's drop and
+   * recovery reports the step if a crash cut the call short after it. `pauseAt`
+   * is the crash tests' pause after the step.
+   */
+  async reportedStep<T>(report: FolderReport | undefined, intent: FolderIntent, step: () => Promise<T>, pauseAt?: string): Promise<T> {
+    if (!report) return step();
+    return this.journal(report).run(
+      this.records.entryKey(),
+      intent,
+      async () => {
+        const out = await step();
+        if (pauseAt) await this.pause(pauseAt);
+        return out;
+      },
+      { commit: () => [] },
+    );
+  }
+
   /** Before any call touches the filesystem: 503 naming procfs when it is not there. */
   async ready(): Promise<void> {
     await ensureAvailable(this.fs, [PROCFS]);

@@ -32,18 +32,7 @@ export async function moveEntry(c: FoldersContext, req: ArgsOf<'folders_entries_
     let moved: EntryInfo;
     try {
       // One rename, journaled for the event it owes (committed with the intent's drop; recovery reports a rename made).
-      moved = report
-        ? await c.journal(report).run(
-            c.records.entryKey(),
-            { op: 'move', place: c.placeRef(place), from: src.look.real, to: dst.look.real, report },
-            async () => {
-              const out = await rename();
-              await c.pause('move.renamed');
-              return out;
-            },
-            { commit: () => [] },
-          )
-        : await rename();
+      moved = await c.reportedStep(report, { op: 'move', place: c.placeRef(place), from: src.look.real, to: dst.look.real, report }, rename, 'move.renamed');
     } catch (err) {
       // The kernel refuses a folder into itself (changed since the check).
       if (code(err) === 'EINVAL') throw badRequest(`cannot move '${src.rel}' into itself`);
@@ -67,11 +56,7 @@ export async function deleteEntry(c: FoldersContext, req: ArgsOf<'folders_entrie
     try {
       if (entry.type === 'folder') await removeTree(c, place, spot.look.real, report);
       // One unlink: journaled only for the event it owes.
-      else if (report)
-        await c
-          .journal(report)
-          .run(c.records.entryKey(), { op: 'unlink', place: c.placeRef(place), rel: spot.look.real, report }, unlink, { commit: () => [] });
-      else await unlink();
+      else await c.reportedStep(report, { op: 'unlink', place: c.placeRef(place), rel: spot.look.real, report }, unlink);
     } catch (err) {
       throw c.problem(err, spot);
     }

@@ -28,18 +28,7 @@ export async function createSubfolder(
     let made: EntryInfo;
     try {
       // One step, journaled for the event it owes (committed with the intent's drop; recovery reports a folder made).
-      made = report
-        ? await c.journal(report).run(
-            c.records.entryKey(),
-            { op: 'mkdir', place: c.placeRef(place), rel, report },
-            async () => {
-              const out = await mkdir();
-              await c.pause('subfolder.made');
-              return out;
-            },
-            { commit: () => [] },
-          )
-        : await mkdir();
+      made = await c.reportedStep(report, { op: 'mkdir', place: c.placeRef(place), rel, report }, mkdir, 'subfolder.made');
     } catch (err) {
       if (err instanceof FsProblem && err.kind === 'exists') throw conflict(`'${rel}' already exists`);
       throw c.problem(err, parent);

@@ -74,6 +74,13 @@ export function identityScript(p: { hostname: string; machineId: string | null; 
   return steps.join('\n');
 }
 
+/** Waits in the guest until cloud-init's first boot is over (settle()); cheap when it is. */
+const SETTLE_SCRIPT = [
+  'if [ -e /run/cloud-init/result.json ] || [ -e /etc/cloud/cloud-init.disabled ] || [ -e /run/cloud-init/disabled ]; then exit 0; fi',
+  'if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null 2>&1; fi',
+  'true',
+].join('; ');
+
 export class VmWarmStates {
   constructor(private readonly c: VmContext) {}
 
@@ -183,7 +190,10 @@ export class VmWarmStates {
    * resumed from it, where it races the identity step: it makes SSH host keys
    * anew and rewrites the hostname and sshd's settings from the saved guest's
    * seed, after the resumed VM was given its own. Asked through the agent; a
-   * guest without an agent or without cloud-init is saved at once.
+   * guest without an agent or without cloud-init is saved at once. The shell
+   * looks for cloud-init's own marks first (its result file, written when its
+   * last stage ends; its disabled marks): `cloud-init status` is a Python
+   * program whose start alone took seconds under TCG, on every fork.
    */
   private async settle(rec: VmRecord, th: TaskHandle): Promise<void> {
     const ref = this.c.ref(rec.vmid);
@@ -193,9 +203,7 @@ export class VmWarmStates {
     }
     th.log("waiting for the guest's first boot to finish (cloud-init)");
     const limit = this.c.e.settings.warmSettleTimeoutMs;
-    const r = await this.c.driver.exec(ref, 'if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null 2>&1; fi; true', limit, {
-      cut: false,
-    });
+    const r = await this.c.driver.exec(ref, SETTLE_SCRIPT, limit, { cut: false });
     if (r.timed_out) {
       throw conflict(
         `VM ${rec.vmid}'s first boot (cloud-init) did not finish within ${limit / 1000} s (vms.warm_settle_timeout_seconds): a warm state saved now would carry it on in every VM resumed from it; save it once the guest has settled`,

@@ -73,7 +73,7 @@ export class SandboxWarmStates {
         if (Date.now() > end) throw new Error(`the build VM's guest agent did not answer within ${this.c.e.settings.bootTimeoutMs / 1000} s`);
         th.progress(10 + Math.min(50, Math.floor(((Date.now() - t0) / this.c.e.settings.bootTimeoutMs) * 50)));
       }
-      // The save waits for the guest's first boot (cloud-init) to finish: nothing of it is left to run in each sandbox.
+      // The save waits for the guest's first boot (systemd's start-up jobs, cloud-init) to finish: nothing of it is left to run in each sandbox.
       th.log(`guest agent answers after ${Math.round((Date.now() - t0) / 1000)} s`);
       th.progress(65);
       if (th.signal.aborted) throw new Error('cancelled');

@@ -74,8 +74,10 @@ export function identityScript(p: { hostname: string; machineId: string | null; 
   return steps.join('\n');
 }
 
-/** Waits in the guest until cloud-init's first boot is over (settle()); cheap when it is. */
+/** Waits in the guest until its first boot is over (settle()): systemd's start-up jobs, then cloud-init; cheap when it is. */
 const SETTLE_SCRIPT = [
+  // One D-Bus call once the boot is over; waits while start-up jobs still run (hostd's SSH host key unit among them).
+  'if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then systemctl is-system-running --wait >/dev/null 2>&1; fi',
   'if [ -e /run/cloud-init/result.json ] || [ -e /etc/cloud/cloud-init.disabled ] || [ -e /run/cloud-init/disabled ]; then exit 0; fi',
   'if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null 2>&1; fi',
   'true',
@@ -186,14 +188,19 @@ export class VmWarmStates {
 
   /**
    * Waits for the guest's first boot to finish before its memory is saved. A
-   * guest saved while cloud-init still runs carries that run on in every VM
-   * resumed from it, where it races the identity step: it makes SSH host keys
-   * anew and rewrites the hostname and sshd's settings from the saved guest's
-   * seed, after the resumed VM was given its own. Asked through the agent; a
-   * guest without an agent or without cloud-init is saved at once. The shell
-   * looks for cloud-init's own marks first (its result file, written when its
-   * last stage ends; its disabled marks): `cloud-init status` is a Python
-   * program whose start alone took seconds under TCG, on every fork.
+   * guest saved while its boot still runs carries that run on in every VM
+   * resumed from it, where it races the identity step: cloud-init makes SSH
+   * host keys anew and rewrites the hostname and sshd's settings from the
+   * saved guest's seed, and the one-shot unit hostd gives a new clone to make
+   * its SSH host keys (qemu/identity.ts) went on making them beside the
+   * identity step's own (a fork's copies were seen with private host keys and
+   * no public ones). So it waits for systemd's start-up jobs to end
+   * (`systemctl is-system-running --wait`), then for cloud-init. Asked through
+   * the agent; a guest without an agent is saved at once, one without systemd
+   * or cloud-init skips that wait. The shell looks for cloud-init's own marks
+   * first (its result file, written when its last stage ends; its disabled
+   * marks): `cloud-init status` is a Python program whose start alone took
+   * seconds under TCG, on every fork.
    */
   private async settle(rec: VmRecord, th: TaskHandle): Promise<void> {
     const ref = this.c.ref(rec.vmid);
@@ -201,12 +208,12 @@ export class VmWarmStates {
       th.log('the guest agent does not answer: the guest is saved as it is');
       return;
     }
-    th.log("waiting for the guest's first boot to finish (cloud-init)");
+    th.log("waiting for the guest's first boot to finish (systemd's start-up jobs, cloud-init)");
     const limit = this.c.e.settings.warmSettleTimeoutMs;
     const r = await this.c.driver.exec(ref, SETTLE_SCRIPT, limit, { cut: false });
     if (r.timed_out) {
       throw conflict(
-        `VM ${rec.vmid}'s first boot (cloud-init) did not finish within ${limit / 1000} s (vms.warm_settle_timeout_seconds): a warm state saved now would carry it on in every VM resumed from it; save it once the guest has settled`,
+        `VM ${rec.vmid}'s first boot (systemd's start-up jobs, cloud-init) did not finish within ${limit / 1000} s (vms.warm_settle_timeout_seconds): a warm state saved now would carry it on in every VM resumed from it; save it once the guest has settled`,
       );
     }
   }

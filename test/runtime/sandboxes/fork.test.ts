@@ -167,6 +167,8 @@ describe('sandboxes runtime: fork (QEMU)', function () {
     const [a, b] = forks;
     for (const s of forks) {
       expect(s.start).to.include({ method: 'warm' });
+      // The parent was saved once its boot had ended: no start-up job of the parent's (its SSH host key unit) runs on in a copy.
+      expect((await sbxSh(e, s.id, 'systemctl is-system-running || true')).trim(), 'the boot state a copy resumed in').to.be.oneOf(['running', 'degraded']);
       expect(await sbxSh(e, s.id, 'cat /srv/shared.txt')).to.equal('from the parent\n');
       expect((await sbxSh(e, s.id, 'hostname')).trim()).to.equal(s.name);
       expect(Number((await sbxSh(e, s.id, RESEEDS)).trim()), 'a new VM generation ID').to.equal(parentReseeds + 1);

@@ -337,9 +337,9 @@ describe('vms runtime (QEMU)', function () {
     expect(t.warm_state_id).to.match(/^ws-[0-9a-f]{12}$/);
     warmId = t.warm_state_id;
     await succeeded(e, t.task.task_id);
-    // The save asked the guest whether its first boot (cloud-init) was over before it saved anything.
+    // The save asked the guest whether its first boot (systemd's start-up jobs, cloud-init) was over before it saved anything.
     const saveLog = (await ok(e, 'GET', `/tasks/${t.task.task_id}/logs`)).lines.map((l: any) => l.text).join('\n');
-    expect(saveLog).to.match(/waiting for the guest's first boot to finish \(cloud-init\)\n[\s\S]*saving guest memory/);
+    expect(saveLog).to.match(/waiting for the guest's first boot to finish \(systemd's start-up jobs, cloud-init\)\n[\s\S]*saving guest memory/);
     expect((await ok(e, 'GET', '/vms/200')).vm.state).to.equal('running');
     await sh(e, 200, 'echo after > /root/marker; sync');
     const list = await ok(e, 'GET', '/vms/warm-states');

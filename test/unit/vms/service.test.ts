@@ -163,6 +163,9 @@ describe('vms service rules (fake driver)', () => {
     const saved = await svc.saveWarmState(vm.vmid, 'w', { note() {} }, { wait: true });
     const settle = drv.trail.findIndex((t) => t.startsWith('exec:') && t.includes('cloud-init status --wait'));
     expect(settle, drv.trail.join(' | ')).to.be.at.least(0);
+    // systemd's start-up jobs first (hostd's own SSH host key unit among them), then cloud-init.
+    const script = drv.trail[settle];
+    expect(script.indexOf('systemctl is-system-running --wait'), script).to.be.within(0, script.indexOf('cloud-init status --wait'));
     expect(drv.trail.indexOf('saveMemory'), 'the memory is saved after the wait').to.be.greaterThan(settle);
     await svc.deleteWarmState(saved.warm_state_id, noNotes);
 
@@ -172,7 +175,7 @@ describe('vms service rules (fake driver)', () => {
       await rejectsApi(
         svc.saveWarmState(vm.vmid, 'w2', { note() {} }, { wait: true }),
         500,
-        `saving the warm state failed: VM ${vm.vmid}'s first boot (cloud-init) did not finish within 900 s (vms.warm_settle_timeout_seconds): a warm state saved now would carry it on in every VM resumed from it; save it once the guest has settled`,
+        `saving the warm state failed: VM ${vm.vmid}'s first boot (systemd's start-up jobs, cloud-init) did not finish within 900 s (vms.warm_settle_timeout_seconds): a warm state saved now would carry it on in every VM resumed from it; save it once the guest has settled`,
       );
     } finally {
       drv.execTimesOut = null;

@@ -74,9 +74,19 @@ describe('proxy: state events on one node (Caddy, namespaces)', function () {
     expect(pid, diag.text).to.be.a('number');
     const c0 = await headCursor(d!, token);
     process.kill(pid, 'SIGKILL');
-    const r = await until(c0, ['degraded', 'serving'], 'degraded, then serving again');
-    expect(r.events[0].data).to.deep.equal({ state: 'degraded', reason: 'caddy-exited', exit_code: null, signal: 'SIGKILL' });
+    // Read until it serves again. A restart attempt that fails on a loaded machine is a change of its own, reported
+    // as such (degraded, with its reason) before the next attempt: seen once in a CI run beside a CPU hog, as
+    // [degraded, degraded, serving]. What is asserted: the first report names the exit, every report before the
+    // last is degraded, and the last is serving.
+    const r = await stateEventsUntil(d!, token, 'proxy', 'proxy', c0, (e) => e.some((x) => x.data.state === 'serving'), 'degraded, then serving again');
+    const seen = JSON.stringify(r.events.map((e) => e.data));
+    expect(r.events[0].data, seen).to.deep.equal({ state: 'degraded', reason: 'caddy-exited', exit_code: null, signal: 'SIGKILL' });
     expect(r.events[0].actor).to.equal('admin');
+    expect(states(r.events).slice(0, -1), seen).to.deep.equal(r.events.slice(0, -1).map(() => 'degraded'));
+    expect(states(r.events).at(-1), seen).to.equal('serving');
+    expect(r.events.length, seen).to.be.at.least(2);
+    // Said in the run's log when it happens, so that the failed attempts' reasons are on record.
+    if (r.events.length > 2) process.stderr.write(`proxy events: Caddy's restart took more than one attempt: ${seen}\n`);
     const now = await api('GET', '/proxy/diagnostics');
     expect(now.body.caddy.running).to.equal(true);
     expect(now.body.caddy.pid).to.not.equal(pid);

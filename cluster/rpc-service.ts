@@ -98,7 +98,7 @@ export class RpcService implements ClusterHandlers {
           cursorAt(this.events.log, start.seq),
         );
     }
-    const sub = this.events.openStream(caller, streamArgs, sink, req.last_event_id || undefined);
+    const sub = this.events.openStream(caller, streamArgs, sink, req.last_event_id || undefined, { announceCaughtUp: args.announce_start === true });
     return () => sub?.close();
   }
 

@@ -5,16 +5,26 @@
  * Each member's events come through that member's own stream: this member's
  * from the event service, another's through the forwarded stream (the same
  * path as `peer_id`, so the caller's scopes are checked and applied on that
- * member, never here). Each is relayed as it arrives with its `cursor`
- * rewritten to the combined cursor after it: each member's events in that
- * member's order, across members in the order they reach this member (live,
- * that is by time within the network's delay).
+ * member, never here). Each member's events go out in that member's order,
+ * with their `cursor` rewritten to the combined cursor after them.
  *
- * Nothing is held here: a member's stream writes to the reader's connection
- * directly and waits while it is full (this member's subscription with its
- * bounded queue, another's by HTTP/2 flow control), so a slow reader gets
- * `lagged` from whichever member's stream overflows first, as on one
- * member's stream.
+ * Across members, by time: each member's messages wait in a bounded queue of
+ * its own, and the earliest head goes out first. A member whose backlog is
+ * still coming (it has not yet said `caught_up`, see subscription.ts) and
+ * has nothing queued may still send an earlier event, so the others wait for
+ * it, at most `events.members_all_hold_ms`, and no longer than a member's
+ * queue has room (so that waiting never makes a member's stream `lagged`).
+ * Once every member is caught up,
+ * events go out as they arrive (by time within the network's delay) and
+ * nothing waits. A member of an older version never says `caught_up`: each
+ * of the others' bursts waits the hold for it.
+ *
+ * Memory is bounded: while the reader's connection is full, or a member's
+ * queue holds `events.queue_events` messages, that member's stream waits
+ * (this member's subscription with its bounded queue, another's by HTTP/2
+ * flow control). So a slow reader gets `lagged` from whichever member's
+ * stream overflows first, as on one member's stream. The combined cursor covers only what was sent: a resume
+ * gets every held message again.
  *
  * A member whose stream ends (it stopped, or cannot be reached) shows as a
  * `members.down` message; its stream is opened again from its last position
@@ -55,9 +65,27 @@ export interface AllMembersDeps {
   openTimeoutMs?: number;
 }
 
+/** A member's message waiting for its turn. */
+interface Held {
+  event: PublicEvent;
+  /** The member's position after it. */
+  at?: Position;
+  /** The event's time, in ms (-Infinity for a bookmark). */
+  time: number;
+  /** When it arrived here. */
+  since: number;
+}
+
 interface Part {
   id: string;
+  /** The member's position after the last message sent to the reader. */
   pos?: Position;
+  /** Its messages not yet sent, in its order. */
+  held: Held[];
+  /** Its backlog is sent (it said `caught_up`): it has nothing earlier than what comes next. */
+  live: boolean;
+  /** Its stream, waiting for room in `held`. */
+  room: Array<() => void>;
   close?: () => void;
   /** Bumped at each open: messages of an older stream of the member are ignored. */
   generation: number;
@@ -80,6 +108,11 @@ class AllMembersStream {
   private poll?: NodeJS.Timeout;
   private readonly selfId: string;
   private readonly forwardArgs: Record<string, unknown>;
+  private readonly holdMs: number;
+  private readonly heldMax: number;
+  /** Waiting for the reader's connection to have room. */
+  private releasing = false;
+  private holdTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly deps: AllMembersDeps,
@@ -92,13 +125,15 @@ class AllMembersStream {
     const { cursor: _c, ...filters } = args;
     void _c;
     this.forwardArgs = filters;
+    this.holdMs = deps.events.settings.membersAllHoldMs;
+    this.heldMax = deps.events.settings.queueEvents;
   }
 
   /** Opens every member's stream; a member's refusal (4xx) refuses the whole stream, a member that cannot be reached shows as down. */
   async open(start: Cursor | undefined): Promise<void> {
     const ids = this.deps.members();
     if (!ids.includes(this.selfId)) ids.push(this.selfId);
-    for (const id of ids) this.parts.set(id, { id, pos: start?.[id], generation: 0, down: false, backoff: this.deps.retryMinMs ?? 250 });
+    for (const id of ids) this.parts.set(id, this.newPart(id, start?.[id]));
     // This member's refusals first; its part opens last, so that its backlog starts once the others have opened
     // (a transport holding messages until its handshake holds few, and a reader is never lagged for an opening).
     this.deps.events.precheck(this.caller, { ...this.forwardArgs, cursor: this.ownCursor() });
@@ -131,6 +166,10 @@ class AllMembersStream {
     this.poll.unref();
   }
 
+  private newPart(id: string, pos?: Position): Part {
+    return { id, pos, held: [], live: false, room: [], generation: 0, down: false, backoff: this.deps.retryMinMs ?? 250 };
+  }
+
   /** This member's entry of the cursor the stream started from, as a cursor of its own. */
   private ownCursor(): string | undefined {
     const pos = this.parts.get(this.selfId)?.pos;
@@ -139,13 +178,19 @@ class AllMembersStream {
 
   private openSelf(): void {
     const part = this.parts.get(this.selfId)!;
-    const sub = this.deps.events.openStream(this.caller, { ...this.forwardArgs, cursor: this.ownCursor() }, this.relay(part, part.generation));
+    const sub = this.deps.events.openStream(this.caller, { ...this.forwardArgs, cursor: this.ownCursor() }, this.relay(part, part.generation), undefined, {
+      announceCaughtUp: true,
+    });
     part.close = () => sub?.close();
   }
 
   private async openOther(part: Part): Promise<void> {
     if (!this.deps.forward) throw new ApiError(501, 'this listener does not forward event streams');
     const generation = ++part.generation;
+    // Read again from the last position sent: what was held of the stream before comes again.
+    part.held = [];
+    part.live = false;
+    this.wake(part);
     // announce_start: the member's first message is a bookmark of where it starts, so a member read from now has a position at once.
     const args = { ...this.forwardArgs, cursor: part.pos ? encodeCursor({ [part.id]: part.pos }) : undefined, announce_start: true };
     const close = await this.deps.forward(part.id, this.caller, args, undefined, this.requestId, this.relay(part, generation));
@@ -161,7 +206,7 @@ class AllMembersStream {
     }
   }
 
-  /** Where a member's stream writes: each message with the combined cursor, to the reader. */
+  /** Where a member's stream writes: into its queue, from which `release` sends in time order. */
   private relay(part: Part, generation: number): Sink {
     const stale = () => this.finished || generation !== part.generation;
     return {
@@ -183,11 +228,16 @@ class AllMembersStream {
           this.finish(e.type, part, e.summary);
           return true;
         }
-        if (at) part.pos = at;
-        e.cursor = combined(this.parts);
-        return this.out.send(JSON.stringify(e), e.cursor);
+        if (e.type === 'bookmark' && e.data?.caught_up === true) part.live = true;
+        const now = Date.now();
+        // A bookmark says where the member is, not when something happened: at the head of its queue it goes out at once.
+        const time = e.type === 'bookmark' ? -Infinity : Date.parse(e.time);
+        part.held.push({ event: e, at, time: Number.isNaN(time) ? now : time, since: now });
+        this.release();
+        // While the reader's connection is full, the member's stream waits as it would on its own stream.
+        return this.hasRoom(part);
       },
-      drained: () => (stale() ? Promise.resolve() : this.out.drained()),
+      drained: () => (stale() || this.hasRoom(part) ? Promise.resolve() : new Promise<void>((resolve) => part.room.push(resolve))),
       end: () => {
         if (stale()) return;
         if (part.id === this.selfId) {
@@ -200,6 +250,61 @@ class AllMembersStream {
     };
   }
 
+  /** Sends held messages in time order while the reader's connection has room and the next one is due. */
+  private release(): void {
+    if (this.releasing) return;
+    while (!this.finished) {
+      const part = this.nextDue();
+      if (!part) break;
+      const h = part.held.shift()!;
+      if (h.at) part.pos = h.at;
+      h.event.cursor = combined(this.parts);
+      if (!this.out.send(JSON.stringify(h.event), h.event.cursor)) {
+        this.releasing = true;
+        void this.out.drained().then(() => {
+          this.releasing = false;
+          this.release();
+        });
+        return;
+      }
+    }
+    for (const p of this.parts.values()) if (this.hasRoom(p)) this.wake(p);
+  }
+
+  /** Whether a member's stream may write: the reader's connection has room and its queue is not full. */
+  private hasRoom(part: Part): boolean {
+    return !this.releasing && part.held.length < this.heldMax;
+  }
+
+  /**
+   * The member whose first held message goes out next: the one with the
+   * earliest time, unless a member still sending its backlog has nothing held
+   * (it may have an earlier one): then none, until it sends, the hold ends or
+   * a member's queue is full.
+   */
+  private nextDue(): Part | undefined {
+    let first: Part | undefined;
+    for (const p of this.parts.values()) if (p.held.length && (!first || p.held[0].time < first.held[0].time)) first = p;
+    if (!first) return undefined;
+    const waited = Date.now() - first.held[0].since;
+    if (waited >= this.holdMs || first.held[0].time === -Infinity) return first;
+    // A full queue does not wait: a member's part is made to wait only by the reader (a slow reader is `lagged`, a merge is not).
+    for (const p of this.parts.values()) if (p.held.length >= this.heldMax) return first;
+    for (const p of this.parts.values()) {
+      if (p === first || p.down || p.live || p.held.length) continue;
+      clearTimeout(this.holdTimer);
+      this.holdTimer = setTimeout(() => this.release(), this.holdMs - waited);
+      this.holdTimer.unref();
+      return undefined;
+    }
+    return first;
+  }
+
+  /** Lets a member's stream go on writing. */
+  private wake(part: Part): void {
+    for (const resolve of part.room.splice(0)) resolve();
+  }
+
   /** A member's stream ended or could not be opened: said once, then opened again with a backoff. */
   private memberDown(part: Part, err: unknown): void {
     if (this.finished || !this.parts.has(part.id)) return;
@@ -210,6 +315,8 @@ class AllMembersStream {
       part.down = true;
       this.notice(part, 'members.down', `member '${part.id}' cannot be reached; its events follow from where they stopped when it is back`);
     }
+    // What waited for it goes on.
+    this.release();
     if (err) this.deps.log.debug({ req_id: this.requestId, peer_id: part.id, err: (err as Error).message }, 'members=all: member stream not open');
     const wait = part.backoff;
     part.backoff = Math.min(part.backoff * 2, this.deps.retryMaxMs ?? 5000);
@@ -231,14 +338,16 @@ class AllMembersStream {
       p.generation++;
       clearTimeout(p.retry);
       p.close?.();
+      this.wake(p);
       this.parts.delete(p.id);
     }
     for (const id of now) {
       if (this.parts.has(id)) continue;
-      const part: Part = { id, generation: 0, down: false, backoff: this.deps.retryMinMs ?? 250 };
+      const part = this.newPart(id);
       this.parts.set(id, part);
       this.openOther(part).catch((e) => this.memberDown(part, e));
     }
+    this.release();
   }
 
   /** A message of this stream about a member (members.down / members.up), sent whatever the filters. */
@@ -265,9 +374,12 @@ class AllMembersStream {
   close(): void {
     this.finished = true;
     clearInterval(this.poll);
+    clearTimeout(this.holdTimer);
     for (const p of this.parts.values()) {
       clearTimeout(p.retry);
       p.close?.();
+      p.held = [];
+      this.wake(p);
     }
   }
 }

@@ -8,7 +8,7 @@ import { decodeCursor } from './cursor.js';
 import { matches, parseFilter, requireSomeRead, visibleTo, type EventFilter } from './filter.js';
 import type { EventLog } from './log.js';
 import type { EventSettings } from './settings.js';
-import { Subscription, controlEvent, cursorAt, publicEvent, type Sink } from './subscription.js';
+import { Subscription, controlEvent, cursorAt, publicEvent, type Sink, type SubscriptionOptions } from './subscription.js';
 import type { PublicEvent } from './types.js';
 
 export interface StreamArgs {
@@ -94,7 +94,7 @@ export class EventService {
    * Opens a stream for a caller. The arguments are checked (400/403/429)
    * before anything is sent; `sink` then receives every event after the start.
    */
-  openStream(caller: Caller, args: StreamArgs, sink: Sink, lastEventId?: string): Subscription | undefined {
+  openStream(caller: Caller, args: StreamArgs, sink: Sink, lastEventId?: string, options?: SubscriptionOptions): Subscription | undefined {
     requireSomeRead(caller);
     const filter = parseFilter(args);
     // Last-Event-ID is what a reconnecting EventSource sends on its own: the cursor argument wins when both are given.
@@ -117,10 +117,19 @@ export class EventService {
       sink.end();
       return undefined;
     }
-    const sub = new Subscription(this.log, caller, filter, start.seq, sink, this.settings, (s) => {
-      this.subs.delete(s);
-      leave();
-    });
+    const sub = new Subscription(
+      this.log,
+      caller,
+      filter,
+      start.seq,
+      sink,
+      this.settings,
+      (s) => {
+        this.subs.delete(s);
+        leave();
+      },
+      options,
+    );
     if (!sub.isClosed) this.subs.add(sub);
     return sub;
   }

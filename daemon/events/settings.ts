@@ -19,6 +19,12 @@ export interface EventSettings {
   maxStreamsPerToken: number;
   /** Milliseconds between `bookmark` events. */
   bookmarkMs: number;
+  /**
+   * A `members=all` stream: the longest an event waits for a member whose
+   * backlog is still coming, so that members' events go out in time order
+   * (0: every event as it arrives).
+   */
+  membersAllHoldMs: number;
 }
 
 export const DEFAULT_EVENT_SETTINGS: Readonly<EventSettings> = Object.freeze({
@@ -30,6 +36,7 @@ export const DEFAULT_EVENT_SETTINGS: Readonly<EventSettings> = Object.freeze({
   queueBytes: 1 << 20,
   maxStreamsPerToken: 16,
   bookmarkMs: 15_000,
+  membersAllHoldMs: 2000,
 });
 
 const KEYS: Record<keyof EventSettings, { key: string; env: string; min: number; fraction?: boolean }> = {
@@ -41,6 +48,7 @@ const KEYS: Record<keyof EventSettings, { key: string; env: string; min: number;
   queueBytes: { key: 'queue_bytes', env: 'HOSTD_EVENTS_QUEUE_BYTES', min: 1024 },
   maxStreamsPerToken: { key: 'max_streams_per_token', env: 'HOSTD_EVENTS_MAX_STREAMS_PER_TOKEN', min: 1 },
   bookmarkMs: { key: 'bookmark_ms', env: 'HOSTD_EVENTS_BOOKMARK_MS', min: 10 },
+  membersAllHoldMs: { key: 'members_all_hold_ms', env: 'HOSTD_EVENTS_MEMBERS_ALL_HOLD_MS', min: 0 },
 };
 
 /** Reads the `events:` section; an unknown key or a value out of range stops the start, naming it. */

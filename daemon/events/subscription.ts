@@ -51,7 +51,13 @@ export function publicEvent(log: EventLog, e: StoredEvent): PublicEvent {
 }
 
 /** A message that is not an event of the log: bookmark, reset, lagged, closed. */
-export function controlEvent(log: EventLog, type: 'bookmark' | 'reset' | 'lagged' | 'closed', seq: number, summary: string): PublicEvent {
+export function controlEvent(
+  log: EventLog,
+  type: 'bookmark' | 'reset' | 'lagged' | 'closed',
+  seq: number,
+  summary: string,
+  data: Record<string, unknown> = {},
+): PublicEvent {
   return {
     cursor: cursorAt(log, seq),
     seq,
@@ -62,8 +68,18 @@ export function controlEvent(log: EventLog, type: 'bookmark' | 'reset' | 'lagged
     resource: '',
     actor: '',
     summary,
-    data: {},
+    data,
   };
+}
+
+/** Options of one reader. */
+export interface SubscriptionOptions {
+  /**
+   * Send a `bookmark` with `data.caught_up` the first time the reader has
+   * every event up to the head (its backlog is sent): a `members=all` stream
+   * orders members' backlogs by time until each is caught up (all-members.ts).
+   */
+  announceCaughtUp?: boolean;
 }
 
 /** Serialised events, shared by every reader (a single member's cursor is the same for all). */
@@ -91,6 +107,7 @@ export class Subscription {
   private closed = false;
   private readonly unlisten: () => void;
   private readonly bookmarkTimer: NodeJS.Timeout;
+  private announceCaughtUp: boolean;
 
   constructor(
     private readonly log: EventLog,
@@ -100,7 +117,9 @@ export class Subscription {
     private readonly sink: Sink,
     private readonly settings: EventSettings,
     private readonly onClose: (s: Subscription) => void,
+    options: SubscriptionOptions = {},
   ) {
+    this.announceCaughtUp = options.announceCaughtUp === true;
     this.position = start;
     this.seen = start;
     this.unlisten = log.listen((e) => this.onEvent(e));
@@ -197,6 +216,11 @@ export class Subscription {
           if (this.position >= this.log.head) {
             this.behind = false;
             this.seen = this.position;
+            if (this.announceCaughtUp) {
+              this.announceCaughtUp = false;
+              const mark = controlEvent(this.log, 'bookmark', this.position, 'caught up: live events from here', { caught_up: true });
+              this.write(JSON.stringify(mark), this.position);
+            }
           }
           continue;
         }

@@ -14,17 +14,17 @@
  * has nothing queued may still send an earlier event, so the others wait for
  * it, at most `events.members_all_hold_ms`, and no longer than a member's
  * queue has room (so that waiting never makes a member's stream `lagged`).
- * Once every member is caught up,
- * events go out as they arrive (by time within the network's delay) and
- * nothing waits. A member of an older version never says `caught_up`: each
- * of the others' bursts waits the hold for it.
+ * Once every member is caught up, events go out as they arrive (by time
+ * within the network's delay) and nothing waits. A member of an older
+ * version never says `caught_up`: each of the others' bursts waits the hold
+ * for it.
  *
  * Memory is bounded: while the reader's connection is full, or a member's
  * queue holds `events.queue_events` messages, that member's stream waits
  * (this member's subscription with its bounded queue, another's by HTTP/2
  * flow control). So a slow reader gets `lagged` from whichever member's
- * stream overflows first, as on one member's stream. The combined cursor covers only what was sent: a resume
- * gets every held message again.
+ * stream overflows first, as on one member's stream. The combined cursor
+ * covers only what was sent: a resume gets every held message again.
  *
  * A member whose stream ends (it stopped, or cannot be reached) shows as a
  * `members.down` message; its stream is opened again from its last position
@@ -84,7 +84,7 @@ interface Part {
   held: Held[];
   /** Its backlog is sent (it said `caught_up`): it has nothing earlier than what comes next. */
   live: boolean;
-  /** Its stream, waiting for room in `held`. */
+  /** Its stream, waiting for room (the reader's connection, its queue). */
   room: Array<() => void>;
   close?: () => void;
   /** Bumped at each open: messages of an older stream of the member are ignored. */

@@ -9,44 +9,24 @@
  * covers only what went out.
  */
 import { expect } from 'chai';
-import fs from 'node:fs';
-import path from 'node:path';
 import pino from 'pino';
-import { Store } from '../../../daemon/store/store.js';
-import { EventLog } from '../../../daemon/events/log.js';
-import { DEFAULT_EVENT_SETTINGS, type EventSettings } from '../../../daemon/events/settings.js';
-import { EventService } from '../../../daemon/events/service.js';
+import type { EventLog } from '../../../daemon/events/log.js';
+import type { EventSettings } from '../../../daemon/events/settings.js';
+import type { EventService } from '../../../daemon/events/service.js';
 import { openAllMembers } from '../../../daemon/events/all-members.js';
 import { decodeCursor, encodeCursor } from '../../../daemon/events/cursor.js';
 import { SYSTEM_ACL } from '../../../daemon/events/filter.js';
 import type { Sink } from '../../../daemon/events/subscription.js';
 import type { NewEvent, PublicEvent } from '../../../daemon/events/types.js';
 import type { Caller } from '../../../daemon/lib/caller.js';
-import { eventually, tempDir } from '../../helpers/daemon.js';
+import { eventually } from '../../helpers/daemon.js';
+import { eventsFixture, RecordingSink, type EventsFixture } from './fixture.js';
 
 const reader: Caller = { tokenId: 't1', tokenName: 'reader', scopes: ['system.read'], transport: 'api', origin: 'n1' };
 const ev = (n: number): NewEvent => ({ type: 'system.test', domain: 'system', resource: `test/a${n}`, actor: 'admin', summary: `a${n}`, acl: SYSTEM_ACL });
 
-/** The reader's connection: records what it got; `blocked` reports a full buffer until `release()`. */
-class Reader implements Sink {
-  readonly got: PublicEvent[] = [];
-  ended = false;
-  blocked = false;
-  private waiters: Array<() => void> = [];
-  send(text: string): boolean {
-    this.got.push(JSON.parse(text));
-    return !this.blocked;
-  }
-  drained(): Promise<void> {
-    return this.blocked ? new Promise((r) => this.waiters.push(r)) : Promise.resolve();
-  }
-  release(): void {
-    this.blocked = false;
-    for (const w of this.waiters.splice(0)) w();
-  }
-  end(): void {
-    this.ended = true;
-  }
+/** The reader's connection, with the resources of the test events it got. */
+class Reader extends RecordingSink {
   tests(): string[] {
     return this.got.filter((e) => e.type === 'system.test').map((e) => e.resource);
   }
@@ -76,20 +56,15 @@ class OtherMember {
 }
 
 describe('events_stream members=all: the merge', function () {
-  let dir: string;
-  let store: Store;
+  let fx: EventsFixture | undefined;
   let log: EventLog;
   let svc: EventService;
   let other: OtherMember;
   let close: (() => void) | undefined;
 
   const setup = async (settings: Partial<EventSettings>) => {
-    dir = tempDir('hostd-events-all-');
-    store = await Store.open(path.join(dir, 'db'));
-    const s = { ...DEFAULT_EVENT_SETTINGS, ...settings };
-    log = new EventLog(store, 'n1', s);
-    await log.init();
-    svc = new EventService(log, s);
+    fx = await eventsFixture(settings);
+    ({ log, svc } = fx);
     other = new OtherMember();
   };
   /** Opens a members=all stream on n1 from `cursor` (n2's part is `other`). */
@@ -132,9 +107,8 @@ describe('events_stream members=all: the merge', function () {
   afterEach(async () => {
     close?.();
     close = undefined;
-    svc?.close();
-    await store?.close().catch(() => undefined);
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await fx?.close();
+    fx = undefined;
   });
 
   it("a resume interleaves both members' backlogs by time, each member's in its order", async () => {

@@ -5,18 +5,15 @@
  * stopped reading gets `lagged` and is closed; the per-token stream limit.
  */
 import { expect } from 'chai';
-import fs from 'node:fs';
-import path from 'node:path';
-import { Store } from '../../../daemon/store/store.js';
-import { EventLog } from '../../../daemon/events/log.js';
-import { DEFAULT_EVENT_SETTINGS, type EventSettings } from '../../../daemon/events/settings.js';
-import { EventService } from '../../../daemon/events/service.js';
+import type { EventLog } from '../../../daemon/events/log.js';
+import type { EventSettings } from '../../../daemon/events/settings.js';
+import type { EventService } from '../../../daemon/events/service.js';
 import { stateAcl, SYSTEM_ACL } from '../../../daemon/events/filter.js';
-import type { Sink } from '../../../daemon/events/subscription.js';
-import type { NewEvent, PublicEvent } from '../../../daemon/events/types.js';
+import type { NewEvent } from '../../../daemon/events/types.js';
 import type { Caller } from '../../../daemon/lib/caller.js';
 import { ApiError } from '../../../daemon/lib/errors.js';
-import { eventually, tempDir } from '../../helpers/daemon.js';
+import { eventually } from '../../helpers/daemon.js';
+import { eventsFixture, RecordingSink, type EventsFixture } from './fixture.js';
 
 const ev = (n: number, acl = SYSTEM_ACL): NewEvent => ({
   type: 'system.test',
@@ -28,49 +25,24 @@ const ev = (n: number, acl = SYSTEM_ACL): NewEvent => ({
 });
 const reader: Caller = { tokenId: 't1', tokenName: 'reader', scopes: ['system.read'], transport: 'api', origin: 'n1' };
 
-/** A sink that records what it got; `blocked` makes it report a full buffer until `release()`. */
-class TestSink implements Sink {
-  readonly got: PublicEvent[] = [];
-  ended = false;
-  blocked = false;
-  private waiters: Array<() => void> = [];
-  send(text: string): boolean {
-    this.got.push(JSON.parse(text));
-    return !this.blocked;
-  }
-  drained(): Promise<void> {
-    if (!this.blocked) return Promise.resolve();
-    return new Promise((r) => this.waiters.push(r));
-  }
-  release(): void {
-    this.blocked = false;
-    for (const w of this.waiters.splice(0)) w();
-  }
-  end(): void {
-    this.ended = true;
-  }
+/** The reader's connection, with the seqs of the test events it got. */
+class TestSink extends RecordingSink {
   seqs(): number[] {
     return this.got.filter((e) => e.type === 'system.test').map((e) => e.seq);
   }
 }
 
 describe('event subscriptions', function () {
-  let dir: string;
-  let store: Store;
+  let fx: EventsFixture | undefined;
   let log: EventLog;
   let svc: EventService;
   const setup = async (settings: Partial<EventSettings> = {}) => {
-    dir = tempDir('hostd-events-sub-');
-    store = await Store.open(path.join(dir, 'db'));
-    const s = { ...DEFAULT_EVENT_SETTINGS, ...settings };
-    log = new EventLog(store, 'n1', s);
-    await log.init();
-    svc = new EventService(log, s);
+    fx = await eventsFixture(settings);
+    ({ log, svc } = fx);
   };
   afterEach(async () => {
-    svc?.close();
-    await store?.close().catch(() => undefined);
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    await fx?.close();
+    fx = undefined;
   });
 
   it('resuming from a cursor delivers every later event exactly once, in order, from the store and then live', async () => {

@@ -302,6 +302,8 @@ class AllMembersStream {
 
   /** Lets a member's stream go on writing. */
   private wake(part: Part): void {
+    // Called for every member after each message sent: most have no waiter, and nothing is allocated for them.
+    if (!part.room.length) return;
     for (const resolve of part.room.splice(0)) resolve();
   }
 

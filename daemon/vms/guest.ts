@@ -5,6 +5,10 @@ import { AgentTimeout, type GuestExecOptions } from './driver.js';
 import { sleep } from './common.js';
 import { agentFailure, type OwnerOpts, type VmContext, type VmState } from './context.js';
 
+/** wait-ready's first ask of the agent, and the most any later one is given. */
+const PING_FIRST_MS = 2000;
+const PING_MAX_MS = 16_000;
+
 export class VmGuest {
   constructor(private readonly c: VmContext) {}
 
@@ -49,13 +53,17 @@ export class VmGuest {
    * from a warm state) and the agent answers, or the timeout. Wakes on the
    * VM's state reports and on the end of its identity step; asks the agent
    * every 250 ms only while the VM runs without one (the agent starting has
-   * no event).
+   * no event). Each ask that times out gives the next one twice the time
+   * (2 s up to 16 s): an agent that is up but answers in more than 2 s (a
+   * TCG guest on a loaded host) must not be given up on, and reconnected,
+   * before each answer, for ever.
    */
   async waitReady(vmid: number, timeoutSeconds: number | undefined, o: OwnerOpts = {}) {
     const t0 = Date.now();
     const end = t0 + (timeoutSeconds ?? 60) * 1000;
     let state: VmState = 'stopped';
     let settingIdentity = false;
+    let pingMs = PING_FIRST_MS;
     for (;;) {
       // Taken before the state is read, so that a change reported meanwhile still wakes this wait.
       const next = this.c.states.next(vmid);
@@ -63,8 +71,14 @@ export class VmGuest {
         const rec = await this.c.vm(vmid, o);
         state = await this.c.state(rec);
         settingIdentity = state === 'running' && this.c.settingIdentity(vmid);
-        if (state === 'running' && !settingIdentity && (await this.c.driver.ping(this.c.ref(vmid), Math.max(200, Math.min(2000, end - Date.now()))))) {
-          return { vmid, ready: true, timed_out: false, state, waited_ms: Date.now() - t0, reason: null };
+        if (state === 'running' && !settingIdentity) {
+          const budget = Math.max(200, Math.min(pingMs, end - Date.now()));
+          const asked = Date.now();
+          if (await this.c.driver.ping(this.c.ref(vmid), budget)) {
+            return { vmid, ready: true, timed_out: false, state, waited_ms: Date.now() - t0, reason: null };
+          }
+          // Refused at once (QEMU's socket not there yet) is not slow; a whole budget without an answer is.
+          if (Date.now() - asked >= budget * 0.9) pingMs = Math.min(pingMs * 2, PING_MAX_MS);
         }
         if (Date.now() >= end) break;
         if (state === 'running' && !settingIdentity) await sleep(Math.min(250, Math.max(0, end - Date.now())));

@@ -389,11 +389,11 @@ export class Machines {
     return q;
   }
 
-  /** The VM's agent connection, opened (and synchronised) when there is none; `fresh` when this call opened it. */
-  private async connection(ref: MachineRef, timeoutMs: number): Promise<{ a: GuestAgent; fresh: boolean }> {
+  /** The VM's agent connection, opened (and synchronised within `openTimeoutMs`) when there is none; `fresh` when this call opened it. */
+  private async connection(ref: MachineRef, openTimeoutMs: number): Promise<{ a: GuestAgent; fresh: boolean }> {
     const a = this.agents.get(ref.runDir);
     if (a) return { a, fresh: false };
-    const opened = await GuestAgent.open(runFiles(ref.runDir).qga, Math.min(timeoutMs, 3000));
+    const opened = await GuestAgent.open(runFiles(ref.runDir).qga, openTimeoutMs);
     this.agents.set(ref.runDir, opened);
     return { a: opened, fresh: true };
   }
@@ -401,7 +401,8 @@ export class Machines {
   /** One guest agent command (AgentTimeout when the agent does not answer). */
   agent<T = any>(ref: MachineRef, command: string, args?: Record<string, unknown>, timeoutMs = 10_000): Promise<T> {
     return this.queue(ref).run(async () => {
-      const { a } = await this.connection(ref, timeoutMs);
+      // A command's own time is not spent waiting for a connection.
+      const { a } = await this.connection(ref, Math.min(timeoutMs, 3000));
       try {
         return await a.call<T>(command, args, timeoutMs);
       } catch (err) {
@@ -418,7 +419,8 @@ export class Machines {
    * Whether the guest agent answers a ping within `timeoutMs`. On a new
    * connection the agent's answer to the synchronisation is the answer: no
    * second round trip (one less guest wake-up under TCG, e.g. right after a
-   * warm resume).
+   * warm resume). The whole `timeoutMs` may go to the synchronisation: a
+   * guest that answers slowly (a starved TCG guest) still answers.
    */
   async ping(ref: MachineRef, timeoutMs = 2000): Promise<boolean> {
     try {

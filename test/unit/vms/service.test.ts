@@ -317,4 +317,22 @@ describe('vms service rules (fake driver)', () => {
     await svc.stop(vm.vmid, noNotes);
     expect(drv.stopGraces.at(-1), 'the setting vms.stop_grace_seconds by default').to.equal(60_000);
   });
+
+  it('wait-ready gives an agent that answers slowly more time at each ask, and does not for one that refuses at once', async function () {
+    this.timeout(20_000);
+    const { vm } = await svc.create({ name: 'slow', image_id: 'base', linked_clone: true }, noNotes);
+    await svc.start(vm.vmid, noNotes);
+    // Refused at once twice (QEMU's socket not there yet), then an agent that needs more than the first 2 s.
+    const budgets: number[] = [];
+    drv.ping = async (_m, t = 0) => {
+      budgets.push(t);
+      if (budgets.length <= 2) return false;
+      if (t > 2000) return true;
+      await new Promise((r) => setTimeout(r, t));
+      return false;
+    };
+    const w = await svc.waitReady(vm.vmid, 30);
+    expect(w).to.include({ ready: true, timed_out: false, state: 'running' });
+    expect(budgets).to.deep.equal([2000, 2000, 2000, 4000]);
+  });
 });

@@ -248,6 +248,23 @@ export async function untilInGuest(e: VmsEnv, vmid: number, command: string, sec
   }
 }
 
+/**
+ * Waits for cloud-init's stages in a VM to end and asserts they ended `done`;
+ * when not, the failure says why: cloud-init's own status, its look for the
+ * NoCloud seed, and when the seed's CD-ROM appeared against when that look ran.
+ */
+export async function cloudInitDone(e: VmsEnv, vmid: number, seconds: number): Promise<void> {
+  const status = await untilInGuest(e, vmid, 'cloud-init status --wait >/dev/null; cloud-init status --long; true', seconds);
+  if (/^status: done$/m.test(status)) return;
+  const why = await ok(e, 'POST', `/vms/${vmid}/exec`, {
+    command:
+      "grep -e 'Searching for' -e 'Attempting to use data' -e 'found local data' -e 'No local data' -e 'Cloud-init v' -e WARNING -e ERROR /var/log/cloud-init.log | tail -30; " +
+      "journalctl -b -o short-monotonic --no-pager | grep -e 'Attached scsi CD-ROM' -e 'cloud-init' | head -20",
+    timeout_seconds: 120,
+  });
+  expect.fail(`cloud-init in VM ${vmid} did not end done:\n${status}\n--- why\n${why.stdout}${why.stderr}`);
+}
+
 /** Runs a command in a VM and returns stdout, asserting exit 0. */
 export async function sh(e: VmsEnv, vmid: number, command: string, timeout = 120): Promise<string> {
   const r = await ok(e, 'POST', `/vms/${vmid}/exec`, { command, timeout_seconds: timeout });

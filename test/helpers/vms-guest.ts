@@ -58,6 +58,13 @@ const FILES: Record<string, string> = {
   // The agent answers as soon as its port appears instead of after cloud-init's early stages
   // (which order themselves before sysinit.target): wait-ready then means "the agent answers".
   'etc/systemd/system/qemu-guest-agent.service.d/early.conf': '[Unit]\nDefaultDependencies=no\nConflicts=shutdown.target\nBefore=shutdown.target\n',
+  // hostd's NoCloud seed is an IDE CD-ROM, whose drivers (ata_piix, sr_mod) udev loads only after the root
+  // is mounted, while cloud-init-local starts without waiting for udev: its one look for the seed (blkid) is a
+  // race with /dev/sr0 appearing (measured beside a CPU hog: sr0 at 33 s of uptime, the look at 52 s), and a
+  // lost race boots the guest without its user, network or hostname settings. It now waits for the CD-ROM
+  // first, 60 s at most (an image booted without one then goes on). $$ is systemd's escape for the shell's $.
+  'etc/systemd/system/cloud-init-local.service.d/hostd-seed.conf':
+    "[Service]\nExecStartPre=-/bin/sh -c 'for n in $$(seq 600); do [ -b /dev/sr0 ] && exit 0; sleep 0.1; done'\n",
   // The initramfs only has to mount a virtio-blk ext4 root: Debian's default (MODULES=most, 36 MB) has
   // udev probe every storage driver under TCG before the root is even looked for. The real root's udev
   // loads what else the VM's devices need (network, CD-ROM seed, generation ID) from /lib/modules.

@@ -21,7 +21,7 @@ import {
   sh,
   startVmsDaemon,
   succeeded,
-  untilInGuest,
+  cloudInitDone,
   untilReady,
   type VmsEnv,
 } from '../../helpers/vms-fixture.js';
@@ -243,7 +243,7 @@ describe('vms runtime (QEMU)', function () {
     expect(mid).to.match(/^[0-9a-f]{32}$/);
     expect(mid).to.not.equal(imageMachineId);
     // cloud-init's user and key (its later stages run after the agent answers)
-    await untilInGuest(e, 200, 'cloud-init status --wait >/dev/null; true', BOOT_S);
+    await cloudInitDone(e, 200, BOOT_S);
     expect((await sh(e, 200, 'id -un alice')).trim()).to.equal('alice');
     expect(await sh(e, 200, 'cat /home/alice/.ssh/authorized_keys')).to.include(KEY);
     expect((await sh(e, 200, 'sudo -n -u alice sudo -n id -u')).trim()).to.equal('0');

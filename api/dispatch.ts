@@ -132,6 +132,8 @@ export class Dispatch {
       const ctx: CallContext = {
         caller,
         requestId,
+        // The row below is written, synced, whatever the handler does but forwardTo (see NoteSink).
+        rowSyncs: !op.readOnly,
         note: (n) => {
           note = { ...note, ...n, metadata: { ...note.metadata, ...n.metadata } };
         },

@@ -32,19 +32,22 @@ export function eventsPort(log: EventLog): Required<EventsPort> {
 /**
  * Stores `ops` (the change) and its `<domain>.state` event in one synced
  * batch of `store`: the one helper a domain uses for "a state event in the
- * same batch as its change" (docs/events.md, "Guarantees").
+ * same batch as its change" (docs/events.md, "Guarantees"). `sync` LAZY only
+ * for a call whose activity row follows, synced, before it answers
+ * (`NoteSink.rowSyncs`): the batch is then on disk by the answer all the same.
  */
 export async function writeWithState(
   port: EventsPort,
   store: Store,
   ops: BatchOp[],
   ev: { domain: string; resource: string; state: string; data?: Record<string, unknown> } & StateEventOpts,
+  sync: {} = SYNC,
 ): Promise<void> {
   const { domain, resource, state, data = {}, ...opts } = ev;
   if (port.joinState) {
-    await port.joinState(domain, resource, state, data, opts, (evOps: BatchOp[]) => store.batch([...ops, ...evOps], SYNC));
+    await port.joinState(domain, resource, state, data, opts, (evOps: BatchOp[]) => store.batch([...ops, ...evOps], sync));
     return;
   }
-  await store.batch(ops, SYNC);
+  await store.batch(ops, sync);
   await port.publishState(domain, resource, state, data, opts);
 }

@@ -40,6 +40,15 @@ export interface ActivityNote {
 /** Where a service reports what its call did, for the activity row dispatch writes. */
 export interface NoteSink {
   note(n: ActivityNote): void;
+  /**
+   * Set by dispatch for a mutating call it will write the row of: that row is
+   * written synced after the handler returns or throws, before the call
+   * answers, unless the handler hands the call to another member
+   * (`forwardTo`). A write that must only be on disk by the answer may then
+   * be LAZY: the row's fsync takes every earlier write of the store's log
+   * with it (docs/durability.md), and the call pays one fsync, not two.
+   */
+  readonly rowSyncs?: boolean;
 }
 
 export interface CallContext extends NoteSink {

@@ -11,6 +11,7 @@ import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PoolConfig } from '../config.js';
 import type { EventsPort, FolderRef } from '../domain.js';
+import type { NoteSink } from '../lib/caller.js';
 import { ensureAvailable } from '../lib/availability.js';
 import { conflict, notFound } from '../lib/errors.js';
 import type { JournalDb, JournalOp } from '../lib/journal.js';
@@ -251,9 +252,12 @@ export type ReportedState = 'STOPPED' | 'RUNNING' | 'FROZEN' | 'created' | 'dele
  * set by index.ts): declared here so that the context imports none of the
  * files that use it.
  */
+/** The call a change is reported for: who made it, and whether its activity row syncs the report. */
+export type ChangeSink = Pick<NoteSink, 'rowSyncs'> & { caller?: { tokenName: string } };
+
 export interface LxcStates {
-  /** A call changed the container (under its lock): report it. */
-  changed(lxcid: number, state: ReportedState, actor: string, summary?: string): Promise<void>;
+  /** A call changed the container (under its lock): report it, as the call's actor (lazily when the call's row syncs it). */
+  changed(lxcid: number, state: ReportedState, by: ChangeSink): Promise<void>;
   /** Where a journal commits a create or delete: the record's ops with their event, in one batch. */
   committing(lxcid: number, state: 'created' | 'deleted', actor: string): JournalDb;
   /** The runtime watch saw something of a container. */

@@ -10,7 +10,6 @@
  */
 import type { ResultOf } from '../../api/registry/index.js';
 import type { NoteSink } from '../lib/caller.js';
-import { actorOf } from '../lib/operator.js';
 import { conflict } from '../lib/errors.js';
 import { judgeMount, mountBroken, type Violation } from './containment.js';
 import { NEEDS, type LxcContext } from './context.js';
@@ -37,12 +36,12 @@ export class Lifecycle {
         await this.ctx.refuseViolations(rec, 'start');
         await this.ctx.driver.tools.unfreeze(name);
         ctx.note({ summary: `Started container ${lxcid} '${rec.name}' (it was frozen: unfrozen)`, target: `lxc/${lxcid}` });
-        await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
+        await this.ctx.states.changed(lxcid, 'RUNNING', ctx);
         return { container: this.ctx.view(rec, 'running') };
       }
       const r = await this.prepareAndStart(rec, 'start', true);
       if (r.started) ctx.note({ summary: `Started container ${lxcid} '${r.rec.name}'`, target: `lxc/${lxcid}` });
-      await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
+      await this.ctx.states.changed(lxcid, 'RUNNING', ctx);
       return { container: this.ctx.view(r.rec, 'running') };
     });
   }
@@ -52,7 +51,7 @@ export class Lifecycle {
     return this.ctx.onContainer(lxcid, 'stop', async (rec) => {
       await this.stopNow(rec);
       ctx.note({ summary: `Stopped container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
-      await this.ctx.states.changed(lxcid, 'STOPPED', actorOf(ctx));
+      await this.ctx.states.changed(lxcid, 'STOPPED', ctx);
       return { container: this.ctx.view(rec, 'stopped') };
     });
   }
@@ -64,10 +63,10 @@ export class Lifecycle {
       await this.ctx.refuseViolations(rec, 'restart');
       await this.stopNow(rec);
       // A restart passes through stopped: a follower sees both, as it would see the two calls.
-      await this.ctx.states.changed(lxcid, 'STOPPED', actorOf(ctx));
+      await this.ctx.states.changed(lxcid, 'STOPPED', ctx);
       const r = await this.prepareAndStart(rec, 'restart', false);
       ctx.note({ summary: `Restarted container ${lxcid} '${r.rec.name}'`, target: `lxc/${lxcid}` });
-      await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
+      await this.ctx.states.changed(lxcid, 'RUNNING', ctx);
       return { container: this.ctx.view(r.rec, 'running') };
     });
   }
@@ -80,7 +79,7 @@ export class Lifecycle {
       if (st !== 'running') throw conflict(`container ${lxcid} is ${st}; only a running container can be frozen`);
       await this.ctx.driver.tools.freeze(lxcNameOf(lxcid));
       ctx.note({ summary: `Froze container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
-      await this.ctx.states.changed(lxcid, 'FROZEN', actorOf(ctx));
+      await this.ctx.states.changed(lxcid, 'FROZEN', ctx);
       return { container: this.ctx.view(rec, 'frozen') };
     });
   }
@@ -94,7 +93,7 @@ export class Lifecycle {
       await this.ctx.refuseViolations(rec, 'unfreeze');
       await this.ctx.driver.tools.unfreeze(lxcNameOf(lxcid));
       ctx.note({ summary: `Unfroze container ${lxcid} '${rec.name}'`, target: `lxc/${lxcid}` });
-      await this.ctx.states.changed(lxcid, 'RUNNING', actorOf(ctx));
+      await this.ctx.states.changed(lxcid, 'RUNNING', ctx);
       return { container: this.ctx.view(rec, 'running') };
     });
   }

@@ -14,13 +14,16 @@
  * An event, the stored state it leaves and, for a create, clone or delete,
  * the record's commit go in one synced batch (`writeWithState`): a crash
  * leaves all of them or none, so a change is never lost nor reported twice.
+ * A call's own report is written lazily when its activity row follows it,
+ * synced, before the call answers (`NoteSink.rowSyncs`).
  */
 import type { EventsPort } from '../domain.js';
 import { writeWithState } from '../events/state.js';
 import type { JournalDb } from '../lib/journal.js';
-import type { BatchOp } from '../store/store.js';
+import { actorOf } from '../lib/operator.js';
+import { LAZY, SYNC, type BatchOp } from '../store/store.js';
 import type { LxcState, StateSignal } from './driver.js';
-import { LxcContext, type LxcDeps, type LxcStates, type ReportedState } from './context.js';
+import { LxcContext, type ChangeSink, type LxcDeps, type LxcStates, type ReportedState } from './context.js';
 import { ctKey } from './records.js';
 import { LXC_NAME_PREFIX } from './naming.js';
 
@@ -36,8 +39,12 @@ const metaKey = (lxcid: number) => `state:${ctKey(lxcid)}`;
 
 export class StateReports implements LxcStates {
   private readonly chain = new Map<number, Promise<void>>();
-  /** Containers a signal came for while a call held them: checked when the call ends (`afterCall`). */
-  private readonly deferred = new Set<number>();
+  /**
+   * Containers a signal came for while a call held them, with the last
+   * settled state the runtime said (undefined: not known): checked when the
+   * call ends (`afterCall`).
+   */
+  private readonly deferred = new Map<number, LxcState | undefined>();
   /** Bumped by every call's report: a watcher's check begun before it is stale. */
   private readonly generation = new Map<number, number>();
   /**
@@ -52,10 +59,15 @@ export class StateReports implements LxcStates {
     private readonly events: EventsPort,
   ) {}
 
-  /** A call changed the container (under its lock): report it. */
-  async changed(lxcid: number, state: ReportedState, actor: string, summary?: string): Promise<void> {
+  /**
+   * A call changed the container (under its lock): report it. Written before
+   * the call answers; lazily when the call's activity row follows it, synced,
+   * before the answer (one fsync for the two).
+   */
+  async changed(lxcid: number, state: ReportedState, by: ChangeSink): Promise<void> {
     this.generation.set(lxcid, (this.generation.get(lxcid) ?? 0) + 1);
-    await this.serial(lxcid, () => this.publish(lxcid, state, {}, { actor, summary }, state === 'created' || state === 'deleted'));
+    const how = by.rowSyncs ? LAZY : SYNC;
+    await this.serial(lxcid, () => this.publish(lxcid, state, {}, { actor: actorOf(by) }, state === 'created' || state === 'deleted', [], how));
     if (state === 'deleted') this.generation.delete(lxcid);
   }
 
@@ -81,7 +93,7 @@ export class StateReports implements LxcStates {
     if (!Number.isSafeInteger(lxcid)) return;
     // Transient states settle into another signal; only settled ones are checked.
     if (!SETTLED[s.state]) return;
-    this.check(lxcid, 'watch', s.exitStatus).catch((err) => this.ctx.log.warn({ err, lxcid }, 'lxc: cannot report a state change'));
+    this.check(lxcid, 'watch', s.exitStatus, s.state).catch((err) => this.ctx.log.warn({ err, lxcid }, 'lxc: cannot report a state change'));
   }
 
   /** Every container against what was last reported (at open, and after the watch restarted). */
@@ -105,13 +117,18 @@ export class StateReports implements LxcStates {
    * reports nothing itself, and an outside stop during it must not be lost).
    */
   afterCall(lxcid: number): void {
-    if (!this.deferred.delete(lxcid)) return;
+    if (!this.deferred.has(lxcid)) return;
+    const said = this.deferred.get(lxcid);
+    this.deferred.delete(lxcid);
+    // The runtime's last word is what the call itself just reported (its own
+    // stop's STOPPED): nothing to report, and no lxc-info to run for it.
+    if (said !== undefined && this.stored.get(lxcid) === said) return;
     this.check(lxcid, 'watch').catch((err) => this.ctx.log.warn({ err, lxcid }, 'lxc: cannot report a state change'));
   }
 
-  private async check(lxcid: number, why: 'open' | 'watch', exitStatus?: number): Promise<void> {
+  private async check(lxcid: number, why: 'open' | 'watch', exitStatus?: number, said?: LxcState): Promise<void> {
     if (this.ctx.lock.busy(`ct:${lxcid}`)) {
-      if (why === 'watch') this.deferred.add(lxcid);
+      if (why === 'watch') this.deferred.set(lxcid, said);
       return;
     }
     const gen = this.generation.get(lxcid) ?? 0;
@@ -120,7 +137,7 @@ export class StateReports implements LxcStates {
       if (!rec) return;
       const now = SETTLED[await this.ctx.driver.tools.state(`${LXC_NAME_PREFIX}${lxcid}`)];
       if (this.ctx.lock.busy(`ct:${lxcid}`)) {
-        if (why === 'watch') this.deferred.add(lxcid);
+        if (why === 'watch') this.deferred.set(lxcid, said);
         return;
       }
       if (!now || (this.generation.get(lxcid) ?? 0) !== gen) return;
@@ -150,6 +167,7 @@ export class StateReports implements LxcStates {
     opts: { actor: string; summary?: string },
     always: boolean,
     ops: BatchOp[] = [],
+    sync: {} = SYNC,
   ): Promise<void> {
     if (!always && (await this.last(lxcid)) === state) return;
     const after = AFTER[state];
@@ -158,14 +176,20 @@ export class StateReports implements LxcStates {
       : { type: 'del', sub: this.ctx.records.meta, key: metaKey(lxcid) };
     // Unknown while the batch is in flight: a failed batch may or may not have been stored.
     this.stored.delete(lxcid);
-    await writeWithState(this.events, this.ctx.records.store, [...ops, mark], {
-      domain: 'lxc',
-      resource: `lxc/${lxcid}`,
-      state,
-      data,
-      actor: opts.actor,
-      summary: opts.summary ?? `container ${lxcid} is ${state}`,
-    });
+    await writeWithState(
+      this.events,
+      this.ctx.records.store,
+      [...ops, mark],
+      {
+        domain: 'lxc',
+        resource: `lxc/${lxcid}`,
+        state,
+        data,
+        actor: opts.actor,
+        summary: opts.summary ?? `container ${lxcid} is ${state}`,
+      },
+      sync,
+    );
     if (after) this.stored.set(lxcid, after);
     await this.ctx.pause('state.written');
   }

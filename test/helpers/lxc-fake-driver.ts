@@ -72,12 +72,20 @@ export class FakeLxcDriver implements LxcDriver {
   }
 
   private readonly state = (name: string): LxcState => this.states.get(name) ?? 'STOPPED';
+  /** How many times the runtime was asked a container's exact state (lxc-info on a real host). */
+  stateAsked = 0;
 
   readonly tools: ContainerTools = notModelled<ContainerTools>('tools', {
     lxcPath: '/fake/lxc',
     confDir: (name: string) => `/fake/lxc/${name}`,
-    state: async (name: string) => this.state(name),
-    info: async (name: string) => ({ state: this.state(name), pid: null, ips: [] }),
+    state: async (name: string) => {
+      this.stateAsked++;
+      return this.state(name);
+    },
+    info: async (name: string) => {
+      this.stateAsked++;
+      return { state: this.state(name), pid: null, ips: [] };
+    },
     start: async (name: string) => {
       this.calls.push(`start ${name}`);
       this.states.set(name, 'RUNNING');

@@ -20,6 +20,16 @@ import { LeaseManager, type LeasePeerLink } from '../../cluster/lease.js';
 import { ReplicatedConfig } from '../../cluster/replicated.js';
 import { ClusterFiles } from '../../certs/files.js';
 import { createCa, generateKeyPair, issueNodeCert } from '../../certs/pki.js';
+import { Dispatch } from '../../api/dispatch.js';
+import type { HandlerTable } from '../../api/handlers.js';
+import type { Caller } from '../../daemon/lib/caller.js';
+import { OPERATOR } from '../../daemon/lib/operator.js';
+import { lxcHandlers } from '../../daemon/lxc/handlers.js';
+import { LxcRecords } from '../../daemon/lxc/records.js';
+import { lxcServices } from '../../daemon/lxc/services.js';
+import { parseSettings } from '../../daemon/lxc/settings.js';
+import { lxcContext } from '../../daemon/lxc/states.js';
+import { FakeLxcDriver } from '../helpers/lxc-fake-driver.js';
 import { eventually, tempDir } from '../helpers/daemon.js';
 
 describe('hardening: what is synced to the disk', function () {
@@ -168,6 +178,87 @@ describe('hardening: what is synced to the disk', function () {
     // The last write of the task record is the ended one, and it is synced.
     const last = ws.filter(([s]) => s === 'tasks').at(-1)!;
     expect(last[1]).to.equal(true);
+  });
+
+  it("a call's own state event rides on its activity row's fsync: written lazily, then the row synced, last, before the answer", async () => {
+    const dir = tempDir('hostd-durable-lxc-');
+    fs.mkdirSync(path.join(dir, 'pool'));
+    const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
+    const driver = new FakeLxcDriver();
+    const records = new LxcRecords(store);
+    const tasks = new TaskRunner(store, 'n1');
+    const published: string[] = [];
+    const lctx = lxcContext({
+      records,
+      driver,
+      settings: parseSettings(undefined, { dataDir: dir, pools }),
+      pools,
+      tasks,
+      log: pino({ level: 'silent' }),
+      folders: () => [],
+      dataDir: dir,
+      env: {},
+      events: { publishState: async (_d: string, resource: string, state: string) => void published.push(`${resource} ${state}`) },
+    });
+    const services = lxcServices(lctx);
+    const activity = new ActivityLog(store, { maxAgeDays: 0, maxRows: 100, pruneEveryMs: 3_600_000 });
+    const dispatch = new Dispatch({
+      handlers: lxcHandlers(services) as unknown as HandlerTable,
+      activity,
+      forwarder: { resolve: () => undefined },
+      log: pino({ level: 'silent' }),
+    });
+    const caller: Caller = { tokenId: 'tok_1', tokenName: 'ops', scopes: ['lxc.manage'], transport: 'api', origin: 'n1' };
+    await records.put({
+      lxcid: 7,
+      name: 'ct-7',
+      template: 'bb',
+      template_storage_id: 'p',
+      storage_id: 'p',
+      rootfs_kind: 'dir',
+      cpu_cores: 1,
+      memory_mb: 64,
+      disk_size_bytes: 0,
+      privileged: false,
+      idmap: { uid: 100000, gid: 100000, count: 65536 },
+      nesting: false,
+      environment: {},
+      network: { type: 'none', bridge: null, ip_address: null, gateway: null, dns_servers: [], hwaddr: '00:16:3e:00:00:01' },
+      autostart: false,
+      mount_points: [],
+      linked_clone: false,
+      rootfs_sync_pending: false,
+      created_at: '2026-01-01T00:00:00.000Z',
+      updated_at: '2026-01-01T00:00:00.000Z',
+    });
+    try {
+      driver.states.set('svc-lxc-7', 'RUNNING');
+      const ws = await writes(() => dispatch.call('lxc_stop', { id: 7 }, caller, 'r1'));
+      expect(published).to.deep.equal(['lxc/7 STOPPED']);
+      // The stored state written with the event, not synced on its own; the row after it, synced: one fsync for both.
+      lazy(ws, 'lxc_meta');
+      synced(ws, 'activity');
+      const [lastSub, lastSynced] = ws.at(-1)!;
+      expect([lastSub.startsWith('activity'), lastSynced], `the last write of the call is the row's, synced: ${JSON.stringify(ws)}`).to.deep.equal([
+        true,
+        true,
+      ]);
+      const syncedSubs = ws.filter(([, sync]) => sync).map(([sub]) => sub);
+      expect(
+        syncedSubs.every((sub) => sub.startsWith('activity')),
+        `only the row's batch synced: ${JSON.stringify(ws)}`,
+      ).to.equal(true);
+
+      // The same change made where no row follows (the daemon's own call, e.g. autostart): synced on its own.
+      driver.states.set('svc-lxc-7', 'STOPPED');
+      const own = await writes(() => services.lifecycle.start(7, { note() {}, caller: { tokenName: OPERATOR } }));
+      expect(published).to.deep.equal(['lxc/7 STOPPED', 'lxc/7 RUNNING']);
+      synced(own, 'lxc_meta');
+    } finally {
+      await activity.close();
+      await tasks.drain();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('certificate files are fsynced before they are renamed into place', () => {

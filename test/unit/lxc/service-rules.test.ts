@@ -185,7 +185,7 @@ describe('lxc service rules (fake driver)', () => {
     // A call that changes no state (here a docs-like no-op) holding the container when it stops from outside:
     // the signal is checked once the call ends, not lost.
     driver.states.set('svc-lxc-7', 'RUNNING');
-    await lctx.states.changed(7, 'RUNNING', 't');
+    await lctx.states.changed(7, 'RUNNING', { caller: { tokenName: 't' } });
     await lctx.onContainer(7, 'update', async () => {
       driver.states.set('svc-lxc-7', 'STOPPED');
       lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED' });
@@ -202,5 +202,35 @@ describe('lxc service rules (fake driver)', () => {
     lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STARTING' });
     await lctx.states.idle();
     expect(published).to.have.length(1);
+  });
+
+  it('a signal during a call that says what the call reported is not checked again; one that says otherwise is', async () => {
+    await records.put(record(7));
+    driver.states.set('svc-lxc-7', 'RUNNING');
+    await lctx.states.changed(7, 'RUNNING', ctx);
+    published.length = 0;
+    // A stop call: its own stop's signal comes while it holds the container.
+    await lctx.onContainer(7, 'stop', async () => {
+      driver.states.set('svc-lxc-7', 'STOPPED');
+      lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED', exitStatus: 0 });
+      await lctx.states.changed(7, 'STOPPED', ctx);
+    });
+    await lctx.states.idle();
+    expect(published.map((p) => [p.state, p.actor])).to.deep.equal([['STOPPED', 't']]);
+    expect(driver.stateAsked, 'the runtime is not asked again (lxc-info on a host)').to.equal(0);
+    // A start call during which the container dies: the signal is checked once the call ends, and reported.
+    await lctx.onContainer(7, 'start', async () => {
+      driver.states.set('svc-lxc-7', 'RUNNING');
+      await lctx.states.changed(7, 'RUNNING', ctx);
+      driver.states.set('svc-lxc-7', 'STOPPED');
+      lctx.states.observe({ lxcName: 'svc-lxc-7', state: 'STOPPED', exitStatus: 1 });
+    });
+    await lctx.states.idle();
+    expect(driver.stateAsked).to.equal(1);
+    expect(published.map((p) => [p.state, p.data.reason, p.actor])).to.deep.equal([
+      ['STOPPED', undefined, 't'],
+      ['RUNNING', undefined, 't'],
+      ['STOPPED', 'init-exited', 'runtime'],
+    ]);
   });
 });

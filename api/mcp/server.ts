@@ -305,8 +305,8 @@ export class HttpMux implements Transport {
 }
 
 /** A JSON-RPC error answer with no id, as the SDK's HTTP transport sends for a refused POST. */
-function rpcError(req: IncomingMessage, res: ServerResponse, status: number, code: number, message: string): void {
-  afterParse(req, () => sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null }, bodyPending(req) ? { connection: 'close' } : {}));
+function rpcError(req: IncomingMessage, res: ServerResponse, reqId: string, status: number, code: number, message: string): void {
+  afterParse(req, () => sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null }, bodyPending(req) ? { connection: 'close' } : {}, reqId));
 }
 
 /** The listener for MCP_PATH (served directly by the HTTP transport, not through express). */
@@ -322,7 +322,7 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
   const started = process.hrtime.bigint();
   const id = requestId(req);
   let scope: RequestScope | undefined;
-  res.setHeader('x-request-id', id);
+  // x-request-id goes into each answer's own header list (a header set beforehand puts writeHead on its slow path).
   res.once('finish', () => {
     deps.requestLog.write({
       req_id: id,
@@ -339,7 +339,7 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
     const e = errorBody(err);
     // Answered before the body arrived (401, 405, a late body): close rather than read the rest.
     if (res.headersSent) res.end();
-    else afterParse(req, () => sendJson(res, e.status, e.body, bodyPending(req) ? { ...e.headers, connection: 'close' } : e.headers));
+    else afterParse(req, () => sendJson(res, e.status, e.body, bodyPending(req) ? { ...e.headers, connection: 'close' } : e.headers, id));
   };
 
   // Headers read from the raw list: building `req.headers` costs more than the few this needs.
@@ -355,10 +355,10 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
 
   const accept = headerJoined(req, 'accept');
   if (!accept?.includes('application/json') || !accept.includes('text/event-stream')) {
-    return rpcError(req, res, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+    return rpcError(req, res, id, 406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
   }
   if (!isJsonContentType(header(req, 'content-type') ?? null)) {
-    return rpcError(req, res, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+    return rpcError(req, res, id, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
   }
   let raw: unknown;
   try {
@@ -366,10 +366,10 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
     raw = JSON.parse(body.toString('utf8'));
   } catch (err) {
     if (err instanceof ApiError) return fail(err);
-    return rpcError(req, res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
+    return rpcError(req, res, id, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
   }
   if (Array.isArray(raw) && raw.length > MAX_BATCH_SIZE) {
-    return rpcError(req, res, 400, ErrorCode.InvalidRequest, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
+    return rpcError(req, res, id, 400, ErrorCode.InvalidRequest, `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages`);
   }
   let messages: JSONRPCMessage[];
   if (isPlainRequest(raw)) messages = [raw];
@@ -377,17 +377,18 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
     try {
       messages = (Array.isArray(raw) ? raw : [raw]).map((m) => JSONRPCMessageSchema.parse(m));
     } catch {
-      return rpcError(req, res, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
+      return rpcError(req, res, id, 400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
     }
   }
   if (messages.some(isInitialize)) {
-    if (messages.length > 1) return rpcError(req, res, 400, ErrorCode.InvalidRequest, 'Invalid Request: Only one initialization request is allowed');
+    if (messages.length > 1) return rpcError(req, res, id, 400, ErrorCode.InvalidRequest, 'Invalid Request: Only one initialization request is allowed');
   } else {
     const version = headerJoined(req, 'mcp-protocol-version');
     if (typeof version === 'string' && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) {
       return rpcError(
         req,
         res,
+        id,
         400,
         -32000,
         `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
@@ -402,14 +403,14 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
     // The response the SDK server sends for a request: result, jsonrpc, id.
     // An error result through the SDK's own schema, as its server does, so that its fields come in the same order.
     const result = r.ok ? toolResultJson(r.value) : JSON.stringify(CallToolResultSchema.parse(r.error));
-    sendJsonText(res, 200, `{"result":${result},"jsonrpc":"2.0","id":${JSON.stringify(plain.id)}}`);
+    sendJsonText(res, 200, `{"result":${result},"jsonrpc":"2.0","id":${JSON.stringify(plain.id)}}`, {}, id);
     return;
   }
   const extra: MessageExtraInfo = { authInfo: { token: '', clientId: caller.tokenName, scopes: caller.scopes, extra: { scope } } };
   const { responses, cancel } = mux.exchange(messages, extra);
   if (!messages.some(isRequest)) {
     // Only notifications or responses: accepted, nothing to answer.
-    res.writeHead(202);
+    res.writeHead(202, ['x-request-id', id]);
     res.end();
     return;
   }
@@ -421,7 +422,7 @@ async function handle(deps: McpDeps, mux: HttpMux, req: IncomingMessage, res: Se
     const out = await responses;
     answered = true;
     if (res.destroyed) return;
-    sendJson(res, 200, out.length === 1 ? out[0] : out);
+    sendJson(res, 200, out.length === 1 ? out[0] : out, {}, id);
   } catch (err) {
     deps.log.error({ req_id: id, err }, 'mcp request failed');
     fail(err);

@@ -71,7 +71,9 @@ export class VmGuest {
         const rec = await this.c.vm(vmid, o);
         state = await this.c.state(rec);
         settingIdentity = state === 'running' && this.c.settingIdentity(vmid);
-        if (state === 'running' && !settingIdentity) {
+        // Only a running VM whose identity step is over has an agent worth asking; otherwise a state change wakes this wait.
+        const askAgent = state === 'running' && !settingIdentity;
+        if (askAgent) {
           const budget = Math.max(200, Math.min(pingMs, end - Date.now()));
           const asked = Date.now();
           if (await this.c.driver.ping(this.c.ref(vmid), budget)) {
@@ -81,7 +83,7 @@ export class VmGuest {
           if (Date.now() - asked >= budget * 0.9) pingMs = Math.min(pingMs * 2, PING_MAX_MS);
         }
         if (Date.now() >= end) break;
-        if (state === 'running' && !settingIdentity) await sleep(Math.min(250, Math.max(0, end - Date.now())));
+        if (askAgent) await sleep(Math.min(250, Math.max(0, end - Date.now())));
         else await next.wait(Math.min(this.c.e.settings.waitPollMs, Math.max(0, end - Date.now())));
       } finally {
         next.cancel();

@@ -354,6 +354,16 @@ describe('MCP transport', function () {
       for (const row of rows) expect(row.metadata.transport).to.equal('mcp');
     });
 
+    it('every answer carries its request id: a plain call, a batch (the SDK server), a notification (202), a refusal', async function () {
+      const post = (body: unknown, token?: string) => d.request('POST', '/mcp', { token, headers: { ...mcpHeaders, 'x-request-id': 'rid-1' }, body });
+      const plain = await post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'folders_list', arguments: {} } }, reader);
+      const batch = await post([{ jsonrpc: '2.0', id: 2, method: 'tools/list' }], reader);
+      const note = await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, reader);
+      const refused = await post({ jsonrpc: '2.0', id: 3, method: 'tools/list' });
+      expect([plain.status, batch.status, note.status, refused.status]).to.deep.equal([200, 200, 202, 401]);
+      for (const r of [plain, batch, note, refused]) expect(r.headers['x-request-id']).to.equal('rid-1');
+    });
+
     it('answers a plain JSON POST without a session (stateless)', async function () {
       const r = await d.request('POST', '/mcp', { token: reader, headers: mcpHeaders, body: initialize });
       expect(r.status).to.equal(200);

@@ -21,6 +21,10 @@ import type {
   ZfsOps,
 } from '../../daemon/lxc/driver.js';
 import { CGROUPS, IDMAP } from '../../daemon/lxc/driver.js';
+import type { ContainerRecord } from '../../daemon/lxc/model.js';
+import type { LxcDeps } from '../../daemon/lxc/context.js';
+import { parseSettings } from '../../daemon/lxc/settings.js';
+import { pino } from 'pino';
 import { PROGRAMS } from '../../daemon/lxc/lxc-tools/host.js';
 
 /** An object whose every method throws naming itself: the parts of the driver a test does not model. */
@@ -149,4 +153,48 @@ export class FakeLxcDriver implements LxcDriver {
     this.watch = { onSignal, onResync };
     return { stop: async () => void (this.watch = null) };
   }
+}
+
+/** A stored container record for service tests: unprivileged, rootfs a directory in pool `p`, no network, stopped. */
+export function containerRecord(lxcid: number, over: Partial<ContainerRecord> = {}): ContainerRecord {
+  return {
+    lxcid,
+    name: `ct-${lxcid}`,
+    template: 'bb',
+    template_storage_id: 'p',
+    storage_id: 'p',
+    rootfs_kind: 'dir',
+    cpu_cores: 1,
+    memory_mb: 64,
+    disk_size_bytes: 0,
+    privileged: false,
+    idmap: { uid: 100000, gid: 100000, count: 65536 },
+    nesting: false,
+    environment: {},
+    network: { type: 'none', bridge: null, ip_address: null, gateway: null, dns_servers: [], hwaddr: '00:16:3e:00:00:01' },
+    autostart: false,
+    mount_points: [],
+    linked_clone: false,
+    rootfs_sync_pending: false,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+    ...over,
+  };
+}
+
+/** The LXC domain's dependencies for a service test: `driver` (a fake), one pool `p` at `<dir>/pool`, no folders, a silent log. */
+export function fakeLxcDeps(o: Pick<LxcDeps, 'records' | 'driver' | 'tasks' | 'events'> & { dir: string }): LxcDeps {
+  const pools = [{ id: 'p', path: `${o.dir}/pool` }];
+  return {
+    records: o.records,
+    driver: o.driver,
+    settings: parseSettings(undefined, { dataDir: o.dir, pools }),
+    pools,
+    tasks: o.tasks,
+    log: pino({ level: 'silent' }),
+    folders: () => [],
+    dataDir: o.dir,
+    env: {},
+    events: o.events,
+  };
 }

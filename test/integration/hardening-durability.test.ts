@@ -27,9 +27,8 @@ import { OPERATOR } from '../../daemon/lib/operator.js';
 import { lxcHandlers } from '../../daemon/lxc/handlers.js';
 import { LxcRecords } from '../../daemon/lxc/records.js';
 import { lxcServices } from '../../daemon/lxc/services.js';
-import { parseSettings } from '../../daemon/lxc/settings.js';
 import { lxcContext } from '../../daemon/lxc/states.js';
-import { FakeLxcDriver } from '../helpers/lxc-fake-driver.js';
+import { FakeLxcDriver, containerRecord, fakeLxcDeps } from '../helpers/lxc-fake-driver.js';
 import { eventually, tempDir } from '../helpers/daemon.js';
 
 describe('hardening: what is synced to the disk', function () {
@@ -183,23 +182,12 @@ describe('hardening: what is synced to the disk', function () {
   it("a call's own state event rides on its activity row's fsync: written lazily, then the row synced, last, before the answer", async () => {
     const dir = tempDir('hostd-durable-lxc-');
     fs.mkdirSync(path.join(dir, 'pool'));
-    const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
     const driver = new FakeLxcDriver();
     const records = new LxcRecords(store);
     const tasks = new TaskRunner(store, 'n1');
     const published: string[] = [];
-    const lctx = lxcContext({
-      records,
-      driver,
-      settings: parseSettings(undefined, { dataDir: dir, pools }),
-      pools,
-      tasks,
-      log: pino({ level: 'silent' }),
-      folders: () => [],
-      dataDir: dir,
-      env: {},
-      events: { publishState: async (_d: string, resource: string, state: string) => void published.push(`${resource} ${state}`) },
-    });
+    const events = { publishState: async (_d: string, resource: string, state: string) => void published.push(`${resource} ${state}`) };
+    const lctx = lxcContext(fakeLxcDeps({ records, driver, tasks, events, dir }));
     const services = lxcServices(lctx);
     const activity = new ActivityLog(store, { maxAgeDays: 0, maxRows: 100, pruneEveryMs: 3_600_000 });
     const dispatch = new Dispatch({
@@ -209,28 +197,7 @@ describe('hardening: what is synced to the disk', function () {
       log: pino({ level: 'silent' }),
     });
     const caller: Caller = { tokenId: 'tok_1', tokenName: 'ops', scopes: ['lxc.manage'], transport: 'api', origin: 'n1' };
-    await records.put({
-      lxcid: 7,
-      name: 'ct-7',
-      template: 'bb',
-      template_storage_id: 'p',
-      storage_id: 'p',
-      rootfs_kind: 'dir',
-      cpu_cores: 1,
-      memory_mb: 64,
-      disk_size_bytes: 0,
-      privileged: false,
-      idmap: { uid: 100000, gid: 100000, count: 65536 },
-      nesting: false,
-      environment: {},
-      network: { type: 'none', bridge: null, ip_address: null, gateway: null, dns_servers: [], hwaddr: '00:16:3e:00:00:01' },
-      autostart: false,
-      mount_points: [],
-      linked_clone: false,
-      rootfs_sync_pending: false,
-      created_at: '2026-01-01T00:00:00.000Z',
-      updated_at: '2026-01-01T00:00:00.000Z',
-    });
+    await records.put(containerRecord(7));
     try {
       driver.states.set('svc-lxc-7', 'RUNNING');
       const ws = await writes(() => dispatch.call('lxc_stop', { id: 7 }, caller, 'r1'));

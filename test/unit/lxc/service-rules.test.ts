@@ -12,18 +12,15 @@ import { expect } from 'chai';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pino } from 'pino';
 import { noNotes, type CallContext } from '../../../daemon/lib/caller.js';
 import { ApiError } from '../../../daemon/lib/errors.js';
 import type { LxcContext } from '../../../daemon/lxc/context.js';
 import { lxcContext } from '../../../daemon/lxc/states.js';
-import type { ContainerRecord } from '../../../daemon/lxc/model.js';
 import { LxcRecords } from '../../../daemon/lxc/records.js';
 import { lxcServices, type LxcServices } from '../../../daemon/lxc/services.js';
-import { parseSettings } from '../../../daemon/lxc/settings.js';
 import { Store } from '../../../daemon/store/store.js';
 import { TaskRunner } from '../../../daemon/tasks/runner.js';
-import { FakeLxcDriver } from '../../helpers/lxc-fake-driver.js';
+import { FakeLxcDriver, containerRecord, fakeLxcDeps } from '../../helpers/lxc-fake-driver.js';
 
 describe('lxc service rules (fake driver)', () => {
   let dir: string;
@@ -49,29 +46,7 @@ describe('lxc service rules (fake driver)', () => {
     else expect((err as ApiError).message).to.match(message);
   }
 
-  const record = (lxcid: number, over: Partial<ContainerRecord> = {}): ContainerRecord => ({
-    lxcid,
-    name: `ct-${lxcid}`,
-    template: 'bb',
-    template_storage_id: 'p',
-    storage_id: 'p',
-    rootfs_kind: 'dir',
-    cpu_cores: 1,
-    memory_mb: 64,
-    disk_size_bytes: 0,
-    privileged: false,
-    idmap: { uid: 100000, gid: 100000, count: 65536 },
-    nesting: false,
-    environment: {},
-    network: { type: 'none', bridge: null, ip_address: null, gateway: null, dns_servers: [], hwaddr: '00:16:3e:00:00:01' },
-    autostart: false,
-    mount_points: [],
-    linked_clone: false,
-    rootfs_sync_pending: false,
-    created_at: '2026-01-01T00:00:00.000Z',
-    updated_at: '2026-01-01T00:00:00.000Z',
-    ...over,
-  });
+  const record = containerRecord;
 
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hostd-lxc-svc-'));
@@ -80,25 +55,12 @@ describe('lxc service rules (fake driver)', () => {
     tasks = new TaskRunner(store, 'n1');
     driver = new FakeLxcDriver();
     records = new LxcRecords(store);
-    const pools = [{ id: 'p', path: path.join(dir, 'pool') }];
-    const settings = parseSettings(undefined, { dataDir: dir, pools });
     published = [];
     const events = {
       publishState: async (_d: string, resource: string, state: string, data: Record<string, unknown> = {}, opts: { actor?: string } = {}) =>
         void published.push({ resource, state, data, actor: opts.actor }),
     };
-    lctx = lxcContext({
-      records,
-      driver,
-      settings,
-      pools,
-      tasks,
-      log: pino({ level: 'silent' }),
-      folders: () => [],
-      dataDir: dir,
-      env: {},
-      events,
-    });
+    lctx = lxcContext(fakeLxcDeps({ records, driver, tasks, events, dir }));
     s = lxcServices(lctx);
   });
   afterEach(async () => {

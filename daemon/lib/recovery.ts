@@ -24,6 +24,8 @@ interface RecoveryLog {
   info(obj: Record<string, unknown>, msg: string): void;
   warn(obj: Record<string, unknown>, msg: string): void;
   error(obj: Record<string, unknown>, msg: string): void;
+  /** A pino child's own fields (a domain's logger already names its `domain`). */
+  bindings?(): Record<string, unknown>;
 }
 
 export interface RecoveryPlan<I> {
@@ -95,6 +97,8 @@ export class IntentRecovery<I> {
   /** Settles the open intents (only those of `only`, when given), then reconciles. */
   private async pass(only: Set<string> | null): Promise<RecoveryReport> {
     const { domain, journal, log } = this.plan;
+    // Each line names its domain once: a domain's child logger writes it already, and a key twice is not JSON a reader can trust.
+    const named = log.bindings?.().domain === domain ? {} : { domain };
     const retrying = only !== null;
     let settled = 0;
     const open = await journal.open();
@@ -102,7 +106,7 @@ export class IntentRecovery<I> {
     if (only) for (const key of only) if (!open.some(([k]) => k === key)) this.waiting.delete(key);
     for (const [key, intent] of open) {
       if (only && !only.has(key)) continue;
-      const about = { domain, key, ...(this.plan.describe?.(intent) ?? {}) };
+      const about = { ...named, key, ...(this.plan.describe?.(intent) ?? {}) };
       try {
         const ops = await this.plan.settle(key, intent);
         await journal.commit(key, ops);
@@ -119,12 +123,12 @@ export class IntentRecovery<I> {
       try {
         await this.plan.reconcile();
       } catch (err) {
-        log.error({ domain, err }, `${domain}: reconciling after recovery failed; the next run tries again`);
+        log.error({ ...named, err }, `${domain}: reconciling after recovery failed; the next run tries again`);
       }
     }
     const report = this.report(settled);
     if (settled || report.pending.length || !retrying) {
-      log.info({ domain, settled, pending: report.pending.length }, `${domain}: recovery ${retrying ? 'retried' : 'done'}`);
+      log.info({ ...named, settled, pending: report.pending.length }, `${domain}: recovery ${retrying ? 'retried' : 'done'}`);
     }
     return report;
   }

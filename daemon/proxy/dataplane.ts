@@ -272,7 +272,8 @@ export class DataPlane {
   renew(domain: string): Promise<void> {
     return this.queue.run(async () => {
       await this.ctx.drivers.caddy.renewCertificate(domain);
-      this.ctx.log.info({ domain }, 'proxy certificate renewal forced');
+      // `site`: the log's own `domain` field names the hostd domain (proxy).
+      this.ctx.log.info({ site: domain }, 'proxy certificate renewal forced');
     });
   }
 }

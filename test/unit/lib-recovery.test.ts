@@ -6,6 +6,7 @@
  * what the domain chose to describe, never the intent itself.
  */
 import { expect } from 'chai';
+import { pino } from 'pino';
 import { IntentJournal, type JournalDb, type JournalOp, type JournalTable } from '../../daemon/lib/journal.js';
 import { IntentRecovery } from '../../daemon/lib/recovery.js';
 import { rejectsApi } from '../helpers/expect.js';
@@ -145,6 +146,19 @@ describe('IntentRecovery (daemon/lib/recovery.ts)', () => {
       ['info', 'apps: recovery retried'],
     ]);
     expect(s.log.lines[2].obj).to.deep.equal({ domain: 'apps', key: 'loc:1', op: 'create', id: '1' });
+  });
+
+  it("each line names its domain once, also through a domain's child logger (which names it already)", async () => {
+    const s = setUp(async () => []);
+    await s.intents.put('loc:1', { op: 'create', id: '1' });
+    const out: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void out.push(line) }).child({ domain: 'apps' });
+    await new IntentRecovery<Intent>({ domain: 'apps', journal: s.journal, log, settle: async () => [], describe: (i) => ({ op: i.op, id: i.id }) }).run();
+    expect(out.map((l) => JSON.parse(l).msg)).to.deep.equal(['apps: settled a change interrupted by a restart', 'apps: recovery done']);
+    for (const line of out) {
+      expect(line.split('"domain":').length - 1, line).to.equal(1);
+      expect(JSON.parse(line).domain).to.equal('apps');
+    }
   });
 
   it('a failing reconcile is logged and the run still reports its intents', async () => {

@@ -247,14 +247,14 @@ export class LxcContext {
 /** The states an `lxc.state` event names: the settled ones, and the two ends. */
 export type ReportedState = 'STOPPED' | 'RUNNING' | 'FROZEN' | 'created' | 'deleted';
 
+/** The call a change is reported for: who made it, and whether its activity row syncs the report. */
+export type ChangeSink = Pick<NoteSink, 'rowSyncs'> & { caller?: { tokenName: string } };
+
 /**
  * What the domain asks of its state reports (`StateReports` in states.ts,
  * set by index.ts): declared here so that the context imports none of the
  * files that use it.
  */
-/** The call a change is reported for: who made it, and whether its activity row syncs the report. */
-export type ChangeSink = Pick<NoteSink, 'rowSyncs'> & { caller?: { tokenName: string } };
-
 export interface LxcStates {
   /** A call changed the container (under its lock): report it, as the call's actor (lazily when the call's row syncs it). */
   changed(lxcid: number, state: ReportedState, by: ChangeSink): Promise<void>;

@@ -117,9 +117,8 @@ export class StateReports implements LxcStates {
    * reports nothing itself, and an outside stop during it must not be lost).
    */
   afterCall(lxcid: number): void {
-    if (!this.deferred.has(lxcid)) return;
     const said = this.deferred.get(lxcid);
-    this.deferred.delete(lxcid);
+    if (!this.deferred.delete(lxcid)) return;
     // The runtime's last word is what the call itself just reported (its own
     // stop's STOPPED): nothing to report, and no lxc-info to run for it.
     if (said !== undefined && this.stored.get(lxcid) === said) return;
@@ -164,7 +163,7 @@ export class StateReports implements LxcStates {
     lxcid: number,
     state: ReportedState,
     data: Record<string, unknown>,
-    opts: { actor: string; summary?: string },
+    opts: { actor: string },
     always: boolean,
     ops: BatchOp[] = [],
     sync: {} = SYNC,
@@ -186,7 +185,7 @@ export class StateReports implements LxcStates {
         state,
         data,
         actor: opts.actor,
-        summary: opts.summary ?? `container ${lxcid} is ${state}`,
+        summary: `container ${lxcid} is ${state}`,
       },
       sync,
     );

@@ -14,6 +14,15 @@ import { RequestTally } from './request-tally.js';
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const TASK_BUCKETS = [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800];
 
+/**
+ * How often the event-loop delay histogram (`hostd_nodejs_eventloop_lag_*`)
+ * samples the loop. prom-client's 10 ms default wakes an idle daemon 100
+ * times a second, a third of its CPU at rest on our machines
+ * (docs/performance.md, "At rest"); at 100 ms a stall of 100 ms or more is
+ * still always seen, a shorter one in proportion to its length.
+ */
+const EVENT_LOOP_SAMPLE_MS = 100;
+
 export class Families {
   readonly text = new client.Registry();
   readonly open = openMetricsRegistry();
@@ -67,7 +76,7 @@ export class Families {
     this.requestTally.histogram('hostd_api_request_duration_seconds', "Time from a request's arrival to its answer, by operation.", this.both);
     // The daemon's own process: CPU, memory, event-loop lag, handles, GC.
     for (const register of this.both) {
-      client.collectDefaultMetrics({ register, prefix: 'hostd_' });
+      client.collectDefaultMetrics({ register, prefix: 'hostd_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
       // Gauges that prom-client names like counters (and promtool refuses); their `hostd_nodejs_active_*` twins stay.
       for (const name of ['handles', 'requests', 'resources']) register.removeSingleMetric(`hostd_nodejs_active_${name}_total`);
     }

@@ -64,20 +64,45 @@ export class ProxyRecords {
     this.journal = new IntentJournal<ProxyIntent>(store, this.intents);
   }
 
-  putCaddy = (s: CaddyState): JournalOp => ({ type: 'put', sub: this.state, key: 'caddy', value: s });
+  /**
+   * `caddy` and `vip` read as absent since their last put. The data plane's
+   * tick asks for both several times a second on a member that holds neither
+   * (most members, most of the time), and each read is a LevelDB get through
+   * libuv's thread pool: a wakeup of a pool thread and of the loop. Only the
+   * put ops below write the two keys, so building one forgets the absence;
+   * `puts` tells a read that raced with a put not to keep its answer.
+   */
+  private readonly absent = new Set<'caddy' | 'vip'>();
+  private puts = 0;
+
+  putCaddy = (s: CaddyState): JournalOp => this.put('caddy', s);
   delCaddy = (): JournalOp => ({ type: 'del', sub: this.state, key: 'caddy' });
-  putVip = (s: VipState): JournalOp => ({ type: 'put', sub: this.state, key: 'vip', value: s });
+  putVip = (s: VipState): JournalOp => this.put('vip', s);
   delVip = (): JournalOp => ({ type: 'del', sub: this.state, key: 'vip' });
   /** IPv4 floating addresses parked on lo after a handoff (removed a few seconds later). */
   putParked = (addrs: string[]): JournalOp => ({ type: 'put', sub: this.state, key: 'parked', value: addrs });
   delParked = (): JournalOp => ({ type: 'del', sub: this.state, key: 'parked' });
 
   async caddy(): Promise<CaddyState | undefined> {
-    return (await this.state.get('caddy')) as CaddyState | undefined;
+    return (await this.held('caddy')) as CaddyState | undefined;
   }
 
   async vip(): Promise<VipState | undefined> {
-    return (await this.state.get('vip')) as VipState | undefined;
+    return (await this.held('vip')) as VipState | undefined;
+  }
+
+  private put(key: 'caddy' | 'vip', value: CaddyState | VipState): JournalOp {
+    this.puts++;
+    this.absent.delete(key);
+    return { type: 'put', sub: this.state, key, value };
+  }
+
+  private async held(key: 'caddy' | 'vip'): Promise<unknown> {
+    if (this.absent.has(key)) return undefined;
+    const puts = this.puts;
+    const v = await this.state.get(key);
+    if (v === undefined && puts === this.puts) this.absent.add(key);
+    return v;
   }
 
   /** IPv4 floating addresses parked on lo by the last handoff, if any. */

@@ -23,6 +23,7 @@ import { eventsBench } from './events.js';
 import { metricsBench } from './metrics.js';
 import { consoleBench } from './console.js';
 import { scaleBench } from './scale.js';
+import { idleBench } from './idle.js';
 import { stopAll } from '../helpers/daemon.js';
 import { inSection } from './lib.js';
 import { writeReport } from './report.js';
@@ -42,6 +43,7 @@ const sections: Array<[string, () => Promise<void>]> = [
   ['events', eventsBench],
   ['metrics', metricsBench],
   ['console', consoleBench],
+  ['idle', idleBench],
   ['scale', scaleBench],
 ];
 

@@ -21,12 +21,8 @@
  *
  *   write_p50_ms, write_unsynced_p50_ms, durability_write_ratio
  */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
-import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { startDaemon } from '../helpers/daemon.js';
-import { cpuMs, latencies, load, median, overRuns, pct, print, settle, type LoadResult } from './lib.js';
+import { cpuMs, latencies, load, median, overRuns, pct, print, settle, startRawServer, type LoadResult } from './lib.js';
 
 export async function apiOverhead(): Promise<void> {
   await overRuns(['api_overhead_ratio'], apiRun);
@@ -36,7 +32,7 @@ export async function apiOverhead(): Promise<void> {
 /** One run: a fresh daemon and a fresh raw server, alternating rounds, the median round of each. */
 async function apiRun(): Promise<Record<string, number>> {
   const d = await startDaemon({ env: { HOSTD_LOG_LEVEL: 'info' }, logToFile: true });
-  let raw: ReturnType<typeof spawn> | undefined;
+  let raw: ReturnType<typeof startRawServer> | undefined;
   try {
     const token = await d.token('bench', ['files.read', 'files.manage']);
     for (const name of ['media', 'backups', 'projects']) {
@@ -45,14 +41,8 @@ async function apiRun(): Promise<Record<string, number>> {
     await settle([d.proc.pid]);
     const sample = await d.request('GET', '/api/v1/folders', { token });
     const payload = sample.text;
-    const server = spawn(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), 'raw-server.js')], {
-      env: { ...process.env, BENCH_PAYLOAD: payload },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    raw = server;
-    const rawPort = await new Promise<number>((resolve) => {
-      readline.createInterface({ input: server.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
-    });
+    raw = startRawServer(payload);
+    const rawPort = await raw.port;
     const rawUrl = `http://127.0.0.1:${rawPort}/api/v1/folders`;
     const headers = { authorization: `Bearer ${token}` };
     // Warm both up, then alternate baseline and hostd rounds so that noise from
@@ -74,7 +64,7 @@ async function apiRun(): Promise<Record<string, number>> {
       return r;
     };
     for (let i = 0; i < rounds; i++) {
-      raws.push(await round(rawUrl, server.pid, cpu.raw));
+      raws.push(await round(rawUrl, raw.proc.pid, cpu.raw));
       hostds.push(await round(d.url + '/api/v1/folders', d.proc.pid, cpu.hostd));
     }
     const lat = async (url: string) => {
@@ -99,7 +89,7 @@ async function apiRun(): Promise<Record<string, number>> {
         : {}),
     };
   } finally {
-    raw?.kill('SIGTERM');
+    raw?.proc.kill('SIGTERM');
     await d.stop();
   }
 }

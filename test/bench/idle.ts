@@ -19,29 +19,16 @@
  * /proc/<pid>/stat's 10 ms ticks: a bare server at rest spends less than a
  * tick a second. BENCH_IDLE_SECONDS sets the window (20).
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { startDaemon } from '../helpers/daemon.js';
-import { print, settle } from './lib.js';
+import { print, schedstat, settle, startRawServer } from './lib.js';
 
-/** CPU nanoseconds and times scheduled, summed over every thread of `pid`. */
-function sched(pid: number): { ns: number; runs: number } {
-  let ns = 0;
-  let runs = 0;
-  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const [cpu, , slices] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(' ').map(Number);
-      ns += cpu;
-      runs += slices;
-    } catch {
-      /* a thread that ended meanwhile */
-    }
-  }
-  return { ns, runs };
-}
+/** CPU nanoseconds and times scheduled of every thread of `pid` (a process this section started and has not stopped). */
+const sched = (pid: number): { ns: number; runs: number } => {
+  const s = schedstat(pid);
+  if (!s) throw new Error(`no /proc/${pid}/task: the process under measure is gone`);
+  return s;
+};
 
 export async function idleBench(): Promise<void> {
   if (!fs.existsSync(`/proc/${process.pid}/schedstat`)) {
@@ -50,11 +37,11 @@ export async function idleBench(): Promise<void> {
   }
   const seconds = Number(process.env.BENCH_IDLE_SECONDS ?? 20);
   const d = await startDaemon({ logToFile: true });
-  const raw = spawn(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), 'raw-server.js')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const raw = startRawServer();
   try {
-    await new Promise<void>((resolve) => readline.createInterface({ input: raw.stdout! }).once('line', () => resolve()));
-    await settle([d.proc.pid, raw.pid]);
-    const pids = [d.proc.pid!, raw.pid!];
+    await raw.port;
+    await settle([d.proc.pid, raw.proc.pid]);
+    const pids = [d.proc.pid!, raw.proc.pid!];
     const before = pids.map(sched);
     const t0 = process.hrtime.bigint();
     await new Promise((r) => setTimeout(r, seconds * 1000));
@@ -77,7 +64,7 @@ export async function idleBench(): Promise<void> {
     print('idle_get_cpu_ms', getMs, 3);
     print('idle_cpu_in_gets_per_s', hostd.cpu / getMs, 1);
   } finally {
-    raw.kill('SIGTERM');
+    raw.proc.kill('SIGTERM');
     await d.stop();
   }
 }

@@ -2,7 +2,11 @@
  * Benchmark helpers: autocannon runs against loopback only, each figure
  * reported beside a baseline measured in the same run.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 
 export interface LoadResult {
@@ -68,6 +72,47 @@ export function inSection(name: string): void {
 export function print(key: string, value: number, digits = 3): void {
   process.stdout.write(`${key}=${value.toFixed(digits)}\n`);
   (figures[section] ??= {})[key] = Number(value.toFixed(digits));
+}
+
+/**
+ * CPU nanoseconds and times put on a CPU so far, summed over every thread of
+ * process `pid` (each thread's schedstat under /proc: nanoseconds, unlike
+ * /proc/<pid>/stat's 10 ms ticks); undefined without /proc.
+ */
+export function schedstat(pid: number | undefined): { ns: number; runs: number } | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    let ns = 0;
+    let runs = 0;
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const [cpu, , slices] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+        ns += cpu;
+        runs += slices;
+      } catch {
+        /* a thread that ended meanwhile */
+      }
+    }
+    return { ns, runs };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The api baseline (raw-server.js: a bare node:http server answering
+ * `payload`) in its own process. `proc` is there at once, so that a caller
+ * can kill it whatever happens next; `port` once it listens.
+ */
+export function startRawServer(payload?: string): { proc: ChildProcess; port: Promise<number> } {
+  const proc = spawn(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), 'raw-server.js')], {
+    env: payload === undefined ? process.env : { ...process.env, BENCH_PAYLOAD: payload },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = new Promise<number>((resolve) => {
+    readline.createInterface({ input: proc.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
+  });
+  return { proc, port };
 }
 
 /** CPU time (user + system) of process `pid` so far, in milliseconds; undefined without /proc. */

@@ -24,26 +24,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { startDaemon } from '../helpers/daemon.js';
-import fs from 'node:fs';
-import { overRuns, pct, settle } from './lib.js';
+import { overRuns, pct, schedstat, settle } from './lib.js';
 
-/** CPU nanoseconds of every thread of process `pid` so far (each thread's schedstat under /proc); undefined without /proc. */
-function cpuNs(pid: number | undefined): number | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    let total = 0;
-    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
-      try {
-        total += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-      } catch {
-        /* a thread that ended meanwhile */
-      }
-    }
-    return total;
-  } catch {
-    return undefined;
-  }
-}
+/** CPU nanoseconds of every thread of process `pid` so far; undefined without /proc. */
+const cpuNs = (pid: number | undefined): number | undefined => schedstat(pid)?.ns;
 
 export async function mcpOverhead(): Promise<void> {
   await overRuns(['mcp_overhead_ratio'], mcpRun);

@@ -11,15 +11,11 @@
  *                               while a scraper polls /api/v1/metrics every second, over the same figure without
  *                               it; one pair per round, median of 5 rounds (target at most 1.05)
  */
-import { spawn } from 'node:child_process';
-import path from 'node:path';
-import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { ALL_SCOPES } from '../../api/registry/index.js';
 import { hostctl, startDaemon, tempDir } from '../helpers/daemon.js';
 import { busyboxImage } from '../helpers/lxc-image.js';
 import { killContainers, lxcMissing, removeCgroupGroup } from '../helpers/lxc-env.js';
-import { latencies, load, median, pct, print } from './lib.js';
+import { latencies, load, median, pct, print, startRawServer } from './lib.js';
 
 const CONTAINERS = Number(process.env.BENCH_METRICS_CONTAINERS ?? 50);
 
@@ -32,7 +28,7 @@ export async function metricsBench(): Promise<void> {
   const image = busyboxImage();
   const pool = tempDir('hostd-bench-metrics-pool-');
   const d = await startDaemon({ configYaml: `storage_pools:\n  - id: p1\n    path: ${pool}\nlxc:\n  stop_timeout_seconds: 10\n`, logToFile: true });
-  let raw: ReturnType<typeof spawn> | null = null;
+  let raw: ReturnType<typeof startRawServer> | null = null;
   try {
     const token = await d.token('bench-metrics', [...ALL_SCOPES]);
     const imp = await hostctl(d.dataDir, ['lxc', 'image', 'import', image.rootfs, '--id', 'bb']);
@@ -76,13 +72,8 @@ export async function metricsBench(): Promise<void> {
 
     for (const name of ['media', 'backups', 'projects']) await api('POST', '/folders', { storage_id: 'p1', name });
     const payload = await get('/folders')();
-    raw = spawn(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), 'raw-server.js')], {
-      env: { ...process.env, BENCH_PAYLOAD: payload },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    const rawPort = await new Promise<number>((resolve) => {
-      readline.createInterface({ input: raw!.stdout! }).once('line', (l) => resolve(JSON.parse(l).port));
-    });
+    raw = startRawServer(payload);
+    const rawPort = await raw.port;
     const rawUrl = `http://127.0.0.1:${rawPort}/api/v1/folders`;
     const hostdUrl = `${d.url}/api/v1/folders`;
     await load(rawUrl, { headers, duration: 1 });
@@ -125,7 +116,7 @@ export async function metricsBench(): Promise<void> {
     process.stdout.write(`# rounds (scraped over unscraped): ${ratios.map((r) => r.toFixed(3)).join(' ')}\n`);
     print('api_overhead_while_scraped_ratio', median(ratios));
   } finally {
-    raw?.kill('SIGTERM');
+    raw?.proc.kill('SIGTERM');
     killContainers(d.dataDir);
     await d.stop();
     removeCgroupGroup(d.dataDir);
